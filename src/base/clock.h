@@ -1,0 +1,12 @@
+#pragma once
+
+#include <chrono>
+
+namespace strata {
+
+inline double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace strata

@@ -1,0 +1,81 @@
+#include "base/thread_pool.h"
+
+#include <algorithm>
+
+#include "base/assert.h"
+
+namespace strata {
+
+ThreadPool::ThreadPool(int n_threads) {
+  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  n_threads_ = n_threads;
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::worker(int idx) {
+  uint32_t seen = 0;
+  for (;;) {
+    // Spin briefly (steps come back to back during a forward pass), then sleep.
+    uint32_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < 20000; ++spin) {
+      __builtin_ia32_pause();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    while (g == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    (*job_)(idx, n_threads_);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  fn(0, n_threads_);
+  int p = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; p != 0 && spin < 200000; ++spin) {
+    __builtin_ia32_pause();
+    p = pending_.load(std::memory_order_acquire);
+  }
+  while (p != 0) {
+    pending_.wait(p, std::memory_order_acquire);
+    p = pending_.load(std::memory_order_acquire);
+  }
+  job_ = nullptr;
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
+  if (n <= 0) return;
+  STRATA_ASSERT(grain >= 1);
+  const int64_t units = (n + grain - 1) / grain;
+  const int nt = static_cast<int>(std::min<int64_t>(n_threads_, units));
+  if (nt <= 1) {
+    fn(0, n);
+    return;
+  }
+  run([&](int t, int) {
+    if (t >= nt) return;
+    const int64_t b = std::min(n, (units * t / nt) * grain);
+    const int64_t e = std::min(n, (units * (t + 1) / nt) * grain);
+    if (b < e) fn(b, e);
+  });
+}
+
+}  // namespace strata

@@ -1,0 +1,42 @@
+// One thread pool for the kernels (issue: -t THREADS, default all cores).
+// parallel_for splits [0, n) into contiguous chunks, one per thread; the calling thread takes
+// chunk 0, so a pool of 1 thread runs everything inline with no synchronisation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace strata {
+
+class ThreadPool {
+ public:
+  // n_threads <= 0: std::thread::hardware_concurrency().
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // fn(thread_idx, n_threads): every thread calls it once; returns when all are done.
+  void run(const std::function<void(int, int)>& fn);
+
+  // fn(begin, end) over contiguous chunks of [0, n), at most one chunk per thread, chunk
+  // boundaries rounded to multiples of `grain` (except the end).
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+
+ private:
+  void worker(int idx);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace strata
