@@ -1,0 +1,79 @@
+// The public face of model/: load a GGUF, then evaluate tokens through a Session.
+//
+//   auto model = Model::load("m.gguf", {}).value();
+//   auto sess  = model->new_session({.n_ctx = 4096});
+//   std::vector<float> logits(n_tokens * model->n_vocab());
+//   sess->eval(tokens, logits.data(), /*all_logits=*/true);   // prefill (one batch)
+//   sess->eval({next}, logits.data(), false);                  // decode, same code path
+//
+// A Model is immutable after load (weights are views into the mmapped file) and can serve many
+// Sessions; a Session owns one sequence's caches (KV, window rings, compressor state) and the
+// preallocated scratch of a step. Architectures live one per file (arch_<name>.cpp) behind the
+// Architecture interface in model/arch.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
+
+namespace strata {
+
+struct HParams;  // model/hparams.h
+class Architecture;
+class Session;
+
+struct LoadOptions {
+  int n_threads = 0;  // kernel thread pool size; <= 0: all cores
+};
+
+struct SessionOptions {
+  int n_ctx = 0;    // max positions; <= 0: the model's training context, capped at 4096
+  int n_batch = 512;  // max tokens per eval call (longer inputs are split internally)
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const LoadOptions& opts);
+  ~Model();
+
+  const std::string& arch_name() const;
+  const HParams& hparams() const;
+  const GgufFile& file() const { return *file_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  int n_vocab() const;
+  int n_ctx_train() const;
+  ThreadPool& pool() const { return *pool_; }
+
+  Result<std::unique_ptr<Session>> new_session(const SessionOptions& opts) const;
+
+ private:
+  friend class Session;
+  Model() = default;
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Architecture> arch_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // Appends `tokens` at positions n_past() .. n_past()+n-1 and evaluates them causally.
+  // all_logits: logits_out receives [n][n_vocab] (one row per token); else only the last
+  // token's row [n_vocab]. Token ids are validated (error names the id and position).
+  // Exceeding n_ctx is an error, with nothing appended.
+  virtual Status eval(std::span<const int32_t> tokens, float* logits_out, bool all_logits) = 0;
+
+  virtual int n_past() const = 0;
+  virtual int n_ctx() const = 0;
+  virtual void reset() = 0;  // forget the sequence, keep allocations
+};
+
+}  // namespace strata
