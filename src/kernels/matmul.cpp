@@ -1,0 +1,175 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <string>
+
+namespace strata {
+namespace {
+
+// Rows per parallel chunk boundary: keeps each thread's rows contiguous and cache-line sized
+// for the output of a single token.
+constexpr int64_t kRowGrain = 16;
+
+// "[64, 128, 8]" (TensorView::shape_string lives in format/, which kernels does not link).
+std::string dims(const TensorView& w) {
+  std::string s = "[";
+  for (int i = 0; i < std::max(w.n_dims, 1); ++i) s += (i ? ", " : "") + std::to_string(w.ne[i]);
+  return s + "]";
+}
+
+Status check_weight_2d(const TensorView& w, const KernelTraits& kt, const QuantizedActs& x) {
+  if (!kt.can_matmul())
+    return err("matmul: weight '%s' has type %s, which has no kernels", w.name.c_str(), type_name(w.type));
+  if (w.data == nullptr) return err("matmul: weight '%s' has no data", w.name.c_str());
+  if (x.type != kt.vec_dot_type) {
+    return err("matmul: weight '%s' (%s) needs activations in %s, got %s", w.name.c_str(), type_name(w.type),
+               type_name(kt.vec_dot_type), type_name(x.type));
+  }
+  if (w.ne[0] != x.n) {
+    return err("matmul: weight '%s' %s has %lld inputs but activations have %lld", w.name.c_str(),
+               dims(w).c_str(), static_cast<long long>(w.ne[0]), static_cast<long long>(x.n));
+  }
+  if (w.nb[1] < row_bytes(w.type, w.ne[0])) {
+    return err("matmul: weight '%s' row stride %zu is below its row size", w.name.c_str(), w.nb[1]);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status quantize_activations(GgmlType type, const float* x, int64_t n_tokens, int64_t n, QuantizedActs& out,
+                            ThreadPool* pool) {
+  const KernelTraits& kt = kernel_traits(type);
+  if (!kt.supported() || kt.from_float == nullptr) {
+    return err("quantize_activations: no conversion to %s", type_name(type));
+  }
+  const int64_t bs = type_info(type).block_size;
+  if (n <= 0 || n % bs != 0) {
+    return err("quantize_activations: row length %lld is not a positive multiple of %s's block size %lld",
+               static_cast<long long>(n), type_name(type), static_cast<long long>(bs));
+  }
+  if (n_tokens < 0)
+    return err("quantize_activations: negative token count %lld", static_cast<long long>(n_tokens));
+  out.type = type;
+  out.n_tokens = n_tokens;
+  out.n = n;
+  out.row_stride = row_bytes(type, n);
+  if (type == GgmlType::f32) {
+    out.data = reinterpret_cast<const uint8_t*>(x);
+    return Status();
+  }
+  uint8_t* dst = static_cast<uint8_t*>(
+      out.buf.reserve(out.row_stride * static_cast<size_t>(std::max<int64_t>(n_tokens, 1))));
+  out.data = dst;
+  const size_t stride = out.row_stride;
+  auto convert = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) kt.from_float(x + t * n, dst + static_cast<size_t>(t) * stride, n);
+  };
+  if (pool != nullptr && n_tokens > 1) {
+    pool->parallel_for(n_tokens, convert);
+  } else {
+    convert(0, n_tokens);
+  }
+  return Status();
+}
+
+Status matmul_q(const TensorView& w, const QuantizedActs& x, float* y, ThreadPool& pool, int64_t ldy) {
+  const KernelTraits& kt = kernel_traits(w.type);
+  STRATA_TRY(check_weight_2d(w, kt, x));
+  if (w.ne[2] != 1 || w.ne[3] != 1) {
+    return err("matmul: weight '%s' %s is not 2-D (use slice2d or matmul_id)", w.name.c_str(),
+               dims(w).c_str());
+  }
+  const int64_t out = w.ne[1];
+  if (ldy == 0) ldy = out;
+  if (ldy < out)
+    return err("matmul: output stride %lld < %lld outputs", static_cast<long long>(ldy),
+               static_cast<long long>(out));
+  const int64_t n = x.n, n_tokens = x.n_tokens;
+  const VecDotFn dot = kt.vec_dot;
+  pool.parallel_for(
+      out,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const void* wr = w.row(r);
+          for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = dot(n, wr, x.row(t));
+        }
+      },
+      kRowGrain);
+  return Status();
+}
+
+Status matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              QuantizedActs& scratch, int64_t ldy) {
+  const KernelTraits& kt = kernel_traits(w.type);
+  if (!kt.can_matmul())
+    return err("matmul: weight '%s' has type %s, which has no kernels", w.name.c_str(), type_name(w.type));
+  STRATA_TRY(quantize_activations(kt.vec_dot_type, x, n_tokens, w.ne[0], scratch, &pool));
+  return matmul_q(w, scratch, y, pool, ldy);
+}
+
+Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids, int64_t n_tokens,
+                 int64_t n_used, float* y, ThreadPool& pool, MatmulIdScratch& scratch) {
+  const KernelTraits& kt = kernel_traits(w.type);
+  STRATA_TRY(check_weight_2d(w, kt, x));
+  if (w.ne[3] != 1) return err("matmul_id: weight '%s' %s is 4-D", w.name.c_str(), dims(w).c_str());
+  if (n_used <= 0) return err("matmul_id: n_used must be positive, got %lld", static_cast<long long>(n_used));
+  const bool per_slot = x.n_tokens == n_tokens * n_used;
+  if (!per_slot && x.n_tokens != n_tokens) {
+    return err("matmul_id: activations have %lld rows; expected %lld (per token) or %lld (per slot)",
+               static_cast<long long>(x.n_tokens), static_cast<long long>(n_tokens),
+               static_cast<long long>(n_tokens * n_used));
+  }
+  const int64_t n_expert = w.ne[2], out = w.ne[1], n_slots = n_tokens * n_used;
+  // Counting sort of the slots by expert, so each thread walks its weight rows expert by expert.
+  scratch.offsets.assign(static_cast<size_t>(n_expert + 1), 0);
+  scratch.slots.resize(static_cast<size_t>(n_slots));
+  for (int64_t s = 0; s < n_slots; ++s) {
+    const int32_t e = ids[s];
+    if (e < 0 || e >= n_expert) {
+      return err("matmul_id: token %lld slot %lld selects expert %d, but '%s' has %lld experts",
+                 static_cast<long long>(s / n_used), static_cast<long long>(s % n_used), e, w.name.c_str(),
+                 static_cast<long long>(n_expert));
+    }
+    scratch.offsets[static_cast<size_t>(e) + 1]++;
+  }
+  std::vector<int32_t>& off = scratch.offsets;
+  for (int64_t e = 0; e < n_expert; ++e) off[e + 1] += off[e];
+  scratch.cursor.assign(off.begin(), off.end() - 1);
+  for (int64_t s = 0; s < n_slots; ++s)
+    scratch.slots[static_cast<size_t>(scratch.cursor[ids[s]]++)] = static_cast<int32_t>(s);
+  const int64_t n = x.n;
+  const VecDotFn dot = kt.vec_dot;
+  pool.parallel_for(
+      out,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t e = 0; e < n_expert; ++e) {
+          const int32_t sb = off[e], se = off[e + 1];
+          if (sb == se) continue;
+          for (int64_t r = r0; r < r1; ++r) {
+            const void* wr = w.row(r, e);
+            for (int32_t i = sb; i < se; ++i) {
+              const int32_t s = scratch.slots[static_cast<size_t>(i)];
+              const void* xr = x.row(per_slot ? s : s / n_used);
+              y[static_cast<int64_t>(s) * out + r] = dot(n, wr, xr);
+            }
+          }
+        }
+      },
+      kRowGrain);
+  return Status();
+}
+
+Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
+  const KernelTraits& kt = kernel_traits(type);
+  if (!kt.supported()) return err("dequantize_row: type %s is not supported", type_name(type));
+  const int64_t bs = type_info(type).block_size;
+  if (n < 0 || n % bs != 0) {
+    return err("dequantize_row: %lld elements is not a multiple of %s's block size %lld",
+               static_cast<long long>(n), type_name(type), static_cast<long long>(bs));
+  }
+  kt.to_float(src, dst, n);
+  return Status();
+}
+
+}  // namespace strata

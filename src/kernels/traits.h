@@ -1,0 +1,34 @@
+// The per-(type, ISA) kernel table (style.md §2, design.md principle 5): for each tensor type,
+// the row conversions and the dot product against an activation row in its vec_dot_type, picked
+// once for the CPU (base/cpu_features.h, lowered by STRATA_ISA=scalar|avx2|avx512).
+// The scalar entries are quant/'s reference functions; SIMD entries override the ones they
+// implement and are parity-tested against the scalar ones (tests/kernels).
+#pragma once
+
+#include "base/cpu_features.h"
+#include "quant/qtypes.h"
+#include "quant/quant_ref.h"
+
+namespace strata {
+
+struct KernelTraits {
+  GgmlType type = GgmlType::f32;
+  GgmlType vec_dot_type = GgmlType::f32;
+  ToFloatFn to_float = nullptr;      // exact dequantization of a row (bit-identical on every ISA)
+  FromFloatFn from_float = nullptr;  // quantize a row; null when the type has no quantizer
+  VecDotFn vec_dot = nullptr;        // weight row · activation row (in vec_dot_type); null if none
+  Isa isa = Isa::scalar;             // the ISA level of this table
+
+  bool supported() const { return to_float != nullptr; }
+  bool can_matmul() const { return vec_dot != nullptr; }
+};
+
+// Traits for the active ISA (active_isa()), resolved once. Types strata cannot compute with
+// give an entry with null functions (supported() == false).
+const KernelTraits& kernel_traits(GgmlType t);
+
+// Traits for an explicit ISA level (tests, benchmarks). The caller must check
+// isa_supported(isa) before calling any function from an ISA the CPU lacks.
+const KernelTraits& kernel_traits(GgmlType t, Isa isa);
+
+}  // namespace strata

@@ -1,0 +1,9 @@
+#include "kernels/x86/isa_kernels.h"
+
+namespace strata::x86 {
+
+void fill_avx2(KernelTraits* table) {
+  (void)table;
+}
+
+}  // namespace strata::x86
