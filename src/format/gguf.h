@@ -21,8 +21,19 @@
 namespace strata {
 
 enum class GgufValueType : uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
-  string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 const char* gguf_value_type_name(GgufValueType t);
 
@@ -47,6 +58,18 @@ struct GgufValue {
   std::string to_display(size_t max_items = 8) const;  // for `strata inspect`
 };
 
+// Value constructors (storage convention: unsigned ints -> uint64_t, signed -> int64_t,
+// f32/f64 -> double). gguf_make_int range-checks nothing: GgufWriter::write reports values that do
+// not fit their on-disk type.
+GgufValue gguf_make_int(GgufValueType t, int64_t v);  // t: u8..i64
+GgufValue gguf_make_u64(uint64_t v);
+GgufValue gguf_make_float(GgufValueType t, double v);  // t: f32 or f64
+GgufValue gguf_make_bool(bool v);
+GgufValue gguf_make_string(std::string v);
+GgufValue gguf_make_array(GgufValueType elem_type, std::vector<GgufValue> items);
+// Deep equality (same on-disk types and values, arrays element by element).
+bool gguf_value_equal(const GgufValue& a, const GgufValue& b);
+
 struct GgufKv {
   std::string key;
   GgufValue value;
@@ -56,7 +79,8 @@ class GgufFile {
  public:
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
   // Parse a buffer the caller keeps alive (used by the fuzz target and tests).
-  static Result<std::unique_ptr<GgufFile>> from_memory(const void* data, size_t size, std::string name = "<memory>");
+  static Result<std::unique_ptr<GgufFile>> from_memory(const void* data, size_t size,
+                                                       std::string name = "<memory>");
   ~GgufFile();
 
   const std::string& path() const { return path_; }
@@ -124,9 +148,15 @@ class GgufWriter {
   void set_alignment(uint32_t a);  // writes general.alignment too
   // ne in ggml order (ne[0] contiguous); data holds row_bytes(type, ne[0]) * rows bytes.
   Status add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne, const void* data);
+  // Writes to path + ".tmp" then renames, so a failed write never leaves a half file at path.
   Status write(const std::string& path) const;
+  // The same bytes, into memory (tests, fuzzing).
+  Status write_to_memory(std::vector<uint8_t>* out) const;
+  size_t n_tensors() const { return tensors_.size(); }
+  struct Sink;  // byte output (file or memory); defined in gguf_writer.cpp
 
  private:
+  Status write_impl(Sink* sink) const;
   struct PendingTensor {
     std::string name;
     GgmlType type;

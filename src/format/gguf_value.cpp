@@ -2,6 +2,8 @@
 //   u8/u16/u32/u64 -> uint64_t, i8/i16/i32/i64 -> int64_t, f32/f64 -> double, bool -> bool,
 //   string -> std::string, array -> shared_ptr<GgufArray>.
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -103,6 +105,87 @@ const GgufArray* GgufValue::as_array() const {
   if (type != GgufValueType::array) return nullptr;
   const auto* p = std::get_if<std::shared_ptr<GgufArray>>(&v);
   return p ? p->get() : nullptr;
+}
+
+GgufValue gguf_make_int(GgufValueType t, int64_t x) {
+  GgufValue v;
+  v.type = t;
+  switch (t) {
+    case GgufValueType::u8:
+    case GgufValueType::u16:
+    case GgufValueType::u32:
+    case GgufValueType::u64:
+      v.v = static_cast<uint64_t>(x);  // a negative x wraps; the writer rejects it as out of range
+      break;
+    default:
+      v.v = x;
+  }
+  return v;
+}
+
+GgufValue gguf_make_u64(uint64_t x) {
+  GgufValue v;
+  v.type = GgufValueType::u64;
+  v.v = x;
+  return v;
+}
+
+GgufValue gguf_make_float(GgufValueType t, double x) {
+  GgufValue v;
+  v.type = t;
+  v.v = x;
+  return v;
+}
+
+GgufValue gguf_make_bool(bool b) {
+  GgufValue v;
+  v.type = GgufValueType::boolean;
+  v.v = b;
+  return v;
+}
+
+GgufValue gguf_make_string(std::string s) {
+  GgufValue v;
+  v.type = GgufValueType::string;
+  v.v = std::move(s);
+  return v;
+}
+
+GgufValue gguf_make_array(GgufValueType elem_type, std::vector<GgufValue> items) {
+  auto a = std::make_shared<GgufArray>();
+  a->elem_type = elem_type;
+  a->items = std::move(items);
+  GgufValue v;
+  v.type = GgufValueType::array;
+  v.v = std::move(a);
+  return v;
+}
+
+bool gguf_value_equal(const GgufValue& a, const GgufValue& b) {
+  if (a.type != b.type) return false;
+  if (a.type == GgufValueType::array) {
+    const GgufArray* x = a.as_array();
+    const GgufArray* y = b.as_array();
+    if (!x || !y) return x == y;
+    if (x->elem_type != y->elem_type || x->items.size() != y->items.size()) return false;
+    for (size_t i = 0; i < x->items.size(); ++i)
+      if (!gguf_value_equal(x->items[i], y->items[i])) return false;
+    return true;
+  }
+  if (a.type == GgufValueType::f32) {
+    // Compare as stored on disk (bitwise f32), so NaNs and -0 round-trip as equal.
+    const auto* x = std::get_if<double>(&a.v);
+    const auto* y = std::get_if<double>(&b.v);
+    if (!x || !y) return false;
+    const float fx = static_cast<float>(*x), fy = static_cast<float>(*y);
+    return std::memcmp(&fx, &fy, sizeof fx) == 0;
+  }
+  if (a.type == GgufValueType::f64) {
+    const auto* x = std::get_if<double>(&a.v);
+    const auto* y = std::get_if<double>(&b.v);
+    return x && y && std::memcmp(x, y, sizeof *x) == 0;
+  }
+  return a.v == b.v;
 }
 
 namespace {
