@@ -1,0 +1,27 @@
+// AVX2 + FMA + F16C kernels (compiled with those flags only; callers check the CPU first).
+// Same contracts as the scalar references in quant/quant_ref.h: conversions and quantizers are
+// bit-identical to them; dot products equal them up to f32 summation order.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::x86::avx2 {
+
+float vec_dot_f32(int64_t n, const void* w, const void* x);
+float vec_dot_f16(int64_t n, const void* w, const void* x);
+float vec_dot_bf16(int64_t n, const void* w, const void* x);
+void to_float_f16(const void* src, float* dst, int64_t n);
+void from_float_f16(const float* src, void* dst, int64_t n);
+void to_float_bf16(const void* src, float* dst, int64_t n);
+void from_float_bf16(const float* src, void* dst, int64_t n);
+
+void from_float_q8_0(const float* src, void* dst, int64_t n);
+void from_float_q8_k(const float* src, void* dst, int64_t n);
+
+float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* x);
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
+float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);
+float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x);
+float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x);
+
+}  // namespace strata::x86::avx2

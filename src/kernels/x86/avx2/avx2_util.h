@@ -1,0 +1,49 @@
+// Small AVX2 helpers shared by the AVX2 (and AVX-512 tail) kernels. Include only from files
+// compiled with -mavx2 -mfma -mf16c.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace strata::x86 {
+
+inline float hsum_f32x8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t hsum_i32x8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float hmax_f32x8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// 32 signed bytes w·x summed in pairs of 4 → 8 int32. PRECOND: no x byte is −128 (activation
+// quantizers never produce it); w may be anything (|−128| is taken as unsigned 128).
+inline __m256i dot_i8x32(__m256i w, __m256i x) {
+  const __m256i aw = _mm256_sign_epi8(w, w);
+  const __m256i sx = _mm256_sign_epi8(x, w);
+  const __m256i p16 = _mm256_maddubs_epi16(aw, sx);
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+// 16 packed bytes → 32 nibbles: bytes 0..15 = low nibbles, 16..31 = high nibbles (the Q4_0 /
+// MXFP4 element order).
+inline __m256i nibbles_32(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i m = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+}
+
+}  // namespace strata::x86
