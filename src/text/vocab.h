@@ -1,0 +1,102 @@
+// Vocabulary shared by the BPE and SentencePiece tokenizers: token texts, scores and types,
+// text -> id lookup, special ids and the add_bos/add_eos rules, end-of-generation set, and the
+// special-token partition of input text.
+//
+// VocabData is the plain form of the tokenizer.ggml.* metadata, so tokenizers can be built
+// (and tested) without a GGUF file; Vocab::build validates it and derives everything else with
+// llama.cpp's rules (de3ff81, llama_vocab::impl::load).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+
+namespace strata::text {
+
+// tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+  undefined = 0,
+  normal = 1,
+  unknown = 2,
+  control = 3,
+  user_defined = 4,
+  unused = 5,
+  byte = 6,
+};
+
+// Token attribute bits (a token can gain bits beyond its type, e.g. an "<|im_end|>" marked
+// normal in the file is treated as control, like llama.cpp does).
+enum TokenAttr : uint32_t {
+  kAttrUndefined = 0,
+  kAttrUnknown = 1u << 0,
+  kAttrUnused = 1u << 1,
+  kAttrNormal = 1u << 2,
+  kAttrControl = 1u << 3,
+  kAttrUserDefined = 1u << 4,
+  kAttrByte = 1u << 5,
+};
+
+struct VocabData {
+  std::string model;                 // tokenizer.ggml.model: "gpt2" (BPE) or "llama" (SPM)
+  std::string pre;                   // tokenizer.ggml.pre ("" = default)
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens
+  std::vector<float> scores;         // tokenizer.ggml.scores (empty = all 0)
+  std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (empty = all normal)
+  std::vector<std::string> merges;   // tokenizer.ggml.merges, "left right", rank = index
+  std::optional<int64_t> bos_id, eos_id, eot_id, eom_id, unk_id, pad_id;
+  std::optional<int64_t> fim_pad_id, fim_rep_id, fim_sep_id;
+  std::optional<bool> add_bos, add_eos, add_space_prefix;
+};
+
+struct Vocab {
+  std::vector<std::string> text;                      // [n_vocab]
+  std::vector<float> score;                           // [n_vocab]
+  std::vector<uint32_t> attr;                         // [n_vocab] TokenAttr bits
+  std::unordered_map<std::string_view, int32_t> ids;  // views into `text`
+
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
+  bool add_bos = false;
+  bool add_eos = false;
+  std::set<int32_t> eog;
+  // Control / user-defined / unknown ids, longest text first (the order llama.cpp splits in).
+  std::vector<int32_t> specials;
+
+  int32_t n() const { return static_cast<int32_t>(text.size()); }
+  int32_t find(std::string_view s) const {
+    auto it = ids.find(s);
+    return it == ids.end() ? -1 : it->second;
+  }
+  bool has(int32_t id, uint32_t bits) const { return id >= 0 && id < n() && (attr[id] & bits) != 0; }
+
+  // Validates tokens / scores / types and fills text, score, attr, ids. Special ids and flags
+  // are set by finish_specials once the tokenizer kind knows its defaults.
+  static Result<Vocab> build(VocabData& data);
+  // bos/eos/... from data (over the given defaults), eot/eom/eog detection by text, specials.
+  Status finish_specials(const VocabData& data, int32_t default_bos, int32_t default_eos, int32_t default_unk,
+                         bool default_add_bos);
+
+  // Vocab owns string storage its map points into: moving is fine, copying is not.
+  Vocab() = default;
+  Vocab(Vocab&&) = default;
+  Vocab& operator=(Vocab&&) = default;
+  Vocab(const Vocab&) = delete;
+  Vocab& operator=(const Vocab&) = delete;
+};
+
+// One piece of input after special-token splitting: raw text, or a special token id.
+struct Fragment {
+  int32_t token = -1;  // >= 0: a special token
+  std::string_view text;
+};
+
+// Splits text on special-token texts, longest tokens first (llama.cpp tokenizer_st_partition).
+// User-defined tokens are always split out; control and unknown tokens only with parse_special.
+std::vector<Fragment> partition_specials(const Vocab& vocab, std::string_view text, bool parse_special);
+
+}  // namespace strata::text
