@@ -1,0 +1,59 @@
+// The generation loop: prompt -> tokens (BOS per the vocab's add_bos) -> prefill -> sample/decode
+// until n_predict tokens, an end-of-generation token, or a full context. Text is streamed through a
+// callback in complete UTF-8 characters (runtime/utf8_stream.h).
+//
+//   GenerateOptions o; o.n_predict = 64; o.sampling.temp = 0;
+//   auto stats = generate(*session, model->tokenizer(), "Once upon", o,
+//                         [](std::string_view text) { fwrite(...); return true; });
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "text/tokenizer.h"
+
+namespace strata {
+
+struct GenerateOptions {
+  int n_predict = 128;  // tokens to generate; < 0: until end of generation or a full context
+  SamplerParams sampling;
+  bool ignore_eos = false;      // keep going past end-of-generation tokens (benchmarks)
+  bool parse_special = true;    // "<|im_start|>" in the prompt becomes its control token
+  bool special_pieces = false;  // print control tokens' text in the output
+};
+
+enum class StopReason { n_predict, eog, ctx_full, callback };
+const char* stop_reason_name(StopReason r);
+
+struct GenerateStats {
+  int n_prompt = 0;     // prompt tokens evaluated (prefill)
+  int n_gen = 0;        // tokens sampled (the first comes from the prefill logits)
+  int n_decode = 0;     // single-token decode evals
+  double prompt_s = 0;  // prefill wall time
+  double decode_s = 0;  // total wall time of the decode evals
+  double sample_s = 0;  // total time in the sampler
+  StopReason stop = StopReason::n_predict;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> tokens;  // generated ids
+
+  double prompt_tps() const { return prompt_s > 0 ? n_prompt / prompt_s : 0; }
+  double gen_tps() const { return decode_s > 0 ? n_decode / decode_s : 0; }
+};
+
+// Return false to stop generating.
+using TextCallback = std::function<bool(std::string_view text)>;
+
+// Uses `session` from its current position (normally a fresh session). Errors: empty prompt,
+// prompt not shorter than the context ("prompt is N tokens, context is C"), bad sampler
+// parameters, model eval errors.
+Result<GenerateStats> generate(Session& session, const Tokenizer& tok, int32_t n_vocab,
+                               std::string_view prompt, const GenerateOptions& opts,
+                               const TextCallback& on_text);
+
+}  // namespace strata

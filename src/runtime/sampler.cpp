@@ -1,0 +1,203 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace strata {
+
+Status sampler_params_validate(const SamplerParams& p) {
+  if (!std::isfinite(p.temp)) return err("--temp must be a finite number (got %g)", p.temp);
+  if (!(p.top_p > 0.0f) || !std::isfinite(p.top_p)) return err("--top-p must be > 0 (got %g)", p.top_p);
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return err("--min-p must be in [0, 1] (got %g)", p.min_p);
+  if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty)) {
+    return err("--repeat-penalty must be > 0 (got %g)", p.repeat_penalty);
+  }
+  if (p.repeat_last_n < 0) return err("--repeat-last-n must be >= 0 (got %d)", p.repeat_last_n);
+  return {};
+}
+
+// Descending by logit; equal logits by ascending id so results do not depend on sort internals.
+static bool cand_greater(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+static void sort_prefix(Candidates* c, size_t k) {
+  k = std::min(k, c->data.size());
+  std::partial_sort(c->data.begin(), c->data.begin() + static_cast<std::ptrdiff_t>(k), c->data.end(),
+                    cand_greater);
+}
+
+void candidates_from_logits(const float* logits, int32_t n_vocab, Candidates* c) {
+  c->data.resize(static_cast<size_t>(n_vocab));
+  for (int32_t i = 0; i < n_vocab; ++i) c->data[static_cast<size_t>(i)] = {i, logits[i], 0.0f};
+  c->sorted = false;
+}
+
+void sample_penalties(Candidates* c, const std::unordered_map<int32_t, int>& counts, float penalty) {
+  if (penalty == 1.0f || counts.empty()) return;
+  for (auto& cd : c->data) {
+    if (!counts.count(cd.id)) continue;
+    // Dividing a negative logit would make it *more* likely; multiply instead (llama.cpp).
+    cd.logit = cd.logit <= 0.0f ? cd.logit * penalty : cd.logit / penalty;
+  }
+  c->sorted = false;
+}
+
+void sample_top_k(Candidates* c, int32_t k) {
+  if (k <= 0 || c->data.empty()) return;
+  const size_t kk = std::min(static_cast<size_t>(k), c->data.size());
+  if (!c->sorted) sort_prefix(c, kk);
+  c->data.resize(kk);
+  c->sorted = true;
+}
+
+void sample_softmax(Candidates* c) {
+  if (c->data.empty()) return;
+  float max_l = -std::numeric_limits<float>::infinity();
+  for (auto& cd : c->data) max_l = std::max(max_l, cd.logit);
+  float sum = 0.0f;
+  for (auto& cd : c->data) {
+    cd.p = std::exp(cd.logit - max_l);
+    sum += cd.p;
+  }
+  for (auto& cd : c->data) cd.p /= sum;
+}
+
+void sample_top_p(Candidates* c, float p, size_t min_keep) {
+  if (p >= 1.0f || c->data.empty()) return;
+  sample_softmax(c);
+  if (!c->sorted) {
+    sort_prefix(c, c->data.size());
+    c->sorted = true;
+  }
+  // Keep the smallest prefix whose probability mass reaches p (and at least min_keep).
+  float cum = 0.0f;
+  size_t last = c->data.size();
+  for (size_t i = 0; i < c->data.size(); ++i) {
+    cum += c->data[i].p;
+    if (cum >= p && i + 1 >= min_keep) {
+      last = i + 1;
+      break;
+    }
+  }
+  c->data.resize(last);
+}
+
+void sample_min_p(Candidates* c, float p, size_t min_keep) {
+  if (p <= 0.0f || c->data.empty()) return;
+  // p_i >= p * p_max  <=>  logit_i >= max_logit + log(p): no softmax needed.
+  if (!c->sorted) {
+    sort_prefix(c, c->data.size());
+    c->sorted = true;
+  }
+  const float min_logit = c->data[0].logit + std::log(p);
+  size_t i = 1;  // the top token always survives
+  for (; i < c->data.size(); ++i) {
+    if (c->data[i].logit < min_logit && i >= min_keep) break;
+  }
+  c->data.resize(i);
+}
+
+void sample_temperature(Candidates* c, float temp) {
+  if (c->data.empty()) return;
+  if (temp <= 0.0f) {
+    // Keep only the best: same effect as llama.cpp setting every other logit to -inf.
+    size_t best = 0;
+    for (size_t i = 1; i < c->data.size(); ++i) {
+      if (cand_greater(c->data[i], c->data[best])) best = i;
+    }
+    const Candidate keep = c->data[best];
+    c->data.assign(1, keep);
+    c->sorted = true;
+    return;
+  }
+  for (auto& cd : c->data) cd.logit /= temp;
+}
+
+int32_t sample_dist(Candidates* c, std::mt19937* rng) {
+  STRATA_ASSERT(!c->data.empty());
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  const double r = uni(*rng);  // always one draw, so the RNG stream does not depend on the list size
+  if (c->data.size() == 1) {
+    c->data[0].p = 1.0f;
+    return c->data[0].id;
+  }
+  float max_l = -std::numeric_limits<float>::infinity();
+  for (auto& cd : c->data) max_l = std::max(max_l, cd.logit);
+  double sum = 0.0;
+  for (auto& cd : c->data) {
+    cd.p = std::exp(cd.logit - max_l);
+    sum += cd.p;
+  }
+  const double target = sum * r;
+  double run = 0.0;
+  size_t chosen = c->data.size() - 1;
+  for (size_t i = 0; i < c->data.size(); ++i) {
+    run += c->data[i].p;
+    if (run >= target) {
+      chosen = i;
+      break;
+    }
+  }
+  for (auto& cd : c->data) cd.p = static_cast<float>(cd.p / sum);
+  return c->data[chosen].id;
+}
+
+int32_t sample_greedy(const float* logits, int32_t n_vocab) {
+  STRATA_ASSERT(n_vocab > 0);
+  int32_t best = 0;
+  for (int32_t i = 1; i < n_vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+static uint32_t resolve_seed(uint32_t seed) {
+  if (seed != kSamplerRandomSeed) return seed;
+  return static_cast<uint32_t>(std::chrono::system_clock::now().time_since_epoch().count());
+}
+
+Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
+    : params_(params), n_vocab_(n_vocab), seed_(resolve_seed(params.seed)), rng_(seed_) {
+  STRATA_ASSERT(n_vocab > 0);
+  if (params_.min_keep == 0) params_.min_keep = 1;
+}
+
+int32_t Sampler::sample(const float* logits) {
+  candidates_from_logits(logits, n_vocab_, &cands_);
+  sample_penalties(&cands_, counts_, params_.repeat_penalty);
+  if (params_.temp <= 0.0f) {
+    sample_temperature(&cands_, 0.0f);  // argmax of the penalised logits; no RNG draw
+    return cands_.data[0].id;
+  }
+  sample_top_k(&cands_, params_.top_k);
+  sample_top_p(&cands_, params_.top_p, params_.min_keep);
+  sample_min_p(&cands_, params_.min_p, params_.min_keep);
+  sample_temperature(&cands_, params_.temp);
+  return sample_dist(&cands_, &rng_);
+}
+
+void Sampler::accept(int32_t token) {
+  if (params_.repeat_last_n <= 0) return;
+  history_.push_back(token);
+  ++counts_[token];
+  while (history_.size() > static_cast<size_t>(params_.repeat_last_n)) {
+    const int32_t old = history_.front();
+    history_.pop_front();
+    if (--counts_[old] == 0) counts_.erase(old);
+  }
+}
+
+void Sampler::accept_prompt(std::span<const int32_t> tokens) {
+  for (int32_t t : tokens) accept(t);
+}
+
+void Sampler::reset() {
+  history_.clear();
+  counts_.clear();
+  rng_.seed(seed_);
+}
+
+}  // namespace strata

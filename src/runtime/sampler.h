@@ -1,0 +1,92 @@
+// Token sampling with llama.cpp's semantics and default chain order:
+//   penalties -> top-k -> top-p -> min-p -> temperature -> dist
+// temp <= 0 means greedy (argmax; ties go to the lowest id). Every stage is also a free function
+// over a candidate list so it can be tested on its own.
+//
+//   Sampler s(params, n_vocab);
+//   s.accept_prompt(prompt_tokens);          // repetition penalty sees the prompt too (llama-cli)
+//   int32_t tok = s.sample(logits);          // logits: [n_vocab] f32, not modified
+//   s.accept(tok);
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+
+namespace strata {
+
+constexpr uint32_t kSamplerRandomSeed = 0xFFFFFFFFu;  // like LLAMA_DEFAULT_SEED: seed from the clock
+
+struct SamplerParams {
+  float temp = 0.8f;            // <= 0: greedy
+  int32_t top_k = 40;           // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off
+  int32_t repeat_last_n = 64;   // tokens of history penalised; 0: off
+  uint32_t seed = kSamplerRandomSeed;
+  size_t min_keep = 1;  // top-p / min-p keep at least this many candidates
+};
+
+// Checks ranges (finite temp, 0 < top_p, 0 <= min_p <= 1, repeat_penalty > 0, repeat_last_n >= 0);
+// the error names the parameter and its value.
+Status sampler_params_validate(const SamplerParams& p);
+
+struct Candidate {
+  int32_t id;
+  float logit;
+  float p;  // filled by stages that need probabilities (softmax over the current list)
+};
+
+// A candidate list; `sorted` = descending by logit.
+struct Candidates {
+  std::vector<Candidate> data;
+  bool sorted = false;
+};
+
+// Each stage keeps at least one candidate.
+void candidates_from_logits(const float* logits, int32_t n_vocab, Candidates* c);
+// Multiply logits <= 0 by `penalty`, divide positive ones by it, for ids in `counts`.
+void sample_penalties(Candidates* c, const std::unordered_map<int32_t, int>& counts, float penalty);
+void sample_top_k(Candidates* c, int32_t k);
+void sample_softmax(Candidates* c);  // fills p (f32 expf, max-subtracted), keeps order
+void sample_top_p(Candidates* c, float p, size_t min_keep);
+void sample_min_p(Candidates* c, float p, size_t min_keep);
+void sample_temperature(Candidates* c, float temp);
+// Draws from softmax(logits) with one uniform double from rng (as llama.cpp's dist sampler).
+int32_t sample_dist(Candidates* c, std::mt19937* rng);
+int32_t sample_greedy(const float* logits, int32_t n_vocab);
+
+class Sampler {
+ public:
+  Sampler(const SamplerParams& params, int32_t n_vocab);
+
+  // logits: [n_vocab] f32. Returns a token id in [0, n_vocab).
+  int32_t sample(const float* logits);
+  // Record a token in the repetition-penalty history (the last repeat_last_n are kept).
+  void accept(int32_t token);
+  void accept_prompt(std::span<const int32_t> tokens);
+  void reset();  // clear history and re-seed
+
+  const SamplerParams& params() const { return params_; }
+  uint32_t seed() const { return seed_; }  // the effective seed (resolved if random)
+  // The candidates the chain would draw from, after all filters (for tests and debugging).
+  const Candidates& last_candidates() const { return cands_; }
+
+ private:
+  SamplerParams params_;
+  int32_t n_vocab_;
+  uint32_t seed_;
+  std::mt19937 rng_;
+  std::deque<int32_t> history_;
+  std::unordered_map<int32_t, int> counts_;
+  Candidates cands_;
+};
+
+}  // namespace strata
