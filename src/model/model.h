@@ -33,7 +33,7 @@ struct LoadOptions {
 };
 
 struct SessionOptions {
-  int n_ctx = 0;    // max positions; <= 0: the model's training context, capped at 4096
+  int n_ctx = 0;      // max positions; <= 0: the model's training context, capped at 4096
   int n_batch = 512;  // max tokens per eval call (longer inputs are split internally)
 };
 
@@ -49,6 +49,7 @@ class Model {
   int n_vocab() const;
   int n_ctx_train() const;
   ThreadPool& pool() const { return *pool_; }
+  const Architecture& arch() const { return *arch_; }  // model/arch.h
 
   Result<std::unique_ptr<Session>> new_session(const SessionOptions& opts) const;
 

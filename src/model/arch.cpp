@@ -1,0 +1,30 @@
+#include "model/arch.h"
+
+#include <array>
+
+namespace strata {
+
+namespace {
+
+// An explicit table rather than self-registering statics: arch files live in a static library,
+// and an object file nothing references would be dropped by the linker with its registrar.
+const std::array kArchs = {
+    ArchEntry{"qwen3moe", &make_arch_qwen3moe},
+    ArchEntry{"llama", &make_arch_llama},
+    ArchEntry{"qwen2moe", &make_arch_qwen2moe},
+    ArchEntry{"gpt-oss", &make_arch_gpt_oss},
+};
+
+}  // namespace
+
+std::span<const ArchEntry> arch_registry() {
+  return kArchs;
+}
+
+const ArchEntry* arch_find(std::string_view name) {
+  for (const ArchEntry& e : kArchs)
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+}  // namespace strata

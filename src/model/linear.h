@@ -1,0 +1,28 @@
+// Linear layers and embedding rows over weight views of any supported type.
+//
+// linear() follows ggml-cpu's MUL_MAT numerics: a quantized weight's activation rows are first
+// quantized to the weight type's vec_dot_type (Q8_0 for Q4_0 / Q8_0 / MXFP4, Q8_K for K-quants),
+// then each output is one vec_dot of a weight row with an activation row. f32 weights use f32
+// activations directly. Work is split across the pool by output rows.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "format/tensor_view.h"
+#include "model/scratch.h"
+
+namespace strata {
+
+// y[n][out] = x[n][in] · Wᵀ (+ bias[out] when non-null). W: {in, out} (row-major [out][in]).
+// x rows have stride `in`, y rows stride `out`. Uses `arena` for quantized activations.
+void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x, int64_t n, float* y,
+            const float* bias = nullptr);
+
+// out[ne0] = row `id` of a 2-D table (token embeddings), dequantized exactly.
+void embedding_row(const TensorView& table, int64_t id, float* out);
+
+// Bytes linear() takes from the arena for n rows of width `in` with weight type t.
+size_t linear_scratch_bytes(GgmlType t, int64_t in, int64_t n);
+
+}  // namespace strata
