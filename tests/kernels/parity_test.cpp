@@ -166,6 +166,11 @@ TEST(Traits, ActiveIsaAndUnsupportedTypes) {
   EXPECT_FALSE(kernel_traits(GgmlType::q4_1).supported());
   EXPECT_FALSE(kernel_traits(GgmlType::q8_k).can_matmul());
   EXPECT_FALSE(kernel_traits(static_cast<GgmlType>(1000)).supported());
+  // Every weight type has its own SIMD dot product at each level (not a fallback).
+  for (GgmlType t : kWeightTypes) {
+    EXPECT_NE(kernel_traits(t, Isa::avx2).vec_dot, kernel_traits(t, Isa::scalar).vec_dot) << type_name(t);
+    EXPECT_NE(kernel_traits(t, Isa::avx512).vec_dot, kernel_traits(t, Isa::avx2).vec_dot) << type_name(t);
+  }
   for (GgmlType t : kWeightTypes) {
     for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
       const KernelTraits& e = kernel_traits(t, isa);

@@ -1,9 +1,24 @@
+#include "kernels/x86/avx512/avx512_kernels.h"
 #include "kernels/x86/isa_kernels.h"
 
 namespace strata::x86 {
 
-void fill_avx512(KernelTraits* table) {
-  (void)table;
+void fill_avx512(KernelTraits* t) {
+  auto at = [t](GgmlType ty) -> KernelTraits& { return t[static_cast<size_t>(ty)]; };
+  at(GgmlType::f32).vec_dot = avx512::vec_dot_f32;
+  at(GgmlType::f16).vec_dot = avx512::vec_dot_f16;
+  at(GgmlType::f16).to_float = avx512::to_float_f16;
+  at(GgmlType::f16).from_float = avx512::from_float_f16;
+  at(GgmlType::bf16).vec_dot = avx512::vec_dot_bf16;
+  at(GgmlType::bf16).to_float = avx512::to_float_bf16;
+  at(GgmlType::bf16).from_float = avx512::from_float_bf16;
+  at(GgmlType::q8_0).from_float = avx512::from_float_q8_0;
+  at(GgmlType::q8_0).vec_dot = avx512::vec_dot_q8_0_q8_0;
+  at(GgmlType::q4_0).vec_dot = avx512::vec_dot_q4_0_q8_0;
+  at(GgmlType::mxfp4).vec_dot = avx512::vec_dot_mxfp4_q8_0;
+  at(GgmlType::q8_k).from_float = avx512::from_float_q8_k;
+  at(GgmlType::q4_k).vec_dot = avx512::vec_dot_q4_k_q8_k;
+  at(GgmlType::q6_k).vec_dot = avx512::vec_dot_q6_k_q8_k;
 }
 
 }  // namespace strata::x86

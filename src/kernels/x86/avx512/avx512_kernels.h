@@ -1,0 +1,28 @@
+// AVX-512 (F, BW, VL, DQ, VNNI, BF16) kernels, compiled with those flags only; callers check the
+// CPU first. Same contracts as quant/quant_ref.h: conversions and quantizers are bit-identical
+// to the scalar references, K-quant dot products too; the other dot products equal them up to
+// f32 summation order (bf16 via VDPBF16PS, which also flushes subnormal inputs to zero).
+#pragma once
+
+#include <cstdint>
+
+namespace strata::x86::avx512 {
+
+float vec_dot_f32(int64_t n, const void* w, const void* x);
+float vec_dot_f16(int64_t n, const void* w, const void* x);
+float vec_dot_bf16(int64_t n, const void* w, const void* x);
+void to_float_f16(const void* src, float* dst, int64_t n);
+void from_float_f16(const float* src, void* dst, int64_t n);
+void to_float_bf16(const void* src, float* dst, int64_t n);
+void from_float_bf16(const float* src, void* dst, int64_t n);
+
+void from_float_q8_0(const float* src, void* dst, int64_t n);
+void from_float_q8_k(const float* src, void* dst, int64_t n);
+
+float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* x);
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
+float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);
+float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x);
+float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x);
+
+}  // namespace strata::x86::avx512
