@@ -29,8 +29,22 @@ Status check_weight_2d(const TensorView& w, const KernelTraits& kt, const Quanti
     return err("matmul: weight '%s' %s has %lld inputs but activations have %lld", w.name.c_str(),
                dims(w).c_str(), static_cast<long long>(w.ne[0]), static_cast<long long>(x.n));
   }
-  if (w.nb[1] < row_bytes(w.type, w.ne[0])) {
-    return err("matmul: weight '%s' row stride %zu is below its row size", w.name.c_str(), w.nb[1]);
+  const int64_t bs = type_info(w.type).block_size;
+  if (w.ne[0] <= 0 || w.ne[0] % bs != 0 || w.ne[1] < 0 || w.ne[2] < 1) {
+    return err("matmul: weight '%s' %s: row length must be a positive multiple of %s's block size %lld",
+               w.name.c_str(), dims(w).c_str(), type_name(w.type), static_cast<long long>(bs));
+  }
+  const size_t rb = row_bytes(w.type, w.ne[0]);
+  if (w.nb[1] < rb)
+    return err("matmul: weight '%s' row stride %zu is below its row size %zu", w.name.c_str(), w.nb[1], rb);
+  // Every byte a product reads must lie inside the view (when its size is known).
+  if (w.ne[1] > 0 && w.nbytes != 0) {
+    const size_t last =
+        static_cast<size_t>(w.ne[1] - 1) * w.nb[1] + static_cast<size_t>(w.ne[2] - 1) * w.nb[2] + rb;
+    if (last > w.nbytes) {
+      return err("matmul: weight '%s' %s needs %zu bytes but its view has %zu", w.name.c_str(),
+                 dims(w).c_str(), last, w.nbytes);
+    }
   }
   return Status();
 }

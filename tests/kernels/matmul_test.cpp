@@ -173,6 +173,13 @@ TEST(Matmul, ErrorsNameTheProblem) {
   s = matmul(bad, x.data(), 1, y.data(), pool, qa);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("q4_1"), std::string::npos) << s.message();
+  // A view smaller than its shape says is refused before any read.
+  TensorView short_view = w.view;
+  short_view.nbytes -= 1;
+  ASSERT_TRUE(quantize_activations(GgmlType::q8_0, x.data(), 1, 64, qa).ok());
+  s = matmul_q(short_view, qa, y.data(), pool);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bytes"), std::string::npos) << s.message();
   EXPECT_FALSE(dequantize_row(GgmlType::q4_0, w.bytes.data(), y.data(), 33).ok());
   EXPECT_FALSE(dequantize_row(GgmlType::iq2_xs, w.bytes.data(), y.data(), 256).ok());
   // Routed: an out-of-range expert id is reported, not read.
