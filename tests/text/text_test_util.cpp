@@ -66,3 +66,29 @@ std::string ids_to_string(const std::vector<int32_t>& ids) {
 }
 
 }  // namespace strata::testing
+
+#include "text/utf8.h"
+
+namespace strata::testing {
+
+text::VocabData tiny_bpe_data(const std::vector<std::string>& merges, const std::vector<ExtraToken>& extra,
+                              const std::string& pre) {
+  text::VocabData d;
+  d.model = "gpt2";
+  d.pre = pre;
+  for (int b = 0; b < 256; ++b) d.tokens.push_back(text::byte_to_utf8(static_cast<uint8_t>(b)));
+  d.merges = merges;
+  for (const std::string& m : merges) {
+    std::string joined = m;
+    joined.erase(joined.find(' ', 1), 1);
+    d.tokens.push_back(joined);
+  }
+  d.token_types.assign(d.tokens.size(), static_cast<int32_t>(text::TokenType::normal));
+  for (const ExtraToken& e : extra) {
+    d.tokens.push_back(e.text);
+    d.token_types.push_back(static_cast<int32_t>(e.type));
+  }
+  return d;
+}
+
+}  // namespace strata::testing

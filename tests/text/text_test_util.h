@@ -22,3 +22,16 @@ std::vector<VocabCase> vocab_cases(const std::string& fixtures, const std::strin
 std::string ids_to_string(const std::vector<int32_t>& ids);
 
 }  // namespace strata::testing
+
+namespace strata::testing {
+
+// A tiny byte-level BPE vocab: ids 0..255 are the 256 byte-alphabet characters (in byte order),
+// then one token per merge result, then `extra` tokens with their types.
+struct ExtraToken {
+  std::string text;
+  text::TokenType type;
+};
+text::VocabData tiny_bpe_data(const std::vector<std::string>& merges,
+                              const std::vector<ExtraToken>& extra = {}, const std::string& pre = "gpt-2");
+
+}  // namespace strata::testing
