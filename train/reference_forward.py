@@ -7,6 +7,7 @@ llama.cpp tensor name), so it checks the export as well as serving as strata's o
   logits: run one sequence (token ids at positions 0..n-1, no BOS added) and write
           <out>.f32 = float32 little-endian [n_tokens x n_vocab] row-major (row i = logits after
           token i) and <out>.json = {model, tokens, n_vocab, argmax, top1_top2_gap, dtype}.
+  generate: greedy (or --temp) continuation of --text, for model-card samples.
   ppl:    tokenize a text file with the model's SentencePiece vocab (or read a uint16 .bin of ids),
           cut it into non-overlapping windows of ctx tokens (tail dropped), score positions 1..ctx-1
           of each window; print/write {ppl, nll, windows, scored_tokens}. Same definition as
@@ -133,7 +134,10 @@ def spm_from_gguf_or_file(ref, sp_path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cmd", choices=["logits", "ppl"])
+    ap.add_argument("cmd", choices=["logits", "ppl", "generate"])
+    ap.add_argument("-n", "--n-predict", type=int, default=64, help="generate: tokens to sample")
+    ap.add_argument("--temp", type=float, default=0.0, help="generate: 0 = greedy")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--tokens", help="comma-separated token ids (logits)")
     ap.add_argument("--text", help="text to tokenize (logits) or text file (ppl)")
@@ -162,6 +166,18 @@ def main():
             logits.to(torch.float32).numpy().astype("<f4").tofile(args.out + ".f32")
             json.dump(info, open(args.out + ".json", "w"), indent=1)
         print(f"{len(toks)} tokens, argmax {info['argmax'][:16]}{' ...' if len(toks) > 16 else ''}")
+    elif args.cmd == "generate":
+        sp = spm_from_gguf_or_file(ref, args.tokenizer)
+        toks = sp.encode(args.text or "")
+        g = torch.Generator().manual_seed(args.seed)
+        for _ in range(args.n_predict):  # no KV cache: the reference recomputes the window each step
+            logits = ref.forward(torch.tensor([toks[-ref.ctx:]]))[0, -1]
+            if args.temp <= 0:
+                nxt = int(logits.argmax())
+            else:
+                nxt = int(torch.multinomial(torch.softmax(logits / args.temp, -1), 1, generator=g))
+            toks.append(nxt)
+        print(sp.decode(toks))
     else:
         if args.bin:
             ids = np.fromfile(args.bin, dtype=np.uint16)

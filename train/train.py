@@ -84,10 +84,19 @@ def routing_skew(load):
 
 
 def lr_at(step, args):
+    """Linear warmup, then either cosine to min_lr over --steps, or WSD: constant until the last
+    --decay-frac of --steps, then linear to min_lr. WSD lets a resumed run raise --steps freely
+    while still in the constant phase (useful when the time budget is not known in advance)."""
     if step < args.warmup:
         return args.lr * (step + 1) / args.warmup
+    lo = args.lr * args.min_lr_frac
+    if args.schedule == "wsd":
+        decay_start = int(args.steps * (1 - args.decay_frac))
+        if step < decay_start:
+            return args.lr
+        return args.lr + (lo - args.lr) * min(1.0, (step - decay_start) / max(1, args.steps - decay_start))
     t = min(1.0, (step - args.warmup) / max(1, args.steps - args.warmup))
-    return args.lr * (args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
+    return lo + (args.lr - lo) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 def save_ckpt(path, model, opt, step, args, elapsed, tokens):
@@ -108,6 +117,8 @@ def build_parser():
     ap.add_argument("--steps", type=int, default=4000, help="total steps (sets the LR schedule)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
+    ap.add_argument("--schedule", choices=["wsd", "cosine"], default="wsd")
+    ap.add_argument("--decay-frac", type=float, default=0.2, help="WSD: final fraction of steps that decays")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=1.0)
