@@ -42,8 +42,8 @@ float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x) {
       acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1])));
     }
     const int32_t sumi = hsum_i32x8(acc);
-    const float d = fp16_to_f32(a[i].d) * b[i].d;
-    const float dmin = fp16_to_f32(a[i].dmin) * b[i].d;
+    const float d = h2f(a[i].d) * b[i].d;
+    const float dmin = h2f(a[i].dmin) * b[i].d;
     sum += d * static_cast<float>(sumi) - dmin * static_cast<float>(summ);
   }
   return sum;
@@ -80,7 +80,7 @@ float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x) {
       }
     }
     const int32_t sumi = hsum_i32x8(acc) - 32 * offset;
-    sum += (fp16_to_f32(a[i].d) * b[i].d) * static_cast<float>(sumi);
+    sum += (h2f(a[i].d) * b[i].d) * static_cast<float>(sumi);
   }
   return sum;
 }

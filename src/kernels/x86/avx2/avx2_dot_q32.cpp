@@ -38,7 +38,7 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* x) {
   return dot_blocks(
       n / QK8_0, static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(x),
       [](const BlockQ8_0& b) { return load32(b.qs); },
-      [](const BlockQ8_0& a, const BlockQ8_0& b) { return fp16_to_f32(a.d) * fp16_to_f32(b.d); });
+      [](const BlockQ8_0& a, const BlockQ8_0& b) { return h2f(a.d) * h2f(b.d); });
 }
 
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x) {
@@ -46,7 +46,7 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x) {
   return dot_blocks(
       n / QK4_0, static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(x),
       [eight](const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles_32(b.qs), eight); },
-      [](const BlockQ4_0& a, const BlockQ8_0& b) { return fp16_to_f32(a.d) * fp16_to_f32(b.d); });
+      [](const BlockQ4_0& a, const BlockQ8_0& b) { return h2f(a.d) * h2f(b.d); });
 }
 
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x) {
@@ -55,7 +55,7 @@ float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x) {
   return dot_blocks(
       n / QK_MXFP4, static_cast<const BlockMxfp4*>(w), static_cast<const BlockQ8_0*>(x),
       [table](const BlockMxfp4& b) { return _mm256_shuffle_epi8(table, nibbles_32(b.qs)); },
-      [](const BlockMxfp4& a, const BlockQ8_0& b) { return fp16_to_f32(b.d) * e8m0_to_f32_half(a.e); });
+      [](const BlockMxfp4& a, const BlockQ8_0& b) { return h2f(b.d) * e8m0_to_f32_half(a.e); });
 }
 
 }  // namespace strata::x86::avx2

@@ -38,7 +38,7 @@ void from_float_q8_0(const float* src, void* dst, int64_t n) {
     const __m256 m =
         _mm256_max_ps(_mm256_max_ps(abs_ps(v0), abs_ps(v1)), _mm256_max_ps(abs_ps(v2), abs_ps(v3)));
     const float amax = hmax_f32x8(m);
-    y[i].d = f32_to_fp16(amax / 127.0f);
+    y[i].d = f2h(amax / 127.0f);
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
     const __m256i q = pack_i32x32(round_to_i32(_mm256_mul_ps(v0, id)), round_to_i32(_mm256_mul_ps(v1, id)),
                                   round_to_i32(_mm256_mul_ps(v2, id)), round_to_i32(_mm256_mul_ps(v3, id)));

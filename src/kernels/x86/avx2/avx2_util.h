@@ -8,6 +8,14 @@
 
 namespace strata::x86 {
 
+// Hardware (F16C) half conversions, exact and bit-identical to base/fp16.h's.
+inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+inline uint16_t f2h(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+
 inline float hsum_f32x8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/x86/avx2/avx2_util.h"
 #include "kernels/x86/avx512/avx512_kernels.h"
 #include "quant/quant_ref.h"
 
@@ -61,8 +62,8 @@ float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x) {
       acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(p, s));
     }
     const int32_t sumi = _mm512_reduce_add_epi32(acc);
-    const float d = fp16_to_f32(a[i].d) * b[i].d;
-    const float dmin = fp16_to_f32(a[i].dmin) * b[i].d;
+    const float d = h2f(a[i].d) * b[i].d;
+    const float dmin = h2f(a[i].dmin) * b[i].d;
     sum += d * static_cast<float>(sumi) - dmin * static_cast<float>(summ);
   }
   return sum;
@@ -95,7 +96,7 @@ float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x) {
       acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(pb, scales_x4(a[i].scales + 8 * h + 4)));
     }
     const int32_t sumi = _mm512_reduce_add_epi32(acc) - 32 * offset;
-    sum += (fp16_to_f32(a[i].d) * b[i].d) * static_cast<float>(sumi);
+    sum += (h2f(a[i].d) * b[i].d) * static_cast<float>(sumi);
   }
   return sum;
 }

@@ -54,7 +54,7 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* x) {
       [](const BlockQ8_0& a0, const BlockQ8_0& b0, const BlockQ8_0& a1, const BlockQ8_0& b1) {
         return dot_i8(join(load256(a0.qs), load256(a1.qs)), join(load256(b0.qs), load256(b1.qs)));
       },
-      [](const BlockQ8_0& a, const BlockQ8_0& b) { return fp16_to_f32(a.d) * fp16_to_f32(b.d); });
+      [](const BlockQ8_0& a, const BlockQ8_0& b) { return h2f(a.d) * h2f(b.d); });
 }
 
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x) {
@@ -68,7 +68,7 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x) {
         const __m512i z = _mm512_setzero_si512();
         return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, nib, xv), _mm512_dpbusd_epi32(z, eight, xv));
       },
-      [](const BlockQ4_0& a, const BlockQ8_0& b) { return fp16_to_f32(a.d) * fp16_to_f32(b.d); });
+      [](const BlockQ4_0& a, const BlockQ8_0& b) { return h2f(a.d) * h2f(b.d); });
 }
 
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x) {
@@ -84,7 +84,7 @@ float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x) {
             _mm512_mask_sub_epi8(xv, _mm512_test_epi8_mask(nib, sign_bit), _mm512_setzero_si512(), xv);
         return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(mag, nib), sx);
       },
-      [](const BlockMxfp4& a, const BlockQ8_0& b) { return fp16_to_f32(b.d) * e8m0_to_f32_half(a.e); });
+      [](const BlockMxfp4& a, const BlockQ8_0& b) { return h2f(b.d) * e8m0_to_f32_half(a.e); });
 }
 
 }  // namespace strata::x86::avx512

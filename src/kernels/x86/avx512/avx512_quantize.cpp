@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/x86/avx2/avx2_util.h"
 #include "kernels/x86/avx512/avx512_kernels.h"
 #include "quant/qtypes.h"
 
@@ -29,7 +30,7 @@ void from_float_q8_0(const float* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK8_0; ++i) {
     const __m512 v0 = _mm512_loadu_ps(src + i * QK8_0), v1 = _mm512_loadu_ps(src + i * QK8_0 + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    y[i].d = f32_to_fp16(amax / 127.0f);
+    y[i].d = f2h(amax / 127.0f);
     const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
     store16_i8(y[i].qs, round_to_i32(_mm512_mul_ps(v0, id)));
     store16_i8(y[i].qs + 16, round_to_i32(_mm512_mul_ps(v1, id)));

@@ -1,0 +1,102 @@
+// Decode-shape matmul throughput per weight type × ISA, as GB/s of weight bytes streamed and as
+// a fraction of this machine's measured read bandwidth (style.md §4: every number says how far
+// from the limit it is).
+//   strata_bench_kernels --benchmark_filter=Matmul
+#include <benchmark/benchmark.h>
+
+#include <ctime>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/aligned.h"
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+
+namespace strata {
+namespace {
+
+// Thread CPU seconds: the machine may be shared, and Google Benchmark's rates use CPU time too.
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Single-thread streaming read bandwidth over a buffer far larger than the caches (bytes/s).
+double read_bandwidth() {
+  static const double bw = [] {
+    const size_t n = size_t{256} << 20;
+    auto buf = aligned_alloc_array<uint64_t>(n / 8);
+    std::memset(buf.get(), 1, n);
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      const double t0 = thread_seconds();
+      uint64_t s = 0;
+      for (size_t i = 0; i < n / 8; i += 4) s += buf[i] + buf[i + 1] + buf[i + 2] + buf[i + 3];
+      benchmark::DoNotOptimize(s);
+      const double dt = thread_seconds() - t0;
+      best = std::max(best, double(n) / dt);
+    }
+    return best;
+  }();
+  return bw;
+}
+
+void BM_MemoryRead(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(read_bandwidth());
+  state.counters["GB/s"] = read_bandwidth() / 1e9;
+}
+BENCHMARK(BM_MemoryRead)->Iterations(1);
+
+// args: type id, isa, in, out. One token, one thread: W streamed once per call (4096 × 1024
+// weights are 2–16 MiB, so the smaller types may run partly from cache: of_bw > 1 then).
+void BM_Matmul(benchmark::State& state) {
+  const GgmlType t = static_cast<GgmlType>(state.range(0));
+  const Isa isa = static_cast<Isa>(state.range(1));
+  const int64_t in = state.range(2), out = state.range(3);
+  if (!isa_supported(isa)) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  const KernelTraits& k = kernel_traits(t, isa);
+  const KernelTraits& kx = kernel_traits(k.vec_dot_type, isa);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> row(static_cast<size_t>(in)), x(static_cast<size_t>(in));
+  for (auto& v : x) v = nd(rng);
+  const size_t rb = row_bytes(t, in);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(out));
+  for (int64_t r = 0; r < out; ++r) {
+    for (auto& v : row) v = nd(rng);
+    quant_ref(t)->from_float(row.data(), w.data() + r * rb, in);
+  }
+  std::vector<uint8_t> xq(row_bytes(k.vec_dot_type, in));
+  std::vector<float> y(static_cast<size_t>(out));
+  for (auto _ : state) {
+    if (kx.from_float) kx.from_float(x.data(), xq.data(), in);
+    for (int64_t r = 0; r < out; ++r) y[r] = k.vec_dot(in, w.data() + r * rb, xq.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = double(w.size()) * double(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["of_bw"] = benchmark::Counter(bytes / read_bandwidth(), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(type_name(t)) + "/" + isa_name(isa));
+}
+
+void matmul_args(benchmark::internal::Benchmark* b) {
+  for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0,
+                     GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k}) {
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+      b->Args({static_cast<int64_t>(t), static_cast<int64_t>(isa), 4096, 1024});
+    }
+  }
+}
+BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace strata
+
+BENCHMARK_MAIN();
