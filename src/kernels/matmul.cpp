@@ -80,7 +80,7 @@ Status quantize_activations(GgmlType type, const float* x, int64_t n_tokens, int
     for (int64_t t = b; t < e; ++t) kt.from_float(x + t * n, dst + static_cast<size_t>(t) * stride, n);
   };
   if (pool != nullptr && n_tokens > 1) {
-    pool->parallel_for(n_tokens, convert);
+    pool->parallel_for(n_tokens, [&convert](int64_t b, int64_t e) { convert(b, e); });
   } else {
     convert(0, n_tokens);
   }
@@ -101,15 +101,15 @@ Status matmul_q(const TensorView& w, const QuantizedActs& x, float* y, ThreadPoo
                static_cast<long long>(out));
   const int64_t n = x.n, n_tokens = x.n_tokens;
   const VecDotFn dot = kt.vec_dot;
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const void* wr = w.row(r);
+      for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = dot(n, wr, x.row(t));
+    }
+  };
+  // The std::function parallel_for takes holds one reference: small enough not to allocate.
   pool.parallel_for(
-      out,
-      [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const void* wr = w.row(r);
-          for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = dot(n, wr, x.row(t));
-        }
-      },
-      kRowGrain);
+      out, [&rows](int64_t r0, int64_t r1) { rows(r0, r1); }, kRowGrain);
   return Status();
 }
 
@@ -154,23 +154,22 @@ Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids
     scratch.slots[static_cast<size_t>(scratch.cursor[ids[s]]++)] = static_cast<int32_t>(s);
   const int64_t n = x.n;
   const VecDotFn dot = kt.vec_dot;
-  pool.parallel_for(
-      out,
-      [&](int64_t r0, int64_t r1) {
-        for (int64_t e = 0; e < n_expert; ++e) {
-          const int32_t sb = off[e], se = off[e + 1];
-          if (sb == se) continue;
-          for (int64_t r = r0; r < r1; ++r) {
-            const void* wr = w.row(r, e);
-            for (int32_t i = sb; i < se; ++i) {
-              const int32_t s = scratch.slots[static_cast<size_t>(i)];
-              const void* xr = x.row(per_slot ? s : s / n_used);
-              y[static_cast<int64_t>(s) * out + r] = dot(n, wr, xr);
-            }
-          }
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t e = 0; e < n_expert; ++e) {
+      const int32_t sb = off[e], se = off[e + 1];
+      if (sb == se) continue;
+      for (int64_t r = r0; r < r1; ++r) {
+        const void* wr = w.row(r, e);
+        for (int32_t i = sb; i < se; ++i) {
+          const int32_t s = scratch.slots[static_cast<size_t>(i)];
+          const void* xr = x.row(per_slot ? s : s / n_used);
+          y[static_cast<int64_t>(s) * out + r] = dot(n, wr, xr);
         }
-      },
-      kRowGrain);
+      }
+    }
+  };
+  pool.parallel_for(
+      out, [&rows](int64_t r0, int64_t r1) { rows(r0, r1); }, kRowGrain);
   return Status();
 }
 
