@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/fp16.h"
+#include "quant/q4_k_scales.h"
 #include "quant/quant_ref.h"
 
 namespace strata {
@@ -192,6 +193,21 @@ TEST(QuantRef, Q4_KScaleMinPacking) {
       q4_k_scale_min(b.scales, j, &sc, &m);
       ASSERT_EQ(sc, ls[j]) << j << " " << v;
       ASSERT_EQ(m, lm[j]) << j << " " << v;
+    }
+  }
+}
+
+TEST(QuantRef, Q4_KInlineUnpackMatchesReference) {
+  std::mt19937 rng(3);
+  for (int rep = 0; rep < 1000; ++rep) {
+    uint8_t s[12], sc[8], m[8];
+    for (auto& c : s) c = static_cast<uint8_t>(rng());
+    q4_k_unpack_scales(s, sc, m);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t a, b;
+      q4_k_scale_min(s, j, &a, &b);
+      ASSERT_EQ(sc[j], a);
+      ASSERT_EQ(m[j], b);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "base/fp16.h"
 #include "kernels/x86/avx2/avx2_kernels.h"
 #include "kernels/x86/avx2/avx2_util.h"
+#include "quant/q4_k_scales.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx2 {
@@ -27,7 +28,7 @@ float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) q4_k_scale_min(a[i].scales, j, &sc[j], &m[j]);
+    q4_k_unpack_scales(a[i].scales, sc, m);
     int32_t summ = 0;
     for (int j = 0; j < 8; ++j) summ += m[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
     __m256i acc = _mm256_setzero_si256();
