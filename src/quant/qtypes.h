@@ -46,16 +46,20 @@ enum class GgmlType : uint32_t {
 };
 
 struct TypeInfo {
-  const char* name;     // ggml's name: "f32", "q8_0", "mxfp4", ...
-  int64_t block_size;   // elements per block (1 for plain types)
-  size_t type_size;     // bytes per block
-  bool known;           // a type id GGUF defines (may still be unsupported for compute)
+  const char* name;    // ggml's name: "f32", "q8_0", "mxfp4", ...
+  int64_t block_size;  // elements per block (1 for plain types)
+  size_t type_size;    // bytes per block
+  bool known;          // a type id GGUF defines (may still be unsupported for compute)
 };
 
 // Info for any 32-bit id; unknown ids give known == false.
 const TypeInfo& type_info(uint32_t id);
-inline const TypeInfo& type_info(GgmlType t) { return type_info(static_cast<uint32_t>(t)); }
-inline const char* type_name(GgmlType t) { return type_info(t).name; }
+inline const TypeInfo& type_info(GgmlType t) {
+  return type_info(static_cast<uint32_t>(t));
+}
+inline const char* type_name(GgmlType t) {
+  return type_info(t).name;
+}
 
 // Bytes of a row of n elements; PRECOND: n % block_size == 0.
 size_t row_bytes(GgmlType t, int64_t n);
