@@ -1,0 +1,380 @@
+// `strata synth`: plan the tensors of an architecture, fill them with seeded random values in
+// parallel (each chunk of rows has its own RNG stream, so the bytes do not depend on the thread
+// count), quantize row by row, and write one GGUF.
+#include "model/synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "base/clock.h"
+#include "base/thread_pool.h"
+#include "format/gguf.h"
+#include "kernels/traits.h"
+
+namespace strata {
+namespace {
+
+enum class Init {
+  normal,     // N(0, scale²)
+  uniform,    // U(lo, hi)
+  embedding,  // N(0, 1) + (skew ? 0.5·sqrt(d)·u : 0)
+  router,     // N(0, scale²) + strength(rank(e))·u
+};
+
+struct TensorPlan {
+  std::string name;
+  GgmlType type;
+  std::vector<int64_t> ne;
+  Init init;
+  float scale = 1.0f, lo = 0.0f, hi = 0.0f;
+  int layer = -1;
+  std::vector<uint8_t> data;  // filled by generation
+};
+
+// splitmix64 for seeding, xoshiro-style stream for values.
+uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t hash_str(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+struct Rng {
+  uint64_t s0, s1;
+  explicit Rng(uint64_t seed) : s0(mix64(seed)), s1(mix64(seed ^ 0xA5A5A5A5DEADBEEFull)) {}
+  uint64_t next() {  // xorshift128+
+    uint64_t a = s0;
+    const uint64_t b = s1;
+    s0 = b;
+    a ^= a << 23;
+    s1 = a ^ b ^ (a >> 17) ^ (b >> 26);
+    return s1 + b;
+  }
+  float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
+  // Two standard normals per call pair (Box-Muller); `spare` caches the second.
+  float normal() {
+    if (has_spare) {
+      has_spare = false;
+      return spare;
+    }
+    const float u1 = 1.0f - uniform();  // (0, 1]
+    const float u2 = uniform();
+    const float r = std::sqrt(-2.0f * std::log(u1));
+    spare = r * std::sin(6.28318530718f * u2);
+    has_spare = true;
+    return r * std::cos(6.28318530718f * u2);
+  }
+  float spare = 0;
+  bool has_spare = false;
+};
+
+GgmlType parse_type(const std::string& t, bool* mxfp4_mix) {
+  *mxfp4_mix = t == "mxfp4";
+  if (t == "f32") return GgmlType::f32;
+  if (t == "f16") return GgmlType::f16;
+  if (t == "q8_0" || t == "mxfp4") return GgmlType::q8_0;
+  if (t == "q4_0") return GgmlType::q4_0;
+  return GgmlType::count;
+}
+
+bool is_quantized(GgmlType t) {
+  return type_info(t).block_size > 1;
+}
+
+int head_dim_of(const SynthSpec& s) {
+  return s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
+}
+
+uint32_t file_type_of(const std::string& t) {
+  if (t == "f32") return 0;
+  if (t == "f16") return 1;
+  if (t == "q4_0") return 2;
+  if (t == "q8_0") return 7;
+  return 38;  // MXFP4_MOE
+}
+
+}  // namespace
+
+Status synth_validate(const SynthSpec& s) {
+  if (s.arch != "qwen3moe" && s.arch != "llama" && s.arch != "qwen2moe") {
+    return err("--arch '%s' is not supported (use qwen3moe, llama or qwen2moe)", s.arch.c_str());
+  }
+  bool mx = false;
+  const GgmlType t = parse_type(s.type, &mx);
+  if (t == GgmlType::count)
+    return err("--type '%s' is not supported (use f32, f16, q8_0, q4_0 or mxfp4)", s.type.c_str());
+  if (s.n_layer < 1) return err("--layers must be >= 1 (got %d)", s.n_layer);
+  if (s.n_embd < 2 || s.n_embd % 2) return err("--embd must be even and >= 2 (got %d)", s.n_embd);
+  if (s.n_head < 1) return err("--heads must be >= 1 (got %d)", s.n_head);
+  if (s.n_head_kv < 1 || s.n_head % s.n_head_kv) {
+    return err("--kv-heads %d must be >= 1 and divide --heads %d", s.n_head_kv, s.n_head);
+  }
+  if (s.head_dim == 0 && s.n_embd % s.n_head) {
+    return err("--embd %d is not a multiple of --heads %d (give --head-dim)", s.n_embd, s.n_head);
+  }
+  const int hd = head_dim_of(s);
+  if (hd < 2 || hd % 2) return err("head dim must be even and >= 2 (got %d)", hd);
+  if (s.arch == "qwen2moe" && hd * s.n_head != s.n_embd) {
+    return err("qwen2moe needs --head-dim = --embd / --heads (%d), got %d", s.n_embd / s.n_head, hd);
+  }
+  if (s.n_vocab < 259) return err("--vocab must be >= 259 (256 bytes + 3 control tokens), got %d", s.n_vocab);
+  if (s.n_vocab > (1 << 21)) return err("--vocab %d is too large", s.n_vocab);
+  if (s.n_ctx < 1) return err("--ctx must be >= 1 (got %d)", s.n_ctx);
+  const bool moe = s.n_expert > 0;
+  if (s.n_expert < 0) return err("--experts must be >= 0 (got %d)", s.n_expert);
+  if (!moe && s.arch != "llama") return err("--arch %s needs --experts > 0", s.arch.c_str());
+  if (moe) {
+    if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert) {
+      return err("--top-k %d must be in [1, --experts %d]", s.n_expert_used, s.n_expert);
+    }
+    if (s.expert_ffn < 1) return err("--expert-ffn must be >= 1 with --experts (got %d)", s.expert_ffn);
+  } else if (s.ffn < 1) {
+    return err("a dense llama needs --ffn >= 1 (or give --experts)");
+  }
+  if (s.shared_ffn != 0 && s.arch != "qwen2moe")
+    return err("--shared-ffn is only supported for --arch qwen2moe");
+  if (s.shared_ffn < 0) return err("--shared-ffn must be >= 0");
+  if (!std::isfinite(s.router_skew) || s.router_skew < 0)
+    return err("--router-skew must be >= 0 (got %g)", s.router_skew);
+  // Quantized rows are whole 32-element blocks.
+  if (is_quantized(t) || mx) {
+    const char* tn = s.type.c_str();
+    if (s.n_embd % 32) return err("--embd %d must be a multiple of 32 for --type %s", s.n_embd, tn);
+    if ((hd * s.n_head) % 32)
+      return err("--heads x head dim (%d) must be a multiple of 32 for --type %s", hd * s.n_head, tn);
+    if (moe && s.expert_ffn % 32)
+      return err("--expert-ffn %d must be a multiple of 32 for --type %s", s.expert_ffn, tn);
+    if (!moe && s.ffn % 32) return err("--ffn %d must be a multiple of 32 for --type %s", s.ffn, tn);
+    if (s.shared_ffn % 32)
+      return err("--shared-ffn %d must be a multiple of 32 for --type %s", s.shared_ffn, tn);
+  }
+  return {};
+}
+
+Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
+  STRATA_TRY(synth_validate(s));
+  const double t0 = now_seconds();
+  bool mx = false;
+  const GgmlType wtype = parse_type(s.type, &mx);
+  const GgmlType etype = mx ? GgmlType::mxfp4 : wtype;  // routed expert weights
+  const int64_t d = s.n_embd, hd = head_dim_of(s), H = s.n_head, KV = s.n_head_kv, V = s.n_vocab;
+  const int64_t E = s.n_expert, F = s.arch == "llama" && E == 0 ? s.ffn : s.expert_ffn;
+  const int64_t S = s.arch == "qwen2moe" ? (s.shared_ffn > 0 ? s.shared_ffn : s.expert_ffn) : 0;
+  const bool skew = s.router_skew > 0 && E > 0;
+
+  std::vector<TensorPlan> plan;
+  auto mat = [&](std::string name, GgmlType t, std::vector<int64_t> ne, int layer) {
+    const float sc = 1.0f / std::sqrt(static_cast<float>(ne[0]));
+    plan.push_back({std::move(name), t, std::move(ne), Init::normal, sc, 0, 0, layer, {}});
+  };
+  auto norm = [&](std::string name, int64_t n, int layer) {
+    plan.push_back({std::move(name), GgmlType::f32, {n}, Init::uniform, 0, 0.5f, 1.5f, layer, {}});
+  };
+  auto vec = [&](std::string name, int64_t n, float sc, int layer) {
+    plan.push_back({std::move(name), GgmlType::f32, {n}, Init::normal, sc, 0, 0, layer, {}});
+  };
+  plan.push_back({"token_embd.weight", wtype, {d, V}, Init::embedding, 1.0f, 0, 0, -1, {}});
+  norm("output_norm.weight", d, -1);
+  mat("output.weight", wtype, {d, V}, -1);
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    norm(b + "attn_norm.weight", d, il);
+    mat(b + "attn_q.weight", wtype, {d, H * hd}, il);
+    mat(b + "attn_k.weight", wtype, {d, KV * hd}, il);
+    mat(b + "attn_v.weight", wtype, {d, KV * hd}, il);
+    if (s.arch == "qwen2moe") {
+      vec(b + "attn_q.bias", H * hd, 0.5f, il);
+      vec(b + "attn_k.bias", KV * hd, 0.5f, il);
+      vec(b + "attn_v.bias", KV * hd, 0.5f, il);
+    }
+    mat(b + "attn_output.weight", wtype, {H * hd, d}, il);
+    if (s.arch == "qwen3moe") {
+      norm(b + "attn_q_norm.weight", hd, il);
+      norm(b + "attn_k_norm.weight", hd, il);
+    }
+    norm(b + "ffn_norm.weight", d, il);
+    if (E == 0) {
+      mat(b + "ffn_gate.weight", wtype, {d, F}, il);
+      mat(b + "ffn_up.weight", wtype, {d, F}, il);
+      mat(b + "ffn_down.weight", wtype, {F, d}, il);
+      continue;
+    }
+    plan.push_back({b + "ffn_gate_inp.weight",
+                    GgmlType::f32,
+                    {d, E},
+                    Init::router,
+                    1.0f / std::sqrt(static_cast<float>(d)),
+                    0,
+                    0,
+                    il,
+                    {}});
+    mat(b + "ffn_gate_exps.weight", etype, {d, F, E}, il);
+    mat(b + "ffn_up_exps.weight", etype, {d, F, E}, il);
+    mat(b + "ffn_down_exps.weight", etype, {F, d, E}, il);
+    if (S > 0) {
+      vec(b + "ffn_gate_inp_shexp.weight", d, 1.0f / std::sqrt(static_cast<float>(d)), il);
+      mat(b + "ffn_gate_shexp.weight", wtype, {d, S}, il);
+      mat(b + "ffn_up_shexp.weight", wtype, {d, S}, il);
+      mat(b + "ffn_down_shexp.weight", wtype, {S, d}, il);
+    }
+  }
+
+  // The shared direction u (unit vector) and per-layer router strengths.
+  std::vector<float> u(static_cast<size_t>(d));
+  {
+    Rng r(s.seed ^ 0x0123456789ull);
+    double n2 = 0;
+    for (auto& x : u) {
+      x = r.normal();
+      n2 += static_cast<double>(x) * x;
+    }
+    for (auto& x : u) x = static_cast<float>(x / std::sqrt(n2));
+  }
+  // After RMSNorm the u component of h is about 0.45·sqrt(d) (embedding offset 0.5·sqrt(d) over
+  // a norm of sqrt(1.25·d)); strength β·rank^-A / that gives logit shifts of β·rank^-A.
+  const float beta = 3.0f;
+  std::vector<std::vector<float>> strength(static_cast<size_t>(s.n_layer));
+  if (skew) {
+    for (int il = 0; il < s.n_layer; ++il) {
+      std::vector<int> perm(static_cast<size_t>(E));
+      for (int e = 0; e < E; ++e) perm[static_cast<size_t>(e)] = e;
+      Rng r(s.seed * 1000003ull + static_cast<uint64_t>(il) + 77);
+      for (int64_t i = E - 1; i > 0; --i)
+        std::swap(perm[static_cast<size_t>(i)], perm[r.next() % static_cast<uint64_t>(i + 1)]);
+      auto& st = strength[static_cast<size_t>(il)];
+      st.resize(static_cast<size_t>(E));
+      for (int rank = 0; rank < E; ++rank) {
+        st[static_cast<size_t>(perm[static_cast<size_t>(rank)])] =
+            beta * std::pow(static_cast<float>(rank + 1), -s.router_skew) /
+            (0.45f * std::sqrt(static_cast<float>(d)));
+      }
+    }
+  }
+
+  // Chunks of rows over all tensors, generated in parallel.
+  struct Chunk {
+    size_t tensor;
+    int64_t row0, row1;
+  };
+  std::vector<Chunk> chunks;
+  uint64_t n_params = 0;
+  for (size_t ti = 0; ti < plan.size(); ++ti) {
+    auto& tp = plan[ti];
+    const int64_t ne0 = tp.ne[0];
+    int64_t rows = 1;
+    for (size_t k = 1; k < tp.ne.size(); ++k) rows *= tp.ne[k];
+    n_params += static_cast<uint64_t>(ne0 * rows);
+    tp.data.resize(row_bytes(tp.type, ne0) * static_cast<size_t>(rows));
+    const int64_t per = std::max<int64_t>(1, 65536 / ne0);
+    for (int64_t r = 0; r < rows; r += per) chunks.push_back({ti, r, std::min(rows, r + per)});
+  }
+  for (auto& tp : plan) {
+    if (!kernel_traits(tp.type).from_float) return err("no quantizer for type %s", type_name(tp.type));
+  }
+
+  ThreadPool pool(s.n_threads);
+  const float emb_offset = skew ? 0.5f * std::sqrt(static_cast<float>(d)) : 0.0f;
+  pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t c0, int64_t c1) {
+    std::vector<float> tmp;
+    for (int64_t ci = c0; ci < c1; ++ci) {
+      const Chunk& ch = chunks[static_cast<size_t>(ci)];
+      TensorPlan& tp = plan[ch.tensor];
+      const int64_t ne0 = tp.ne[0];
+      Rng rng(s.seed ^ mix64(hash_str(tp.name)) ^ mix64(static_cast<uint64_t>(ch.row0) + 0x1234567ull));
+      tmp.resize(static_cast<size_t>(ne0));
+      const size_t rb = row_bytes(tp.type, ne0);
+      const auto from_float = kernel_traits(tp.type).from_float;
+      for (int64_t r = ch.row0; r < ch.row1; ++r) {
+        for (int64_t i = 0; i < ne0; ++i) {
+          float v = 0;
+          switch (tp.init) {
+            case Init::normal:
+              v = tp.scale * rng.normal();
+              break;
+            case Init::uniform:
+              v = tp.lo + (tp.hi - tp.lo) * rng.uniform();
+              break;
+            case Init::embedding:
+              v = rng.normal() + emb_offset * u[static_cast<size_t>(i)];
+              break;
+            case Init::router: {
+              v = tp.scale * rng.normal();
+              if (skew)
+                v += strength[static_cast<size_t>(tp.layer)][static_cast<size_t>(r % E)] *
+                     u[static_cast<size_t>(i)];
+              break;
+            }
+          }
+          tmp[static_cast<size_t>(i)] = v;
+        }
+        from_float(tmp.data(), tp.data.data() + static_cast<size_t>(r) * rb, ne0);
+      }
+    }
+  });
+
+  GgufWriter w;
+  const std::string& a = s.arch;
+  SynthVocab vocab = synth_vocab(s.n_vocab, s.arch);
+  w.set_string("general.architecture", a);
+  w.set_string("general.name",
+               "synth-" + a + "-L" + std::to_string(s.n_layer) + "-d" + std::to_string(d) +
+                   (E ? "-E" + std::to_string(E) + "k" + std::to_string(s.n_expert_used) : "") + "-" +
+                   s.type);
+  char desc[160];
+  std::snprintf(desc, sizeof desc, "random weights (strata synth) seed=%llu router_skew=%g type=%s",
+                static_cast<unsigned long long>(s.seed), s.router_skew, s.type.c_str());
+  w.set_string("general.description", desc);
+  w.set_u32("general.file_type", file_type_of(s.type));
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(d));
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(E ? (a == "llama" ? F : S > 0 ? S : F) : F));
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(H));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(KV));
+  w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  w.set_f32(a + ".rope.freq_base", s.rope_base);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (E > 0) {
+    w.set_u32(a + ".expert_count", static_cast<uint32_t>(E));
+    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    if (a != "llama") w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(F));
+    if (S > 0) w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(S));
+  }
+  if (a == "llama") w.set_u32(a + ".vocab_size", static_cast<uint32_t>(V));
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", vocab.pre);
+  w.set_array_string("tokenizer.ggml.tokens", vocab.tokens);
+  w.set_array_i32("tokenizer.ggml.token_type", vocab.types);
+  w.set_array_string("tokenizer.ggml.merges", vocab.merges);
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(vocab.bos));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(vocab.eos));
+  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(vocab.bos));
+  w.set_bool("tokenizer.ggml.add_bos_token", false);
+  w.set_string(
+      "tokenizer.chat_template",
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+      "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+      "{% endif %}");
+  for (auto& tp : plan) STRATA_TRY(w.add_tensor(tp.name, tp.type, tp.ne, tp.data.data()));
+  STRATA_TRY(w.write(path));
+
+  SynthInfo info;
+  info.n_params = n_params;
+  info.n_tensors = static_cast<int>(plan.size());
+  std::error_code ec;
+  info.n_bytes = std::filesystem::file_size(path, ec);
+  info.seconds = now_seconds() - t0;
+  return info;
+}
+
+}  // namespace strata

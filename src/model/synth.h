@@ -1,0 +1,70 @@
+// Seeded random-weight GGUF models of any shape and type (`strata synth`), loadable by strata and by
+// llama.cpp v0.5.0. For tests and benchmarks: the weights are random, so compare numbers, not text.
+//
+//   SynthSpec s; s.arch = "qwen3moe"; s.n_layer = 2; ...; s.type = "q8_0";
+//   STRATA_TRY(synth_validate(s));
+//   auto info = synth_write(s, "m.gguf");   // multi-threaded generation, deterministic per seed
+//
+// Weights: matrices N(0, 1/fan_in), embeddings N(0, 1) plus a shared "router direction" u, norm
+// weights U(0.5, 1.5), routers N(0, 1/d) so routing is diverse. router_skew A > 0 adds to expert e's
+// router row a multiple of u with strength ∝ rank(e)^-A (rank: a seeded per-layer permutation), so
+// expert popularity becomes Zipf-like.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace strata {
+
+struct SynthSpec {
+  std::string arch = "qwen3moe";  // qwen3moe | llama | qwen2moe
+  int n_layer = 2;
+  int n_embd = 64;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int head_dim = 0;       // 0: n_embd / n_head
+  int n_expert = 0;       // llama: 0 = dense FFN
+  int n_expert_used = 0;  // top-k
+  int expert_ffn = 0;     // per-expert FFN width
+  int ffn = 0;            // dense FFN width (llama without experts); written as feed_forward_length
+  int shared_ffn = 0;     // qwen2moe shared expert width (0: expert_ffn)
+  int n_vocab = 512;
+  std::string type = "f32";  // f32 | f16 | q8_0 | q4_0 | mxfp4 (experts MXFP4, other matrices Q8_0)
+  uint64_t seed = 1;
+  float router_skew = 0.0f;
+  int n_ctx = 4096;  // context_length metadata
+  float rope_base = 1e6f;
+  float rms_eps = 1e-6f;
+  int n_threads = 0;  // <= 0: all cores
+};
+
+// Every problem with a spec, as one message naming the flag ("--embd 70 must be a multiple of 32
+// for q8_0").
+Status synth_validate(const SynthSpec& s);
+
+struct SynthInfo {
+  uint64_t n_params = 0;
+  uint64_t n_bytes = 0;  // file size
+  int n_tensors = 0;
+  double seconds = 0;
+};
+
+Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path);
+
+// The byte-level BPE vocabulary synth writes (exposed for tests).
+struct SynthVocab {
+  std::vector<std::string> tokens;  // byte-level (GPT-2 unicode) text of each id
+  std::vector<int32_t> types;       // 1 normal, 3 control
+  std::vector<std::string> merges;  // "left right", rank order
+  std::string pre;                  // pre-tokenizer name
+  int32_t bos = -1, eos = -1;
+};
+// n_vocab >= 259: ids 0..255 are the bytes, then merges, then <|endoftext|>, <|im_start|>,
+// <|im_end|>. Deterministic per (n_vocab, arch); eos is <|im_end|> for qwen archs and
+// <|endoftext|> for llama.
+SynthVocab synth_vocab(int n_vocab, const std::string& arch);
+
+}  // namespace strata

@@ -1,0 +1,176 @@
+// End-to-end tests of the `strata` CLI: synth a tiny model of each arch/type, inspect it, run it
+// greedily; bad flags and bad input give a non-zero exit and a one-line error.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/fixtures.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Proc {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("strata_cli_test_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // Runs `strata ARGS` through the shell; ARGS must be shell-safe.
+  static Proc strata(const std::string& args) {
+    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
+    const std::string cmd =
+        strata::testing::strata_binary() + " " + args + " >" + o.string() + " 2>" + e.string();
+    const int st = std::system(cmd.c_str());
+    Proc p;
+    p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    p.out = slurp(o);
+    p.err = slurp(e);
+    return p;
+  }
+  static std::string path(const std::string& name) { return (dir_ / name).string(); }
+  // A tiny model; cached per (name) within the suite.
+  static std::string synth(const std::string& name, const std::string& flags) {
+    const std::string p = path(name + ".gguf");
+    if (!fs::exists(p)) {
+      Proc r = strata("synth " + flags + " -o " + p);
+      EXPECT_EQ(r.code, 0) << r.err;
+    }
+    return p;
+  }
+  static void expect_one_line_error(const Proc& p, const std::string& needle) {
+    EXPECT_NE(p.code, 0);
+    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << "stderr: " << p.err;
+    EXPECT_NE(p.err.find(needle), std::string::npos) << "stderr: " << p.err;
+  }
+  static inline fs::path dir_;
+};
+
+#define TINY_SHAPE "--layers 2 --embd 64 --heads 4 --kv-heads 2 --experts 4 --top-k 2 --expert-ffn 64"
+const char* kTiny = TINY_SHAPE " --vocab 300";
+
+struct Variant {
+  const char* name;
+  const char* flags;
+  const char* arch;
+};
+
+const Variant kVariants[] = {
+    {"qwen3moe-f32", "--arch qwen3moe --type f32", "qwen3moe"},
+    {"qwen3moe-f16", "--arch qwen3moe --type f16", "qwen3moe"},
+    {"qwen3moe-q8_0", "--arch qwen3moe --type q8_0", "qwen3moe"},
+    {"qwen3moe-q4_0", "--arch qwen3moe --type q4_0 --router-skew 1", "qwen3moe"},
+    {"qwen3moe-mxfp4", "--arch qwen3moe --type mxfp4", "qwen3moe"},
+    {"llama-f32", "--arch llama --type f32", "llama"},
+    {"llama-q8_0", "--arch llama --type q8_0", "llama"},
+    {"qwen2moe-f32", "--arch qwen2moe --type f32 --shared-ffn 96", "qwen2moe"},
+    {"qwen2moe-q4_0", "--arch qwen2moe --type q4_0 --shared-ffn 64", "qwen2moe"},
+};
+
+TEST_F(Cli, SynthInspectRunEveryArchAndType) {
+  for (const auto& v : kVariants) {
+    SCOPED_TRACE(v.name);
+    const std::string m = synth(v.name, std::string(kTiny) + " " + v.flags);
+    Proc i = strata("inspect -m " + m);
+    ASSERT_EQ(i.code, 0) << i.err;
+    EXPECT_NE(i.out.find(std::string("architecture:  ") + v.arch), std::string::npos);
+    EXPECT_NE(i.out.find("blk.1.ffn_down_exps.weight"), std::string::npos);
+    EXPECT_NE(i.out.find("[2 of 4 routed experts]"), std::string::npos);
+    EXPECT_NE(i.out.find("routed experts"), std::string::npos);
+
+    Proc r = strata("run -m " + m + " -p 'Hello world' -n 6 --temp 0 -t 2");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("tokens per second"), std::string::npos) << r.err;
+    Proc r2 = strata("run -m " + m + " -p 'Hello world' -n 6 --temp 0 -t 1");
+    EXPECT_EQ(r.out, r2.out) << "greedy output depends on the thread count";
+  }
+}
+
+TEST_F(Cli, DenseLlama) {
+  const std::string m = synth("llama-dense",
+                              "--arch llama --layers 2 --embd 64 --heads 4 --kv-heads 4 --ffn 96 "
+                              "--vocab 260 --type q8_0");
+  Proc i = strata("inspect -m " + m);
+  ASSERT_EQ(i.code, 0) << i.err;
+  EXPECT_NE(i.out.find("blk.0.ffn_gate.weight"), std::string::npos);
+  Proc r = strata("run -m " + m + " -p hi -n 3 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(Cli, SynthIsDeterministicAcrossThreadCounts) {
+  const std::string flags = std::string(kTiny) + " --type q4_0 --seed 7";
+  ASSERT_EQ(strata("synth " + flags + " -t 1 -o " + path("d1.gguf")).code, 0);
+  ASSERT_EQ(strata("synth " + flags + " -t 2 -o " + path("d2.gguf")).code, 0);
+  ASSERT_EQ(strata("synth " + std::string(kTiny) + " --type q4_0 --seed 8 -o " + path("d3.gguf")).code, 0);
+  EXPECT_EQ(slurp(path("d1.gguf")), slurp(path("d2.gguf")));
+  EXPECT_NE(slurp(path("d1.gguf")), slurp(path("d3.gguf")));
+}
+
+TEST_F(Cli, SeededSamplingRepeats) {
+  const std::string m = synth("qwen3moe-f32", std::string(kTiny) + " --arch qwen3moe --type f32");
+  const std::string args = "run -m " + m + " -p 'The cat' -n 8 --temp 1.0 --seed 42 -q";
+  Proc a = strata(args), b = strata(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST_F(Cli, RunErrors) {
+  const std::string m = synth("qwen3moe-f32", std::string(kTiny) + " --arch qwen3moe --type f32");
+  expect_one_line_error(strata("run -p hi"), "model");
+  expect_one_line_error(strata("run -m " + path("does-not-exist.gguf") + " -p hi"), "does-not-exist.gguf");
+  {
+    std::ofstream(path("not-gguf.bin")) << "this is not a gguf file at all, just some text\n";
+    expect_one_line_error(strata("run -m " + path("not-gguf.bin") + " -p hi"), "not-gguf.bin");
+  }
+  expect_one_line_error(strata("run -m " + m + " -p 'a long prompt that does not fit' -c 4"), "prompt is");
+  expect_one_line_error(strata("run -m " + m + " -p hi -c 12X"), "12X");
+  expect_one_line_error(strata("run -m " + m + " -p hi --top-p 0"), "top-p");
+  expect_one_line_error(strata("run -m " + m + " -p hi --bogus-flag"), "bogus");
+  expect_one_line_error(strata("run -m " + m), "prompt");
+}
+
+TEST_F(Cli, InspectErrors) {
+  expect_one_line_error(strata("inspect"), "model");
+  expect_one_line_error(strata("inspect -m " + path("nope.gguf")), "nope.gguf");
+  std::ofstream(path("junk.gguf")) << "GGUF but then garbage";
+  expect_one_line_error(strata("inspect -m " + path("junk.gguf")), "junk.gguf");
+}
+
+TEST_F(Cli, SynthErrors) {
+  expect_one_line_error(strata("synth " + std::string(kTiny) + " --type q5_k -o " + path("x.gguf")), "q5_k");
+  expect_one_line_error(strata("synth --layers 1 --embd 68 --heads 2 --kv-heads 2 --experts 2 --top-k 1 "
+                               "--expert-ffn 64 --vocab 300 --type q8_0 -o " +
+                               path("x.gguf")),
+                        "multiple of 32");
+  expect_one_line_error(strata("synth " + std::string(kTiny) + " --arch gpt9 -o " + path("x.gguf")), "gpt9");
+  expect_one_line_error(strata("synth --layers 1 --embd 64 --heads 4 --kv-heads 3 --experts 2 --top-k 1 "
+                               "--expert-ffn 64 --vocab 300 -o " +
+                               path("x.gguf")),
+                        "kv-heads");
+  expect_one_line_error(strata("synth " TINY_SHAPE " --vocab 10 -o " + path("x.gguf")), "vocab");
+  expect_one_line_error(strata("synth " TINY_SHAPE " --vocab 3Q -o " + path("x.gguf")), "3Q");
+  expect_one_line_error(strata("synth " + std::string(kTiny)), "output");
+  EXPECT_FALSE(fs::exists(path("x.gguf")));
+}
+
+}  // namespace

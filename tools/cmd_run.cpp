@@ -1,0 +1,105 @@
+// strata run: load a model, generate from a prompt, stream the text to stdout and print prompt /
+// generation speed to stderr at the end (like llama.cpp's perf summary).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/clock.h"
+#include "base/units.h"
+#include "command.h"
+#include "model/model.h"
+#include "runtime/generate.h"
+
+namespace {
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "strata run: error: %s\n", msg.c_str());
+  return code;
+}
+
+int cmd_run(int argc, char** argv) {
+  std::string model_path, prompt, prompt_file, ctx = "0";
+  int threads = 0, n_batch = 512;
+  bool quiet = false;
+  strata::GenerateOptions o;
+  o.n_predict = -1;
+  CLI::App app{"Generate text from a prompt", "strata run"};
+  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("-p,--prompt", prompt, "prompt text");
+  app.add_option("-f,--file", prompt_file, "read the prompt from a file");
+  app.add_option("-n,--n-predict", o.n_predict, "tokens to generate (-1: until end of text or full context)")
+      ->capture_default_str();
+  app.add_option("--temp", o.sampling.temp, "temperature (<= 0: greedy)")->capture_default_str();
+  app.add_option("--top-k", o.sampling.top_k, "top-k (0: off)")->capture_default_str();
+  app.add_option("--top-p", o.sampling.top_p, "top-p (1: off)")->capture_default_str();
+  app.add_option("--min-p", o.sampling.min_p, "min-p (0: off)")->capture_default_str();
+  app.add_option("--repeat-penalty", o.sampling.repeat_penalty, "repetition penalty (1: off)")
+      ->capture_default_str();
+  app.add_option("--repeat-last-n", o.sampling.repeat_last_n, "tokens of history penalised")
+      ->capture_default_str();
+  app.add_option("-s,--seed", o.sampling.seed, "RNG seed (default: random)");
+  app.add_option("-t,--threads", threads, "threads (default: all cores)");
+  app.add_option("-c,--ctx-size", ctx, "context size (K suffix ok; 0: model's, at most 4096)")
+      ->capture_default_str();
+  app.add_option("-b,--batch-size", n_batch, "max tokens per prefill step")->capture_default_str();
+  app.add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-text tokens");
+  app.add_flag("--special", o.special_pieces, "print control tokens");
+  app.add_flag("-q,--quiet", quiet, "no perf summary on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what(), 2);
+  }
+  auto c = strata::parse_size(ctx);
+  if (!c.ok()) return fail("-c: " + c.message(), 2);
+  if (*c > (1u << 24)) return fail("-c " + ctx + " is too large", 2);
+  if (n_batch < 1) return fail("-b must be >= 1", 2);
+  if (!prompt_file.empty()) {
+    std::ifstream in(prompt_file, std::ios::binary);
+    if (!in) return fail("cannot read prompt file '" + prompt_file + "'", 2);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    prompt = ss.str();
+  }
+  if (prompt.empty()) return fail("no prompt: give -p PROMPT or -f FILE", 2);
+  if (auto st = strata::sampler_params_validate(o.sampling); !st.ok()) return fail(st.message(), 2);
+
+  const double t_load0 = strata::now_seconds();
+  auto model = strata::Model::load(model_path, {.n_threads = threads});
+  if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
+  auto sess = (*model)->new_session({.n_ctx = static_cast<int>(*c), .n_batch = n_batch});
+  if (!sess.ok()) return fail(sess.message());
+  const double load_s = strata::now_seconds() - t_load0;
+
+  auto stats = strata::generate(**sess, (*model)->tokenizer(), (*model)->n_vocab(), prompt, o,
+                                [](std::string_view text) {
+                                  std::fwrite(text.data(), 1, text.size(), stdout);
+                                  std::fflush(stdout);
+                                  return true;
+                                });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!stats.ok()) return fail(stats.message());
+  if (!quiet) {
+    const auto& s = *stats;
+    std::fprintf(stderr, "\nstrata: model %s (%s), %d threads, ctx %d\n", model_path.c_str(),
+                 (*model)->arch_name().c_str(), (*model)->pool().size(), (*sess)->n_ctx());
+    std::fprintf(stderr, "strata: load      %8.2f ms\n", load_s * 1e3);
+    std::fprintf(
+        stderr, "strata: prompt    %8.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
+        s.prompt_s * 1e3, s.n_prompt, s.n_prompt ? s.prompt_s * 1e3 / s.n_prompt : 0.0, s.prompt_tps());
+    std::fprintf(stderr,
+                 "strata: generate  %8.2f ms / %4d runs   (%8.2f ms per token, %8.2f tokens per second)\n",
+                 s.decode_s * 1e3, s.n_decode, s.n_decode ? s.decode_s * 1e3 / s.n_decode : 0.0, s.gen_tps());
+    std::fprintf(stderr, "strata: sampled   %d tokens (%.2f ms sampling), stop: %s\n", s.n_gen,
+                 s.sample_s * 1e3, strata::stop_reason_name(s.stop));
+  }
+  return 0;
+}
+
+const strata::cli::Registrar reg{"run", "generate text from a prompt", &cmd_run};
+
+}  // namespace
