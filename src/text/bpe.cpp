@@ -43,7 +43,7 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(VocabData data) {
     joined.append(right);
     const int32_t res = v.find(joined);
     if (res < 0) continue;  // can never produce a token; llama.cpp would fall back to bytes here
-    t->merges_.emplace(pair_key(l, r), Merge{static_cast<int32_t>(i), res});  // first rank wins
+    t->merges_.insert(l, r, {static_cast<int32_t>(i), res});  // first rank wins
   }
   return t;
 }
@@ -81,9 +81,9 @@ void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t>* out) 
   std::priority_queue<Cand, std::vector<Cand>, decltype(later)> queue(later);
   auto consider = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0 || sym[l].id < 0 || sym[r].id < 0) return;
-    auto it = merges_.find(pair_key(sym[l].id, sym[r].id));
-    if (it == merges_.end()) return;
-    queue.push({it->second.rank, l, r, it->second.result, sym[l].len + sym[r].len});
+    const MergeTable::Merge* m = merges_.find(sym[l].id, sym[r].id);
+    if (!m) return;
+    queue.push({m->rank, l, r, m->result, sym[l].len + sym[r].len});
   };
   for (int32_t i = 1; i < static_cast<int32_t>(sym.size()); ++i) consider(i - 1, i);
 

@@ -5,8 +5,8 @@
 
 #include <array>
 #include <memory>
-#include <unordered_map>
 
+#include "text/flat_maps.h"
 #include "text/pre_tokenizer.h"
 #include "text/vocab_tokenizer.h"
 
@@ -29,20 +29,13 @@ class BpeTokenizer final : public VocabTokenizer {
                        std::vector<int32_t>* out) const override;
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t result;  // token id of left+right
-  };
   BpeTokenizer(Vocab vocab, std::string model, std::string pre)
       : VocabTokenizer(std::move(vocab), model, pre) {}
-  static uint64_t pair_key(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
 
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   PreTokenizerInfo info_;
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank, result
-  std::array<int32_t, 256> byte_token_{};       // raw byte -> id of its alphabet character (-1 if none)
+  MergeTable merges_;                      // (left id, right id) -> rank, result id
+  std::array<int32_t, 256> byte_token_{};  // raw byte -> id of its alphabet character (-1 if none)
 };
 
 }  // namespace strata::text

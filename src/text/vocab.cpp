@@ -100,14 +100,9 @@ Result<Vocab> Vocab::build(VocabData& d) {
     if (!d.token_types.empty()) v.attr[i] = attr_of_type(d.token_types[i]);
     if (v.text[i].empty()) v.text[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp: keep ids dense
   }
-  // The map holds views into v.text, which must not change from here on.
-  v.ids.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto [it, fresh] = v.ids.emplace(v.text[i], static_cast<int32_t>(i));
-    if (!fresh)
-      return err("tokenizer.ggml.tokens: token %zu '%s' duplicates token %d", i, v.text[i].c_str(),
-                 it->second);
-  }
+  int32_t first = -1;
+  if (const int32_t dup = v.index.build(v.text, &first); dup >= 0)
+    return err("tokenizer.ggml.tokens: token %d '%s' duplicates token %d", dup, v.text[dup].c_str(), first);
   return v;
 }
 

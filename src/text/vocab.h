@@ -12,10 +12,10 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
+#include "text/flat_maps.h"
 
 namespace strata::text {
 
@@ -55,10 +55,10 @@ struct VocabData {
 };
 
 struct Vocab {
-  std::vector<std::string> text;                      // [n_vocab]
-  std::vector<float> score;                           // [n_vocab]
-  std::vector<uint32_t> attr;                         // [n_vocab] TokenAttr bits
-  std::unordered_map<std::string_view, int32_t> ids;  // views into `text`
+  std::vector<std::string> text;  // [n_vocab]
+  std::vector<float> score;       // [n_vocab]
+  std::vector<uint32_t> attr;     // [n_vocab] TokenAttr bits
+  TokenIndex index;               // text -> id over `text`
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
   bool add_bos = false;
@@ -68,25 +68,15 @@ struct Vocab {
   std::vector<int32_t> specials;
 
   int32_t n() const { return static_cast<int32_t>(text.size()); }
-  int32_t find(std::string_view s) const {
-    auto it = ids.find(s);
-    return it == ids.end() ? -1 : it->second;
-  }
+  int32_t find(std::string_view s) const { return index.find(s, text); }
   bool has(int32_t id, uint32_t bits) const { return id >= 0 && id < n() && (attr[id] & bits) != 0; }
 
-  // Validates tokens / scores / types and fills text, score, attr, ids. Special ids and flags
+  // Validates tokens / scores / types and fills text, score, attr, index. Special ids and flags
   // are set by finish_specials once the tokenizer kind knows its defaults.
   static Result<Vocab> build(VocabData& data);
   // bos/eos/... from data (over the given defaults), eot/eom/eog detection by text, specials.
   Status finish_specials(const VocabData& data, int32_t default_bos, int32_t default_eos, int32_t default_unk,
                          bool default_add_bos);
-
-  // Vocab owns string storage its map points into: moving is fine, copying is not.
-  Vocab() = default;
-  Vocab(Vocab&&) = default;
-  Vocab& operator=(Vocab&&) = default;
-  Vocab(const Vocab&) = delete;
-  Vocab& operator=(const Vocab&) = delete;
 };
 
 // One piece of input after special-token splitting: raw text, or a special token id.
