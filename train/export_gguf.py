@@ -11,8 +11,11 @@ Tensors (ggml ne order; numpy shapes are the reverse):
 No q/k permutation: the trainer already uses NEOX RoPE, which is what llama.cpp applies for qwen3moe.
 Tokenizer: tokenizer.ggml.model = "llama" (SentencePiece), pieces, scores, token types (1 normal,
 2 unknown, 3 control, 6 byte), <unk>=0 <s>=1 </s>=2, add_bos_token false (the trainer never saw BOS),
-add_space_prefix true. With --f32 every tensor is written F32 (for exact-reference debugging).
-The quantized bundled form (MXFP4 experts + Q8_0 dense) is produced later by strata's own quantizer.
+add_space_prefix true.
+--type: f16 (default), f32 (every tensor F32, for exact-reference debugging), q8_0 (every 2-D/3-D weight
+Q8_0 except the router), mxfp4_moe (expert banks MXFP4, other 2-D weights Q8_0, router and norms F32:
+llama-quantize's MXFP4_MOE mix). Quantization is quant.py's, byte-identical to ggml's reference
+quantizers (checked on the shared fixtures); strata's own quantizer should reproduce the same bytes.
 """
 import argparse
 import os
@@ -24,7 +27,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_io  # noqa: E402
-from gguf_io import ARRAY, F32, I32, STRING, U32, Value  # noqa: E402
+import quant  # noqa: E402
+from gguf_io import ARRAY, F32, I32, STRING, U32, Raw, Value  # noqa: E402
 
 ARCH = "qwen3moe"
 
@@ -61,7 +65,10 @@ def tokenizer_metadata(sp_path):
     }
 
 
-def export(ckpt_path, sp_path, out_path, name, f32=False, description=""):
+FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7, "mxfp4_moe": 38}  # llama_ftype values
+
+
+def export(ckpt_path, sp_path, out_path, name, wtype="f16", description=""):
     ck = torch.load(ckpt_path, map_location="cpu")
     c, sd = ck["config"], ck["model"]
     n_vocab, tok_meta = tokenizer_metadata(sp_path)
@@ -72,7 +79,7 @@ def export(ckpt_path, sp_path, out_path, name, f32=False, description=""):
         "general.name": name,
         "general.description": description or (f"strata bundled MoE, trained {ck['step']} steps / "
                                                f"{ck['tokens'] / 1e6:.1f} M tokens on public-domain text"),
-        "general.file_type": Value(U32, 0 if f32 else 1),
+        "general.file_type": Value(U32, FILE_TYPE[wtype]),
         f"{ARCH}.context_length": Value(U32, c["ctx"]),
         f"{ARCH}.embedding_length": Value(U32, c["d_model"]),
         f"{ARCH}.block_count": Value(U32, c["n_layer"]),
@@ -92,10 +99,15 @@ def export(ckpt_path, sp_path, out_path, name, f32=False, description=""):
 
     def w(key, keep_f32=False):
         a = sd[key].float().numpy()
-        if f32 or keep_f32:
+        if wtype == "f32" or keep_f32:
             return a.astype(np.float32)
+        ne = list(reversed(a.shape))
+        if wtype == "mxfp4_moe" and a.ndim == 3:
+            return Raw(gguf_io.GGML_MXFP4, ne, quant.quantize_mxfp4(a))
+        if wtype in ("q8_0", "mxfp4_moe"):
+            return Raw(gguf_io.GGML_Q8_0, ne, quant.quantize_q8_0(a))
         if np.abs(a).max() >= 65504:
-            raise SystemExit(f"{key}: values exceed the F16 range; export with --f32")
+            raise SystemExit(f"{key}: values exceed the F16 range; export with --type f32")
         return a.astype(np.float16)
 
     tensors = [("token_embd.weight", w("tok_emb.weight")),
@@ -127,9 +139,9 @@ def main():
     ap.add_argument("--tokenizer", default="/work/main/build/data/tokenizer/strata_sp4096.model")
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", default="strata-moe-31m")
-    ap.add_argument("--f32", action="store_true", help="write every tensor as F32")
+    ap.add_argument("--type", default="f16", choices=sorted(FILE_TYPE), help="weight format (see above)")
     args = ap.parse_args()
-    n = export(args.ckpt, args.tokenizer, args.out, args.name, args.f32)
+    n = export(args.ckpt, args.tokenizer, args.out, args.name, args.type)
     g = gguf_io.GGUFFile(args.out)  # round-trip: the file must parse and hold what we wrote
     assert len(g.tensors) == n and g.metadata["general.architecture"] == ARCH
     print(f"wrote {args.out}: {n} tensors, {len(g.metadata)} metadata keys, {os.path.getsize(args.out) / 2**20:.2f} MiB")

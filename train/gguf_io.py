@@ -5,7 +5,8 @@ File layout (little-endian): magic "GGUF", u32 version 3, u64 n_tensors, u64 n_k
 u32 ggml type, u64 offset into the data section); zero padding to `general.alignment` (32); data.
 Strings are u64 length + UTF-8 bytes; arrays are u32 element type + u64 count + elements.
 ne[] is ggml order (fastest-varying first): a row-major numpy array of shape (a, b, c) is ne {c, b, a}.
-Only F32 and F16 tensors are written here; the reader returns other types' bytes undecoded.
+Tensors are written from F32/F16 arrays or as `Raw` pre-quantized bytes (quant.py: Q8_0, MXFP4); the
+reader decodes F32, F16, Q8_0 and MXFP4 to float32.
 """
 import struct
 
@@ -24,6 +25,17 @@ GGML_BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q8_0: (32, 34), GGML_MXFP
 
 class GGUFError(Exception):
     pass
+
+
+class Raw:
+    """Pre-encoded tensor data: ggml type, ggml ne list (fastest first) and the bytes."""
+
+    def __init__(self, gtype, ne, data):
+        be, bb = GGML_BLOCK[gtype]
+        n = int(np.prod(ne))
+        if n % be or len(data) != n // be * bb:
+            raise GGUFError(f"Raw tensor: {len(data)} bytes do not hold {n} values of ggml type {gtype}")
+        self.gtype, self.ne, self.data = gtype, list(ne), data
 
 
 class Value:
@@ -71,22 +83,25 @@ def _pack_value(val):
 
 
 def write_gguf(path, metadata, tensors):
-    """metadata: {key: value or Value}; tensors: list of (name, np.ndarray f32/f16, ...) in file order."""
+    """metadata: {key: value or Value}; tensors: list of (name, np.ndarray f32/f16 or Raw) in file order."""
     kv = b"".join(_pack_str(k) + (lambda v: struct.pack("<I", v.vtype) + _pack_value(v))(_infer(v))
                   for k, v in metadata.items())
     infos, blobs, offset = [], [], 0
     for name, arr in tensors:
-        arr = np.ascontiguousarray(arr)
-        if arr.dtype == np.float32:
-            gtype = GGML_F32
-        elif arr.dtype == np.float16:
-            gtype = GGML_F16
+        if isinstance(arr, Raw):
+            gtype, ne, data = arr.gtype, arr.ne, arr.data
         else:
-            raise GGUFError(f"tensor {name}: dtype {arr.dtype} not supported (F32/F16 only)")
-        ne = list(reversed(arr.shape))
+            arr = np.ascontiguousarray(arr)
+            if arr.dtype == np.float32:
+                gtype = GGML_F32
+            elif arr.dtype == np.float16:
+                gtype = GGML_F16
+            else:
+                raise GGUFError(f"tensor {name}: dtype {arr.dtype} not supported (F32/F16 or Raw)")
+            ne = list(reversed(arr.shape))
+            data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
         infos.append(_pack_str(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne) +
                      struct.pack("<IQ", gtype, offset))
-        data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
         pad = (-len(data)) % ALIGNMENT
         blobs.append(data + b"\0" * pad)
         offset += len(data) + pad
@@ -169,14 +184,23 @@ class GGUFFile:
                 raise GGUFError(f"tensor {name}: data [{self.data_start + off}, {end}) past end of file")
 
     def tensor(self, name):
-        """F32/F16 tensor as a float32 numpy array of shape reversed(ne) (row-major)."""
+        """F32/F16/Q8_0/MXFP4 tensor as a float32 numpy array of shape reversed(ne) (row-major)."""
+        import quant
         if name not in self.tensors:
             raise GGUFError(f"missing tensor {name}")
         t, ne, off = self.tensors[name]
-        if t not in (GGML_F32, GGML_F16):
-            raise GGUFError(f"tensor {name}: ggml type {t} cannot be decoded here (F32/F16 only)")
-        dt = np.float32 if t == GGML_F32 else np.float16
+        if t not in GGML_BLOCK:
+            raise GGUFError(f"tensor {name}: ggml type {t} cannot be decoded here (F32/F16/Q8_0/MXFP4 only)")
         n = int(np.prod(ne))
+        be, bb = GGML_BLOCK[t]
         start = self.data_start + off
-        arr = np.frombuffer(self.data[start:start + n * np.dtype(dt).itemsize].tobytes(), dtype=dt)
+        raw = self.data[start:start + n // be * bb].tobytes()
+        if t == GGML_F32:
+            arr = np.frombuffer(raw, dtype="<f4")
+        elif t == GGML_F16:
+            arr = np.frombuffer(raw, dtype="<f2")
+        elif t == GGML_Q8_0:
+            arr = quant.dequantize_q8_0(raw, n)
+        else:
+            arr = quant.dequantize_mxfp4(raw, n)
         return arr.reshape(list(reversed(ne))).astype(np.float32)

@@ -108,11 +108,14 @@ class MoE(nn.Module):
         counts = torch.bincount(flat_ids, minlength=c.n_expert)
         xs = x[tok]  # [N*k, d]
         outs = []
+        # unbind (not self.gate[e]): indexing a parameter per expert makes autograd add 16 full-size
+        # zero-padded gradients per bank; unbind's backward stacks the slices once.
+        gate, up, down = self.gate.unbind(0), self.up.unbind(0), self.down.unbind(0)
         for e, xe in enumerate(xs.split(counts.tolist())):
             if xe.shape[0] == 0:
                 continue
-            he = F.silu(xe @ self.gate[e].t()) * (xe @ self.up[e].t())
-            outs.append(he @ self.down[e].t())
+            he = F.silu(xe @ gate[e].t()) * (xe @ up[e].t())
+            outs.append(he @ down[e].t())
         ys = torch.cat(outs) * w.reshape(-1)[order, None]
         y = torch.zeros_like(x).index_add(0, tok, ys)
         # Switch-style balance loss: E * Σ_e (fraction of assignments to e) * (mean router prob of e).
