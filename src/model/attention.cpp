@@ -53,7 +53,7 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   float* o = arena.alloc<float>(n * o_w);  // [n][n_head][hd_v]
   const int group = c.n_head / c.n_head_kv;
   const int64_t n_items = n * c.n_head;
-  pool.run([&](int ti, int nti) {
+  auto body = [&](int ti, int nti) {
     float* s = scores_all + int64_t{ti} * max_keys;
     const int64_t b = n_items * ti / nti, e = n_items * (ti + 1) / nti;
     for (int64_t it = b; it < e; ++it) {
@@ -72,7 +72,14 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
       for (int64_t j = 0; j < nk; ++j)
         vec_add_scaled(oh, vc.row(j0 + j) + int64_t{hk} * c.head_dim_v, s[j], c.head_dim_v);
     }
-  });
+  };
+  // Per-head work is tiny for short contexts: only wake the pool when it pays.
+  const int64_t work = n_items * max_keys * (c.head_dim_k + c.head_dim_v);
+  if (nt > 1 && work >= (int64_t{1} << 18)) {
+    pool.run(body);
+  } else {
+    body(0, 1);
+  }
 
   linear(pool, arena, *w.wo, o, n, out, w.bo);
 }

@@ -6,6 +6,16 @@
 
 namespace strata {
 
+void parallel_rows(ThreadPool& pool, int64_t n, int64_t work,
+                   const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kMinParallelWork = int64_t{1} << 18;
+  if (pool.size() <= 1 || work < kMinParallelWork || n < 2) {
+    fn(0, n);
+    return;
+  }
+  pool.parallel_for(n, fn, 4);
+}
+
 size_t linear_scratch_bytes(GgmlType t, int64_t in, int64_t n) {
   const KernelTraits& kt = kernel_traits(t);
   if (kt.vec_dot_type == GgmlType::f32) return 0;
@@ -22,16 +32,13 @@ void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x,
 
   if (w.type == GgmlType::f32) {
     const auto* wd = static_cast<const uint8_t*>(w.data);
-    pool.parallel_for(
-        out,
-        [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const float* wr = reinterpret_cast<const float*>(wd + r * w.nb[1]);
-            const float b = bias ? bias[r] : 0.0f;
-            for (int64_t t = 0; t < n; ++t) y[t * out + r] = dot_f32(wr, x + t * in, in) + b;
-          }
-        },
-        4);
+    parallel_rows(pool, out, n * in * out, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* wr = reinterpret_cast<const float*>(wd + r * w.nb[1]);
+        const float b = bias ? bias[r] : 0.0f;
+        for (int64_t t = 0; t < n; ++t) y[t * out + r] = dot_f32(wr, x + t * in, in) + b;
+      }
+    });
     return;
   }
 
@@ -48,16 +55,13 @@ void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x,
   }
   const auto* wd = static_cast<const uint8_t*>(w.data);
   const auto* xd = static_cast<const uint8_t*>(xq);
-  pool.parallel_for(
-      out,
-      [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const uint8_t* wr = wd + r * w.nb[1];
-          const float b = bias ? bias[r] : 0.0f;
-          for (int64_t t = 0; t < n; ++t) y[t * out + r] = kt.vec_dot(in, wr, xd + t * xrow) + b;
-        }
-      },
-      4);
+  parallel_rows(pool, out, n * in * out, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = wd + r * w.nb[1];
+      const float b = bias ? bias[r] : 0.0f;
+      for (int64_t t = 0; t < n; ++t) y[t * out + r] = kt.vec_dot(in, wr, xd + t * xrow) + b;
+    }
+  });
 }
 
 void embedding_row(const TensorView& table, int64_t id, float* out) {

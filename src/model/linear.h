@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
@@ -21,6 +22,11 @@ void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x,
 
 // out[ne0] = row `id` of a 2-D table (token embeddings), dequantized exactly.
 void embedding_row(const TensorView& table, int64_t id, float* out);
+
+// Runs fn(begin, end) over [0, n): on the pool when `work` (≈ multiply-adds) is large enough to
+// pay for waking the threads, else inline. Tiny models and single-token decode stay inline.
+void parallel_rows(ThreadPool& pool, int64_t n, int64_t work,
+                   const std::function<void(int64_t, int64_t)>& fn);
 
 // Bytes linear() takes from the arena for n rows of width `in` with weight type t.
 size_t linear_scratch_bytes(GgmlType t, int64_t in, int64_t n);
