@@ -363,10 +363,14 @@ Status GgufFile::parse() {
   for (const RawTensorInfo& ti : infos) {
     const char* nm = ti.name.c_str();
     const TypeInfo& tinfo = type_info(ti.type);
-    uint64_t n_el = 1;
+    // The product is checked with zero dims counted as 1 as well: an empty tensor must still
+    // have strides (nb[]) that fit in 64 bits.
+    uint64_t span = 1;
+    bool has_zero = false;
     for (int d = 0; d < kMaxDims; ++d) {
-      if (!mul_ok(n_el, static_cast<uint64_t>(ti.ne[d]), &n_el) ||
-          n_el > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      has_zero |= ti.ne[d] == 0;
+      if (!mul_ok(span, static_cast<uint64_t>(std::max<int64_t>(ti.ne[d], 1)), &span) ||
+          span > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         return c.fail(
             "tensor '%s' (info at offset %zu): element count of shape [%lld, %lld, %lld, %lld] overflows "
             "int64",
@@ -378,10 +382,12 @@ Status GgufFile::parse() {
           "tensor '%s' (info at offset %zu): ne[0] = %lld is not a multiple of the %s block size %lld", nm,
           ti.info_offset, static_cast<long long>(ti.ne[0]), tinfo.name,
           static_cast<long long>(tinfo.block_size));
-    // n_el < 2^63 and block bytes <= 292, so bytes fits in 64 bits only if checked:
-    uint64_t nbytes = 0;
-    if (!mul_ok(n_el / static_cast<uint64_t>(tinfo.block_size), tinfo.type_size, &nbytes))
+    uint64_t span_bytes = 0;
+    if (!mul_ok(
+            (span + static_cast<uint64_t>(tinfo.block_size) - 1) / static_cast<uint64_t>(tinfo.block_size),
+            tinfo.type_size, &span_bytes))
       return c.fail("tensor '%s' (info at offset %zu): byte size overflows", nm, ti.info_offset);
+    const uint64_t nbytes = has_zero ? 0 : span_bytes;
     if (ti.offset % alignment_ != 0)
       return c.fail(
           "tensor '%s' (info at offset %zu): data offset %llu is not a multiple of the alignment %llu", nm,

@@ -246,20 +246,25 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, const std:
   if (!ti.known) return err("gguf writer: tensor '%s': unknown type id %u", nm, static_cast<uint32_t>(type));
   if (ne.empty() || ne.size() > static_cast<size_t>(kMaxDims))
     return err("gguf writer: tensor '%s' has %zu dimensions (1..%d)", nm, ne.size(), kMaxDims);
-  uint64_t n_el = 1;
+  // Same bound as the reader: the product with zero dims counted as 1 must fit in int64.
+  uint64_t n_el = 1, span = 1;
   for (size_t d = 0; d < ne.size(); ++d) {
     if (ne[d] < 0)
       return err("gguf writer: tensor '%s' dimension %zu is %lld", nm, d, static_cast<long long>(ne[d]));
-    if (__builtin_mul_overflow(n_el, static_cast<uint64_t>(ne[d]), &n_el) ||
-        n_el > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    n_el *= static_cast<uint64_t>(ne[d]);  // <= span, cannot overflow once span is checked
+    if (__builtin_mul_overflow(span, static_cast<uint64_t>(ne[d] > 0 ? ne[d] : 1), &span) ||
+        span > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       return err("gguf writer: tensor '%s': element count overflows int64", nm);
   }
   if (ne[0] % ti.block_size != 0)
     return err("gguf writer: tensor '%s': ne[0] = %lld is not a multiple of the %s block size %lld", nm,
                static_cast<long long>(ne[0]), ti.name, static_cast<long long>(ti.block_size));
   uint64_t nbytes = 0;
-  if (__builtin_mul_overflow(n_el / static_cast<uint64_t>(ti.block_size), ti.type_size, &nbytes))
+  if (__builtin_mul_overflow(
+          (span + static_cast<uint64_t>(ti.block_size) - 1) / static_cast<uint64_t>(ti.block_size),
+          ti.type_size, &nbytes))
     return err("gguf writer: tensor '%s': byte size overflows", nm);
+  if (n_el == 0) nbytes = 0;
   if (nbytes && !data)
     return err("gguf writer: tensor '%s': null data for %llu bytes", nm,
                static_cast<unsigned long long>(nbytes));

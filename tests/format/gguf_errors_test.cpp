@@ -160,6 +160,8 @@ TEST(GgufErrors, TensorInfos) {
   EXPECT_PARSE_ERROR(one_tensor({4, -1}), "tensor 't' dimension 1 is -1 at offset");
   EXPECT_PARSE_ERROR(one_tensor({int64_t{1} << 32, int64_t{1} << 32}), "overflows int64");
   EXPECT_PARSE_ERROR(one_tensor({INT64_MAX, 2}), "overflows int64");
+  // Empty, but its strides would overflow: rejected too.
+  EXPECT_PARSE_ERROR(one_tensor({32, 0, int64_t{1} << 62}, kF32, 0, 0), "overflows int64");
   EXPECT_PARSE_ERROR(one_tensor({33, 1}, kQ8_0), "ne[0] = 33 is not a multiple of the q8_0 block size 32");
   EXPECT_PARSE_ERROR(one_tensor({4, 2}, 4), "tensor 't' has unknown type id 4 at offset");
   EXPECT_PARSE_ERROR(one_tensor({4, 2}, 40), "unknown type id 40");

@@ -198,6 +198,7 @@ TEST(GgufWriter, RejectsBadTensors) {
   expect_err(w.add_tensor("d", GgmlType::f32, {1, 1, 1, 1, 1}, x), "5 dimensions");
   expect_err(w.add_tensor("n", GgmlType::f32, {-1}, x), "dimension 0 is -1");
   expect_err(w.add_tensor("o", GgmlType::f32, {INT64_MAX, 2}, x), "overflows");
+  expect_err(w.add_tensor("o0", GgmlType::f32, {32, 0, int64_t{1} << 62}, x), "overflows");
   expect_err(w.add_tensor("u", static_cast<GgmlType>(4), {32}, x), "unknown type id 4");
   expect_err(w.add_tensor("z", GgmlType::f32, {4}, nullptr), "null data");
 }
