@@ -3,8 +3,19 @@
 // GgufFile::open mmaps the file and validates everything up front (magic, version, counts and
 // string lengths against the file size, metadata value types incl. nested arrays, tensor dims
 // and their products, known tensor types, data ranges inside the file and not overlapping,
-// unique names, alignment). Every error names the problem and the byte offset. After a
-// successful open, accessors never read out of bounds.
+// unique names, alignment). Every error names the problem and the byte offset, prefixed with
+// "gguf: <path>: ". After a successful open, accessors never read out of bounds.
+//
+// Rules beyond the format itself (see gguf_spec.h):
+//   - general.alignment must be u32 and a non-zero power of two (as llama.cpp requires);
+//   - arrays of arrays nest at most 8 deep; at most 2^24 metadata values per file (a bound on
+//     the memory a hostile file can make us allocate);
+//   - dims >= 0 (0 = an empty tensor, as llama.cpp allows), at most 4, products < 2^63;
+//   - tensor offsets must be multiples of the alignment and ranges must not overlap; unlike
+//     llama.cpp they need not be consecutive (llama.cpp's layout is what GgufWriter produces);
+//   - bool values must be 0 or 1; keys and tensor names must be non-empty and unique.
+// llama.cpp itself rejects nested arrays and tensor names of 64+ bytes; GgufWriter refuses such
+// names, and writes nested arrays only if asked to.
 #pragma once
 
 #include <cstdint>
