@@ -93,6 +93,8 @@ class GgufFile {
   static Result<std::unique_ptr<GgufFile>> from_memory(const void* data, size_t size,
                                                        std::string name = "<memory>");
   ~GgufFile();
+  GgufFile(const GgufFile&) = delete;  // owns the mapping; tensor views point into it
+  GgufFile& operator=(const GgufFile&) = delete;
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
