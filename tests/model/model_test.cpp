@@ -1,0 +1,194 @@
+// Model / Session behaviour that the fixtures do not cover: bad input gets clear errors (token
+// ids, context overflow, missing / misshapen tensors, missing metadata, unknown architecture),
+// chunked evaluation equals one batch, reset(), last-row logits.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/fixtures.h"
+#include "format/gguf.h"
+#include "model/arch.h"
+#include "model/hparams.h"
+#include "model/model.h"
+
+namespace strata {
+namespace {
+
+std::string model_path(const std::string& dir, const char* name) {
+  return dir + "/models/" + name + ".gguf";
+}
+
+std::unique_ptr<Model> load_ok(const std::string& path) {
+  LoadOptions lo;
+  lo.n_threads = 1;
+  auto m = Model::load(path, lo);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.message());
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+// Rewrites `src` into a temp file with `edit` applied to each tensor (name, ne; return false to
+// drop it) and `edit_kv` to the metadata (return false to drop a key).
+struct Rewrite {
+  std::function<bool(const std::string&, std::vector<int64_t>&)> edit = [](auto&, auto&) { return true; };
+  std::function<bool(const std::string&)> keep_kv = [](const std::string&) { return true; };
+};
+
+std::string rewrite(const std::string& src, const Rewrite& r, const char* tag) {
+  auto f = GgufFile::open(src);
+  EXPECT_TRUE(f.ok());
+  GgufWriter w;
+  for (const GgufKv& kv : f.value()->metadata()) {
+    if (kv.key == "general.alignment" || !r.keep_kv(kv.key)) continue;
+    w.set_value(kv.key, kv.value);
+  }
+  for (const TensorView& t : f.value()->tensors()) {
+    std::vector<int64_t> ne(t.ne, t.ne + std::max(1, t.n_dims));
+    if (!r.edit(t.name, ne)) continue;
+    Status s = w.add_tensor(t.name, t.type, ne, t.data);  // shrinking shapes read a prefix of the data
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  const std::string out =
+      (std::filesystem::temp_directory_path() /
+       ("strata_model_test_" + std::string(tag) + "_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  Status s = w.write(out);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return out;
+}
+
+TEST(ModelErrors, TokenOutOfRange) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto m = load_ok(model_path(dir, "tiny-qwen3moe-f32"));
+  ASSERT_TRUE(m);
+  auto s = m->new_session({.n_ctx = 32}).value();
+  std::vector<float> logits(4 * m->n_vocab());
+  std::vector<int32_t> toks = {1, 2, 512, 3};
+  Status st = s->eval(toks, logits.data(), true);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("token id 512 at position 2"), std::string::npos) << st.message();
+  EXPECT_EQ(s->n_past(), 0);
+  toks = {-1};
+  st = s->eval(toks, logits.data(), true);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("-1"), std::string::npos) << st.message();
+}
+
+TEST(ModelErrors, ContextExceeded) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto m = load_ok(model_path(dir, "tiny-llama-moe-f32"));
+  ASSERT_TRUE(m);
+  auto s = m->new_session({.n_ctx = 8}).value();
+  std::vector<float> logits(9 * m->n_vocab());
+  std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(s->eval(toks, logits.data(), true).ok());
+  Status st = s->eval(toks, logits.data(), true);  // 6 + 6 > 8
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("n_ctx 8"), std::string::npos) << st.message();
+  EXPECT_EQ(s->n_past(), 6);  // nothing appended
+  std::vector<int32_t> two = {7, 8};
+  EXPECT_TRUE(s->eval(two, logits.data(), false).ok());
+  EXPECT_EQ(s->n_past(), 8);
+  std::vector<int32_t> empty;
+  EXPECT_FALSE(s->eval(empty, logits.data(), false).ok());
+}
+
+TEST(ModelErrors, MissingTensor) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  Rewrite r;
+  r.edit = [](const std::string& n, std::vector<int64_t>&) { return n != "blk.1.attn_k.weight"; };
+  const std::string p = rewrite(model_path(dir, "tiny-qwen3moe-f32"), r, "missing");
+  auto m = Model::load(p, {});
+  std::filesystem::remove(p);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("tensor 'blk.1.attn_k.weight': missing"), std::string::npos) << m.message();
+}
+
+TEST(ModelErrors, WrongShape) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  Rewrite r;
+  r.edit = [](const std::string& n, std::vector<int64_t>& ne) {
+    if (n == "blk.1.ffn_up_exps.weight") ne[2] = 4;
+    return true;
+  };
+  const std::string p = rewrite(model_path(dir, "tiny-qwen3moe-f32"), r, "shape");
+  auto m = Model::load(p, {});
+  std::filesystem::remove(p);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(
+      m.message().find("tensor 'blk.1.ffn_up_exps.weight': expected shape [64, 128, 8], got [64, 128, 4]"),
+      std::string::npos)
+      << m.message();
+}
+
+TEST(ModelErrors, MissingMetadataKey) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  Rewrite r;
+  r.keep_kv = [](const std::string& k) { return k != "qwen2moe.attention.head_count"; };
+  const std::string p = rewrite(model_path(dir, "tiny-qwen2moe-f32"), r, "key");
+  auto m = Model::load(p, {});
+  std::filesystem::remove(p);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("qwen2moe.attention.head_count"), std::string::npos) << m.message();
+}
+
+TEST(ModelErrors, UnknownArchitecture) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto f = GgufFile::open(model_path(dir, "tiny-qwen3moe-f32"));
+  ASSERT_TRUE(f.ok());
+  GgufWriter w;
+  for (const GgufKv& kv : f.value()->metadata())
+    if (kv.key != "general.alignment" && kv.key != "general.architecture") w.set_value(kv.key, kv.value);
+  w.set_string("general.architecture", "mamba9");
+  const std::string p = (std::filesystem::temp_directory_path() / "strata_model_test_arch.gguf").string();
+  ASSERT_TRUE(w.write(p).ok());
+  auto m = Model::load(p, {});
+  std::filesystem::remove(p);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("'mamba9' is not supported"), std::string::npos) << m.message();
+  EXPECT_FALSE(Model::load("/nonexistent/model.gguf", {}).ok());
+}
+
+TEST(ModelSession, ChunkedEqualsBatchAndResetRepeats) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto m = load_ok(model_path(dir, "tiny-gpt-oss-f32"));
+  ASSERT_TRUE(m);
+  const int V = m->n_vocab();
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 150; ++i) toks.push_back((i * 37 + 11) % 509);
+  std::vector<float> a(toks.size() * V), b(toks.size() * V), last(V);
+  auto s1 = m->new_session({.n_ctx = 160}).value();
+  ASSERT_TRUE(s1->eval(toks, a.data(), true).ok());
+  // n_batch 7 splits the input into chunks (and makes the window layers use a ring).
+  auto s2 = m->new_session({.n_ctx = 160, .n_batch = 7}).value();
+  ASSERT_TRUE(s2->eval(toks, b.data(), true).ok());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << "at " << i;
+  // Last-row logits after a reset equal the last row of the batch.
+  s2->reset();
+  EXPECT_EQ(s2->n_past(), 0);
+  ASSERT_TRUE(s2->eval(toks, last.data(), false).ok());
+  for (int v = 0; v < V; ++v) ASSERT_NEAR(last[v], a[(toks.size() - 1) * V + v], 1e-5);
+}
+
+TEST(ModelSession, HparamsAndRegistry) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto m = load_ok(model_path(dir, "tiny-gpt-oss-f32"));
+  ASSERT_TRUE(m);
+  const HParams& hp = m->hparams();
+  EXPECT_EQ(m->arch_name(), "gpt-oss");
+  EXPECT_EQ(hp.n_layer, 4);
+  EXPECT_EQ(hp.head_dim_k, 16);
+  EXPECT_EQ(hp.layers[0].attn_kind, AttnKind::attn_kind_sliding);
+  EXPECT_EQ(hp.layers[0].window, 128);
+  EXPECT_EQ(hp.layers[1].attn_kind, AttnKind::attn_kind_full);
+  EXPECT_NEAR(hp.rope.freq_scale, 1.0f / 32.0f, 1e-9);
+  EXPECT_EQ(m->n_vocab(), 512);
+  for (const char* a : {"qwen3moe", "llama", "qwen2moe", "gpt-oss"}) EXPECT_NE(arch_find(a), nullptr) << a;
+  EXPECT_EQ(arch_find("nope"), nullptr);
+}
+
+}  // namespace
+}  // namespace strata
