@@ -80,6 +80,12 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(const std::vector<std
 
 namespace {
 
+// Non-ASCII members of Unicode White_Space (the ASCII ones are \t \n \v \f \r and space).
+bool is_unicode_space(uint32_t c) {
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
 // A piece is a code point range [begin, end) of the text being split.
 struct Piece {
   size_t begin;
@@ -99,15 +105,21 @@ int match_at(const pcre2_code* code, const char* subj, size_t len, size_t start,
 
 std::vector<std::string> PreTokenizer::split(std::string_view text) const {
   const std::vector<uint32_t> cpts = utf8_decode(text);
-  // The regex subject: valid UTF-8 of cpts (surrogates, which the lenient decoder lets through,
-  // are matched as U+FFFD). byte_of[i] = subject offset of cpt i; cpt_of maps offsets back.
+  // The regex subject: valid UTF-8 of cpts, with two substitutions (the words keep the original
+  // code points):
+  //  * non-ASCII White_Space -> U+000B. llama.cpp does this before every regex it runs, so e.g.
+  //    U+3000 matches \s but not a class that lists U+3000 (deepseek's CJK ranges);
+  //  * surrogates, which the lenient decoder lets through, -> U+FFFD (PCRE2 needs valid UTF-8).
+  // byte_of[i] = subject offset of cpt i; cpt_of maps offsets back.
   std::string subj;
   subj.reserve(text.size() + 8);
   std::vector<size_t> byte_of(cpts.size() + 1);
   for (size_t i = 0; i < cpts.size(); ++i) {
     byte_of[i] = subj.size();
-    const uint32_t c = cpts[i];
-    utf8_append(&subj, (c >= 0xD800 && c <= 0xDFFF) ? kReplacementChar : c);
+    uint32_t c = cpts[i];
+    if (c >= 0x80 && is_unicode_space(c)) c = 0x0B;
+    if (c >= 0xD800 && c <= 0xDFFF) c = kReplacementChar;
+    utf8_append(&subj, c);
   }
   byte_of[cpts.size()] = subj.size();
   std::vector<uint32_t> cpt_of(subj.size() + 1, 0);

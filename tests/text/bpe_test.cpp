@@ -83,6 +83,14 @@ TEST(PreTokenizer, DeepseekLlmTrailingWhitespaceAndNewlines) {
   EXPECT_EQ(split("deepseek-llm", "ab\ncd  "), (Words{"ab", "\n", "cd", "  "}));
 }
 
+TEST(PreTokenizer, NonAsciiWhitespaceIsOnlyWhitespace) {
+  // llama.cpp shows regexes U+000B in place of any non-ASCII White_Space: U+1680 (inside
+  // deepseek's U+0800-U+4E00 CJK range) still joins the next word as its \s? prefix, and U+3000
+  // (listed in deepseek's punctuation class) is not punctuation.
+  EXPECT_EQ(split("deepseek-llm", "\xe1\x9a\x80\xd0\x96"), (Words{"\xe1\x9a\x80\xd0\x96"}));
+  EXPECT_EQ(split("deepseek-llm", "a\xe3\x80\x80!"), (Words{"a", "\xe3\x80\x80!"}));
+}
+
 TEST(PreTokenizer, AllFamiliesCompileAndCoverTheInput) {
   const std::string text = "Hello, y'all! 1234 \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\xa6\x99\t\n  x\xff";
   for (const char* pre :
