@@ -53,11 +53,13 @@ const CpuFeatures& cpu_features() {
 bool isa_supported(Isa isa) {
   const CpuFeatures& f = cpu_features();
   switch (isa) {
-    case Isa::scalar: return true;
-    case Isa::avx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::scalar:
+      return true;
+    case Isa::avx2:
+      return f.avx2 && f.fma && f.f16c;
     case Isa::avx512:
-      return isa_supported(Isa::avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni &&
-             f.avx512bf16;
+      return isa_supported(Isa::avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+             f.avx512vnni && f.avx512bf16;
   }
   return false;
 }
@@ -74,9 +76,12 @@ Isa active_isa() {
     const char* env = std::getenv("STRATA_ISA");
     if (!env) return best;
     Isa want = best;
-    if (!std::strcmp(env, "scalar")) want = Isa::scalar;
-    else if (!std::strcmp(env, "avx2")) want = Isa::avx2;
-    else if (!std::strcmp(env, "avx512")) want = Isa::avx512;
+    if (!std::strcmp(env, "scalar"))
+      want = Isa::scalar;
+    else if (!std::strcmp(env, "avx2"))
+      want = Isa::avx2;
+    else if (!std::strcmp(env, "avx512"))
+      want = Isa::avx512;
     return static_cast<int>(want) < static_cast<int>(best) ? want : best;
   }();
   return isa;
@@ -84,9 +89,12 @@ Isa active_isa() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::scalar: return "scalar";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
+    case Isa::scalar:
+      return "scalar";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
   }
   return "?";
 }

@@ -36,7 +36,8 @@ inline uint16_t f32_to_fp16(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));  // inf/nan
+  if (ax >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));  // inf/nan
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00);  // rounds to >= 65520: overflow to inf
   if (ax < 0x38800000u) {  // below the smallest normal half (2^-14): subnormal or zero
     // value / 2^-24, rounded to nearest even
@@ -52,7 +53,9 @@ inline uint16_t f32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | (m >> 13));
 }
 
-inline float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return f32_from_bits(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   uint32_t x = f32_bits(f);

@@ -26,6 +26,8 @@ Error err(const char* fmt, ...) {
   return Error{std::move(s)};
 }
 
-Error err_context(const std::string& ctx, const Error& inner) { return Error{ctx + ": " + inner.message}; }
+Error err_context(const std::string& ctx, const Error& inner) {
+  return Error{ctx + ": " + inner.message};
+}
 
 }  // namespace strata

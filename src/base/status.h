@@ -36,20 +36,35 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T v) : v_(std::move(v)) {}        // NOLINT: implicit by design
-  Result(Error e) : v_(std::move(e)) {}    // NOLINT
+  Result(T v) : v_(std::move(v)) {}                             // NOLINT: implicit by design
+  Result(Error e) : v_(std::move(e)) {}                         // NOLINT
   Result(Status s) : v_(s.error()) { STRATA_ASSERT(!s.ok()); }  // NOLINT: only failed statuses convert
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
-  T& value() & { STRATA_ASSERT(ok()); return std::get<0>(v_); }
-  const T& value() const& { STRATA_ASSERT(ok()); return std::get<0>(v_); }
-  T&& value() && { STRATA_ASSERT(ok()); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    STRATA_ASSERT(ok());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    STRATA_ASSERT(ok());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    STRATA_ASSERT(ok());
+    return std::get<0>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
-  const std::string& message() const { STRATA_ASSERT(!ok()); return std::get<1>(v_).message; }
-  Error error() const { STRATA_ASSERT(!ok()); return std::get<1>(v_); }
+  const std::string& message() const {
+    STRATA_ASSERT(!ok());
+    return std::get<1>(v_).message;
+  }
+  Error error() const {
+    STRATA_ASSERT(!ok());
+    return std::get<1>(v_);
+  }
   Status status() const { return ok() ? Status() : Status(error()); }
 
  private:
@@ -71,15 +86,15 @@ Error err_context(const std::string& ctx, const Error& inner);
 #define STRATA_CONCAT(a, b) STRATA_CONCAT_INNER(a, b)
 
 // Propagate a failed Status / Result. Usage: STRATA_TRY(do_thing());
-#define STRATA_TRY(expr)                                                  \
-  do {                                                                    \
-    auto&& strata_try_tmp_ = (expr);                                      \
+#define STRATA_TRY(expr)                                                          \
+  do {                                                                            \
+    auto&& strata_try_tmp_ = (expr);                                              \
     if (!strata_try_tmp_.ok()) return ::strata::Error{strata_try_tmp_.message()}; \
   } while (0)
 
 // Bind the value of a Result or propagate its error. Usage: STRATA_ASSIGN(auto f, open(path));
 #define STRATA_ASSIGN(decl, expr) STRATA_ASSIGN_IMPL(STRATA_CONCAT(strata_res_, __LINE__), decl, expr)
-#define STRATA_ASSIGN_IMPL(tmp, decl, expr)                  \
-  auto tmp = (expr);                                         \
-  if (!tmp.ok()) return ::strata::Error{tmp.message()};      \
+#define STRATA_ASSIGN_IMPL(tmp, decl, expr)             \
+  auto tmp = (expr);                                    \
+  if (!tmp.ok()) return ::strata::Error{tmp.message()}; \
   decl = std::move(tmp).value()

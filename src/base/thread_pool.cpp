@@ -39,7 +39,7 @@ void ThreadPool::worker(int idx) {
   }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
+void ThreadPool::run(FunctionRef<void(int, int)> fn) {
   if (n_threads_ == 1) {
     fn(0, 1);
     return;
@@ -61,7 +61,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   job_ = nullptr;
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
   if (n <= 0) return;
   STRATA_ASSERT(grain >= 1);
   const int64_t units = (n + grain - 1) / grain;
@@ -70,12 +70,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  run([&](int t, int) {
+  auto chunk = [&](int t, int) {
     if (t >= nt) return;
     const int64_t b = std::min(n, (units * t / nt) * grain);
     const int64_t e = std::min(n, (units * (t + 1) / nt) * grain);
     if (b < e) fn(b, e);
-  });
+  };
+  run(chunk);
 }
 
 }  // namespace strata

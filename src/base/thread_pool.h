@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
+#include <functional>  // callers pass std::function too
 #include <thread>
 #include <vector>
+
+#include "base/function_ref.h"
 
 namespace strata {
 
@@ -22,18 +24,18 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // fn(thread_idx, n_threads): every thread calls it once; returns when all are done.
-  void run(const std::function<void(int, int)>& fn);
+  void run(FunctionRef<void(int, int)> fn);
 
   // fn(begin, end) over contiguous chunks of [0, n), at most one chunk per thread, chunk
   // boundaries rounded to multiples of `grain` (except the end).
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+  void parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 1);
 
  private:
   void worker(int idx);
 
   int n_threads_;
   std::vector<std::thread> threads_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  const FunctionRef<void(int, int)>* job_ = nullptr;
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
