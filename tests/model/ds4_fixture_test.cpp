@@ -1,0 +1,121 @@
+// deepseek4 oracle tests: the tiny DeepSeek-V4 fixtures (f32 and MXFP4 experts + Q8_0 dense;
+// short16 and long320, which crosses the 128-token window, two HCA blocks and 80 CSA blocks >
+// indexer top-k) in batch mode (one forward of all tokens) and incremental mode (one forward per
+// token, exercising the window ring and the compressors' rolling state), with the fixture's
+// pass criteria (fixtures README §4). The arch is built with make_arch_deepseek4 directly, so
+// the test does not depend on the registry entry.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fixtures.h"
+#include "model/ds4_arch.h"
+#include "model/fixture_metrics.h"
+
+namespace strata {
+namespace {
+
+using testing::Criteria;
+using testing::FixtureMeta;
+using testing::FixtureMetrics;
+
+struct Ds4Case {
+  const char* fixture;
+  const char* criteria;
+};
+
+const Ds4Case kDs4Cases[] = {
+    {"tiny-deepseek4-f32__short16", ""},
+    {"tiny-deepseek4-f32__long320", ""},
+    {"tiny-deepseek4-MXFP4_MOE__short16", "faithful"},
+    {"tiny-deepseek4-MXFP4_MOE__long320", "faithful"},
+};
+
+struct Loaded {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<Architecture> arch;
+};
+
+Loaded* load(const std::string& path) {
+  static std::map<std::string, Loaded> cache;
+  auto it = cache.find(path);
+  if (it != cache.end()) return &it->second;
+  auto f = GgufFile::open(path);
+  if (!f.ok()) {
+    ADD_FAILURE() << f.message();
+    return nullptr;
+  }
+  Loaded l;
+  l.file = std::move(f).value();
+  auto a = make_arch_deepseek4(*l.file);
+  if (!a.ok()) {
+    ADD_FAILURE() << a.message();
+    return nullptr;
+  }
+  l.arch = std::move(a).value();
+  return &cache.emplace(path, std::move(l)).first->second;
+}
+
+std::vector<float> run(const Architecture& arch, const std::vector<int32_t>& tokens, bool incremental) {
+  const int V = arch.hparams().n_vocab;
+  const int n = static_cast<int>(tokens.size());
+  std::vector<float> out(static_cast<size_t>(n) * V);
+  ThreadPool pool(2);
+  StateOptions so;
+  so.n_ctx = std::max(16, n);
+  so.n_batch = incremental ? 1 : n;
+  auto st = arch.new_state(so);
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return out;
+  if (!incremental) {
+    Batch b{std::span<const int32_t>(tokens), 0, true};
+    Status s = arch.forward(**st, b, out.data(), pool);
+    EXPECT_TRUE(s.ok()) << s.message();
+  } else {
+    for (int i = 0; i < n; ++i) {
+      Batch b{std::span<const int32_t>(&tokens[i], 1), i, false};
+      Status s = arch.forward(**st, b, out.data() + static_cast<size_t>(i) * V, pool);
+      EXPECT_TRUE(s.ok()) << s.message();
+      if (!s.ok()) break;
+    }
+  }
+  return out;
+}
+
+class Ds4Fixture : public ::testing::TestWithParam<std::tuple<Ds4Case, bool>> {};
+
+TEST_P(Ds4Fixture, MatchesLlamaCpp) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  const Ds4Case c = std::get<0>(GetParam());
+  const bool incremental = std::get<1>(GetParam());
+  FixtureMeta m;
+  std::string msg;
+  ASSERT_TRUE(testing::load_fixture(dir, c.fixture, &m, &msg)) << msg;
+  Loaded* l = load(m.model_path);
+  ASSERT_NE(l, nullptr);
+  ASSERT_EQ(l->arch->hparams().n_vocab, m.n_vocab);
+  const std::vector<float> eng = run(*l->arch, m.tokens, incremental);
+  const Criteria crit = testing::fixture_criteria(m, c.criteria);
+  const FixtureMetrics r = testing::fixture_metrics(m, eng, crit.tie_below);
+  std::printf("[fixture] %-36s %-11s %-9s %s\n", c.fixture, incremental ? "incremental" : "batch",
+              crit.name.c_str(), testing::metrics_string(r).c_str());
+  const std::string fail = testing::fixture_check(r, crit);
+  EXPECT_TRUE(fail.empty()) << c.fixture << " (" << crit.name << "): " << fail;
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Ds4Case, bool>>& info) {
+  std::string s = std::get<0>(info.param).fixture;
+  for (char& ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s + (std::get<1>(info.param) ? "_incremental" : "_batch");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Ds4Fixture,
+                         ::testing::Combine(::testing::ValuesIn(kDs4Cases), ::testing::Bool()), case_name);
+
+}  // namespace
+}  // namespace strata
