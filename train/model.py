@@ -79,8 +79,9 @@ class Attention(nn.Module):
         rep = c.n_head // c.n_head_kv  # query head h reads kv head h // rep (llama.cpp broadcast)
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
-        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(c.head_dim)) + mask
-        out = torch.softmax(att, dim=-1) @ v  # [B, H, T, hd]
+        # Scores and softmax in f32 even under bf16 autocast (training); the matmuls may be bf16.
+        att = (q @ k.transpose(-1, -2)).float() * (1.0 / math.sqrt(c.head_dim)) + mask
+        out = torch.softmax(att, dim=-1).to(v.dtype) @ v  # [B, H, T, hd]
         return self.wo(out.transpose(1, 2).reshape(B, T, c.n_head * c.head_dim))
 
 
@@ -97,7 +98,8 @@ class MoE(nn.Module):
     def forward(self, x):
         """x: [N, d] -> (y [N, d], aux loss scalar, expert ids [N, k])."""
         c = self.c
-        probs = torch.softmax(self.router(x), dim=-1)  # [N, E]
+        with torch.autocast("cpu", enabled=False):  # routing decisions in f32, as in inference
+            probs = torch.softmax(F.linear(x.float(), self.router.weight.float()), dim=-1)  # [N, E]
         w, ids = torch.topk(probs, c.n_expert_used, dim=-1)  # [N, k]
         w = w / w.sum(-1, keepdim=True)
         # Group the N*k (token, expert) assignments by expert with one gather, run each expert on its
@@ -116,8 +118,8 @@ class MoE(nn.Module):
                 continue
             he = F.silu(xe @ gate[e].t()) * (xe @ up[e].t())
             outs.append(he @ down[e].t())
-        ys = torch.cat(outs) * w.reshape(-1)[order, None]
-        y = torch.zeros_like(x).index_add(0, tok, ys)
+        ys = torch.cat(outs).float() * w.reshape(-1)[order, None]
+        y = torch.zeros_like(x, dtype=torch.float32).index_add(0, tok, ys)
         # Switch-style balance loss: E * Σ_e (fraction of assignments to e) * (mean router prob of e).
         frac = counts.float() / flat_ids.numel()
         aux = c.n_expert * (frac * probs.mean(0)).sum()
@@ -133,10 +135,10 @@ class Block(nn.Module):
         self.moe = MoE(c)
 
     def forward(self, x, cos, sin, mask):
-        h = x + self.attn(self.attn_norm(x), cos, sin, mask)
+        h = x + self.attn(self.attn_norm(x), cos, sin, mask).float()  # residual stream stays f32
         B, T, d = h.shape
         y, aux, ids = self.moe(self.ffn_norm(h).reshape(B * T, d))
-        return h + y.view(B, T, d), aux, ids
+        return h.float() + y.view(B, T, d), aux, ids
 
 
 class MoETransformer(nn.Module):

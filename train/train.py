@@ -30,6 +30,14 @@ from model import Config, MoETransformer  # noqa: E402
 DATA = "/work/main/build/data/corpus"
 
 
+def cpu_has_bf16():
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def load_streams(data_dir, split):
     paths = sorted(glob.glob(os.path.join(data_dir, split, "*.bin")))
     if not paths:
@@ -124,6 +132,9 @@ def build_parser():
     ap.add_argument("--grad-clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "2")))
+    ap.add_argument("--bf16", choices=["auto", "on", "off"], default="auto",
+                    help="bf16 autocast for training matmuls (f32 master weights, residual, softmax, loss, "
+                         "router); auto = on when the CPU has AVX512_BF16/AMX (about 1.8x faster there)")
     ap.add_argument("--time-limit", type=float, default=0, help="minutes for this invocation (0 = none)")
     ap.add_argument("--stop-at", type=int, default=0, help="stop (and checkpoint) at this step; 0 = --steps")
     ap.add_argument("--log-every", type=int, default=10)
@@ -155,9 +166,10 @@ def main():
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         step, elapsed, tokens = ck["step"], ck["elapsed"], ck["tokens"]
+    use_bf16 = args.bf16 == "on" or (args.bf16 == "auto" and cpu_has_bf16())
     total, active = model.param_counts()
     print(f"config {dataclasses.asdict(cfg)}\nparams {total / 1e6:.2f} M total, {active / 1e6:.2f} M active; "
-          f"threads {args.threads}", flush=True)
+          f"threads {args.threads}, bf16 autocast {use_bf16}", flush=True)
     train = np.concatenate(list(load_streams(args.data, "train").values()))
     valid = load_streams(args.data, "valid")
     if int(train.max()) >= cfg.vocab_size:
@@ -178,8 +190,9 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = batch_at(train, step, args.seed, args.batch, cfg.ctx)
-        logits, aux, _ = model(x)
-        ce = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
+            logits, aux, _ = model(x)
+        ce = F.cross_entropy(logits.float().reshape(-1, cfg.vocab_size), y.reshape(-1))
         loss = ce + cfg.aux_loss_coef * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
