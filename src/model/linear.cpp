@@ -6,16 +6,6 @@
 
 namespace strata {
 
-void parallel_rows(ThreadPool& pool, int64_t n, int64_t work,
-                   const std::function<void(int64_t, int64_t)>& fn) {
-  constexpr int64_t kMinParallelWork = int64_t{1} << 18;
-  if (pool.size() <= 1 || work < kMinParallelWork || n < 2) {
-    fn(0, n);
-    return;
-  }
-  pool.parallel_for(n, fn, 4);
-}
-
 size_t linear_scratch_bytes(GgmlType t, int64_t in, int64_t n) {
   const KernelTraits& kt = kernel_traits(t);
   if (kt.vec_dot_type == GgmlType::f32) return 0;

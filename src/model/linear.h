@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
@@ -25,8 +24,16 @@ void embedding_row(const TensorView& table, int64_t id, float* out);
 
 // Runs fn(begin, end) over [0, n): on the pool when `work` (≈ multiply-adds) is large enough to
 // pay for waking the threads, else inline. Tiny models and single-token decode stay inline.
-void parallel_rows(ThreadPool& pool, int64_t n, int64_t work,
-                   const std::function<void(int64_t, int64_t)>& fn);
+// A template so the lambda reaches the pool without a type-erased copy (no allocation per call).
+template <class Fn>
+void parallel_rows(ThreadPool& pool, int64_t n, int64_t work, const Fn& fn) {
+  constexpr int64_t kMinParallelWork = int64_t{1} << 18;
+  if (pool.size() <= 1 || work < kMinParallelWork || n < 2) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool.parallel_for(n, fn, 4);
+}
 
 // Bytes linear() takes from the arena for n rows of width `in` with weight type t.
 size_t linear_scratch_bytes(GgmlType t, int64_t in, int64_t n);
