@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "model/ds4_arch.h"
+
 namespace strata {
 
 namespace {
@@ -9,10 +11,9 @@ namespace {
 // An explicit table rather than self-registering statics: arch files live in a static library,
 // and an object file nothing references would be dropped by the linker with its registrar.
 const std::array kArchs = {
-    ArchEntry{"qwen3moe", &make_arch_qwen3moe},
-    ArchEntry{"llama", &make_arch_llama},
-    ArchEntry{"qwen2moe", &make_arch_qwen2moe},
-    ArchEntry{"gpt-oss", &make_arch_gpt_oss},
+    ArchEntry{"qwen3moe", &make_arch_qwen3moe},   ArchEntry{"llama", &make_arch_llama},
+    ArchEntry{"qwen2moe", &make_arch_qwen2moe},   ArchEntry{"gpt-oss", &make_arch_gpt_oss},
+    ArchEntry{"deepseek4", &make_arch_deepseek4},
 };
 
 }  // namespace

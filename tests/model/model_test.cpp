@@ -186,7 +186,8 @@ TEST(ModelSession, HparamsAndRegistry) {
   EXPECT_EQ(hp.layers[1].attn_kind, AttnKind::attn_kind_full);
   EXPECT_NEAR(hp.rope.freq_scale, 1.0f / 32.0f, 1e-9);
   EXPECT_EQ(m->n_vocab(), 512);
-  for (const char* a : {"qwen3moe", "llama", "qwen2moe", "gpt-oss"}) EXPECT_NE(arch_find(a), nullptr) << a;
+  for (const char* a : {"qwen3moe", "llama", "qwen2moe", "gpt-oss", "deepseek4"})
+    EXPECT_NE(arch_find(a), nullptr) << a;
   EXPECT_EQ(arch_find("nope"), nullptr);
 }
 
