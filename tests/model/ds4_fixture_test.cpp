@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,62 +61,97 @@ Loaded* load(const std::string& path) {
   return &cache.emplace(path, std::move(l)).first->second;
 }
 
-std::vector<float> run(const Architecture& arch, const std::vector<int32_t>& tokens, bool incremental) {
+// Evaluates the sequence in chunks of `chunk` tokens (n: one batch; 1: token by token).
+std::vector<float> run(const Architecture& arch, const std::vector<int32_t>& tokens, int chunk) {
   const int V = arch.hparams().n_vocab;
   const int n = static_cast<int>(tokens.size());
   std::vector<float> out(static_cast<size_t>(n) * V);
   ThreadPool pool(2);
   StateOptions so;
   so.n_ctx = std::max(16, n);
-  so.n_batch = incremental ? 1 : n;
+  so.n_batch = chunk;
   auto st = arch.new_state(so);
   EXPECT_TRUE(st.ok()) << st.message();
   if (!st.ok()) return out;
-  if (!incremental) {
-    Batch b{std::span<const int32_t>(tokens), 0, true};
-    Status s = arch.forward(**st, b, out.data(), pool);
+  for (int i = 0; i < n; i += chunk) {
+    const int m = std::min(chunk, n - i);
+    Batch b{std::span<const int32_t>(tokens.data() + i, m), i, true};
+    Status s = arch.forward(**st, b, out.data() + static_cast<size_t>(i) * V, pool);
     EXPECT_TRUE(s.ok()) << s.message();
-  } else {
-    for (int i = 0; i < n; ++i) {
-      Batch b{std::span<const int32_t>(&tokens[i], 1), i, false};
-      Status s = arch.forward(**st, b, out.data() + static_cast<size_t>(i) * V, pool);
-      EXPECT_TRUE(s.ok()) << s.message();
-      if (!s.ok()) break;
-    }
+    if (!s.ok()) break;
   }
   return out;
 }
 
-class Ds4Fixture : public ::testing::TestWithParam<std::tuple<Ds4Case, bool>> {};
+enum Mode { kBatch, kIncremental, kChunks37 };
+const char* mode_name(int m) {
+  return m == kBatch ? "batch" : m == kIncremental ? "incremental" : "chunks37";
+}
+
+class Ds4Fixture : public ::testing::TestWithParam<std::tuple<Ds4Case, int>> {};
 
 TEST_P(Ds4Fixture, MatchesLlamaCpp) {
   STRATA_REQUIRE_FIXTURES(dir);
   const Ds4Case c = std::get<0>(GetParam());
-  const bool incremental = std::get<1>(GetParam());
+  const int mode = std::get<1>(GetParam());
   FixtureMeta m;
   std::string msg;
   ASSERT_TRUE(testing::load_fixture(dir, c.fixture, &m, &msg)) << msg;
   Loaded* l = load(m.model_path);
   ASSERT_NE(l, nullptr);
   ASSERT_EQ(l->arch->hparams().n_vocab, m.n_vocab);
-  const std::vector<float> eng = run(*l->arch, m.tokens, incremental);
+  const int chunk = mode == kBatch ? m.n_tokens : mode == kIncremental ? 1 : 37;
+  const std::vector<float> eng = run(*l->arch, m.tokens, chunk);
   const Criteria crit = testing::fixture_criteria(m, c.criteria);
   const FixtureMetrics r = testing::fixture_metrics(m, eng, crit.tie_below);
-  std::printf("[fixture] %-36s %-11s %-9s %s\n", c.fixture, incremental ? "incremental" : "batch",
-              crit.name.c_str(), testing::metrics_string(r).c_str());
+  std::printf("[fixture] %-36s %-11s %-9s %s\n", c.fixture, mode_name(mode), crit.name.c_str(),
+              testing::metrics_string(r).c_str());
+  // STRATA_DUMP_LOGITS=DIR writes the logits for tools/check_fixture.py
+  if (const char* dump = std::getenv("STRATA_DUMP_LOGITS"); dump && *dump) {
+    const std::string path = std::string(dump) + "/" + c.fixture + "." + mode_name(mode) + ".f32";
+    if (FILE* f = std::fopen(path.c_str(), "wb")) {
+      std::fwrite(eng.data(), sizeof(float), eng.size(), f);
+      std::fclose(f);
+    }
+  }
   const std::string fail = testing::fixture_check(r, crit);
   EXPECT_TRUE(fail.empty()) << c.fixture << " (" << crit.name << "): " << fail;
 }
 
-std::string case_name(const ::testing::TestParamInfo<std::tuple<Ds4Case, bool>>& info) {
+// The decode-time state (window ring, compressor rolling state, compressed rows) must make
+// token-by-token and chunked evaluation reproduce the one-batch logits bit for bit.
+TEST(Ds4FixtureState, IncrementalAndChunkedEqualBatchExactly) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  FixtureMeta m;
+  std::string msg;
+  ASSERT_TRUE(testing::load_fixture(dir, "tiny-deepseek4-f32__long320", &m, &msg)) << msg;
+  Loaded* l = load(m.model_path);
+  ASSERT_NE(l, nullptr);
+  const std::vector<float> batch = run(*l->arch, m.tokens, m.n_tokens);
+  for (int chunk : {1, 5, 128}) {
+    const std::vector<float> other = run(*l->arch, m.tokens, chunk);
+    size_t first_diff = batch.size();
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (batch[i] != other[i]) {
+        first_diff = i;
+        break;
+      }
+    EXPECT_EQ(first_diff, batch.size())
+        << "chunk " << chunk << ": first difference at position " << first_diff / m.n_vocab;
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Ds4Case, int>>& info) {
   std::string s = std::get<0>(info.param).fixture;
   for (char& ch : s)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s + (std::get<1>(info.param) ? "_incremental" : "_batch");
+  return s + "_" + mode_name(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Ds4Fixture,
-                         ::testing::Combine(::testing::ValuesIn(kDs4Cases), ::testing::Bool()), case_name);
+                         ::testing::Combine(::testing::ValuesIn(kDs4Cases),
+                                            ::testing::Values(kBatch, kIncremental, kChunks37)),
+                         case_name);
 
 }  // namespace
 }  // namespace strata
