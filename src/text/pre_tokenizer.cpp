@@ -13,19 +13,19 @@ static constexpr const char* kWhiteSpaceItems =
     R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
 Result<std::string> expand_whitespace_escapes(std::string_view p) {
+  const int plen = static_cast<int>(p.size());  // for "%.*s"
   std::string out;
   out.reserve(p.size() + 64);
   bool in_class = false;
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     if (c == '\\') {
-      if (i + 1 >= p.size()) return err("regex '%.*s' ends with a lone backslash", (int)p.size(), p.data());
+      if (i + 1 >= p.size()) return err("regex '%.*s' ends with a lone backslash", plen, p.data());
       const char e = p[++i];
       if (e == 's') {
         out += in_class ? std::string(kWhiteSpaceItems) : "[" + std::string(kWhiteSpaceItems) + "]";
       } else if (e == 'S') {
-        if (in_class)
-          return err("regex '%.*s': \\S inside a class is not supported", (int)p.size(), p.data());
+        if (in_class) return err("regex '%.*s': \\S inside a class is not supported", plen, p.data());
         out += "[^" + std::string(kWhiteSpaceItems) + "]";
       } else {
         out += c;
@@ -44,7 +44,7 @@ Result<std::string> expand_whitespace_escapes(std::string_view p) {
     if (in_class && c == ']') in_class = false;
     out += c;
   }
-  if (in_class) return err("regex '%.*s' has an unterminated character class", (int)p.size(), p.data());
+  if (in_class) return err("regex '%.*s' has an unterminated character class", plen, p.data());
   return out;
 }
 
