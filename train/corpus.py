@@ -19,7 +19,6 @@ Split: per source, documents are ranked by sha256("<source>/<doc id>") and the f
 max(1, round(holdout * n)) go to validation. Deterministic, independent of Python's hash seed.
 """
 import argparse
-import base64
 import gzip
 import hashlib
 import html

@@ -16,7 +16,6 @@ import os
 import sys
 
 import numpy as np
-import sentencepiece as spm
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
