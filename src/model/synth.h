@@ -7,8 +7,8 @@
 //
 // Weights: matrices N(0, 1/fan_in), embeddings N(0, 1) plus a shared "router direction" u, norm
 // weights U(0.5, 1.5), routers N(0, 1/d) so routing is diverse. router_skew A > 0 adds to expert e's
-// router row a multiple of u with strength ∝ rank(e)^-A (rank: a seeded per-layer permutation), so
-// expert popularity becomes Zipf-like.
+// router row a multiple of u that shifts its logit by -0.7·A·ln(rank(e)) (rank: a seeded per-layer
+// permutation), so expert popularity becomes Zipf-like, share ≈ ∝ rank^-A.
 #pragma once
 
 #include <cstdint>
