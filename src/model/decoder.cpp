@@ -16,7 +16,8 @@ namespace {
 
 class DecoderState final : public ArchState {
  public:
-  DecoderState(const HParams& hp, const DecoderWeights& w, const StateOptions& o) : kv(hp.n_layer) {
+  DecoderState(const HParams& hp, const DecoderWeights& w, const StateOptions& o)
+      : kv(hp.n_layer), n_ctx(o.n_ctx), n_batch(o.n_batch) {
     const int64_t d = hp.n_embd, nb = o.n_batch;
     int64_t per_tok = 0, max_in = d;
     for (int il = 0; il < hp.n_layer; ++il) {
@@ -42,6 +43,8 @@ class DecoderState final : public ArchState {
   }
 
   KvCache kv;
+  int n_ctx;
+  int n_batch;
   Arena arena;
   AlignedPtr<float> x;  // [n_batch][n_embd] residual
   AlignedPtr<float> h;  // [n_batch][n_embd] normed block input
@@ -64,6 +67,7 @@ class Decoder final : public Architecture {
     float* x = st.x.get();
     float* h = st.h.get();
     float* y = st.y.get();
+    STRATA_ASSERT(n >= 1 && n <= st.n_batch && b.pos0 >= 0 && b.pos0 + n <= st.n_ctx);
     st.arena.reset();
     for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, b.tokens[t], x + t * d);
 

@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace strata {
@@ -52,7 +53,23 @@ Result<HParams> hparams_read_common(const GgufFile& f) {
   STRATA_ASSIGN(hp.n_layer, req_int(f, a + "block_count", 1, 4096));
   STRATA_ASSIGN(hp.n_embd, req_int(f, a + "embedding_length", 1, kMaxDim));
   STRATA_ASSIGN(hp.n_head, req_int(f, a + "attention.head_count", 1, 4096));
-  STRATA_ASSIGN(hp.n_head_kv, opt_int(f, a + "attention.head_count_kv", hp.n_head, 1, 4096));
+  // head_count_kv may be one number or one per layer (hybrid models); n_head_kv = the largest.
+  std::vector<int64_t> kv_per_layer;
+  if (f.get_array(a + "attention.head_count_kv")) {
+    STRATA_ASSIGN(kv_per_layer, f.get_int_array(a + "attention.head_count_kv"));
+    if (static_cast<int>(kv_per_layer.size()) != hp.n_layer)
+      return err("metadata key '%sattention.head_count_kv': %zu values for %d layers", a.c_str(),
+                 kv_per_layer.size(), hp.n_layer);
+    hp.n_head_kv = 1;
+    for (int64_t v : kv_per_layer) {
+      if (v < 1 || v > 4096)
+        return err("metadata key '%sattention.head_count_kv': value %lld out of range", a.c_str(),
+                   static_cast<long long>(v));
+      hp.n_head_kv = std::max(hp.n_head_kv, static_cast<int>(v));
+    }
+  } else {
+    STRATA_ASSIGN(hp.n_head_kv, opt_int(f, a + "attention.head_count_kv", hp.n_head, 1, 4096));
+  }
   STRATA_ASSIGN(hp.head_dim_k, opt_int(f, a + "attention.key_length", hp.n_embd / hp.n_head, 1, 65536));
   STRATA_ASSIGN(hp.head_dim_v, opt_int(f, a + "attention.value_length", hp.head_dim_k, 1, 65536));
   STRATA_ASSIGN(hp.n_ctx_train, opt_int(f, a + "context_length", 4096, 1, int64_t{1} << 30));
@@ -89,9 +106,10 @@ Result<HParams> hparams_read_common(const GgufFile& f) {
   STRATA_ASSIGN(hp.sliding_window, opt_int(f, a + "attention.sliding_window", 0, 0, int64_t{1} << 30));
 
   hp.layers.resize(hp.n_layer);
-  for (auto& l : hp.layers) {
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerParams& l = hp.layers[il];
     l.n_head = hp.n_head;
-    l.n_head_kv = hp.n_head_kv;
+    l.n_head_kv = kv_per_layer.empty() ? hp.n_head_kv : static_cast<int>(kv_per_layer[il]);
     l.n_ff_exp = hp.n_ff_exp;
   }
   return hp;

@@ -35,6 +35,7 @@ std::unique_ptr<Model> load_ok(const std::string& path) {
 struct Rewrite {
   std::function<bool(const std::string&, std::vector<int64_t>&)> edit = [](auto&, auto&) { return true; };
   std::function<bool(const std::string&)> keep_kv = [](const std::string&) { return true; };
+  std::function<void(GgufWriter&)> extra = [](GgufWriter&) {};
 };
 
 std::string rewrite(const std::string& src, const Rewrite& r, const char* tag) {
@@ -45,6 +46,7 @@ std::string rewrite(const std::string& src, const Rewrite& r, const char* tag) {
     if (kv.key == "general.alignment" || !r.keep_kv(kv.key)) continue;
     w.set_value(kv.key, kv.value);
   }
+  r.extra(w);
   for (const TensorView& t : f.value()->tensors()) {
     std::vector<int64_t> ne(t.ne, t.ne + std::max(1, t.n_dims));
     if (!r.edit(t.name, ne)) continue;
@@ -133,6 +135,32 @@ TEST(ModelErrors, MissingMetadataKey) {
   std::filesystem::remove(p);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.message().find("qwen2moe.attention.head_count"), std::string::npos) << m.message();
+}
+
+TEST(ModelErrors, PerLayerHeadCountKv) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  const std::string src = model_path(dir, "tiny-qwen3moe-f32");
+  Rewrite r;
+  r.keep_kv = [](const std::string& k) { return k != "qwen3moe.attention.head_count_kv"; };
+  r.extra = [](GgufWriter& w) { w.set_array_i32("qwen3moe.attention.head_count_kv", {2, 2}); };
+  const std::string ok_path = rewrite(src, r, "kvarr");
+  auto a = load_ok(src);
+  auto b = load_ok(ok_path);
+  std::filesystem::remove(ok_path);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(b->hparams().layers[1].n_head_kv, 2);
+  std::vector<int32_t> toks = {5, 77, 300, 2};
+  std::vector<float> la(4 * 512), lb(4 * 512);
+  ASSERT_TRUE(a->new_session({.n_ctx = 8}).value()->eval(toks, la.data(), true).ok());
+  ASSERT_TRUE(b->new_session({.n_ctx = 8}).value()->eval(toks, lb.data(), true).ok());
+  EXPECT_EQ(la, lb);
+  // A wrong count per layer is an error that names the key.
+  r.extra = [](GgufWriter& w) { w.set_array_i32("qwen3moe.attention.head_count_kv", {2, 2, 2}); };
+  const std::string bad = rewrite(src, r, "kvarr_bad");
+  auto m = Model::load(bad, {});
+  std::filesystem::remove(bad);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("attention.head_count_kv"), std::string::npos) << m.message();
 }
 
 TEST(ModelErrors, UnknownArchitecture) {
