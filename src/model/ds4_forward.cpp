@@ -90,17 +90,17 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   c.lin(*l.wq_b, qr, n, q);
   float* kv = c.alloc<float>(n * hd);
   c.lin(*l.wkv, x, n, kv);
-  std::vector<float> cs(static_cast<size_t>(p.n_rot));
+  float* cs = c.alloc<float>(p.n_rot);
   RowCache& window = kvl.part(ls.window);
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = c.pos0 + t;
     float* qt = q + t * nh * hd;
     for (int64_t h = 0; h < nh; ++h) rms_norm(qt + h * hd, nullptr, hd, p.eps, qt + h * hd);
-    rope_cache(rope, pos, 1.0f, cs.data());
-    rope_rows_cached(cs.data(), p.n_rot, qt, nh, hd);
+    rope_cache(rope, pos, 1.0f, cs);
+    rope_rows_cached(cs, p.n_rot, qt, nh, hd);
     float* kt = kv + t * hd;
     rms_norm(kt, l.kv_norm, hd, p.eps, kt);
-    rope_rows_cached(cs.data(), p.n_rot, kt, 1, hd);
+    rope_rows_cached(cs, p.n_rot, kt, 1, hd);
     std::memcpy(window.row(pos), kt, sizeof(float) * hd);
   }
 

@@ -33,8 +33,8 @@ std::vector<float> hadamard_matrix(int n) {
 }
 
 void hadamard_rotate(const float* H, int n, float* x, int64_t len) {
-  STRATA_ASSERT(len % n == 0);
-  std::vector<float> tmp(static_cast<size_t>(n));
+  STRATA_ASSERT(len % n == 0 && n <= 1024);
+  float tmp[1024];  // no allocation inside a step
   for (int64_t b = 0; b < len; b += n) {
     float* xb = x + b;
     for (int i = 0; i < n; ++i) {
@@ -43,7 +43,7 @@ void hadamard_rotate(const float* H, int n, float* x, int64_t len) {
       for (int j = 0; j < n; ++j) acc += row[j] * xb[j];
       tmp[i] = acc;
     }
-    std::copy(tmp.begin(), tmp.end(), xb);
+    std::copy(tmp, tmp + n, xb);
   }
 }
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
-#include <vector>
 
 #include "model/ds4_math.h"
 
@@ -28,15 +26,23 @@ void route_weights(const float* scores, const int32_t* ids, int k, bool norm_w, 
 
 void route_topk(const float* scores, const float* bias, int n_expert, int k, bool norm_w, float scale,
                 int32_t* ids, float* weights) {
-  std::vector<float> sel(static_cast<size_t>(n_expert));
-  for (int e = 0; e < n_expert; ++e) sel[e] = bias ? scores[e] + bias[e] : scores[e];
-  std::vector<int32_t> order(static_cast<size_t>(n_expert));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-    if (sel[a] != sel[b]) return sel[a] > sel[b];
-    return a < b;
-  });
-  std::copy(order.begin(), order.begin() + k, ids);
+  // k passes of an arg-max over the not-yet-chosen experts (k is small): no allocation, ties
+  // to the lower expert id, descending order like a stable sort.
+  for (int i = 0; i < k; ++i) {
+    int best = -1;
+    float best_v = 0.0f;
+    for (int e = 0; e < n_expert; ++e) {
+      bool taken = false;
+      for (int j = 0; j < i && !taken; ++j) taken = ids[j] == e;
+      if (taken) continue;
+      const float v = bias ? scores[e] + bias[e] : scores[e];
+      if (best < 0 || v > best_v) {
+        best = e;
+        best_v = v;
+      }
+    }
+    ids[i] = best;
+  }
   route_weights(scores, ids, k, norm_w, scale, weights);
 }
 

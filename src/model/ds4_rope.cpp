@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "base/assert.h"
 
@@ -79,9 +78,10 @@ void rope_rows_cached(const float* cs, int n_rot, float* x, int64_t n_rows, int6
 }
 
 void rope_rows(const RopeParams& p, int64_t pos, float* x, int64_t n_rows, int64_t row_len, bool inverse) {
-  std::vector<float> cs(static_cast<size_t>(p.n_rot));
-  rope_cache(p, pos, inverse ? -1.0f : 1.0f, cs.data());
-  rope_rows_cached(cs.data(), p.n_rot, x, n_rows, row_len);
+  float cs[kMaxRopeDims];  // no allocation inside a step
+  STRATA_ASSERT(p.n_rot <= kMaxRopeDims);
+  rope_cache(p, pos, inverse ? -1.0f : 1.0f, cs);
+  rope_rows_cached(cs, p.n_rot, x, n_rows, row_len);
 }
 
 }  // namespace strata::ds4

@@ -14,6 +14,8 @@
 
 namespace strata::ds4 {
 
+inline constexpr int kMaxRopeDims = 1024;  // rotated dims of one row (V4: 64)
+
 struct RopeParams {
   int n_rot = 0;  // rotated dims (even), the last n_rot of each row
   float freq_base = 10000.0f;
