@@ -1,0 +1,221 @@
+// strata bench: llama-bench-like throughput of one model — prompt processing (pp: P tokens in one
+// eval from an empty context) and generation (tg: N single-token evals from an empty context),
+// median and spread over repetitions after one warm-up — plus the weight bandwidth tg achieves
+// against this machine's measured read bandwidth (obs/membw.h). `--membw` measures only that.
+//   strata bench -m model.gguf -p 64 -n 32 -t 2 -r 5 [--json]
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/units.h"
+#include "command.h"
+#include "model/hparams.h"
+#include "model/model.h"
+#include "obs/bench_stats.h"
+#include "obs/membw.h"
+
+namespace {
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "strata bench: error: %s\n", msg.c_str());
+  return code;
+}
+
+bool contains(const std::string& s, const char* sub) {
+  return s.find(sub) != std::string::npos;
+}
+
+// Weight bytes one decode step reads, estimated from the file: every dense tensor once, the
+// embedding table's one row (unless it doubles as the output), and n_used/n_expert of each routed
+// expert stack (uniform routing). Also the type holding most weight bytes, for the table.
+struct WeightTraffic {
+  double bytes_per_token = 0;
+  uint64_t total_bytes = 0;
+  uint64_t n_params = 0;
+  std::string main_type;
+};
+
+WeightTraffic weight_traffic(const strata::Model& m) {
+  WeightTraffic w;
+  const auto& hp = m.hparams();
+  const double routed_frac = hp.n_expert > 0 ? double(hp.n_expert_used) / hp.n_expert : 1.0;
+  const bool tied = m.file().find_tensor("output.weight") == nullptr;
+  std::map<std::string, uint64_t> by_type;
+  for (const strata::TensorView& t : m.file().tensors()) {
+    w.total_bytes += t.nbytes;
+    uint64_t n = 1;
+    for (int i = 0; i < t.n_dims; ++i) n *= static_cast<uint64_t>(t.ne[i]);
+    w.n_params += n;
+    by_type[strata::type_name(t.type)] += t.nbytes;
+    if (contains(t.name, "_exps")) {
+      w.bytes_per_token += double(t.nbytes) * routed_frac;
+    } else if (t.name.rfind("token_embd.", 0) == 0 && !tied && t.ne[1] > 0) {
+      w.bytes_per_token += double(t.nbytes) / double(t.ne[1]);
+    } else {
+      w.bytes_per_token += double(t.nbytes);
+    }
+  }
+  uint64_t best = 0;
+  for (const auto& [name, bytes] : by_type) {
+    if (bytes > best) best = bytes, w.main_type = name;
+  }
+  return w;
+}
+
+struct RunResult {
+  std::vector<double> tok_s;
+};
+
+// reps timed runs after one warm-up; each run starts from an empty context.
+strata::Status time_runs(strata::Session& s, const std::vector<int32_t>& tokens, bool one_by_one, int reps,
+                         std::vector<float>& logits, RunResult& out) {
+  for (int r = -1; r < reps; ++r) {
+    s.reset();
+    const double t0 = strata::now_seconds();
+    if (one_by_one) {
+      for (size_t i = 0; i < tokens.size(); ++i) STRATA_TRY(s.eval({&tokens[i], 1}, logits.data(), false));
+    } else {
+      STRATA_TRY(s.eval(tokens, logits.data(), false));
+    }
+    const double dt = strata::now_seconds() - t0;
+    if (r >= 0) out.tok_s.push_back(double(tokens.size()) / dt);
+  }
+  return strata::Status();
+}
+
+nlohmann::json stats_json(const strata::SampleStats& s) {
+  return {{"median", s.median}, {"mean", s.mean}, {"stddev", s.stddev},
+          {"min", s.min},       {"max", s.max},   {"n", s.n}};
+}
+
+int cmd_bench(int argc, char** argv) {
+  std::string model_path, membw_size = "1G";
+  int n_prompt = 64, n_gen = 32, threads = 0, reps = 5;
+  bool json = false, membw_only = false;
+  CLI::App app{"Measure prompt (pp) and generation (tg) speed, and the machine's read bandwidth",
+               "strata bench"};
+  app.add_option("-m,--model", model_path, "GGUF model");
+  app.add_option("-p,--n-prompt", n_prompt, "prompt tokens per pp run (0: skip pp)")->capture_default_str();
+  app.add_option("-n,--n-gen", n_gen, "generated tokens per tg run (0: skip tg)")->capture_default_str();
+  app.add_option("-t,--threads", threads, "threads (default: all cores)");
+  app.add_option("-r,--repetitions", reps, "timed repetitions of each test")->capture_default_str();
+  app.add_flag("--json", json, "print one JSON object instead of the table");
+  app.add_flag("--membw", membw_only, "only measure the read bandwidth");
+  app.add_option("--membw-size", membw_size, "bandwidth buffer size (K/M/G suffixes; >> last-level cache)")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what(), 2);
+  }
+  if (reps < 1 || reps > 1000) return fail("-r must be in 1..1000", 2);
+  if (n_prompt < 0 || n_gen < 0) return fail("-p and -n must be >= 0", 2);
+  if (threads < 0 || threads > 1024) return fail("-t must be in 0..1024", 2);
+  auto bw_bytes = strata::parse_size(membw_size);
+  if (!bw_bytes.ok()) return fail("--membw-size: " + bw_bytes.message(), 2);
+  if (*bw_bytes < (1u << 20) || *bw_bytes > (uint64_t{64} << 30))
+    return fail("--membw-size must be 1M..64G", 2);
+  if (!membw_only && model_path.empty()) return fail("no model: give -m MODEL (or --membw)", 2);
+
+  nlohmann::json j;
+  auto run_membw = [&](strata::ThreadPool& pool) {
+    const strata::MembwResult bw = strata::measure_read_bandwidth(pool, *bw_bytes, 5);
+    j["membw_gbps"] = bw.bytes_per_s / 1e9;
+    j["membw_threads"] = bw.threads;
+    j["membw_buffer_bytes"] = bw.buffer_bytes;
+    return bw;
+  };
+  if (membw_only) {
+    strata::ThreadPool pool(threads);
+    const strata::MembwResult bw = run_membw(pool);
+    if (json) {
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("read bandwidth: %.2f GB/s (%d threads, %s buffer, best of 5)\n", bw.bytes_per_s / 1e9,
+                  bw.threads, strata::format_bytes(bw.buffer_bytes).c_str());
+    }
+    return 0;
+  }
+
+  auto model = strata::Model::load(model_path, {.n_threads = threads});
+  if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
+  strata::Model& m = **model;
+  const int n_ctx = std::max(n_prompt + n_gen, 1);
+  auto sess = m.new_session({.n_ctx = n_ctx, .n_batch = std::max(n_prompt, 1)});
+  if (!sess.ok()) return fail(sess.message());
+  // Random token ids like llama-bench: the content does not change the work per token.
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(0, m.n_vocab() - 1);
+  std::vector<float> logits(static_cast<size_t>(m.n_vocab()));
+  RunResult pp, tg;
+  if (n_prompt > 0) {
+    std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
+    for (auto& t : toks) t = tok(rng);
+    if (auto st = time_runs(**sess, toks, false, reps, logits, pp); !st.ok()) return fail(st.message());
+  }
+  if (n_gen > 0) {
+    std::vector<int32_t> toks(static_cast<size_t>(n_gen));
+    for (auto& t : toks) t = tok(rng);
+    if (auto st = time_runs(**sess, toks, true, reps, logits, tg); !st.ok()) return fail(st.message());
+  }
+  const strata::MembwResult bw = run_membw(m.pool());
+  const WeightTraffic wt = weight_traffic(m);
+  const strata::SampleStats pps = strata::summarize(pp.tok_s), tgs = strata::summarize(tg.tok_s);
+  const double tg_gbps = tgs.median * wt.bytes_per_token / 1e9;
+  const double frac = bw.bytes_per_s > 0 ? tg_gbps * 1e9 / bw.bytes_per_s : 0.0;
+  const char* traffic_kind = "estimate: all dense + n_used/n_expert of routed, one embedding row";
+
+  if (json) {
+    j["model"] = model_path;
+    j["arch"] = m.arch_name();
+    j["type"] = wt.main_type;
+    j["threads"] = m.pool().size();
+    j["n_prompt"] = n_prompt;
+    j["n_gen"] = n_gen;
+    j["reps"] = reps;
+    j["pp_tok_s"] = pps.median;
+    j["tg_tok_s"] = tgs.median;
+    j["pp"] = stats_json(pps);
+    j["tg"] = stats_json(tgs);
+    j["tg_weight_bytes_per_token"] = wt.bytes_per_token;
+    j["tg_weight_bytes_kind"] = traffic_kind;
+    j["tg_gbps"] = tg_gbps;
+    j["tg_fraction_of_membw"] = frac;
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("| %-24s | %-6s | %10s | %8s | %7s | %6s | %10s | %8s | %19s |\n", "model", "type", "size",
+              "params", "threads", "test", "t/s median", "stddev", "min .. max");
+  std::printf("|%s|\n", std::string(24 + 6 + 10 + 8 + 7 + 6 + 10 + 8 + 19 + 26, '-').c_str());
+  std::string name = model_path.substr(model_path.find_last_of('/') + 1);
+  if (name.size() > 24) name = name.substr(0, 21) + "...";
+  auto row = [&](const char* test, int count, const strata::SampleStats& s) {
+    char tname[32];
+    std::snprintf(tname, sizeof tname, "%s%d", test, count);
+    std::printf("| %-24s | %-6s | %10s | %7.1fM | %7d | %6s | %10.2f | %8.2f | %8.2f .. %8.2f |\n",
+                name.c_str(), wt.main_type.c_str(), strata::format_bytes(wt.total_bytes).c_str(),
+                wt.n_params / 1e6, m.pool().size(), tname, s.median, s.stddev, s.min, s.max);
+  };
+  if (n_prompt > 0) row("pp", n_prompt, pps);
+  if (n_gen > 0) row("tg", n_gen, tgs);
+  std::printf("read bandwidth: %.2f GB/s (%d threads, %s buffer, best of 5)\n", bw.bytes_per_s / 1e9,
+              bw.threads, strata::format_bytes(bw.buffer_bytes).c_str());
+  if (n_gen > 0) {
+    std::printf("tg weights: %s per token (%s)\n",
+                strata::format_bytes(static_cast<uint64_t>(wt.bytes_per_token)).c_str(), traffic_kind);
+    std::printf("tg bandwidth: %.2f GB/s = %.1f%% of measured read bandwidth\n", tg_gbps, 100.0 * frac);
+  }
+  return 0;
+}
+
+const strata::cli::Registrar reg{"bench", "measure prompt / generation speed and memory bandwidth",
+                                 &cmd_bench};
+
+}  // namespace
