@@ -115,7 +115,17 @@ Result<Ds4Params> ds4_params_read(const GgufFile& f) {
                p.ihd, p.n_rot);
   STRATA_ASSIGN(p.n_expert, req_int(f, a + "expert_count", 1, 65536));
   STRATA_ASSIGN(p.n_used, req_int(f, a + "expert_used_count", 1, p.n_expert));
-  STRATA_ASSIGN(p.n_ff_exp, req_int(f, a + "expert_feed_forward_length", 1, kDim));
+  {  // scalar or per-layer array (the converter may write either); strata needs one width
+    const std::string k = a + "expert_feed_forward_length";
+    STRATA_ASSIGN(auto ff, per_layer_float(f, k, p.n_layer));
+    for (int il = 1; il < p.n_layer; ++il)
+      if (ff[il] != ff[0])
+        return err("metadata key '%s': per-layer widths differ (layer 0: %g, layer %d: %g); not supported",
+                   k.c_str(), ff[0], il, ff[il]);
+    if (!(ff[0] >= 1 && ff[0] <= kDim))
+      return err("metadata key '%s': value %g out of range", k.c_str(), ff[0]);
+    p.n_ff_exp = static_cast<int>(ff[0]);
+  }
   STRATA_ASSIGN(p.n_shared, req_int(f, a + "expert_shared_count", 0, 64));
   STRATA_ASSIGN(p.w_scale, req_float(f, a + "expert_weights_scale"));
   STRATA_ASSIGN(p.w_norm, f.get_bool_or(a + "expert_weights_norm", false));
