@@ -21,7 +21,7 @@ int fail(const std::string& msg, int code = 1) {
 int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file, ctx = "0";
   int threads = 0, n_batch = 512;
-  bool quiet = false;
+  bool quiet = false, verbose_prompt = false;
   strata::GenerateOptions o;
   o.n_predict = -1;
   CLI::App app{"Generate text from a prompt", "strata run"};
@@ -46,6 +46,7 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-text tokens");
   app.add_flag("--special", o.special_pieces, "print control tokens");
   app.add_flag("-q,--quiet", quiet, "no perf summary on stderr");
+  app.add_flag("--verbose-prompt", verbose_prompt, "print the prompt's token ids and pieces to stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -73,6 +74,13 @@ int cmd_run(int argc, char** argv) {
   auto sess = (*model)->new_session({.n_ctx = static_cast<int>(*c), .n_batch = n_batch});
   if (!sess.ok()) return fail(sess.message());
   const double load_s = strata::now_seconds() - t_load0;
+
+  if (verbose_prompt) {  // the same tokenization generate() does
+    const auto& tok = (*model)->tokenizer();
+    const auto ids = tok.encode(prompt, /*add_special=*/true, o.parse_special);
+    std::fprintf(stderr, "strata: prompt is %zu tokens:\n", ids.size());
+    for (int32_t id : ids) std::fprintf(stderr, "%8d -> '%s'\n", id, tok.token_to_piece(id, true).c_str());
+  }
 
   auto stats = strata::generate(**sess, (*model)->tokenizer(), (*model)->n_vocab(), prompt, o,
                                 [](std::string_view text) {
