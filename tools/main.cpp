@@ -15,7 +15,8 @@ std::vector<Command>& commands() {
 static void usage() {
   auto cmds = strata::cli::commands();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
-  std::fprintf(stderr, "strata — MoE inference across the storage hierarchy\n\nusage: strata <command> [options]\n\n");
+  std::fprintf(
+      stderr, "strata — MoE inference across the storage hierarchy\n\nusage: strata <command> [options]\n\n");
   for (auto& c : cmds) std::fprintf(stderr, "  %-12s %s\n", c.name.c_str(), c.help.c_str());
   std::fprintf(stderr, "\n`strata <command> --help` shows a command's options.\n");
 }

@@ -55,9 +55,12 @@ TEST(ThreadPool, ParallelForCoversRangeOnce) {
     ThreadPool pool(nt);
     for (int64_t n : {0, 1, 7, 64, 1000}) {
       std::vector<std::atomic<int>> hit(static_cast<size_t>(n));
-      pool.parallel_for(n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) hit[static_cast<size_t>(i)]++;
-      }, 4);
+      pool.parallel_for(
+          n,
+          [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hit[static_cast<size_t>(i)]++;
+          },
+          4);
       for (auto& h : hit) EXPECT_EQ(h.load(), 1);
     }
   }

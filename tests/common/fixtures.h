@@ -15,14 +15,14 @@ std::optional<std::string> fixtures_v41_dir();  // .../fixtures-v41
 bool running_in_ci();
 std::string source_dir();
 std::string binary_dir();
-std::string strata_binary();                    // path of the built `strata` CLI
+std::string strata_binary();  // path of the built `strata` CLI
 
 }  // namespace strata::testing
 
-#define STRATA_REQUIRE_FIXTURES(dir_var)                                                           \
-  auto dir_var##_opt = ::strata::testing::fixtures_dir();                                          \
-  if (!dir_var##_opt) {                                                                            \
-    if (::strata::testing::running_in_ci()) FAIL() << "fixtures not found (set STRATA_FIXTURES)";  \
-    GTEST_SKIP() << "fixtures not found: set STRATA_FIXTURES or put them at ../shared/fixtures";   \
-  }                                                                                                \
+#define STRATA_REQUIRE_FIXTURES(dir_var)                                                          \
+  auto dir_var##_opt = ::strata::testing::fixtures_dir();                                         \
+  if (!dir_var##_opt) {                                                                           \
+    if (::strata::testing::running_in_ci()) FAIL() << "fixtures not found (set STRATA_FIXTURES)"; \
+    GTEST_SKIP() << "fixtures not found: set STRATA_FIXTURES or put them at ../shared/fixtures";  \
+  }                                                                                               \
   const std::string dir_var = *dir_var##_opt
