@@ -69,7 +69,19 @@ void sample_top_p(Candidates* c, float p, size_t min_keep) {
   if (p >= 1.0f || c->data.empty()) return;
   sample_softmax(c);
   if (!c->sorted) {
-    sort_prefix(c, c->data.size());
+    // Large unsorted lists: the mass p is usually inside the top few hundred, so sort only those
+    // unless they do not reach it.
+    size_t k = c->data.size() > 1024 ? 256 : c->data.size();
+    sort_prefix(c, k);
+    if (k < c->data.size()) {
+      float mass = 0.0f;
+      for (size_t i = 0; i < k; ++i) mass += c->data[i].p;
+      if (mass < p || k < min_keep) {
+        k = c->data.size();
+        sort_prefix(c, k);
+      }
+      c->data.resize(k);  // candidates beyond a prefix that reaches p are cut below anyway
+    }
     c->sorted = true;
   }
   // Keep the smallest prefix whose probability mass reaches p (and at least min_keep).

@@ -222,3 +222,43 @@ TEST(Sampler, ValidateNamesBadParameter) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(Sampler, TopPOnLargeVocabMatchesFullSort) {
+  // > 1024 candidates takes the partial-sort path; compare with a brute-force reference.
+  for (float scale : {0.5f, 3.0f, 8.0f}) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, scale);
+    std::vector<float> lg(50000);
+    for (auto& x : lg) x = nd(rng);
+    for (float p : {0.5f, 0.9f, 0.99f}) {
+      Candidates c;
+      candidates_from_logits(lg.data(), 50000, &c);
+      sample_top_p(&c, p, 1);
+      // reference: sort all by logit, keep the smallest prefix with mass >= p
+      std::vector<int> idx(lg.size());
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
+      std::sort(idx.begin(), idx.end(),
+                [&](int a, int b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+      double z = 0;
+      const float mx = lg[static_cast<size_t>(idx[0])];
+      for (float x : lg) z += std::exp(x - mx);
+      double cum = 0;
+      size_t n = 0;
+      while (n < idx.size()) {
+        cum += std::exp(lg[static_cast<size_t>(idx[n])] - mx) / z;
+        ++n;
+        if (cum >= p) break;
+      }
+      EXPECT_NEAR(static_cast<double>(c.data.size()), static_cast<double>(n),
+                  1.0 + 0.01 * n)  // f32 running sum, as llama.cpp
+          << "scale " << scale << " p " << p;
+      EXPECT_EQ(c.data[0].id, idx[0]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
