@@ -49,6 +49,38 @@ Status check_weight_2d(const TensorView& w, const KernelTraits& kt, const Quanti
   return Status();
 }
 
+// Rows [r0, r1) of W (rows ws bytes apart from w0) against nt activation rows: y_of(t)[r] =
+// W_r · x_of(t). With a tile kernel, rows go in chunks of kRowChunk (held in L2 while every
+// token passes) and within a chunk tile by tile, so a tile's activations stay in L1 across the
+// chunk's row groups; else one vec_dot per output.
+constexpr int64_t kRowChunk = 32;
+
+template <class XOf, class YOf>
+void product_rows(const KernelTraits& kt, int64_t n, const uint8_t* w0, size_t ws, int64_t r0, int64_t r1,
+                  int64_t nt, XOf x_of, YOf y_of) {
+  if (kt.gemm == nullptr) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w0 + static_cast<size_t>(r) * ws;
+      for (int64_t t = 0; t < nt; ++t) y_of(t)[r] = kt.vec_dot(n, wr, x_of(t));
+    }
+    return;
+  }
+  const void* xt[kGemmTileTokens];
+  float* yt[kGemmTileTokens];
+  for (int64_t c0 = r0; c0 < r1; c0 += kRowChunk) {
+    const int64_t c1 = std::min(r1, c0 + kRowChunk);
+    for (int64_t t0 = 0; t0 < nt; t0 += kGemmTileTokens) {
+      const int k = static_cast<int>(std::min<int64_t>(kGemmTileTokens, nt - t0));
+      for (int i = 0; i < k; ++i) xt[i] = x_of(t0 + i);
+      for (int64_t r = c0; r < c1; r += kGemmTileRows) {
+        const int nr = static_cast<int>(std::min<int64_t>(kGemmTileRows, c1 - r));
+        for (int i = 0; i < k; ++i) yt[i] = y_of(t0 + i) + r;
+        kt.gemm(n, w0 + static_cast<size_t>(r) * ws, ws, nr, xt, k, yt);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Status quantize_activations(GgmlType type, const float* x, int64_t n_tokens, int64_t n, QuantizedActs& out,
@@ -100,12 +132,11 @@ Status matmul_q(const TensorView& w, const QuantizedActs& x, float* y, ThreadPoo
     return err("matmul: output stride %lld < %lld outputs", static_cast<long long>(ldy),
                static_cast<long long>(out));
   const int64_t n = x.n, n_tokens = x.n_tokens;
-  const VecDotFn dot = kt.vec_dot;
+  const uint8_t* w0 = static_cast<const uint8_t*>(w.data);
   auto rows = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const void* wr = w.row(r);
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = dot(n, wr, x.row(t));
-    }
+    product_rows(
+        kt, n, w0, w.nb[1], r0, r1, n_tokens, [&x](int64_t t) { return x.row(t); },
+        [y, ldy](int64_t t) { return y + t * ldy; });
   };
   // The std::function parallel_for takes holds one reference: small enough not to allocate.
   pool.parallel_for(
@@ -153,19 +184,16 @@ Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids
   for (int64_t s = 0; s < n_slots; ++s)
     scratch.slots[static_cast<size_t>(scratch.cursor[ids[s]]++)] = static_cast<int32_t>(s);
   const int64_t n = x.n;
-  const VecDotFn dot = kt.vec_dot;
+  const int32_t* slots = scratch.slots.data();
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t e = 0; e < n_expert; ++e) {
       const int32_t sb = off[e], se = off[e + 1];
       if (sb == se) continue;
-      for (int64_t r = r0; r < r1; ++r) {
-        const void* wr = w.row(r, e);
-        for (int32_t i = sb; i < se; ++i) {
-          const int32_t s = scratch.slots[static_cast<size_t>(i)];
-          const void* xr = x.row(per_slot ? s : s / n_used);
-          y[static_cast<int64_t>(s) * out + r] = dot(n, wr, xr);
-        }
-      }
+      const int32_t* es = slots + sb;
+      product_rows(
+          kt, n, static_cast<const uint8_t*>(w.row(0, e)), w.nb[1], r0, r1, se - sb,
+          [&x, es, per_slot, n_used](int64_t i) { return x.row(per_slot ? es[i] : es[i] / n_used); },
+          [y, es, out](int64_t i) { return y + static_cast<int64_t>(es[i]) * out; });
     }
   };
   pool.parallel_for(

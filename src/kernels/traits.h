@@ -11,12 +11,23 @@
 
 namespace strata {
 
+// Register-tiled product of up to kGemmTileRows weight rows with up to kGemmTileTokens
+// activation rows (in vec_dot_type): y[t][r] = W_r · x[t] for r < nr, t < nt, where W_r starts
+// w_stride·r bytes after w. Each weight block is decoded once per tile. Equals vec_dot per
+// element up to f32 summation order. PRECOND: 1 <= nr <= kGemmTileRows, 1 <= nt <= kGemmTileTokens,
+// n % block_size == 0.
+constexpr int kGemmTileRows = 4;
+constexpr int kGemmTileTokens = 4;
+using GemmTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* const* x, int nt,
+                            float* const* y);
+
 struct KernelTraits {
   GgmlType type = GgmlType::f32;
   GgmlType vec_dot_type = GgmlType::f32;
   ToFloatFn to_float = nullptr;      // exact dequantization of a row (bit-identical on every ISA)
   FromFloatFn from_float = nullptr;  // quantize a row; null when the type has no quantizer
   VecDotFn vec_dot = nullptr;        // weight row · activation row (in vec_dot_type); null if none
+  GemmTileFn gemm = nullptr;         // tile of vec_dots; null: callers loop over vec_dot
   Isa isa = Isa::scalar;             // the ISA level of this table
 
   bool supported() const { return to_float != nullptr; }

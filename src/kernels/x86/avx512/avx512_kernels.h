@@ -4,7 +4,10 @@
 // f32 summation order (bf16 via VDPBF16PS, which also flushes subnormal inputs to zero).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "kernels/traits.h"
 
 namespace strata::x86::avx512 {
 
@@ -24,5 +27,15 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x);
 float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x);
+
+// Register tiles (kernels/traits.h GemmTileFn), avx512_gemm.cpp.
+void gemm_q8_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y);
+void gemm_q4_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y);
+void gemm_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                     float* const* y);
+void gemm_f16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y);
+void gemm_bf16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y);
 
 }  // namespace strata::x86::avx512

@@ -1,0 +1,215 @@
+// AVX-512 register-tiled products: up to kTileRows weight rows × kTileTokens activation rows per
+// call, so each weight block is loaded and decoded once per tile and each activation block once
+// per row group (decode: 4 rows share one activation load; prefill: 4×4 products per decode).
+//
+// 32-element block types (Q8_0, Q4_0, MXFP4 against Q8_0 activations), two blocks per 512-bit
+// register: weights are decoded to signed int8 w, activations offset to unsigned u = x + 128
+// (x ^ 0x80), so one VPDPBUSD gives Σ u·w = Σ x·w + 128·Σ w; the row's 128·Σ w (shared by every
+// token) seeds the accumulator negated. Per-block int32 lanes are scaled and accumulated in f32
+// lanes exactly as vec_dot does (avx512_dot_q32.cpp), so a tile equals vec_dot up to f32
+// summation order (in practice bit-identical: same lanes, same order).
+// F16 / BF16 weights against F16 / BF16 activations: f32 FMA / VDPBF16PS per (row, token).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include "kernels/x86/avx2/avx2_util.h"
+#include "kernels/x86/avx512/avx512_kernels.h"
+#include "quant/quant_ref.h"
+
+namespace strata::x86::avx512 {
+namespace {
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
+}
+inline __m512 scale2(float a, float b) {  // lanes 0..7 = a, 8..15 = b
+  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+inline const uint8_t* at(const void* p, size_t off) {
+  return static_cast<const uint8_t*>(p) + off;
+}
+
+// Weight decoders: two blocks (i, i+1) → 64 signed int8 and their scales.
+struct DecodeQ8_0 {
+  using Block = BlockQ8_0;
+  static __m512i q(const Block& a, const Block& b) { return join(load256(a.qs), load256(b.qs)); }
+  static float d(const Block& a) { return h2f(a.d); }
+};
+struct DecodeQ4_0 {
+  using Block = BlockQ4_0;
+  static __m512i q(const Block& a, const Block& b) {
+    return _mm512_sub_epi8(join(nibbles_32(a.qs), nibbles_32(b.qs)), _mm512_set1_epi8(8));
+  }
+  static float d(const Block& a) { return h2f(a.d); }
+};
+struct DecodeMxfp4 {
+  using Block = BlockMxfp4;
+  static __m512i q(const Block& a, const Block& b) {
+    // Doubled E2M1 values by nibble (kMxfp4Values2x), so the scale is 2^(e−128).
+    const __m512i lut =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+    return _mm512_shuffle_epi8(lut, join(nibbles_32(a.qs), nibbles_32(b.qs)));
+  }
+  static float d(const Block& a) { return e8m0_to_f32_half(a.e); }
+};
+
+// R rows × T tokens, every block pair of the row. Tail (odd block count) uses a zero scale for
+// the missing half, as vec_dot does.
+template <class Dec, int R, int T>
+void tile_q32(int64_t n, const void* w, size_t ws, const void* const* x, float* const* y) {
+  using Block = typename Dec::Block;
+  const int64_t nb = n / 32;
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; i += 2) {
+    const bool pair = i + 1 < nb;
+    const int64_t j = pair ? i + 1 : i;
+    __m512i xu[T];
+    __m512 xd[T];
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x[t]);
+      xu[t] = _mm512_xor_si512(join(load256(xb[i].qs), load256(xb[j].qs)), bias);
+      xd[t] = scale2(h2f(xb[i].d), pair ? h2f(xb[j].d) : 0.0f);
+    }
+    for (int r = 0; r < R; ++r) {
+      const Block* wb = reinterpret_cast<const Block*>(at(w, static_cast<size_t>(r) * ws));
+      const __m512i wq = Dec::q(wb[i], wb[j]);
+      const __m512 wd = scale2(Dec::d(wb[i]), Dec::d(wb[j]));
+      // −128·Σw per 4-byte group, the offset every token's product carries.
+      const __m512i neg =
+          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, wq));
+      for (int t = 0; t < T; ++t) {
+        const __m512i p = _mm512_dpbusd_epi32(neg, xu[t], wq);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(wd, xd[t]), _mm512_cvtepi32_ps(p), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+inline __m512 f16x16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 f16x16_tail(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+template <int R, int T>
+void tile_f16(int64_t n, const void* w, size_t ws, const void* const* x, float* const* y) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const uint16_t* wr[R];
+  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = f16x16(static_cast<const uint16_t*>(x[t]) + i);
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = f16x16(wr[r] + i);
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = f16x16_tail(static_cast<const uint16_t*>(x[t]) + i, m);
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = f16x16_tail(wr[r] + i, m);
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+template <int R, int T>
+void tile_bf16(int64_t n, const void* w, size_t ws, const void* const* x, float* const* y) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const uint16_t* wr[R];
+  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws));
+  for (int64_t i = 0; i < n; i += 32) {
+    const __mmask32 m =
+        n - i >= 32 ? static_cast<__mmask32>(0xffffffffu) : static_cast<__mmask32>((1ull << (n - i)) - 1);
+    __m512bh xv[T];
+    for (int t = 0; t < T; ++t)
+      xv[t] = (__m512bh)_mm512_maskz_loadu_epi16(m, static_cast<const uint16_t*>(x[t]) + i);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, wr[r] + i);
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+using TileFn = void (*)(int64_t, const void*, size_t, const void* const*, float* const*);
+
+// [R−1][T−1] instantiations of one tile template.
+template <template <int, int> class K>
+struct Table {
+  static TileFn get(int r, int t) {
+    static const TileFn fns[4][4] = {
+        {K<1, 1>::f, K<1, 2>::f, K<1, 3>::f, K<1, 4>::f},
+        {K<2, 1>::f, K<2, 2>::f, K<2, 3>::f, K<2, 4>::f},
+        {K<3, 1>::f, K<3, 2>::f, K<3, 3>::f, K<3, 4>::f},
+        {K<4, 1>::f, K<4, 2>::f, K<4, 3>::f, K<4, 4>::f},
+    };
+    return fns[r - 1][t - 1];
+  }
+};
+template <int R, int T>
+struct Q8_0K {
+  static constexpr TileFn f = tile_q32<DecodeQ8_0, R, T>;
+};
+template <int R, int T>
+struct Q4_0K {
+  static constexpr TileFn f = tile_q32<DecodeQ4_0, R, T>;
+};
+template <int R, int T>
+struct Mxfp4K {
+  static constexpr TileFn f = tile_q32<DecodeMxfp4, R, T>;
+};
+template <int R, int T>
+struct F16K {
+  static constexpr TileFn f = tile_f16<R, T>;
+};
+template <int R, int T>
+struct Bf16K {
+  static constexpr TileFn f = tile_bf16<R, T>;
+};
+
+static_assert(kGemmTileRows == 4 && kGemmTileTokens == 4, "tile tables are 4 × 4");
+
+}  // namespace
+
+void gemm_q8_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y) {
+  Table<Q8_0K>::get(nr, nt)(n, w, ws, x, y);
+}
+void gemm_q4_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y) {
+  Table<Q4_0K>::get(nr, nt)(n, w, ws, x, y);
+}
+void gemm_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                     float* const* y) {
+  Table<Mxfp4K>::get(nr, nt)(n, w, ws, x, y);
+}
+void gemm_f16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y) {
+  Table<F16K>::get(nr, nt)(n, w, ws, x, y);
+}
+void gemm_bf16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y) {
+  Table<Bf16K>::get(nr, nt)(n, w, ws, x, y);
+}
+
+}  // namespace strata::x86::avx512
