@@ -96,6 +96,49 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond);
 
+// args: type id, tokens, tiles (1: register tiles, 0: one vec_dot per output), one thread,
+// AVX-512. W {1024, 4096}; GFLOP/s counts 2·in·out·tokens, GB/s the weight bytes per call.
+void BM_Gemm(benchmark::State& state) {
+  const GgmlType t = static_cast<GgmlType>(state.range(0));
+  const int64_t nt = state.range(1), in = 1024, out = 4096;
+  if (!isa_supported(Isa::avx512)) {
+    state.SkipWithError("CPU lacks AVX-512");
+    return;
+  }
+  KernelTraits k = kernel_traits(t, Isa::avx512);
+  if (state.range(2) == 0) k.gemm = nullptr;
+  const KernelTraits& kx = kernel_traits(k.vec_dot_type, Isa::avx512);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> row(static_cast<size_t>(in)), x(static_cast<size_t>(in * nt));
+  for (auto& v : x) v = nd(rng);
+  const size_t rb = row_bytes(t, in), xb = row_bytes(k.vec_dot_type, in);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(out)), xq(xb * static_cast<size_t>(nt));
+  for (int64_t r = 0; r < out; ++r) {
+    for (auto& v : row) v = nd(rng);
+    quant_ref(t)->from_float(row.data(), w.data() + r * rb, in);
+  }
+  std::vector<float> y(static_cast<size_t>(out * nt));
+  for (auto _ : state) {
+    for (int64_t i = 0; i < nt; ++i) kx.from_float(x.data() + i * in, xq.data() + i * xb, in);
+    matmul_rows(k, in, w.data(), rb, 0, out, xq.data(), xb, nt, y.data(), out);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double it = double(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(double(w.size()) * it / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * in * out * nt * it / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(type_name(t)) + (state.range(2) ? "/tiles" : "/vec_dot"));
+}
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
+    for (int64_t nt : {1, 64}) {
+      for (int64_t tiles : {0, 1}) b->Args({static_cast<int64_t>(t), nt, tiles});
+    }
+  }
+}
+BENCHMARK(BM_Gemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace strata
 

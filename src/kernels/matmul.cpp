@@ -144,6 +144,15 @@ Status matmul_q(const TensorView& w, const QuantizedActs& x, float* y, ThreadPoo
   return Status();
 }
 
+void matmul_rows(const KernelTraits& kt, int64_t n, const void* w, size_t w_stride, int64_t r0, int64_t r1,
+                 const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy) {
+  const uint8_t* xb = static_cast<const uint8_t*>(x);
+  product_rows(
+      kt, n, static_cast<const uint8_t*>(w), w_stride, r0, r1, nt,
+      [xb, x_stride](int64_t t) { return xb + static_cast<size_t>(t) * x_stride; },
+      [y, ldy](int64_t t) { return y + t * ldy; });
+}
+
 Status matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
               QuantizedActs& scratch, int64_t ldy) {
   const KernelTraits& kt = kernel_traits(w.type);

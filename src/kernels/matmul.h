@@ -70,6 +70,14 @@ struct MatmulIdScratch {
 Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids, int64_t n_tokens,
                  int64_t n_used, float* y, ThreadPool& pool, MatmulIdScratch& scratch);
 
+// The unchecked core the calls above run on each thread, for callers that thread and validate
+// themselves (model/linear): rows [r0, r1) of W (row r at w + r·w_stride) against nt activation
+// rows already in W's vec_dot_type (x_t at x + t·x_stride): y[t·ldy + r] = W_r · x_t. Uses the
+// type's register tiles (cache-blocked) when it has them, else one vec_dot per output.
+// PRECOND: kt.can_matmul(), n % block_size == 0, every row inside its buffer.
+void matmul_rows(const KernelTraits& kt, int64_t n, const void* w, size_t w_stride, int64_t r0, int64_t r1,
+                 const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy);
+
 // Exact dequantization of one row of n elements (embedding lookups). Errors: unsupported type,
 // n not a multiple of the block size.
 Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
