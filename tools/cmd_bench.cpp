@@ -88,9 +88,9 @@ strata::Status time_runs(strata::Session& s, const std::vector<int32_t>& tokens,
   return strata::Status();
 }
 
-nlohmann::json stats_json(const strata::SampleStats& s) {
-  return {{"median", s.median}, {"mean", s.mean}, {"stddev", s.stddev},
-          {"min", s.min},       {"max", s.max},   {"n", s.n}};
+nlohmann::json stats_json(const strata::SampleStats& s, const std::vector<double>& samples) {
+  return {{"median", s.median}, {"mean", s.mean}, {"stddev", s.stddev},   {"min", s.min},
+          {"max", s.max},       {"n", s.n},       {"samples_ts", samples}};
 }
 
 int cmd_bench(int argc, char** argv) {
@@ -182,8 +182,8 @@ int cmd_bench(int argc, char** argv) {
     j["reps"] = reps;
     j["pp_tok_s"] = pps.median;
     j["tg_tok_s"] = tgs.median;
-    j["pp"] = stats_json(pps);
-    j["tg"] = stats_json(tgs);
+    j["pp"] = stats_json(pps, pp.tok_s);
+    j["tg"] = stats_json(tgs, tg.tok_s);
     j["tg_weight_bytes_per_token"] = wt.bytes_per_token;
     j["tg_weight_bytes_kind"] = traffic_kind;
     j["tg_gbps"] = tg_gbps;

@@ -1,14 +1,31 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 namespace strata {
 namespace {
 
-// Rows per parallel chunk boundary: keeps each thread's rows contiguous and cache-line sized
-// for the output of a single token.
-constexpr int64_t kRowGrain = 16;
+// Rows per work item handed to a thread: small enough that both threads stay busy to the end
+// (a shared machine deschedules threads at random), large enough that the counter is cold.
+constexpr int64_t kRowsPerItem = 64;
+
+// fn(item) for item in [0, n_items) on every pool thread, items taken from an atomic counter:
+// one barrier per call, and a thread that is slow or preempted does not hold up the others.
+template <class Fn>
+void run_items(ThreadPool& pool, int64_t n_items, const Fn& fn) {
+  if (pool.size() <= 1 || n_items <= 1) {
+    for (int64_t i = 0; i < n_items; ++i) fn(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n_items;
+         i = next.fetch_add(1, std::memory_order_relaxed))
+      fn(i);
+  });
+}
 
 // "[64, 128, 8]" (TensorView::shape_string lives in format/, which kernels does not link).
 std::string dims(const TensorView& w) {
@@ -133,14 +150,7 @@ Status matmul_q(const TensorView& w, const QuantizedActs& x, float* y, ThreadPoo
                static_cast<long long>(out));
   const int64_t n = x.n, n_tokens = x.n_tokens;
   const uint8_t* w0 = static_cast<const uint8_t*>(w.data);
-  auto rows = [&](int64_t r0, int64_t r1) {
-    product_rows(
-        kt, n, w0, w.nb[1], r0, r1, n_tokens, [&x](int64_t t) { return x.row(t); },
-        [y, ldy](int64_t t) { return y + t * ldy; });
-  };
-  // The std::function parallel_for takes holds one reference: small enough not to allocate.
-  pool.parallel_for(
-      out, [&rows](int64_t r0, int64_t r1) { rows(r0, r1); }, kRowGrain);
+  matmul_rows_parallel(pool, kt, n, w0, w.nb[1], out, x.data, x.row_stride, n_tokens, y, ldy);
   return Status();
 }
 
@@ -151,6 +161,15 @@ void matmul_rows(const KernelTraits& kt, int64_t n, const void* w, size_t w_stri
       kt, n, static_cast<const uint8_t*>(w), w_stride, r0, r1, nt,
       [xb, x_stride](int64_t t) { return xb + static_cast<size_t>(t) * x_stride; },
       [y, ldy](int64_t t) { return y + t * ldy; });
+}
+
+void matmul_rows_parallel(ThreadPool& pool, const KernelTraits& kt, int64_t n, const void* w, size_t w_stride,
+                          int64_t n_rows, const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy) {
+  const int64_t items = (n_rows + kRowsPerItem - 1) / kRowsPerItem;
+  run_items(pool, items, [&](int64_t i) {
+    matmul_rows(kt, n, w, w_stride, i * kRowsPerItem, std::min(n_rows, (i + 1) * kRowsPerItem), x, x_stride,
+                nt, y, ldy);
+  });
 }
 
 Status matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
@@ -194,19 +213,21 @@ Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids
     scratch.slots[static_cast<size_t>(scratch.cursor[ids[s]]++)] = static_cast<int32_t>(s);
   const int64_t n = x.n;
   const int32_t* slots = scratch.slots.data();
-  auto rows = [&](int64_t r0, int64_t r1) {
-    for (int64_t e = 0; e < n_expert; ++e) {
-      const int32_t sb = off[e], se = off[e + 1];
-      if (sb == se) continue;
-      const int32_t* es = slots + sb;
-      product_rows(
-          kt, n, static_cast<const uint8_t*>(w.row(0, e)), w.nb[1], r0, r1, se - sb,
-          [&x, es, per_slot, n_used](int64_t i) { return x.row(per_slot ? es[i] : es[i] / n_used); },
-          [y, es, out](int64_t i) { return y + static_cast<int64_t>(es[i]) * out; });
-    }
-  };
-  pool.parallel_for(
-      out, [&rows](int64_t r0, int64_t r1) { rows(r0, r1); }, kRowGrain);
+  // Work items: (expert with tokens, block of kRowsPerItem rows), all in one pool region.
+  scratch.active.clear();
+  for (int64_t e = 0; e < n_expert; ++e)
+    if (off[e] != off[e + 1]) scratch.active.push_back(static_cast<int32_t>(e));
+  const int64_t row_items = (out + kRowsPerItem - 1) / kRowsPerItem;
+  const int32_t* active = scratch.active.data();
+  run_items(pool, static_cast<int64_t>(scratch.active.size()) * row_items, [&](int64_t item) {
+    const int32_t e = active[item / row_items];
+    const int64_t r0 = (item % row_items) * kRowsPerItem, r1 = std::min(out, r0 + kRowsPerItem);
+    const int32_t* es = slots + off[e];
+    product_rows(
+        kt, n, static_cast<const uint8_t*>(w.row(0, e)), w.nb[1], r0, r1, off[e + 1] - off[e],
+        [&x, es, per_slot, n_used](int64_t i) { return x.row(per_slot ? es[i] : es[i] / n_used); },
+        [y, es, out](int64_t i) { return y + static_cast<int64_t>(es[i]) * out; });
+  });
   return Status();
 }
 

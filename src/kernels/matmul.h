@@ -66,6 +66,7 @@ struct MatmulIdScratch {
   std::vector<int32_t> offsets;  // [n_expert + 1]
   std::vector<int32_t> slots;    // [n_tokens·n_used] slot indices t·n_used+k grouped by expert
   std::vector<int32_t> cursor;   // [n_expert] fill positions
+  std::vector<int32_t> active;   // experts with at least one slot
 };
 Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids, int64_t n_tokens,
                  int64_t n_used, float* y, ThreadPool& pool, MatmulIdScratch& scratch);
@@ -77,6 +78,11 @@ Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids
 // PRECOND: kt.can_matmul(), n % block_size == 0, every row inside its buffer.
 void matmul_rows(const KernelTraits& kt, int64_t n, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                  const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy);
+
+// matmul_rows over all n_rows rows, split over the pool in blocks of rows handed out
+// dynamically (one pool region, no static split a preempted thread could hold up).
+void matmul_rows_parallel(ThreadPool& pool, const KernelTraits& kt, int64_t n, const void* w, size_t w_stride,
+                          int64_t n_rows, const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy);
 
 // Exact dequantization of one row of n elements (embedding lookups). Errors: unsupported type,
 // n not a multiple of the block size.
