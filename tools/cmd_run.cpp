@@ -38,7 +38,8 @@ int cmd_run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--repeat-last-n", o.sampling.repeat_last_n, "tokens of history penalised")
       ->capture_default_str();
-  app.add_option("-s,--seed", o.sampling.seed, "RNG seed (default: random)");
+  int64_t seed = -1;
+  app.add_option("-s,--seed", seed, "RNG seed (-1: random)")->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (default: all cores)");
   app.add_option("-c,--ctx-size", ctx, "context size (K suffix ok; 0: model's, at most 4096)")
       ->capture_default_str();
@@ -66,6 +67,10 @@ int cmd_run(int argc, char** argv) {
     prompt = ss.str();
   }
   if (prompt.empty()) return fail("no prompt: give -p PROMPT or -f FILE", 2);
+  if (seed < -1 || seed >= static_cast<int64_t>(strata::kSamplerRandomSeed)) {
+    return fail("--seed must be in [0, 4294967294] or -1 for random", 2);
+  }
+  o.sampling.seed = seed < 0 ? strata::kSamplerRandomSeed : static_cast<uint32_t>(seed);
   if (auto st = strata::sampler_params_validate(o.sampling); !st.ok()) return fail(st.message(), 2);
 
   const double t_load0 = strata::now_seconds();
