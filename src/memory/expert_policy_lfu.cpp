@@ -1,0 +1,61 @@
+// lfu with aging: evict the resident expert with the fewest requests, where each request's weight
+// halves every decay_half_life tokens (so a burst long ago does not pin an expert forever). Counts
+// are of the time in the cache: an evicted expert starts again from 0 when it returns. Ties go to
+// the least recently requested.
+#include <vector>
+
+#include "memory/expert_policy_table.h"
+
+namespace strata::policy_detail {
+
+namespace {
+
+class LfuPolicy final : public ExpertPolicy {
+ public:
+  explicit LfuPolicy(const PolicyOptions& o) : half_life_(o.decay_half_life) {
+    keys_.init(o);
+    count_.assign(keys_.size(), DecayedCount{});
+    last_.assign(keys_.size(), 0);
+  }
+  const char* name() const override { return "lfu"; }
+  void on_access(ExpertKey k, uint64_t tick) override {
+    const size_t i = keys_.index(k);
+    count_[i].add(tick, half_life_, 1.0);
+    last_[i] = ++seq_;
+  }
+  void on_insert(ExpertKey, uint64_t) override {}
+  void on_evict(ExpertKey k) override {
+    const size_t i = keys_.index(k);
+    count_[i] = DecayedCount{};
+  }
+  size_t choose_victim(std::span<const ExpertKey> c, uint64_t tick) override {
+    STRATA_ASSERT(!c.empty());
+    size_t best = 0;
+    double best_v = 0;
+    uint64_t best_t = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const size_t j = keys_.index(c[i]);
+      const double v = count_[j].value(tick, half_life_);
+      if (i == 0 || v < best_v || (v == best_v && last_[j] < best_t)) best = i, best_v = v, best_t = last_[j];
+    }
+    return best;
+  }
+  double score(ExpertKey k, uint64_t tick) const override {
+    return count_[keys_.index(k)].value(tick, half_life_);
+  }
+
+ private:
+  KeyTable keys_;
+  double half_life_;
+  std::vector<DecayedCount> count_;  // [n_layers * n_experts] decayed requests while resident
+  std::vector<uint64_t> last_;       // [n_layers * n_experts] recency, for ties
+  uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ExpertPolicy> make_lfu(const PolicyOptions& o) {
+  return std::make_unique<LfuPolicy>(o);
+}
+
+}  // namespace strata::policy_detail
