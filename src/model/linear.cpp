@@ -2,6 +2,7 @@
 
 #include "base/assert.h"
 #include "kernels/ops.h"
+#include "kernels/matmul.h"
 #include "kernels/traits.h"
 
 namespace strata {
@@ -32,7 +33,7 @@ void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x,
     return;
   }
 
-  // Quantize the activation rows once (like ggml's wdata), then one vec_dot per output.
+  // Quantize the activation rows once (like ggml's wdata).
   const void* xq = x;
   size_t xrow = in * sizeof(float);
   if (kt.vec_dot_type != GgmlType::f32) {
@@ -43,15 +44,17 @@ void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x,
     for (int64_t t = 0; t < n; ++t) vt.from_float(x + t * in, buf + t * xrow, in);
     xq = buf;
   }
-  const auto* wd = static_cast<const uint8_t*>(w.data);
-  const auto* xd = static_cast<const uint8_t*>(xq);
-  parallel_rows(pool, out, n * in * out, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = wd + r * w.nb[1];
-      const float b = bias ? bias[r] : 0.0f;
-      for (int64_t t = 0; t < n; ++t) y[t * out + r] = kt.vec_dot(in, wr, xd + t * xrow) + b;
-    }
-  });
+  // kernels/matmul's row core: register tiles (cache-blocked) where the type has them, else one
+  // vec_dot per output; rows handed out dynamically when the product is worth the pool.
+  if (pool.size() > 1 && n * in * out >= kMinParallelWork && out >= 2) {
+    matmul_rows_parallel(pool, kt, in, w.data, w.nb[1], out, xq, xrow, n, y, out);
+  } else {
+    matmul_rows(kt, in, w.data, w.nb[1], 0, out, xq, xrow, n, y, out);
+  }
+  if (bias) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = 0; r < out; ++r) y[t * out + r] += bias[r];
+  }
 }
 
 void embedding_row(const TensorView& table, int64_t id, float* out) {

@@ -25,9 +25,9 @@ void embedding_row(const TensorView& table, int64_t id, float* out);
 // Runs fn(begin, end) over [0, n): on the pool when `work` (≈ multiply-adds) is large enough to
 // pay for waking the threads, else inline. Tiny models and single-token decode stay inline.
 // A template so the lambda reaches the pool without a type-erased copy (no allocation per call).
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 template <class Fn>
 void parallel_rows(ThreadPool& pool, int64_t n, int64_t work, const Fn& fn) {
-  constexpr int64_t kMinParallelWork = int64_t{1} << 18;
   if (pool.size() <= 1 || work < kMinParallelWork || n < 2) {
     fn(int64_t{0}, n);
     return;
