@@ -1,0 +1,56 @@
+#include "model/v41_engram.h"
+
+#include <cmath>
+
+#include "model/v41_quant.h"
+
+namespace strata::v41 {
+
+void engram_hash(const EngramMeta& m, int k, const int64_t* cids, int max_ngram, int n_heads, int64_t* rows) {
+  const auto& mul = m.multipliers[static_cast<size_t>(k)];
+  const auto& pr = m.primes[static_cast<size_t>(k)];
+  const auto& off = m.offsets[static_cast<size_t>(k)];
+  int64_t h = cids[0] * mul[0];
+  for (int n = 1; n < max_ngram; ++n) {
+    h ^= cids[n] * mul[static_cast<size_t>(n)];
+    for (int j = 0; j < n_heads; ++j) {
+      const size_t c = static_cast<size_t>((n - 1) * n_heads + j);
+      rows[c] = h % pr[c] + off[c];  // h >= 0: products of non-negative ids and odd positive multipliers
+    }
+  }
+}
+
+void engram_cids(const EngramMeta& m, const int32_t* ids, int64_t pos, int max_ngram, int64_t* cids) {
+  for (int s = 0; s < max_ngram; ++s) {
+    const int64_t p = pos - s;
+    cids[s] = p >= 0 ? m.token_map[static_cast<size_t>(ids[p])] : m.pad_id;
+  }
+}
+
+void engram_dequant_row(const float* values, const float* scales, int head_dim, float* out) {
+  for (int i = 0; i < head_dim; ++i) out[i] = bf16r(values[i] * scales[i / 32]);
+}
+
+void engram_gate(float* H, const float* key, const float* value, const float* qw, const float* kw, int hc,
+                 int64_t D, float eps) {
+  const float inv_sqrt_d = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  for (int c = 0; c < hc; ++c) {
+    float* h = H + c * D;
+    const float* k = key + c * D;
+    double dot = 0.0, hh = 0.0, kk = 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      const float w = qw[c * D + d] * kw[c * D + d];
+      dot += static_cast<double>(h[d] * w * k[d]);
+      hh += static_cast<double>(h[d]) * h[d];
+      kk += static_cast<double>(k[d]) * k[d];
+    }
+    const float rh = 1.0f / std::sqrt(static_cast<float>(hh / static_cast<double>(D)) + eps);
+    const float rk = 1.0f / std::sqrt(static_cast<float>(kk / static_cast<double>(D)) + eps);
+    const float g0 = static_cast<float>(dot) * rh * rk * inv_sqrt_d;
+    const float sgn = g0 > 0.0f ? 1.0f : (g0 < 0.0f ? -1.0f : 0.0f);
+    const float g = 1.0f / (1.0f + std::exp(-(sgn * std::sqrt(std::max(std::fabs(g0), 1e-6f)))));
+    for (int64_t d = 0; d < D; ++d) h[d] = bf16r(h[d] + g * value[d]);
+  }
+}
+
+}  // namespace strata::v41

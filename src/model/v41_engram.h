@@ -1,0 +1,36 @@
+// Engram (deepseek-v4.md §4.5; fixtures-v41 README "Engram hashing"): n-gram hash rows looked up
+// by token ids alone, then a gated write of one value vector into every hc stream.
+//
+// Hash at position t, Engram layer k: c_s = compressed id of the token at t-s (s < max_ngram),
+// pad_id once t-s < 0 (and for every further slot). p_s = c_s * mult[k][s] (int64, no
+// overflow: the config loader checks mult <= INT64_MAX / compressed_vocab). h = p_0; for
+// n = 1..max_ngram-1: h ^= p_n and, per head j, row = h mod prime[k][n-1][j] + offset[...].
+// -> (max_ngram-1)*n_heads row ids, n-gram size major, head minor.
+//
+// Gate per stream c (float32): w = q_w[c]*k_w[c];
+//   dot = sum_d(h_c*w*key_c) * rsqrt(mean(h_c^2)+eps) * rsqrt(mean(key_c^2)+eps) / sqrt(D)
+//   g = sigmoid(sign(dot) * sqrt(max(|dot|, 1e-6)));  h_c <- bf16(h_c + g*value)
+#pragma once
+
+#include <cstdint>
+
+#include "model/v41_config.h"
+
+namespace strata::v41 {
+
+// cids[s] = compressed id of the token at t-s (pad where absent), s < max_ngram.
+// rows: [(max_ngram-1)*n_heads].
+void engram_hash(const EngramMeta& m, int k, const int64_t* cids, int max_ngram, int n_heads, int64_t* rows);
+
+// The cids window for position `pos` of a history `ids` (raw token ids, ids[i] at position i,
+// at least pos+1 of them): cids[s] = token_map[ids[pos-s]] or pad_id.
+void engram_cids(const EngramMeta& m, const int32_t* ids, int64_t pos, int max_ngram, int64_t* cids);
+
+// One row of the table, dequantised like the reference: bf16(value * scale[col/32]).
+void engram_dequant_row(const float* values, const float* scales, int head_dim, float* out);
+
+// In place on H [hc][D] (bf16 values); key [hc][D], value [D], qw/kw [hc][D].
+void engram_gate(float* H, const float* key, const float* value, const float* qw, const float* kw, int hc,
+                 int64_t D, float eps);
+
+}  // namespace strata::v41

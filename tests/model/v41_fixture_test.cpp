@@ -1,0 +1,137 @@
+// DeepSeek-V4.1 against the reference fixtures (../shared/fixtures-v41, README "Recommended pass
+// criteria"): prefill logits (one causal forward = the per-prefix forwards) and decode logits
+// (a chunk of P0 tokens, then one token per step) vs prefill.f32; strict on the leading
+// `stable_leading_rows`, decode rows at/after a near-tie may match decode.f32 instead.
+// Later rows are a smoke test: error of the order of the reference's own spread.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/fixtures.h"
+#include "model/v41_arch.h"
+
+namespace strata {
+namespace {
+
+#define STRATA_REQUIRE_FIXTURES_V41(dir_var)                                                                 \
+  auto dir_var##_opt = ::strata::testing::fixtures_v41_dir();                                                \
+  if (!dir_var##_opt) {                                                                                      \
+    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found (set STRATA_FIXTURES_V41)";    \
+    GTEST_SKIP() << "fixtures-v41 not found: set STRATA_FIXTURES_V41 or put them at ../shared/fixtures-v41"; \
+  }                                                                                                          \
+  const std::string dir_var = *dir_var##_opt
+
+std::vector<float> read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const auto n = static_cast<size_t>(in.tellg());
+  in.seekg(0);
+  std::vector<float> v(n / 4);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n));
+  return v;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+float row_maxdiff(const float* a, const float* b, int n) {
+  float m = 0.0f;
+  for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+int argmax(const float* a, int n) {
+  return static_cast<int>(std::max_element(a, a + n) - a);
+}
+
+struct Case {
+  const char* model;
+  const char* seq;
+};
+
+class V41Fixture : public ::testing::TestWithParam<Case> {};
+
+TEST_P(V41Fixture, PrefillAndDecode) {
+  STRATA_REQUIRE_FIXTURES_V41(root);
+  const Case cs = GetParam();
+  const std::string mdir = root + "/" + cs.model, base = mdir + "/" + cs.seq;
+  auto loaded = load_deepseek_v41_dir(mdir);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  const Architecture& arch = *loaded->arch;
+  const auto toks_j = read_json(base + ".tokens.json");
+  const auto side = read_json(base + ".json");
+  const std::vector<int32_t> toks = toks_j.at("tokens").get<std::vector<int32_t>>();
+  const int P0 = toks_j.at("decode_prefill_len").get<int>();
+  const int n = static_cast<int>(toks.size()), V = arch.hparams().n_vocab;
+  const int stable = side.at("stable_leading_rows").get<int>();
+  std::vector<int> ties = side.at("near_tie_positions").get<std::vector<int>>();
+  const int first_tie = ties.empty() ? n : ties.front();
+  const auto ref_p = read_f32(base + ".prefill.f32"), ref_d = read_f32(base + ".decode.f32");
+  ASSERT_EQ(ref_p.size(), static_cast<size_t>(n) * V);
+  ThreadPool pool(1);
+
+  // Prefill: one forward over the whole sequence.
+  std::vector<float> lp(static_cast<size_t>(n) * V), ld(static_cast<size_t>(n) * V);
+  {
+    auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
+    ASSERT_TRUE(st.ok());
+    Batch b{std::span<const int32_t>(toks), 0, true};
+    ASSERT_TRUE(arch.forward(*st.value(), b, lp.data(), pool).ok());
+  }
+  // Decode: P0 tokens, then one per step.
+  {
+    auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
+    ASSERT_TRUE(st.ok());
+    Batch b{std::span<const int32_t>(toks).subspan(0, P0), 0, true};
+    ASSERT_TRUE(arch.forward(*st.value(), b, ld.data(), pool).ok());
+    for (int i = P0; i < n; ++i) {
+      Batch bi{std::span<const int32_t>(toks).subspan(i, 1), i, true};
+      ASSERT_TRUE(arch.forward(*st.value(), bi, ld.data() + static_cast<size_t>(i) * V, pool).ok());
+    }
+  }
+  float max_strict_p = 0, max_strict_d = 0, max_all_p = 0, max_all_d = 0;
+  int argmax_agree = 0, first_bad = -1;
+  for (int i = 0; i < n; ++i) {
+    const float* rp = ref_p.data() + static_cast<size_t>(i) * V;
+    const float* rd = ref_d.data() + static_cast<size_t>(i) * V;
+    const float dp = row_maxdiff(lp.data() + static_cast<size_t>(i) * V, rp, V);
+    const float dd = row_maxdiff(ld.data() + static_cast<size_t>(i) * V, rp, V);
+    const float dd2 = row_maxdiff(ld.data() + static_cast<size_t>(i) * V, rd, V);
+    max_all_p = std::max(max_all_p, dp);
+    max_all_d = std::max(max_all_d, dd);
+    argmax_agree += argmax(lp.data() + static_cast<size_t>(i) * V, V) == argmax(rp, V);
+    if (i < stable) {
+      max_strict_p = std::max(max_strict_p, dp);
+      const bool either = i >= first_tie && dd2 <= 1e-3f;
+      if (!either) max_strict_d = std::max(max_strict_d, dd);
+      if ((dp > 1e-3f || (!either && dd > 1e-3f)) && first_bad < 0) first_bad = i;
+    }
+    if (std::getenv("STRATA_V41_VERBOSE"))
+      std::printf("row %3d prefill %.3g decode %.3g (vs decode.f32 %.3g)\n", i, dp, dd, dd2);
+  }
+  std::printf(
+      "[v41] %s/%s: n=%d stable=%d | strict rows: prefill max|d| %.3g, decode max|d| %.3g | all rows: "
+      "prefill %.3g, decode %.3g | argmax agree %d/%d\n",
+      cs.model, cs.seq, n, stable, max_strict_p, max_strict_d, max_all_p, max_all_d, argmax_agree, n);
+  EXPECT_LE(max_strict_p, 1e-3f) << "first failing strict row " << first_bad;
+  EXPECT_LE(max_strict_d, 1e-3f) << "first failing strict row " << first_bad;
+  // Smoke bound for the rows past the bit-level oracle (README criterion 4).
+  EXPECT_LE(max_all_p, 4.0f);
+  EXPECT_GE(argmax_agree, n * 3 / 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, V41Fixture,
+                         ::testing::Values(Case{"wide", "s48"}, Case{"wide", "s160"}, Case{"sparse", "s48"},
+                                           Case{"sparse", "s160"}, Case{"deep", "s48"}, Case{"deep", "s160"}),
+                         [](const auto& info) {
+                           return std::string(info.param.model) + "_" + info.param.seq;
+                         });
+
+}  // namespace
+}  // namespace strata
