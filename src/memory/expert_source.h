@@ -1,0 +1,39 @@
+// What the MoE block asks of the memory layer: the weights of routed expert (layer, e), resident.
+//
+// The model's MoE block (model/moe.cpp) calls, per forward step of n tokens:
+//   begin_step(n)                                   once, before layer 0
+//   per MoE layer l:
+//     on_route(l, x, n, sel, wts, k)                after routing: stats, traces, reads start
+//     for each selected expert e: acquire(l, e) → views, compute, release(l, e)
+//   end_step()                                      after the last layer
+// acquire pins the expert (it is never evicted while pinned) and waits only when its bytes are
+// not resident yet; a failed read is an error naming the file and offset, never wrong weights.
+// Implementations: memory/expert_store (tiered), or none at all (all experts mmapped).
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "format/tensor_view.h"
+
+namespace strata {
+
+struct ExpertViews {
+  TensorView gate;  // {n_embd, n_ff}
+  TensorView up;    // {n_embd, n_ff}
+  TensorView down;  // {n_ff, n_embd}
+};
+
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  virtual void begin_step(int64_t n_tokens) = 0;
+  virtual void end_step() = 0;
+  // x: [n][n_embd] f32, the MoE block's normed input; sel / wts: [n][k] chosen experts, weights.
+  virtual void on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
+                        int k) = 0;
+  virtual Result<ExpertViews> acquire(int layer, int expert) = 0;
+  virtual void release(int layer, int expert) = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,437 @@
+#include "memory/expert_store.h"
+
+#include <algorithm>
+#include <cinttypes>
+
+#include "base/clock.h"
+
+namespace strata {
+
+Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_layer, int n_expert,
+                                                       int n_used, const ExpertStoreOptions& o,
+                                                       std::unique_ptr<ExpertPolicy> policy,
+                                                       IoOpener opener) {
+  if (n_used < 1 || n_used > n_expert)
+    return err("expert store: n_used %d must be in [1, n_expert %d]", n_used, n_expert);
+  std::unique_ptr<ExpertStore> s(new ExpertStore());
+  STRATA_ASSIGN(s->catalog_, ExpertCatalog::build(f, n_layer, n_expert));
+  s->opts_ = o;
+  s->n_layer_ = n_layer;
+  s->n_expert_ = n_expert;
+  s->n_used_ = n_used;
+  s->resident_ = o.budget_bytes == 0;
+  s->stats_.init(n_layer, n_expert);
+  s->profile_counts_.assign(static_cast<size_t>(n_layer) * n_expert, 0);
+  if (!o.profile_path.empty()) {
+    auto loaded = expert_profile_load(o.profile_path, n_layer, n_expert, &s->profile_counts_);
+    if (!loaded.ok()) return loaded.error();
+  }
+
+  ExpertStoreInfo& i = s->info_;
+  i.backing_path = f.path();
+  i.n_layer = n_layer;
+  i.n_expert = n_expert;
+  i.n_used = n_used;
+  i.routed_bytes = s->catalog_.routed_bytes();
+  i.dense_bytes = s->catalog_.dense_bytes();
+  i.resident = s->resident_;
+  i.slot_bytes = s->catalog_.slot_bytes();
+  i.budget_bytes = o.budget_bytes;
+
+  if (!o.routing_trace_path.empty()) {
+    s->trace_ = std::fopen(o.routing_trace_path.c_str(), "w");
+    if (!s->trace_) return err("cannot write routing trace '%s'", o.routing_trace_path.c_str());
+  }
+  s->cur_sel_.assign(static_cast<size_t>(n_expert), 0);
+  s->mark_.assign(static_cast<size_t>(n_expert), 0);
+  if (s->resident_) {
+    i.policy = "resident";
+    i.tier_bytes = i.routed_bytes;
+    return s;
+  }
+
+  if (!policy) return err("expert store: no policy");
+  if (o.io_threads < 1 || o.io_threads > 256)
+    return err("expert store: --io-threads %d must be in [1, 256]", o.io_threads);
+  if (o.io_depth < 1 || o.io_depth > 65536)
+    return err("expert store: --io-depth %d must be in [1, 65536]", o.io_depth);
+  if (o.lookahead < 0 || o.lookahead > n_layer)
+    return err("expert store: lookahead %d out of range", o.lookahead);
+  s->policy_ = std::move(policy);
+  const size_t slot = s->catalog_.slot_bytes();
+  const uint64_t all = uint64_t{slot} * static_cast<uint64_t>(s->catalog_.n_present_layers()) * n_expert;
+  STRATA_ASSIGN(s->tier_, make_ram_tier(std::min(o.budget_bytes, all), slot, n_used));
+  auto file = opener ? opener(f.path(), o.direct_io) : io_open_file(f.path(), o.direct_io);
+  if (!file.ok()) return file.error();
+  s->file_ = std::move(file).value();
+  if (s->file_->opened_size() != f.file_size())
+    return err("%s: backing file is %llu bytes but the model mapping has %zu (file changed?)",
+               f.path().c_str(), static_cast<unsigned long long>(s->file_->opened_size()), f.file_size());
+  if (o.prefetch && o.lookahead > 0) {
+    STRATA_ASSIGN(RouterLookahead r, RouterLookahead::build(f, n_layer, n_expert, n_used));
+    s->lookahead_ = std::make_unique<RouterLookahead>(std::move(r));
+  }
+
+  const int n = s->tier_->n_slots();
+  s->slots_.resize(static_cast<size_t>(n));
+  s->free_.reserve(static_cast<size_t>(n));
+  for (int k = n - 1; k >= 0; --k) s->free_.push_back(k);
+  s->cand_keys_.reserve(static_cast<size_t>(n));
+  s->cand_slots_.reserve(static_cast<size_t>(n));
+  s->slot_of_.assign(static_cast<size_t>(n_layer) * n_expert, -1);
+  s->pred_.assign(static_cast<size_t>(n_layer) * n_expert, 0);
+  s->pred_valid_.assign(static_cast<size_t>(n_layer), 0);
+  i.policy = s->policy_->name();
+  i.tier = s->tier_->name();
+  i.direct_io = s->file_->direct();
+  i.prefetch = o.prefetch;
+  i.n_slots = n;
+  i.tier_bytes = s->tier_->bytes();
+  i.io_threads = o.io_threads;
+  i.io_depth = o.io_depth;
+  i.lookahead = o.prefetch ? o.lookahead : 0;
+  ExpertStore* self = s.get();
+  s->io_ = std::make_unique<IoQueue>(o.io_threads, [self](uint32_t job) { self->fill_job(job); });
+  return s;
+}
+
+ExpertStore::~ExpertStore() {
+  io_.reset();  // join the readers before the slots they write go away
+  if (trace_) std::fclose(trace_);
+}
+
+// ---------------------------------------------------------------------------------- reads
+
+void ExpertStore::fill_job(uint32_t s) {
+  ExpertKey k;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    k = slots_[s].key;
+  }
+  uint8_t* dst = tier_->host_data(static_cast<int>(s));
+  const double t0 = now_seconds();
+  Status st;
+  size_t bytes = 0;
+  for (int p = 0; p < expert_part_count && st.ok(); ++p) {
+    const ExpertPart& part = catalog_.layer(k.layer).part[p];
+    st = io_read_covering(*file_, dst + part.slot_offset, catalog_.part_offset(k.layer, k.expert, p),
+                          part.stride);
+    bytes += part.stride;
+  }
+  const double dt = now_seconds() - t0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    Slot& slot = slots_[s];
+    ExpertTotals& t = stats_.totals();
+    if (slot.prefetched) --prefetch_inflight_;
+    if (st.ok()) {
+      slot.state = SlotState::slot_ready;
+      t.reads++;
+      t.bytes_read += bytes;
+      t.read_s += dt;
+      if (ExpertStepStats* cur = stats_.current()) cur->bytes_read += bytes;
+    } else {
+      t.read_errors++;
+      slot.state = SlotState::slot_failed;
+      slot.error = err_context(
+          "expert store: layer " + std::to_string(k.layer) + " expert " + std::to_string(k.expert),
+          st.error());
+    }
+  }
+  cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------------- slots
+
+bool ExpertStore::upcoming_locked(const Slot& slot) const {
+  const ExpertKey k = slot.key;
+  if (cur_layer_ < 0 || k.layer <= cur_layer_ || k.layer > cur_layer_ + std::max(opts_.lookahead, 1))
+    return false;
+  return slot.prefetched || (pred_valid_[static_cast<size_t>(k.layer)] && pred_[idx(k.layer, k.expert)]);
+}
+
+void ExpertStore::evict_locked(int s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  ExpertTotals& t = stats_.totals();
+  if (slot.state == SlotState::slot_ready) {
+    t.evictions++;
+    if (slot.prefetched) {
+      t.prefetch_wasted++;
+      t.prefetch_wasted_bytes += catalog_.expert_bytes(slot.key.layer);
+    }
+  }
+  policy_->on_evict(slot.key);
+  slot_of_[idx(slot.key.layer, slot.key.expert)] = -1;
+  slot = Slot{};
+}
+
+int ExpertStore::take_slot_locked(bool strict) {
+  if (!free_.empty()) {
+    const int s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  cand_keys_.clear();
+  cand_slots_.clear();
+  bool transient = false;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    if (slot.state == SlotState::slot_failed && slot.pins == 0) {
+      evict_locked(static_cast<int>(s));  // a failed read holds nothing worth keeping
+      return static_cast<int>(s);
+    }
+    if (slot.state != SlotState::slot_ready || slot.pins > 0) continue;
+    if (slot.key.layer == cur_layer_ && cur_sel_[static_cast<size_t>(slot.key.expert)]) continue;
+    if (strict && upcoming_locked(slot)) continue;
+    if (slot.transient && !transient) {  // non-admitted experts go first
+      transient = true;
+      cand_keys_.clear();
+      cand_slots_.clear();
+    }
+    if (transient && !slot.transient) continue;
+    cand_keys_.push_back(slot.key);
+    cand_slots_.push_back(static_cast<int32_t>(s));
+  }
+  if (cand_slots_.empty()) return -1;
+  const size_t v = cand_slots_.size() == 1 ? 0 : policy_->choose_victim(cand_keys_, tick_);
+  STRATA_ASSERT(v < cand_slots_.size());
+  const int s = cand_slots_[v];
+  evict_locked(s);
+  return s;
+}
+
+void ExpertStore::start_fill_locked(int s, ExpertKey k, bool urgent, bool prefetch) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  slot = Slot{};
+  slot.key = k;
+  slot.state = SlotState::slot_filling;
+  slot.prefetched = prefetch;
+  slot.urgent = urgent;
+  slot.transient = !policy_->admit(k, tick_);
+  slot_of_[idx(k.layer, k.expert)] = s;
+  policy_->on_insert(k, tick_);
+  if (prefetch) {
+    ++prefetch_inflight_;
+    stats_.totals().prefetch_issued++;
+  }
+  io_->submit(static_cast<uint32_t>(s), urgent);
+}
+
+// ---------------------------------------------------------------------------------- steps
+
+void ExpertStore::begin_step(int64_t n_tokens) {
+  std::lock_guard<std::mutex> lk(mu_);
+  tick0_ = tick_;
+  tick_ += static_cast<uint64_t>(n_tokens);
+  stats_.begin_step(static_cast<int64_t>(tick0_), n_tokens);
+}
+
+void ExpertStore::end_step() {
+  std::lock_guard<std::mutex> lk(mu_);
+  cur_layer_ = -1;
+  if (trace_) std::fflush(trace_);
+}
+
+void ExpertStore::write_trace_locked(int layer, int64_t n, const int32_t* sel, const float* wts, int k) {
+  for (int64_t t = 0; t < n; ++t) {
+    std::fprintf(trace_, "{\"token_idx\":%" PRIu64 ",\"layer\":%d,\"experts\":[",
+                 tick0_ + static_cast<uint64_t>(t), layer);
+    for (int j = 0; j < k; ++j) std::fprintf(trace_, "%s%d", j ? "," : "", sel[t * k + j]);
+    std::fputs("],\"weights\":[", trace_);
+    for (int j = 0; j < k; ++j)
+      std::fprintf(trace_, "%s%.9g", j ? "," : "", static_cast<double>(wts[t * k + j]));
+    std::fputs("]}\n", trace_);
+  }
+}
+
+void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
+                           int k) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (trace_) write_trace_locked(layer, n, sel, wts, k);
+  std::fill(cur_sel_.begin(), cur_sel_.end(), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int j = 0; j < k; ++j) {
+      const int e = sel[t * k + j];
+      STRATA_ASSERT(e >= 0 && e < n_expert_);
+      stats_.count_activation(layer, e);
+      cur_sel_[static_cast<size_t>(e)] = 1;
+      if (policy_) policy_->on_access({layer, e}, tick0_ + static_cast<uint64_t>(t));
+    }
+  }
+  cur_layer_ = layer;
+  ExpertStepStats* step = stats_.current();
+  ExpertTotals& tot = stats_.totals();
+  if (resident_) {
+    for (int e = 0; e < n_expert_; ++e) {
+      if (!cur_sel_[static_cast<size_t>(e)]) continue;
+      tot.hits++;
+      if (step) step->hits++;
+    }
+    return;
+  }
+  if (pred_valid_[static_cast<size_t>(layer)]) {
+    for (int e = 0; e < n_expert_; ++e) {
+      const bool p = pred_[idx(layer, e)] != 0, a = cur_sel_[static_cast<size_t>(e)] != 0;
+      tot.pred_true_pos += p && a;
+      tot.pred_false_pos += p && !a;
+      tot.pred_false_neg += !p && a;
+    }
+    pred_valid_[static_cast<size_t>(layer)] = 0;
+  }
+  for (int e = 0; e < n_expert_; ++e) {
+    if (!cur_sel_[static_cast<size_t>(e)]) continue;
+    const int s = slot_of_[idx(layer, e)];
+    Slot* slot = s >= 0 ? &slots_[static_cast<size_t>(s)] : nullptr;
+    if (slot && slot->prefetched && slot->state != SlotState::slot_failed) {
+      slot->prefetched = false;
+      tot.prefetch_used++;
+    }
+    if (slot && slot->state == SlotState::slot_ready) {
+      tot.hits++;
+      if (step) step->hits++;
+    } else if (slot && slot->state == SlotState::slot_filling) {
+      tot.late++;
+      if (step) step->late++;
+      if (!slot->urgent && io_->promote(static_cast<uint32_t>(s))) slot->urgent = true;
+    } else {
+      tot.misses++;
+      if (step) step->misses++;
+      if (opts_.prefetch && !(slot && slot->pins > 0)) {
+        // Start every miss of this layer now: the reads overlap each other and the compute of
+        // the experts that are already resident. Without a slot at hand, acquire() will wait.
+        if (slot) {  // failed read: retry
+          evict_locked(s);
+          free_.push_back(s);
+        }
+        int ns = take_slot_locked(true);
+        if (ns < 0) ns = take_slot_locked(false);
+        if (ns >= 0) start_fill_locked(ns, {layer, e}, /*urgent=*/true, /*prefetch=*/false);
+      }
+    }
+  }
+  if (lookahead_) prefetch_locked(layer, x, n);
+}
+
+void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {
+  for (int d = 1; d <= opts_.lookahead; ++d) {
+    const int l = layer + d;
+    if (l >= n_layer_ || !lookahead_->has(l) || !catalog_.layer(l).present) continue;
+    std::fill(mark_.begin(), mark_.end(), 0);
+    lookahead_->predict(l, x, n, mark_.data());
+    std::copy(mark_.begin(), mark_.end(), pred_.begin() + static_cast<std::ptrdiff_t>(idx(l, 0)));
+    pred_valid_[static_cast<size_t>(l)] = 1;
+  }
+  // Issue nearest layers first; stop at the depth limit or when nothing may be evicted.
+  for (int d = 1; d <= opts_.lookahead; ++d) {
+    const int l = layer + d;
+    if (l >= n_layer_ || !pred_valid_[static_cast<size_t>(l)]) continue;
+    for (int e = 0; e < n_expert_; ++e) {
+      if (!pred_[idx(l, e)] || slot_of_[idx(l, e)] >= 0) continue;
+      if (prefetch_inflight_ >= opts_.io_depth) return;
+      if (free_.empty() && !policy_->admit({l, e}, tick_)) continue;
+      const int s = take_slot_locked(true);
+      if (s < 0) return;
+      start_fill_locked(s, {l, e}, /*urgent=*/false, /*prefetch=*/true);
+    }
+  }
+}
+
+Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
+  STRATA_ASSERT(layer >= 0 && layer < n_layer_ && e >= 0 && e < n_expert_);
+  if (resident_) {
+    return ExpertViews{catalog_.view(layer, e, expert_part_gate, nullptr),
+                       catalog_.view(layer, e, expert_part_up, nullptr),
+                       catalog_.view(layer, e, expert_part_down, nullptr)};
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  double t_wait = -1.0;
+  int s = -1;
+  for (;;) {
+    s = slot_of_[idx(layer, e)];
+    if (s < 0) {
+      s = take_slot_locked(true);
+      if (s < 0) s = take_slot_locked(false);
+      if (s >= 0) {
+        start_fill_locked(s, {layer, e}, /*urgent=*/true, /*prefetch=*/false);
+        continue;
+      }
+    } else {
+      Slot& slot = slots_[static_cast<size_t>(s)];
+      if (slot.state == SlotState::slot_ready) break;
+      if (slot.state == SlotState::slot_failed) {
+        if (slot.prefetched) {  // a failed prefetch: retry as a demand read
+          evict_locked(s);
+          free_.push_back(s);
+          continue;
+        }
+        Status st = slot.error;
+        evict_locked(s);
+        free_.push_back(s);
+        return st.error();
+      }
+      if (!slot.urgent && io_->promote(static_cast<uint32_t>(s))) slot.urgent = true;
+    }
+    if (t_wait < 0) t_wait = now_seconds();
+    cv_.wait(lk);
+  }
+  slots_[static_cast<size_t>(s)].pins++;
+  if (t_wait >= 0) {
+    const double dt = now_seconds() - t_wait;
+    stats_.totals().stall_s += dt;
+    if (ExpertStepStats* step = stats_.current()) step->stall_s += dt;
+  }
+  const uint8_t* base = tier_->host_data(s);
+  return ExpertViews{catalog_.view(layer, e, expert_part_gate, base),
+                     catalog_.view(layer, e, expert_part_up, base),
+                     catalog_.view(layer, e, expert_part_down, base)};
+}
+
+void ExpertStore::release(int layer, int e) {
+  if (resident_) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const int s = slot_of_[idx(layer, e)];
+    STRATA_ASSERT(s >= 0 && slots_[static_cast<size_t>(s)].pins > 0);
+    if (--slots_[static_cast<size_t>(s)].pins > 0) return;
+  }
+  cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------------- reports
+
+ExpertStats ExpertStore::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+Status ExpertStore::write_stats(const std::string& path) const {
+  return stats().write(path, info_);
+}
+
+Status ExpertStore::save_profile(const std::string& path) const {
+  ExpertStats s = stats();
+  ExpertStats merged;
+  merged.init(n_layer_, n_expert_);
+  for (int l = 0; l < n_layer_; ++l) {
+    for (int e = 0; e < n_expert_; ++e) {
+      merged.add_activation(l, e, s.activation(l, e) + profile_counts_[idx(l, e)]);
+    }
+  }
+  return write_text_file(path, merged.to_csv());
+}
+
+int ExpertStore::resident_count() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  int n = 0;
+  for (const Slot& s : slots_) n += s.state == SlotState::slot_ready ? 1 : 0;
+  return n;
+}
+
+bool ExpertStore::is_resident(int layer, int e) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (resident_) return true;
+  const int s = slot_of_[idx(layer, e)];
+  return s >= 0 && slots_[static_cast<size_t>(s)].state == SlotState::slot_ready;
+}
+
+}  // namespace strata

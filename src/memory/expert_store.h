@@ -1,0 +1,149 @@
+// The tiered expert store: routed experts live in a fast tier of equal-size slots with an exact
+// byte budget (memory/tier.h) and are read on demand from the backing file without the page cache
+// (memory/io_file.h) by a pool of I/O threads (memory/io_queue.h).
+//
+//   (layer, expert) ──map──► slot ──state──► free | filling | ready | failed
+//
+// Rules: a pinned slot (acquired, not yet released) and a slot being filled are never evicted;
+// the policy (memory/expert_policy.h) picks victims among the rest; a miss issues a read and the
+// compute thread waits (its stall time is recorded). With prefetch on, on_route() starts the
+// reads for the layer's missing experts at once (they then load in parallel while resident ones
+// compute) and applies the next `lookahead` layers' routers to the current hidden state to
+// prefetch what they will probably want into free or evictable slots (memory/prefetch.h), never
+// evicting an expert the current layer selected or a prefetch not yet used.
+//
+// With budget_bytes == 0 the store is "resident": experts are served from the mapped file and
+// only statistics / routing traces are recorded. Thread-safety: one compute thread calls the
+// ExpertSource methods; I/O threads complete reads concurrently.
+#pragma once
+
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "format/gguf.h"
+#include "memory/expert_policy.h"
+#include "memory/expert_source.h"
+#include "memory/expert_stats.h"
+#include "memory/expert_store_catalog.h"
+#include "memory/io_file.h"
+#include "memory/io_queue.h"
+#include "memory/prefetch.h"
+#include "memory/tier.h"
+
+namespace strata {
+
+struct ExpertStoreOptions {
+  uint64_t budget_bytes = 0;  // fast-tier bytes for routed experts; 0 = all resident (mmapped)
+  std::string policy = "adaptive";
+  bool prefetch = true;  // off = "naive": reads start only when compute asks, one at a time
+  int lookahead = 1;     // layers ahead the router look-ahead predicts (prefetch on)
+  int io_threads = 4;
+  int io_depth = 32;               // max look-ahead prefetches queued or in flight
+  bool direct_io = true;           // O_DIRECT (falls back to buffered + DONTNEED where refused)
+  std::string profile_path;        // --expert-profile: seeds counts and the static hot set
+  std::string routing_trace_path;  // --routing-trace-out: one JSON line per (token, layer)
+};
+
+using IoOpener = std::function<Result<std::unique_ptr<IoFile>>(const std::string& path, bool direct)>;
+
+class ExpertStore final : public ExpertSource {
+ public:
+  // n_layer / n_expert / n_used from the model's hyper-parameters. policy may be null only when
+  // budget_bytes == 0. opener defaults to io_open_file (tests inject faults through it).
+  // Errors: no expert tensors, a budget below one layer's top-k (message gives the minimum), I/O.
+  static Result<std::unique_ptr<ExpertStore>> open(const GgufFile& f, int n_layer, int n_expert, int n_used,
+                                                   const ExpertStoreOptions& o,
+                                                   std::unique_ptr<ExpertPolicy> policy,
+                                                   IoOpener opener = nullptr);
+  ~ExpertStore() override;
+
+  // ExpertSource
+  void begin_step(int64_t n_tokens) override;
+  void end_step() override;
+  void on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts, int k) override;
+  Result<ExpertViews> acquire(int layer, int expert) override;
+  void release(int layer, int expert) override;
+
+  const ExpertStoreInfo& info() const { return info_; }
+  const ExpertCatalog& catalog() const { return catalog_; }
+  // Snapshot of the statistics (locks; call between steps for consistent numbers).
+  ExpertStats stats() const;
+  // Writes the statistics: .csv → per-(layer, expert) counts, else JSON.
+  Status write_stats(const std::string& path) const;
+  // Writes the activation profile (counts loaded from --expert-profile plus this run's).
+  Status save_profile(const std::string& path) const;
+  // Number of slots holding a ready expert / being filled (tests).
+  int resident_count() const;
+  bool is_resident(int layer, int expert) const;
+
+ private:
+  enum class SlotState : uint8_t { slot_free, slot_filling, slot_ready, slot_failed };
+  struct Slot {
+    ExpertKey key{-1, -1};
+    SlotState state = SlotState::slot_free;
+    int pins = 0;
+    bool prefetched = false;  // filled by look-ahead and not used yet
+    bool transient = false;   // not admitted by the policy: first to go
+    bool urgent = false;
+    Status error;
+  };
+
+  ExpertStore() = default;
+  size_t idx(int layer, int expert) const {
+    return static_cast<size_t>(layer) * static_cast<size_t>(n_expert_) + expert;
+  }
+  void fill_job(uint32_t slot);
+  // A slot for a new expert: free, or an evicted victim. strict: also spare experts predicted for
+  // the next layers and unused prefetches. -1 when none can be taken now. Caller holds mu_.
+  int take_slot_locked(bool strict);
+  void evict_locked(int slot);
+  void start_fill_locked(int slot, ExpertKey k, bool urgent, bool prefetch);
+  void prefetch_locked(int layer, const float* x, int64_t n);
+  // The slot holds an expert the next layers will probably want (predicted, or prefetched for
+  // a layer not computed yet).
+  bool upcoming_locked(const Slot& slot) const;
+  void write_trace_locked(int layer, int64_t n, const int32_t* sel, const float* wts, int k);
+
+  ExpertCatalog catalog_;
+  ExpertStoreOptions opts_;
+  ExpertStoreInfo info_;
+  int n_layer_ = 0, n_expert_ = 0, n_used_ = 0;
+  bool resident_ = true;
+  std::unique_ptr<ExpertPolicy> policy_;
+  std::unique_ptr<FastTier> tier_;
+  std::unique_ptr<IoFile> file_;
+  std::unique_ptr<RouterLookahead> lookahead_;
+  FILE* trace_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> slot_of_;  // [n_layer][n_expert] → slot or -1
+  std::vector<int32_t> free_;     // free slot indices
+  std::vector<uint8_t> cur_sel_;  // [n_expert]: selected by the layer being computed
+  int cur_layer_ = -1;
+  std::vector<uint8_t> pred_;        // [n_layer][n_expert]: look-ahead prediction per layer
+  std::vector<uint8_t> pred_valid_;  // [n_layer]
+  std::vector<uint8_t> mark_;        // [n_expert] scratch
+  std::vector<ExpertKey> cand_keys_;
+  std::vector<int32_t> cand_slots_;
+  int prefetch_inflight_ = 0;
+  uint64_t tick_ = 0, tick0_ = 0;  // tokens seen; first token of the current step
+  std::vector<uint64_t> profile_counts_;
+  ExpertStats stats_;
+
+  std::unique_ptr<IoQueue> io_;  // last: its threads stop before anything above is destroyed
+};
+
+// ExpertStore::open with the policy made by make_expert_policy(o.policy) (static: hot set from
+// o.profile_path, hottest first).
+Result<std::unique_ptr<ExpertStore>> expert_store_open(const GgufFile& f, int n_layer, int n_expert,
+                                                       int n_used, const ExpertStoreOptions& o);
+
+}  // namespace strata

@@ -1,0 +1,135 @@
+#include "memory/expert_store_catalog.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "memory/io_file.h"
+
+namespace strata {
+
+namespace {
+
+const char* const kPartNames[expert_part_count] = {"ffn_gate_exps.weight", "ffn_up_exps.weight",
+                                                   "ffn_down_exps.weight"};
+
+// Whether the mapped bytes at `base` are the file's first page (read back with pread).
+bool same_as_file_start(const GgufFile& f, const uint8_t* base) {
+  const size_t n = std::min<size_t>(kIoAlign, f.file_size());
+  std::vector<uint8_t> buf(n);
+  const int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t r = ::pread(fd, buf.data(), n, 0);
+  ::close(fd);
+  return r == static_cast<ssize_t>(n) && std::memcmp(buf.data(), base, n) == 0;
+}
+
+// GgufFile does not expose its mapping base. The mapping starts at a page boundary with the
+// magic "GGUF"; tensor data starts at data_offset() + (tensor offset) from there. Walk down from
+// the lowest tensor address page by page (bounded by the file size) until the magic is found at
+// a base from which every tensor lies inside the file.
+Result<const uint8_t*> mapping_base(const GgufFile& f) {
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  for (const TensorView& t : f.tensors()) {
+    if (t.nbytes == 0) continue;
+    const uint8_t* p = static_cast<const uint8_t*>(t.data);
+    if (!lo || p < lo) lo = p;
+    if (!hi || p + t.nbytes > hi) hi = p + t.nbytes;
+  }
+  if (!lo) return err("%s: no tensor data", f.path().c_str());
+  const uintptr_t first = reinterpret_cast<uintptr_t>(lo) - f.data_offset();
+  for (uintptr_t b = first & ~uintptr_t{kIoAlign - 1};; b -= kIoAlign) {
+    const uint8_t* base = reinterpret_cast<const uint8_t*>(b);
+    if (hi <= base + f.file_size() && lo >= base + f.data_offset() && std::memcmp(base, "GGUF", 4) == 0 &&
+        same_as_file_start(f, base))
+      return base;
+    if (reinterpret_cast<uintptr_t>(lo) - b >= f.file_size() || b < kIoAlign) break;
+  }
+  return err("%s: cannot locate tensor file offsets in the mapping", f.path().c_str());
+}
+
+}  // namespace
+
+Result<uint64_t> gguf_tensor_file_offset(const GgufFile& f, const TensorView& t) {
+  STRATA_ASSIGN(const uint8_t* base, mapping_base(f));
+  return static_cast<uint64_t>(static_cast<const uint8_t*>(t.data) - base);
+}
+
+int ExpertCatalog::n_present_layers() const {
+  int n = 0;
+  for (const ExpertLayerInfo& l : layers_) n += l.present ? 1 : 0;
+  return n;
+}
+
+Result<ExpertCatalog> ExpertCatalog::build(const GgufFile& f, int n_layer, int n_expert) {
+  if (n_layer < 1 || n_expert < 1) return err("expert store: model has no routed experts");
+  ExpertCatalog c;
+  c.path_ = f.path();
+  c.n_expert_ = n_expert;
+  c.layers_.resize(static_cast<size_t>(n_layer));
+  STRATA_ASSIGN(const uint8_t* base, mapping_base(f));
+  size_t cover[expert_part_count] = {0, 0, 0};
+  uint64_t expert_tensor_bytes = 0;
+  for (int l = 0; l < n_layer; ++l) {
+    ExpertLayerInfo& li = c.layers_[static_cast<size_t>(l)];
+    const TensorView* t[expert_part_count];
+    int found = 0;
+    for (int p = 0; p < expert_part_count; ++p) {
+      t[p] = f.find_tensor("blk." + std::to_string(l) + "." + kPartNames[p]);
+      found += t[p] ? 1 : 0;
+    }
+    if (found == 0) continue;
+    if (found != expert_part_count)
+      return err("expert store: layer %d has only %d of the 3 expert tensors (gate/up/down)", l, found);
+    li.present = true;
+    for (int p = 0; p < expert_part_count; ++p) {
+      const TensorView& x = *t[p];
+      if (x.ne[2] != n_expert || x.ne[3] != 1)
+        return err("expert store: tensor 'blk.%d.%s' is %s, expected %d experts in dim 2", l, kPartNames[p],
+                   x.shape_string().c_str(), n_expert);
+      ExpertPart& q = li.part[p];
+      q.slice0 = x.slice2d(0);
+      q.slice0.name.clear();
+      q.stride = x.nb[2];
+      q.file_offset = static_cast<uint64_t>(static_cast<const uint8_t*>(x.data) - base);
+      if (x.nb[2] != q.slice0.nbytes)
+        return err("expert store: tensor 'blk.%d.%s' is not contiguous per expert", l, kPartNames[p]);
+      for (int e = 0; e < n_expert; ++e) {
+        const uint64_t off = q.file_offset + q.stride * static_cast<uint64_t>(e);
+        cover[p] = std::max<size_t>(cover[p], io_align_up(off + q.stride) - io_align_down(off));
+      }
+      li.expert_bytes += q.stride;
+      expert_tensor_bytes += x.nbytes;
+    }
+    c.routed_bytes_ += static_cast<uint64_t>(li.expert_bytes) * static_cast<uint64_t>(n_expert);
+  }
+  if (c.n_present_layers() == 0)
+    return err("expert store: %s has no routed expert tensors", f.path().c_str());
+  size_t off = 0;
+  for (int p = 0; p < expert_part_count; ++p) {
+    for (ExpertLayerInfo& li : c.layers_) li.part[p].slot_offset = off;
+    off += cover[p];
+  }
+  c.slot_bytes_ = off;
+  uint64_t all = 0;
+  for (const TensorView& x : f.tensors()) all += x.nbytes;
+  c.dense_bytes_ = all - expert_tensor_bytes;
+  return c;
+}
+
+TensorView ExpertCatalog::view(int l, int e, int p, const uint8_t* slot) const {
+  const ExpertPart& q = layer(l).part[p];
+  TensorView v = q.slice0;
+  const uint64_t off = part_offset(l, e, p);
+  if (slot) {
+    v.data = slot + q.slot_offset + (off - io_align_down(off));
+  } else {
+    v.data = static_cast<const uint8_t*>(q.slice0.data) + q.stride * static_cast<size_t>(e);
+  }
+  return v;
+}
+
+}  // namespace strata

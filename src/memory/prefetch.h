@@ -1,0 +1,42 @@
+// Router look-ahead: predict which experts layers l+1 .. l+D will select, while layer l runs.
+//
+// The residual stream changes little from one layer to the next, so the next layers' routers
+// applied to the current MoE input already pick most of the experts they will pick for real
+// (measured: prefetch precision / recall in the store's statistics). Routers are small
+// ([n_expert][n_embd]); they are dequantized to f32 once at load. Every router variant strata runs
+// (softmax → top-k, top-k → softmax, with or without a router bias) selects the top-k of the raw
+// logits (+ bias), so top-k of the logits is the prediction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "format/gguf.h"
+
+namespace strata {
+
+class RouterLookahead {
+ public:
+  // Reads blk.<l>.ffn_gate_inp.weight ({n_embd, n_expert}, any type with a to_float) and the
+  // optional .bias of every layer that has one. Layers without a router predict nothing.
+  static Result<RouterLookahead> build(const GgufFile& f, int n_layer, int n_expert, int n_used);
+
+  bool has(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(w_.size()) && !w_[static_cast<size_t>(layer)].empty();
+  }
+  int n_embd() const { return n_embd_; }
+
+  // Marks in `mark` ([n_expert], set to 1) the union over the n rows of x ([n][n_embd] f32) of the
+  // top-k experts of `layer`'s router. Not thread-safe (uses internal scratch).
+  void predict(int layer, const float* x, int64_t n, uint8_t* mark);
+
+ private:
+  int n_embd_ = 0, n_expert_ = 0, n_used_ = 0;
+  std::vector<std::vector<float>> w_;  // per layer: [n_expert][n_embd], empty when absent
+  std::vector<std::vector<float>> b_;  // per layer: [n_expert] or empty
+  std::vector<float> logits_;
+  std::vector<int32_t> top_;
+};
+
+}  // namespace strata
