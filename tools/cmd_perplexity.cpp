@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "model/model.h"
@@ -59,18 +60,23 @@ int cmd_perplexity(int argc, char** argv) {
   if (!model.ok()) return fail(model.message());
   const strata::Model& m = **model;
 
+  // Tokenized here (not by perplexity_of_text) so the header can say how many windows there are.
+  const std::vector<int32_t> tokens =
+      m.tokenizer().encode(*text, /*add_special=*/false, /*parse_special=*/false);
   const int n_ctx = strata::perplexity_ctx(m, o);
-  if (!quiet)
-    std::fprintf(stderr, "strata perplexity: %s, window %d tokens (context_length %d), %d threads\n",
-                 std::filesystem::path(model_path).filename().c_str(), n_ctx, m.n_ctx_train(),
-                 m.pool().size());
   strata::PerplexityProgress progress;
-  if (!quiet)
+  // Quiet when the run is about to fail, so an error stays one line.
+  if (!quiet && n_ctx >= 2 && tokens.size() >= static_cast<size_t>(n_ctx)) {
+    std::fprintf(stderr,
+                 "strata perplexity: %s, %zu tokens, %zu windows of %d (context_length %d), %d threads\n",
+                 std::filesystem::path(model_path).filename().c_str(), tokens.size(), tokens.size() / n_ctx,
+                 n_ctx, m.n_ctx_train(), m.pool().size());
     progress = [](const strata::PerplexityWindow& w) {
       std::fprintf(stderr, "[%d/%d] ppl %10.4f   running %10.4f   %.2f s\n", w.index + 1, w.n_windows, w.ppl,
                    w.ppl_running, w.seconds);
     };
-  auto r = strata::perplexity_of_text(m, *text, o, progress);
+  }
+  auto r = strata::perplexity(m, tokens, o, progress);
   if (!r.ok()) return fail(r.message());
 
   if (json) {
