@@ -41,11 +41,15 @@ Result<PerplexityResult> perplexity(const Model& model, std::span<const int32_t>
   if (n_win64 > INT32_MAX) return err("perplexity: too many windows (%lld)", static_cast<long long>(n_win64));
   const int n_win = static_cast<int>(n_win64);
 
+  const int V = model.n_vocab();
+  // The logits of one chunk are [nb, n_vocab] f32; keep that under kMaxLogitsBytes even for big
+  // vocabularies (512 x 150k would be 300 MiB).
+  constexpr size_t kMaxLogitsBytes = size_t{128} << 20;
+  const int nb_cap = static_cast<int>(std::max<size_t>(1, kMaxLogitsBytes / sizeof(float) / std::max(V, 1)));
   SessionOptions so;
   so.n_ctx = ctx;
-  so.n_batch = std::min(opts.n_batch, ctx);
+  so.n_batch = std::min({opts.n_batch, ctx, nb_cap});
   STRATA_ASSIGN(auto sess, model.new_session(so));
-  const int V = model.n_vocab();
   const int nb = so.n_batch;
   std::vector<float> logits(static_cast<size_t>(nb) * V);  // [nb, n_vocab] f32, one chunk of a window
 

@@ -27,7 +27,7 @@ inline constexpr int kPerplexityDefaultCtxCap = 4096;
 
 struct PerplexityOptions {
   int n_ctx = 0;      // window length CTX; <= 0: min(model's context_length, kPerplexityDefaultCtxCap)
-  int n_batch = 512;  // tokens per eval call (bounds the logits buffer to n_batch * n_vocab floats)
+  int n_batch = 512;  // tokens per eval call (also capped so the [n_batch, n_vocab] logits stay <= 128 MiB)
 };
 
 // One finished window (for progress output).
