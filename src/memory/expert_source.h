@@ -33,6 +33,9 @@ class ExpertSource {
   virtual void on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
                         int k) = 0;
   virtual Result<ExpertViews> acquire(int layer, int expert) = 0;
+  // Whether acquire(layer, expert) would return without waiting now (lets the caller compute
+  // resident experts first while the reads of the others are in flight).
+  virtual bool ready(int layer, int expert) const { return true; }
   virtual void release(int layer, int expert) = 0;
 };
 

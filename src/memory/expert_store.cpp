@@ -165,7 +165,7 @@ void ExpertStore::evict_locked(int s) {
   slot = Slot{};
 }
 
-int ExpertStore::take_slot_locked(bool strict) {
+int ExpertStore::take_slot_locked(int level) {
   if (!free_.empty()) {
     const int s = free_.back();
     free_.pop_back();
@@ -181,8 +181,8 @@ int ExpertStore::take_slot_locked(bool strict) {
       return static_cast<int>(s);
     }
     if (slot.state != SlotState::slot_ready || slot.pins > 0) continue;
-    if (slot.key.layer == cur_layer_ && cur_sel_[static_cast<size_t>(slot.key.expert)]) continue;
-    if (strict && upcoming_locked(slot)) continue;
+    if (level < 2 && slot.key.layer == cur_layer_ && cur_sel_[static_cast<size_t>(slot.key.expert)]) continue;
+    if (level < 1 && upcoming_locked(slot)) continue;
     if (slot.transient && !transient) {  // non-admitted experts go first
       transient = true;
       cand_keys_.clear();
@@ -303,8 +303,8 @@ void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* 
           evict_locked(s);
           free_.push_back(s);
         }
-        int ns = take_slot_locked(true);
-        if (ns < 0) ns = take_slot_locked(false);
+        int ns = take_slot_locked(0);
+        if (ns < 0) ns = take_slot_locked(1);
         if (ns >= 0) start_fill_locked(ns, {layer, e}, /*urgent=*/true, /*prefetch=*/false);
       }
     }
@@ -329,7 +329,7 @@ void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {
       if (!pred_[idx(l, e)] || slot_of_[idx(l, e)] >= 0) continue;
       if (prefetch_inflight_ >= opts_.io_depth) return;
       if (free_.empty() && !policy_->admit({l, e}, tick_)) continue;
-      const int s = take_slot_locked(true);
+      const int s = take_slot_locked(0);
       if (s < 0) return;
       start_fill_locked(s, {l, e}, /*urgent=*/false, /*prefetch=*/true);
     }
@@ -349,8 +349,9 @@ Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
   for (;;) {
     s = slot_of_[idx(layer, e)];
     if (s < 0) {
-      s = take_slot_locked(true);
-      if (s < 0) s = take_slot_locked(false);
+      // Last resort (a prompt step whose layer wants more experts than there are slots):
+      // evict an unpinned expert of this very layer; it is read again if still needed.
+      for (int level = 0; level < 3 && s < 0; ++level) s = take_slot_locked(level);
       if (s >= 0) {
         start_fill_locked(s, {layer, e}, /*urgent=*/true, /*prefetch=*/false);
         continue;

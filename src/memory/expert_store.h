@@ -69,6 +69,7 @@ class ExpertStore final : public ExpertSource {
   void on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts, int k) override;
   Result<ExpertViews> acquire(int layer, int expert) override;
   void release(int layer, int expert) override;
+  bool ready(int layer, int expert) const override { return is_resident(layer, expert); }
 
   const ExpertStoreInfo& info() const { return info_; }
   const ExpertCatalog& catalog() const { return catalog_; }
@@ -99,9 +100,11 @@ class ExpertStore final : public ExpertSource {
     return static_cast<size_t>(layer) * static_cast<size_t>(n_expert_) + expert;
   }
   void fill_job(uint32_t slot);
-  // A slot for a new expert: free, or an evicted victim. strict: also spare experts predicted for
-  // the next layers and unused prefetches. -1 when none can be taken now. Caller holds mu_.
-  int take_slot_locked(bool strict);
+  // A slot for a new expert: free, or an evicted victim (never pinned, never filling). level 0
+  // also spares experts predicted for the next layers and unused prefetches, and level <= 1 the
+  // experts the current layer selected; level 2 only pinned and filling slots. -1 when none can
+  // be taken now. Caller holds mu_.
+  int take_slot_locked(int level);
   void evict_locked(int slot);
   void start_fill_locked(int slot, ExpertKey k, bool urgent, bool prefetch);
   void prefetch_locked(int layer, const float* x, int64_t n);

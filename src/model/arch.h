@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "memory/expert_source.h"
 #include "model/hparams.h"
 
 namespace strata {
@@ -33,6 +34,7 @@ struct StateOptions {
   int n_ctx = 0;    // max positions of the sequence
   int n_batch = 0;  // max tokens per forward()
   int n_threads = 1;
+  ExpertSource* experts = nullptr;  // routed experts from a tiered store; null: the mmapped tensors
 };
 
 // Per-session state (caches + scratch). Opaque outside the architecture that made it.

@@ -17,7 +17,7 @@ namespace {
 class DecoderState final : public ArchState {
  public:
   DecoderState(const HParams& hp, const DecoderWeights& w, const StateOptions& o)
-      : kv(hp.n_layer), n_ctx(o.n_ctx), n_batch(o.n_batch) {
+      : kv(hp.n_layer), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
     const int64_t d = hp.n_embd, nb = o.n_batch;
     int64_t per_tok = 0, max_in = d;
     for (int il = 0; il < hp.n_layer; ++il) {
@@ -45,6 +45,7 @@ class DecoderState final : public ArchState {
   KvCache kv;
   int n_ctx;
   int n_batch;
+  ExpertSource* experts;
   Arena arena;
   AlignedPtr<float> x;  // [n_batch][n_embd] residual
   AlignedPtr<float> h;  // [n_batch][n_embd] normed block input
@@ -69,6 +70,14 @@ class Decoder final : public Architecture {
     float* y = st.y.get();
     STRATA_ASSERT(n >= 1 && n <= st.n_batch && b.pos0 >= 0 && b.pos0 + n <= st.n_ctx);
     st.arena.reset();
+    // One expert-store step per forward (its logical clock counts tokens), closed on every path.
+    struct StepScope {
+      ExpertSource* s;
+      ~StepScope() {
+        if (s) s->end_step();
+      }
+    } scope{st.experts};
+    if (st.experts) st.experts->begin_step(n);
     for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, b.tokens[t], x + t * d);
 
     for (int il = 0; il < hp_.n_layer; ++il) {
@@ -79,7 +88,7 @@ class Decoder final : public Architecture {
 
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
       if (l.moe) {
-        moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, st.arena);
+        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, st.arena, st.experts, il));
       } else {
         ffn_swiglu_forward(*l.ffn_gate, *l.ffn_up, *l.ffn_down, h, n, y, pool, st.arena);
       }

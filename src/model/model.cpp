@@ -89,6 +89,14 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
   if (!tok.ok()) return err_context("loading " + path + ": tokenizer", tok.error());
   m->tokenizer_ = std::move(tok).value();
   m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
+  const HParams& hp = m->arch_->hparams();
+  if (opts.experts.budget_bytes > 0 && hp.n_expert == 0)
+    return err("loading %s: --expert-budget given, but the model has no routed experts", path.c_str());
+  if (hp.n_expert > 0 && (opts.experts.budget_bytes > 0 || opts.expert_stats)) {
+    auto st = expert_store_open(*m->file_, hp.n_layer, hp.n_expert, hp.n_expert_used, opts.experts);
+    if (!st.ok()) return err_context("loading " + path, st.error());
+    m->store_ = std::move(st).value();
+  }
   return m;
 }
 
@@ -115,6 +123,7 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
   so.n_ctx = n_ctx;
   so.n_batch = n_batch;
   so.n_threads = pool_->size();
+  so.experts = store_.get();
   STRATA_ASSIGN(std::unique_ptr<ArchState> st, arch_->new_state(so));
   return std::unique_ptr<Session>(new SessionImpl(*this, std::move(st), n_ctx, n_batch));
 }

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "memory/expert_store.h"
 #include "text/tokenizer.h"
 
 namespace strata {
@@ -30,6 +31,11 @@ class Session;
 
 struct LoadOptions {
   int n_threads = 0;  // kernel thread pool size; <= 0: all cores
+  // Routed experts: experts.budget_bytes > 0 streams them through a tiered store of that many
+  // bytes (memory/expert_store.h); 0 keeps them all mmapped. expert_stats makes a store without
+  // a budget (statistics, routing traces, profiles only).
+  ExpertStoreOptions experts;
+  bool expert_stats = false;
 };
 
 struct SessionOptions {
@@ -50,6 +56,8 @@ class Model {
   int n_ctx_train() const;
   ThreadPool& pool() const { return *pool_; }
   const Architecture& arch() const { return *arch_; }  // model/arch.h
+  // The tiered expert store, or null (no budget and no statistics asked for).
+  ExpertStore* expert_store() const { return store_.get(); }
 
   Result<std::unique_ptr<Session>> new_session(const SessionOptions& opts) const;
 
@@ -60,6 +68,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Architecture> arch_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ExpertStore> store_;  // after file_: destroyed first
 };
 
 class Session {

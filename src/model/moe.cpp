@@ -53,8 +53,8 @@ void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const Tens
   arena.rewind(m);
 }
 
-void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
-                 ThreadPool& pool, Arena& arena) {
+Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
+                   ThreadPool& pool, Arena& arena, ExpertSource* experts, int layer) {
   const int E = c.n_expert, K = c.n_used, F = c.n_ff;
   const int64_t d = c.n_embd;
   STRATA_ASSERT(K >= 1 && K <= E);
@@ -64,6 +64,7 @@ void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_
   int32_t* sel = arena.alloc<int32_t>(n * K);
   float* wts = arena.alloc<float>(n * K);
   route(c, logits, n, sel, wts);
+  if (experts) experts->on_route(layer, x, n, sel, wts, K);
 
   // Counting sort of (token, slot) pairs by expert.
   int32_t* count = arena.alloc<int32_t>(E + 1);
@@ -80,30 +81,45 @@ void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_
   float* g = arena.alloc<float>(n * F);
   float* u = arena.alloc<float>(n * F);
   float* ye = arena.alloc<float>(n * d);
-  for (int e = 0; e < E; ++e) {
-    const int m = count[e + 1] - count[e];
-    if (m == 0) continue;
-    const int32_t* idx = order + count[e];
-    for (int i = 0; i < m; ++i) std::memcpy(xe + int64_t{i} * d, x + (idx[i] / K) * d, sizeof(float) * d);
-    const size_t mk = arena.mark();
-    const TensorView gate_e = w.gate_exps->slice2d(e), up_e = w.up_exps->slice2d(e),
-                     down_e = w.down_exps->slice2d(e);
-    linear(pool, arena, gate_e, xe, m, g, w.gate_exps_b ? w.gate_exps_b + int64_t{e} * F : nullptr);
-    linear(pool, arena, up_e, xe, m, u, w.up_exps_b ? w.up_exps_b + int64_t{e} * F : nullptr);
-    if (c.act == ExpertAct::expert_act_swiglu_oai) {
-      swiglu_oai(g, u, g, int64_t{m} * F, c.oai_alpha, c.oai_limit);
-    } else {
-      swiglu(g, u, g, int64_t{m} * F);
+  // With an expert source, experts already resident go first (pass 0) while the reads of the
+  // others are in flight (pass 1). Outputs land in ybuf per (token, slot), so the order changes
+  // no bit of the result.
+  uint8_t* done = arena.alloc<uint8_t>(E);
+  std::fill(done, done + E, uint8_t{0});
+  for (int pass = experts ? 0 : 1; pass < 2; ++pass)
+    for (int e = 0; e < E; ++e) {
+      const int m = count[e + 1] - count[e];
+      if (m == 0 || done[e] || (pass == 0 && !experts->ready(layer, e))) continue;
+      done[e] = 1;
+      const int32_t* idx = order + count[e];
+      for (int i = 0; i < m; ++i) std::memcpy(xe + int64_t{i} * d, x + (idx[i] / K) * d, sizeof(float) * d);
+      const size_t mk = arena.mark();
+      ExpertViews v;
+      if (experts) {
+        auto got = experts->acquire(layer, e);
+        if (!got.ok()) return got.error();
+        v = std::move(got).value();
+      } else {
+        v = {w.gate_exps->slice2d(e), w.up_exps->slice2d(e), w.down_exps->slice2d(e)};
+      }
+      const TensorView &gate_e = v.gate, &up_e = v.up, &down_e = v.down;
+      linear(pool, arena, gate_e, xe, m, g, w.gate_exps_b ? w.gate_exps_b + int64_t{e} * F : nullptr);
+      linear(pool, arena, up_e, xe, m, u, w.up_exps_b ? w.up_exps_b + int64_t{e} * F : nullptr);
+      if (c.act == ExpertAct::expert_act_swiglu_oai) {
+        swiglu_oai(g, u, g, int64_t{m} * F, c.oai_alpha, c.oai_limit);
+      } else {
+        swiglu(g, u, g, int64_t{m} * F);
+      }
+      linear(pool, arena, down_e, g, m, ye, w.down_exps_b ? w.down_exps_b + int64_t{e} * d : nullptr);
+      if (experts) experts->release(layer, e);
+      arena.rewind(mk);
+      for (int i = 0; i < m; ++i) {
+        const float wt = wts[idx[i]];
+        float* dst = ybuf + int64_t{idx[i]} * d;
+        const float* src = ye + int64_t{i} * d;
+        for (int64_t j = 0; j < d; ++j) dst[j] = src[j] * wt;
+      }
     }
-    linear(pool, arena, down_e, g, m, ye, w.down_exps_b ? w.down_exps_b + int64_t{e} * d : nullptr);
-    arena.rewind(mk);
-    for (int i = 0; i < m; ++i) {
-      const float wt = wts[idx[i]];
-      float* dst = ybuf + int64_t{idx[i]} * d;
-      const float* src = ye + int64_t{i} * d;
-      for (int64_t j = 0; j < d; ++j) dst[j] = src[j] * wt;
-    }
-  }
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * d;
     std::memcpy(o, ybuf + t * K * d, sizeof(float) * d);
@@ -123,6 +139,7 @@ void moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_
       for (int64_t j = 0; j < d; ++j) out[t * d + j] += sh[t * d + j] * gate;
     }
   }
+  return {};
 }
 
 }  // namespace strata

@@ -13,6 +13,7 @@
 
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
+#include "memory/expert_source.h"
 #include "model/scratch.h"
 
 namespace strata {
@@ -52,8 +53,11 @@ struct MoeConfig {
 };
 
 // x: [n][n_embd] normed input; out: [n][n_embd] = Σ_k w_k·expert_k(x) (+ gated shared expert).
-void moe_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n, float* out,
-                 ThreadPool& pool, Arena& arena);
+// experts: where routed experts' weights come from (memory/expert_source.h: a tiered store that
+// may have to read them); null = the mmapped tensors. `layer` names this block to it. Errors: a
+// failed expert read (names the file and offset); out is then unspecified.
+Status moe_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n, float* out,
+                   ThreadPool& pool, Arena& arena, ExpertSource* experts = nullptr, int layer = 0);
 
 // Dense SwiGLU FFN: out = down · (silu(gate·x) ⊙ up·x). x: [n][in], out: [n][down.ne1].
 void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,

@@ -112,6 +112,31 @@ TEST_F(ExpertStoreTest, PinnedExpertIsNeverEvicted) {
   st.end_step();
 }
 
+TEST_F(ExpertStoreTest, PromptStepWantingMoreExpertsThanSlots) {
+  // A prompt step whose tokens select all 8 experts of a layer, with only 2 slots: every expert
+  // must still be served (no deadlock on "protected" experts of the running layer).
+  ExpertCatalog c = ExpertCatalog::build(f(), 3, 8).value();
+  for (bool prefetch : {false, true}) {
+    auto s = open(2, prefetch);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ExpertStore& st = **s;
+    st.begin_step(4);
+    const int32_t sel[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    const float w[8] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+    std::vector<float> x(4 * 64, 0.1f);
+    for (int l = 0; l < 3; ++l) {
+      st.on_route(l, x.data(), 4, sel, w, 2);
+      for (int e = 7; e >= 0; --e) {
+        auto v = st.acquire(l, e);
+        ASSERT_TRUE(v.ok()) << v.message();
+        EXPECT_TRUE(views_match(*v, c, l, e));
+        st.release(l, e);
+      }
+    }
+    st.end_step();
+  }
+}
+
 TEST_F(ExpertStoreTest, BudgetBelowTopKNamesTheMinimum) {
   auto s = open(1, true);
   ASSERT_FALSE(s.ok());

@@ -33,7 +33,8 @@ struct SynthModelFile {
     s.n_head_kv = 2;
     s.n_expert = n_expert;
     s.n_expert_used = k;
-    s.expert_ffn = 96;
+    s.expert_ffn = n_expert > 0 ? 96 : 0;
+    s.ffn = n_expert > 0 ? 0 : 96;
     s.n_vocab = 512;
     s.type = type;
     s.router_skew = 1.0f;
