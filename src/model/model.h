@@ -34,7 +34,7 @@ struct LoadOptions {
   // Routed experts: experts.budget_bytes > 0 streams them through a tiered store of that many
   // bytes (memory/expert_store.h); 0 keeps them all mmapped. expert_stats makes a store without
   // a budget (statistics, routing traces, profiles only).
-  ExpertStoreOptions experts;
+  ExpertStoreOptions experts = {};
   bool expert_stats = false;
 };
 
