@@ -1,0 +1,217 @@
+// The memory planner: class bytes from a GGUF equal its tensors; config estimates match known
+// parameter counts and a synth GGUF of the same shape; budget recommendation and its errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "memory/planner.h"
+#include "model/synth.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string data(const char* name) {
+  return std::string(STRATA_SOURCE_DIR) + "/tests/data/" + name;
+}
+
+uint64_t params(const PlanModel& m) {
+  uint64_t s = 0;
+  for (uint64_t p : m.class_params) s += p;
+  return s;
+}
+
+class PlanSynth : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = (fs::temp_directory_path() / ("strata_plan_test_" + std::to_string(getpid()) + ".gguf")).string();
+    SynthSpec s;
+    s.arch = "qwen3moe";
+    s.n_layer = 3;
+    s.n_embd = 128;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.expert_ffn = 96;
+    s.n_vocab = 600;
+    s.type = "q8_0";
+    s.n_ctx = 2048;
+    s.n_threads = 1;
+    ASSERT_TRUE(synth_validate(s).ok());
+    auto r = synth_write(s, path_);
+    ASSERT_TRUE(r.ok()) << r.message();
+  }
+  static void TearDownTestSuite() { fs::remove(path_); }
+  static inline std::string path_;
+};
+
+TEST_F(PlanSynth, GgufClassesAddUpToTheFile) {
+  auto f = GgufFile::open(path_);
+  ASSERT_TRUE(f.ok()) << f.message();
+  auto m = plan_model_from_gguf(**f);
+  ASSERT_TRUE(m.ok()) << m.message();
+  uint64_t all = 0, routed = 0;
+  for (const TensorView& t : (*f)->tensors()) {
+    all += t.nbytes;
+    if (t.name.find("_exps") != std::string::npos) routed += t.nbytes;
+  }
+  EXPECT_EQ(m->dense_bytes() + m->class_bytes[plan_class_routed], all);
+  EXPECT_EQ(m->class_bytes[plan_class_routed], routed);
+  EXPECT_EQ(m->n_moe_layers, 3);
+  EXPECT_EQ(m->n_expert, 8);
+  EXPECT_EQ(m->n_expert_used, 2);
+  EXPECT_EQ(m->n_vocab, 600);
+  EXPECT_EQ(m->expert_bytes, routed / 24);
+  EXPECT_EQ(m->slot_bytes % 4096, 0u);
+  EXPECT_GE(m->slot_bytes, m->expert_bytes);
+  EXPECT_LE(m->slot_bytes, m->expert_bytes + 6 * 4096);
+  EXPECT_GT(m->class_bytes[plan_class_attention], 0u);
+  EXPECT_GT(m->class_bytes[plan_class_embed_output], 0u);
+  EXPECT_EQ(m->kv.n_layer, 3);
+}
+
+TEST_F(PlanSynth, ConfigEstimateMatchesTheGguf) {
+  // The same shapes as a config.json: the estimate at q8_0 equals the file class by class.
+  const std::string cfg = R"({"model_type":"qwen3_moe","hidden_size":128,"num_hidden_layers":3,
+    "num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,"num_experts":8,"num_experts_per_tok":2,
+    "moe_intermediate_size":96,"intermediate_size":96,"vocab_size":600,"max_position_embeddings":2048,
+    "tie_word_embeddings":false})";
+  PlanTypes ty;
+  ty.expert = GgmlType::q8_0;
+  ty.dense = GgmlType::q8_0;
+  auto c = plan_model_from_hf_config_text(cfg, "cfg", ty);
+  ASSERT_TRUE(c.ok()) << c.message();
+  auto f = GgufFile::open(path_);
+  ASSERT_TRUE(f.ok());
+  auto g = plan_model_from_gguf(**f);
+  ASSERT_TRUE(g.ok());
+  for (int k = 0; k < plan_class_count; ++k) {
+    EXPECT_EQ(c->class_params[k], g->class_params[k]) << plan_class_name(k);
+    EXPECT_EQ(c->class_bytes[k], g->class_bytes[k]) << plan_class_name(k);
+  }
+  EXPECT_EQ(c->expert_bytes, g->expert_bytes);
+  PlanOptions o;
+  auto bc = plan_make(*c, o), bg = plan_make(*g, o);
+  ASSERT_TRUE(bc.ok() && bg.ok());
+  EXPECT_EQ(bc->kv_cache, bg->kv_cache);
+  EXPECT_EQ(bc->scratch, bg->scratch);
+}
+
+TEST_F(PlanSynth, BudgetForRam) {
+  auto f = GgufFile::open(path_);
+  ASSERT_TRUE(f.ok());
+  auto m = plan_model_from_gguf(**f);
+  ASSERT_TRUE(m.ok());
+  PlanOptions o;
+  o.n_ctx = 512;
+  o.n_threads = 2;
+  o.margin = 1 << 20;
+  auto all = plan_make(*m, o);  // no RAM: everything resident
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->expert_weights_resident, all->expert_weights_total);
+  EXPECT_EQ(all->io_buffers, 0u);
+  EXPECT_EQ(all->total,
+            all->dense_weights + all->expert_weights_total + all->kv_cache + all->scratch + all->runtime);
+  EXPECT_EQ(all->kv_cache, 3u * 2 * 2 * 32 * 4 * 512);  // layers x (K+V) x kv heads x head_dim x f32 x ctx
+
+  const uint64_t other = all->dense_weights + all->kv_cache + all->scratch + all->runtime + o.margin;
+  o.ram = other + all->expert_weights_total;  // exactly enough
+  auto fit = plan_make(*m, o);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_TRUE(fit->fits);
+  EXPECT_EQ(fit->recommended_budget, 0u);
+
+  const uint64_t slot = m->slot_bytes, io = 4 * slot;
+  o.ram = other + io + 5 * slot + slot / 2;  // room for 5 slots
+  auto part = plan_make(*m, o);
+  ASSERT_TRUE(part.ok());
+  EXPECT_TRUE(part->fits);
+  EXPECT_EQ(part->expert_slots, 5);
+  EXPECT_EQ(part->recommended_budget, 5 * slot);
+  EXPECT_EQ(part->io_buffers, io);
+  EXPECT_LE(part->total + part->margin, o.ram);
+
+  o.ram = other + io + slot;  // below top-2
+  auto small = plan_make(*m, o);
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(small->fits);
+  EXPECT_NE(small->problem.find("top-2"), std::string::npos) << small->problem;
+  EXPECT_NE(small->problem.find("minimum RAM"), std::string::npos) << small->problem;
+  EXPECT_EQ(small->expert_weights_resident, 2 * slot);
+
+  const auto j = nlohmann::json::parse(plan_json(*part));
+  for (const char* k :
+       {"dense_weights", "expert_weights_resident", "kv_cache", "scratch", "io_buffers", "total",
+        "recommended_expert_budget", "fits", "kv_cache_lines", "dense_weights_by_class"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["total"].get<uint64_t>(), part->total);
+  const std::string text = plan_text(*part);
+  EXPECT_NE(text.find("--expert-budget"), std::string::npos) << text;
+}
+
+TEST(PlanConfig, DeepSeekV4Flash) {
+  auto m = plan_model_from_hf_config(data("deepseek-v4-flash.config.json"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  // 43 layers x 256 experts x 3 x 4096 x 2048 routed parameters, MXFP4 (17 B / 32).
+  const uint64_t routed = 43ull * 256 * 3 * 4096 * 2048;
+  EXPECT_EQ(m->class_params[plan_class_routed], routed);
+  EXPECT_EQ(m->class_bytes[plan_class_routed], routed / 32 * 17);
+  EXPECT_EQ(m->n_expert_used, 6);
+  // ~284B parameters in all (the published size), ~7B outside the routed experts.
+  EXPECT_NEAR(static_cast<double>(params(*m)) / 1e9, 284.0, 2.0);
+  EXPECT_GT(m->class_params[plan_class_attention], 4'000'000'000ull);
+  EXPECT_GT(m->class_params[plan_class_shared], 1'000'000'000ull);
+  PlanOptions o;
+  o.n_ctx = 65536;
+  o.ram = 64ull << 30;
+  auto b = plan_make(*m, o);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->fits);
+  EXPECT_GT(b->recommended_budget, 40ull << 30);
+  EXPECT_LT(b->expert_slots, b->expert_count);
+  EXPECT_EQ(b->kv_lines.size(), 7u);  // csa, hca, indexer, window + 3 compressor states
+}
+
+TEST(PlanConfig, Qwen3MoeAndMixtralParameterCounts) {
+  auto q = plan_model_from_hf_config(data("plan/qwen3-30b-a3b.config.json"));
+  ASSERT_TRUE(q.ok()) << q.message();
+  EXPECT_NEAR(static_cast<double>(params(*q)) / 1e9, 30.53, 0.01);
+  EXPECT_EQ(q->class_params[plan_class_routed], 48ull * 128 * 3 * 2048 * 768);
+  auto x = plan_model_from_hf_config(data("plan/mixtral-8x7b.config.json"));
+  ASSERT_TRUE(x.ok()) << x.message();
+  EXPECT_NEAR(static_cast<double>(params(*x)) / 1e9, 46.70, 0.01);
+  EXPECT_EQ(x->n_expert, 8);
+  EXPECT_EQ(x->n_ff_exp, 14336);
+}
+
+TEST(PlanConfig, BadConfigsNameTheProblem) {
+  auto e = plan_model_from_hf_config_text("[1,2]", "c.json");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("not a JSON object"), std::string::npos);
+  e = plan_model_from_hf_config_text(R"({"hidden_size":64,"vocab_size":10,"num_attention_heads":2})",
+                                     "c.json");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("num_hidden_layers"), std::string::npos) << e.message();
+  e = plan_model_from_hf_config_text(
+      R"({"num_hidden_layers":2,"hidden_size":64,"vocab_size":10,"num_attention_heads":2,"num_experts":4,
+          "num_experts_per_tok":8,"moe_intermediate_size":32})",
+      "c.json");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("num_experts_per_tok"), std::string::npos) << e.message();
+  e = plan_model_from_hf_config_text(
+      R"({"num_hidden_layers":2,"hidden_size":"64","vocab_size":10,"num_attention_heads":2})", "c.json");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("hidden_size"), std::string::npos) << e.message();
+  EXPECT_FALSE(plan_model_from_hf_config("/nonexistent/config.json").ok());
+  PlanModel m;
+  PlanOptions o;
+  o.n_seq = 0;
+  EXPECT_FALSE(plan_make(m, o).ok());
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,109 @@
+// strata plan: the memory bill before running (memory/planner.h) — dense weights by class, routed
+// experts, KV per cache kind x context x batch, scratch, I/O buffers — and for a RAM size the
+// expert budget to pass to run/bench (--expert-budget).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "base/units.h"
+#include "command.h"
+#include "format/gguf.h"
+#include "memory/planner.h"
+
+namespace {
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "strata plan: error: %s\n", msg.c_str());
+  return code;
+}
+
+bool parse_kv_type(const std::string& s, strata::KvType* out) {
+  for (strata::KvType t : strata::kAllKvTypes)
+    if (s == strata::kv_type_name(t)) return *out = t, true;
+  return false;
+}
+
+}  // namespace
+
+static int cmd_plan(int argc, char** argv) {
+  std::string model, config, ram = "0", ctx = "0", kv_type = "f32", expert_type, weight_type = "q8_0",
+                             margin = "0";
+  int batch = 1, ubatch = 512, io_threads = 4, threads = 0;
+  bool json = false;
+  CLI::App app{"The memory bill of a model and the expert budget for a RAM size", "strata plan"};
+  auto* m_opt = app.add_option("-m,--model", model, "GGUF model (exact tensor bytes)");
+  auto* c_opt =
+      app.add_option("--config", config, "Hugging Face config.json (bytes estimated at assumed types)");
+  m_opt->excludes(c_opt);
+  app.add_option("--ram", ram, "RAM to fit in (K/M/G suffix); gives the recommended --expert-budget");
+  app.add_option("-c,--ctx-size", ctx, "context length per sequence (K suffix ok; 0: model's, at most 4096)");
+  app.add_option("--batch", batch, "sequences (each with its own KV cache)")->capture_default_str();
+  app.add_option("-b,--batch-size", ubatch, "tokens per forward step (as run -b)")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV storage type: f32 f16 bf16 q8_0 fp8_e4m3 mxfp4")
+      ->capture_default_str();
+  app.add_option("--expert-type", expert_type,
+                 "--config: routed expert type (default mxfp4 for deepseek-v4, else q8_0)");
+  app.add_option("--weight-type", weight_type, "--config: type of the other matrices")->capture_default_str();
+  app.add_option("--io-threads", io_threads, "expert-store I/O threads")->capture_default_str();
+  app.add_option("-t,--threads", threads, "compute threads (0: all cores)")->capture_default_str();
+  app.add_option("--margin", margin, "safety margin kept free of the RAM (0: 32 MiB + 2%)");
+  app.add_flag("--json", json, "print JSON");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what(), 2);
+  }
+  if (model.empty() == config.empty()) return fail("give one of -m MODEL or --config config.json", 2);
+  strata::PlanOptions o;
+  auto r = strata::parse_size(ram);
+  if (!r.ok()) return fail("--ram: " + r.message(), 2);
+  o.ram = *r;
+  auto c = strata::parse_size(ctx);
+  if (!c.ok()) return fail("-c: " + c.message(), 2);
+  if (*c > (uint64_t{1} << 30)) return fail("-c " + ctx + " is too large", 2);
+  o.n_ctx = static_cast<int64_t>(*c);
+  auto mg = strata::parse_size(margin);
+  if (!mg.ok()) return fail("--margin: " + mg.message(), 2);
+  o.margin = *mg;
+  if (batch < 1) return fail("--batch must be >= 1", 2);
+  if (ubatch < 1) return fail("-b must be >= 1", 2);
+  if (io_threads < 1) return fail("--io-threads must be >= 1", 2);
+  o.n_seq = batch;
+  o.n_ubatch = ubatch;
+  o.io_threads = io_threads;
+  o.n_threads = threads;
+  if (!parse_kv_type(kv_type, &o.kv_type))
+    return fail("--kv-type '" + kv_type + "' is not one of f32 f16 bf16 q8_0 fp8_e4m3 mxfp4", 2);
+
+  strata::Result<strata::PlanModel> pm = strata::err("no model");
+  std::unique_ptr<strata::GgufFile> file;
+  if (!model.empty()) {
+    auto f = strata::GgufFile::open(model);
+    if (!f.ok()) return fail(f.message());
+    file = std::move(f).value();
+    pm = strata::plan_model_from_gguf(*file);
+  } else {
+    strata::PlanTypes ty;
+    if (!expert_type.empty() && !strata::type_from_name(expert_type, &ty.expert))
+      return fail("--expert-type '" + expert_type + "' is not a ggml type name", 2);
+    if (!strata::type_from_name(weight_type, &ty.dense))
+      return fail("--weight-type '" + weight_type + "' is not a ggml type name", 2);
+    pm = strata::plan_model_from_hf_config(config, ty);
+  }
+  if (!pm.ok()) return fail(pm.message());
+  auto bill = strata::plan_make(*pm, o);
+  if (!bill.ok()) return fail(bill.message(), 2);
+  if (json)
+    std::printf("%s\n", strata::plan_json(*bill).c_str());
+  else
+    std::fputs(strata::plan_text(*bill).c_str(), stdout);
+  if (!strata::kv_type_supported(o.kv_type) && !json)
+    std::printf("note: KV type %s is planned, not yet supported by strata run\n", kv_type.c_str());
+  if (!bill->fits) return fail(bill->problem);
+  return 0;
+}
+
+static const strata::cli::Registrar reg{
+    "plan", "memory bill and expert budget for a RAM size (-m or --config)", &cmd_plan};
