@@ -14,6 +14,9 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "command.h"
+#include "expert_flags.h"
+#include "memory/expert_store.h"
+#include "obs/proc_mem.h"
 #include "model/hparams.h"
 #include "model/model.h"
 #include "obs/bench_stats.h"
@@ -106,6 +109,8 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-r,--repetitions", reps, "timed repetitions of each test")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.add_flag("--membw", membw_only, "only measure the read bandwidth");
+  strata::cli::ExpertFlags xf;
+  xf.add(app);
   app.add_option("--membw-size", membw_size, "bandwidth buffer size (K/M/G suffixes; >> last-level cache)")
       ->capture_default_str();
   try {
@@ -144,7 +149,9 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
 
-  auto model = strata::Model::load(model_path, {.n_threads = threads});
+  strata::LoadOptions lo{.n_threads = threads};
+  if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
   const int n_ctx = std::max(n_prompt + n_gen, 1);
@@ -188,6 +195,34 @@ int cmd_bench(int argc, char** argv) {
     j["tg_weight_bytes_kind"] = traffic_kind;
     j["tg_gbps"] = tg_gbps;
     j["tg_fraction_of_membw"] = frac;
+    j["peak_rss_bytes"] = strata::peak_rss_bytes();
+    if (const strata::ExpertStore* es = m.expert_store()) {
+      // Decode steps only (one token each): the tg numbers the targets are about.
+      const strata::ExpertStats es_stats = es->stats();
+      strata::ExpertTotals t;
+      for (const strata::ExpertStepStats& p : es_stats.steps()) {
+        if (p.n_tokens != 1) continue;
+        t.tokens += 1;
+        t.hits += p.hits;
+        t.late += p.late;
+        t.misses += p.misses;
+        t.bytes_read += p.bytes_read;
+        t.stall_s += p.stall_s;
+      }
+      const strata::ExpertTotals& all = es_stats.totals();
+      t.pred_true_pos = all.pred_true_pos;
+      t.pred_false_pos = all.pred_false_pos;
+      t.pred_false_neg = all.pred_false_neg;
+      j["expert_policy"] = es->info().policy;
+      j["expert_budget_bytes"] = es->info().tier_bytes;
+      j["expert_hit_rate"] = t.hit_rate();
+      j["expert_bytes_read"] = t.bytes_read;
+      j["expert_stall_ms_per_token"] = t.tokens ? t.stall_s * 1e3 / t.tokens : 0.0;
+      j["expert_bytes_read_per_token"] = t.tokens ? double(t.bytes_read) / t.tokens : 0.0;
+      j["expert_prefetch_precision"] = t.prefetch_precision();
+      j["expert_prefetch_recall"] = t.prefetch_recall();
+    }
+    if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -212,6 +247,7 @@ int cmd_bench(int argc, char** argv) {
                 strata::format_bytes(static_cast<uint64_t>(wt.bytes_per_token)).c_str(), traffic_kind);
     std::printf("tg bandwidth: %.2f GB/s = %.1f%% of measured read bandwidth\n", tg_gbps, 100.0 * frac);
   }
+  if (auto st = xf.finish(m); !st.ok()) return fail(st.message());
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "command.h"
+#include "expert_flags.h"
 #include "model/model.h"
 
 namespace {
@@ -54,6 +55,8 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("-t,--threads", n_threads, "threads (0: all cores)")->capture_default_str();
   app.add_option("-c,--ctx", n_ctx, "context size (0: max(n_tokens, 16))")->capture_default_str();
   app.add_option("-b,--batch", n_batch, "max tokens per internal step")->capture_default_str();
+  strata::cli::ExpertFlags xf;
+  xf.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -85,6 +88,10 @@ int cmd_logits(int argc, char** argv) {
 
   strata::LoadOptions lo;
   lo.n_threads = n_threads;
+  if (auto st = xf.apply(&lo); !st.ok()) {
+    std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
+    return 2;
+  }
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", model.message().c_str());
@@ -124,6 +131,10 @@ int cmd_logits(int argc, char** argv) {
   }
   std::fprintf(stderr, "strata logits: %zu tokens x %zu vocab (%s) -> %s\n", tokens.size(), V, mode.c_str(),
                out_path.c_str());
+  if (auto st = xf.finish(**model); !st.ok()) {
+    std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
+    return 1;
+  }
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "command.h"
+#include "expert_flags.h"
 #include "model/model.h"
 #include "runtime/generate.h"
 
@@ -48,6 +49,8 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--special", o.special_pieces, "print control tokens");
   app.add_flag("-q,--quiet", quiet, "no perf summary on stderr");
   app.add_flag("--verbose-prompt", verbose_prompt, "print the prompt's token ids and pieces to stderr");
+  strata::cli::ExpertFlags xf;
+  xf.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -74,7 +77,9 @@ int cmd_run(int argc, char** argv) {
   if (auto st = strata::sampler_params_validate(o.sampling); !st.ok()) return fail(st.message(), 2);
 
   const double t_load0 = strata::now_seconds();
-  auto model = strata::Model::load(model_path, {.n_threads = threads});
+  strata::LoadOptions lo{.n_threads = threads};
+  if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   auto sess = (*model)->new_session({.n_ctx = static_cast<int>(*c), .n_batch = n_batch});
   if (!sess.ok()) return fail(sess.message());
@@ -110,6 +115,7 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "strata: sampled   %d tokens (%.2f ms sampling), stop: %s\n", s.n_gen,
                  s.sample_s * 1e3, strata::stop_reason_name(s.stop));
   }
+  if (auto st = xf.finish(**model, quiet); !st.ok()) return fail(st.message());
   return 0;
 }
 

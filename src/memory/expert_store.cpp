@@ -1,5 +1,7 @@
 #include "memory/expert_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 
@@ -22,7 +24,7 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
   s->resident_ = o.budget_bytes == 0;
   s->stats_.init(n_layer, n_expert);
   s->profile_counts_.assign(static_cast<size_t>(n_layer) * n_expert, 0);
-  if (!o.profile_path.empty()) {
+  if (!o.profile_path.empty() && ::access(o.profile_path.c_str(), F_OK) == 0) {  // absent: written at exit
     auto loaded = expert_profile_load(o.profile_path, n_layer, n_expert, &s->profile_counts_);
     if (!loaded.ok()) return loaded.error();
   }

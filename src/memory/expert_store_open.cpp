@@ -1,5 +1,7 @@
 // expert_store_open: the store with the policy named in the options (kept apart from
 // expert_store.cpp so code that injects its own policy does not link the policy set).
+#include <unistd.h>
+
 #include "memory/expert_store.h"
 
 namespace strata {
@@ -11,11 +13,14 @@ Result<std::unique_ptr<ExpertStore>> expert_store_open(const GgufFile& f, int n_
     PolicyOptions po;
     po.n_layers = n_layer;
     po.n_experts = n_expert;
-    if (!o.profile_path.empty()) {
+    // A profile that does not exist yet is written at exit (counts of this run).
+    if (!o.profile_path.empty() && ::access(o.profile_path.c_str(), F_OK) == 0) {
       STRATA_ASSIGN(po.static_hot, expert_profile_load(o.profile_path, n_layer, n_expert));
-    } else if (o.policy == "static") {
-      return err("--expert-policy static needs --expert-profile FILE (the hot set)");
     }
+    if (o.policy == "static" && po.static_hot.empty())
+      return err(
+          "--expert-policy static needs --expert-profile FILE with activation counts (the hot set); "
+          "record one first, e.g. with --expert-policy adaptive --expert-profile FILE");
     STRATA_ASSIGN(policy, make_expert_policy(o.policy, po));
   }
   return ExpertStore::open(f, n_layer, n_expert, n_used, o, std::move(policy));

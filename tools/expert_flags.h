@@ -1,0 +1,34 @@
+// The tiered-expert-store flags shared by `run`, `logits` and `bench` (issue 6):
+//   --expert-budget SIZE    fast-tier bytes for routed experts (absent: all resident, mmapped)
+//   --expert-policy P       lru | lfu | static | adaptive (default adaptive)
+//   --prefetch on|off       router look-ahead + parallel miss reads (off: naive synchronous reads)
+//   --expert-profile FILE   activation counts: seeds the static hot set; saved back at exit
+//   --io-threads N, --io-depth N, --lookahead D
+//   --stats-out FILE        statistics (.json, or .csv per-(layer, expert) counts)
+//   --heatmap FILE.svg      per-(layer, expert) activation heatmap
+//   --routing-trace-out F   one JSON line per (token, layer)
+// add() registers them; apply() fills LoadOptions; finish() writes the outputs after the run and
+// prints a one-line summary.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "base/status.h"
+#include "model/model.h"
+
+namespace strata::cli {
+
+struct ExpertFlags {
+  std::string budget, policy = "adaptive", prefetch = "on", profile, stats_out, heatmap, trace_out;
+  int io_threads = 4, io_depth = 32, lookahead = 1;
+  bool buffered_io = false;
+
+  void add(CLI::App& app);
+  Status apply(LoadOptions* lo) const;
+  // Writes --stats-out / --heatmap / --expert-profile and prints the summary to stderr (when a
+  // store exists).
+  Status finish(const Model& m, bool quiet = false) const;
+};
+
+}  // namespace strata::cli
