@@ -23,7 +23,9 @@ class Deepseek4 : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek4: n_ctx and n_batch must be >= 1");
-    return std::unique_ptr<ArchState>(new ds4::Ds4State(p_, opts.n_ctx, opts.n_batch));
+    auto st = std::make_unique<ds4::Ds4State>(p_, opts.n_ctx, opts.n_batch);
+    st->experts = opts.experts;
+    return std::unique_ptr<ArchState>(std::move(st));
   }
 
   Status forward(ArchState& st, const Batch& b, float* logits, ThreadPool& pool) const override {

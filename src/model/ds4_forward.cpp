@@ -39,6 +39,7 @@ struct Ctx {
   std::span<const int32_t> tokens;
   int64_t pos0;
   int64_t n;
+  Status status;  // first failure inside a block (an expert read); the forward returns it
   template <class T>
   T* alloc(size_t count) {
     return st.arena.alloc<T>(count);
@@ -182,12 +183,14 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
   float* lg = c.alloc<float>(n * E);
   c.lin(*l.gate_inp, x, n, lg);
   float* sc = c.alloc<float>(E);
-  int32_t* ids = c.alloc<int32_t>(K);
-  float* wts = c.alloc<float>(K);
+  int32_t* ids_all = c.alloc<int32_t>(n * K);  // [n][K]
+  float* wts_all = c.alloc<float>(n * K);      // [n][K]
   float* g = c.alloc<float>(F);
   float* u = c.alloc<float>(F);
   float* out = c.alloc<float>(d);
   for (int64_t t = 0; t < n; ++t) {
+    int32_t* ids = ids_all + t * K;
+    float* wts = wts_all + t * K;
     sqrt_softplus_scores(lg + t * E, static_cast<int>(E), sc);
     if (l.tid2eid) {
       std::memcpy(ids, l.tid2eid + static_cast<int64_t>(c.tokens[t]) * K, sizeof(int32_t) * K);
@@ -195,15 +198,32 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
     } else {
       route_topk(sc, l.probs_b, static_cast<int>(E), static_cast<int>(K), p.w_norm, p.w_scale, ids, wts);
     }
+  }
+  ExpertSource* src = c.st.experts;
+  if (src) src->on_route(il, x, n, ids_all, wts_all, static_cast<int>(K));
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t* ids = ids_all + t * K;
+    const float* wts = wts_all + t * K;
     float* yt = y + t * d;
     std::fill(yt, yt + d, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
-      const TensorView ge = l.gate_exps->slice2d(ids[k]), ue = l.up_exps->slice2d(ids[k]);
-      const TensorView de = l.down_exps->slice2d(ids[k]);
-      c.lin(ge, x + t * d, 1, g);
-      c.lin(ue, x + t * d, 1, u);
+      ExpertViews v;
+      if (src) {
+        auto got = src->acquire(il, ids[k]);
+        if (!got.ok()) {
+          c.status = got.error();
+          c.st.arena.rewind(mark);
+          return;
+        }
+        v = std::move(got).value();
+      } else {
+        v = {l.gate_exps->slice2d(ids[k]), l.up_exps->slice2d(ids[k]), l.down_exps->slice2d(ids[k])};
+      }
+      c.lin(v.gate, x + t * d, 1, g);
+      c.lin(v.up, x + t * d, 1, u);
       swiglu_clamped(g, u, F, p.clamp_exp[il], g);
-      c.lin(de, g, 1, out);
+      c.lin(v.down, g, 1, out);
+      if (src) src->release(il, ids[k]);
       for (int64_t i = 0; i < d; ++i) yt[i] += out[i] * wts[k];
     }
   }
@@ -304,7 +324,15 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, Ds4State& st, std::s
   if (pos0 + n > st.n_ctx)
     return err("deepseek4: positions up to %lld exceed n_ctx %d", (long long)(pos0 + n), st.n_ctx);
   st.arena.reset();
-  Ctx c{p, w, st, pool, tokens, pos0, n};
+  Ctx c{p, w, st, pool, tokens, pos0, n, {}};
+  // One expert-store step per forward, closed on every path.
+  struct StepScope {
+    ExpertSource* s;
+    ~StepScope() {
+      if (s) s->end_step();
+    }
+  } scope{st.experts};
+  if (st.experts) st.experts->begin_step(n);
   const int64_t d = p.n_embd, hc = p.hc;
   float* H = c.alloc<float>(n * hc * d);  // [n][hc][d] residual streams
   for (int64_t t = 0; t < n; ++t) {
@@ -316,6 +344,7 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, Ds4State& st, std::s
     const Ds4Layer& l = w.layers[il];
     hc_site(c, l.hc_attn, l.attn_norm, H, [&](const float* x, float* y) { attention_block(c, il, x, y); });
     hc_site(c, l.hc_ffn, l.ffn_norm, H, [&](const float* x, float* y) { ffn_block(c, il, x, y); });
+    if (!c.status.ok()) return c.status;
   }
   // final collapse of the streams, norm, LM head
   const int64_t t0 = all_logits ? 0 : n - 1, nout = n - t0;

@@ -37,7 +37,8 @@ class Ds4State : public ArchState {
   int hb = 0;
   Arena arena;
   int n_ctx, n_batch;
-  size_t cache_bytes() const;  // KV parts + compressor states
+  ExpertSource* experts = nullptr;  // routed experts from a tiered store (null: mmapped)
+  size_t cache_bytes() const;       // KV parts + compressor states
 };
 
 // logits: [n][n_vocab] when all_logits, else [n_vocab] of the last token.

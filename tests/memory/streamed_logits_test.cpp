@@ -72,9 +72,9 @@ void expect_streamed_equals_resident(const std::string& path, int n_tokens, size
 
 TEST(StreamedLogits, FixtureModelsBitIdentical) {
   STRATA_REQUIRE_FIXTURES(dir);
-  for (const char* m :
-       {"tiny-qwen3moe-f32", "tiny-qwen3moe-Q8_0", "tiny-qwen3moe-Q4_0", "tiny-llama-moe-Q8_0",
-        "tiny-qwen2moe-f32", "tiny-qwen2moe-Q8_0", "tiny-gpt-oss-f32", "tiny-gpt-oss-MXFP4_MOE"}) {
+  for (const char* m : {"tiny-qwen3moe-f32", "tiny-qwen3moe-Q8_0", "tiny-qwen3moe-Q4_0",
+                        "tiny-llama-moe-Q8_0", "tiny-qwen2moe-f32", "tiny-qwen2moe-Q8_0", "tiny-gpt-oss-f32",
+                        "tiny-gpt-oss-MXFP4_MOE", "tiny-deepseek4-f32", "tiny-deepseek4-MXFP4_MOE"}) {
     SCOPED_TRACE(m);
     expect_streamed_equals_resident(dir + "/models/" + m + ".gguf", 40, 24);
   }
