@@ -84,7 +84,7 @@ Result<RoutingTrace> routing_trace_parse(const std::string& text, const std::str
   RoutingTrace t;
   size_t pos = 0;
   int64_t line_no = 0, last_token = -1;
-  bool header_allowed = true;
+  bool header_allowed = true, out_of_order = false;
   int max_layer = -1, max_expert = -1, max_k = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -107,9 +107,7 @@ Result<RoutingTrace> routing_trace_parse(const std::string& text, const std::str
     header_allowed = false;
     RoutingRecord r;
     STRATA_TRY(parse_record(j, where, t.meta, &r));
-    if (r.token_idx < last_token)
-      return err("%s: token_idx %lld goes backwards (previous %lld)", where.c_str(), (long long)r.token_idx,
-                 (long long)last_token);
+    if (r.token_idx < last_token) out_of_order = true;
     if (t.meta.top_k > 0 && static_cast<int>(r.experts.size()) > t.meta.top_k)
       return err("%s: %zu experts, more than top_k %d", where.c_str(), r.experts.size(), t.meta.top_k);
     last_token = r.token_idx;
@@ -119,6 +117,12 @@ Result<RoutingTrace> routing_trace_parse(const std::string& text, const std::str
     t.records.push_back(std::move(r));
   }
   if (t.records.empty()) return err("%s: no routing records", source.c_str());
+  // A prefill step routes layer by layer over all its tokens, so its lines come layer-major;
+  // replay wants token order (each token's layers in order), which a stable sort restores.
+  if (out_of_order)
+    std::stable_sort(t.records.begin(), t.records.end(), [](const RoutingRecord& a, const RoutingRecord& b) {
+      return a.token_idx < b.token_idx;
+    });
   if (t.meta.n_layers == 0) t.meta.n_layers = max_layer + 1;
   if (t.meta.n_experts == 0) t.meta.n_experts = max_expert + 1;
   if (t.meta.top_k == 0) t.meta.top_k = max_k;

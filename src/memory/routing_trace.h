@@ -33,12 +33,13 @@ struct RoutingRecord {
 
 struct RoutingTrace {
   RoutingTraceMeta meta;               // after reading: always filled (from the header or from the records)
-  std::vector<RoutingRecord> records;  // in file order
+  std::vector<RoutingRecord> records;  // by token_idx (stable: file order within a token)
 };
 
 // Parses trace text. Errors name the source, the line number and the problem (bad JSON, missing
-// key, negative or out-of-grid ids, repeated expert in a line, weights of the wrong length,
-// token_idx going backwards).
+// key, negative or out-of-grid ids, repeated expert in a line, weights of the wrong length).
+// Records come back in token order: lines written layer-major by a prefill step (all tokens of
+// layer 0, then of layer 1, ...) are stably sorted by token_idx.
 Result<RoutingTrace> routing_trace_parse(const std::string& text, const std::string& source);
 Result<RoutingTrace> routing_trace_read(const std::string& path);
 
