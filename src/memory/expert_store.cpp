@@ -69,6 +69,7 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
   if (s->file_->opened_size() != f.file_size())
     return err("%s: backing file is %llu bytes but the model mapping has %zu (file changed?)",
                f.path().c_str(), static_cast<unsigned long long>(s->file_->opened_size()), f.file_size());
+  STRATA_TRY(gguf_advise_streamed_experts(f));
   if (o.prefetch && o.lookahead > 0) {
     STRATA_ASSIGN(RouterLookahead r, RouterLookahead::build(f, n_layer, n_expert, n_used));
     s->lookahead_ = std::make_unique<RouterLookahead>(std::move(r));

@@ -1,9 +1,11 @@
 #include "memory/expert_store_catalog.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "memory/io_file.h"
@@ -52,6 +54,20 @@ Result<const uint8_t*> mapping_base(const GgufFile& f) {
 }
 
 }  // namespace
+
+Status gguf_advise_streamed_experts(const GgufFile& f) {
+  STRATA_ASSIGN(const uint8_t* base, mapping_base(f));
+  uint8_t* b = const_cast<uint8_t*>(base);  // madvise takes a non-const pointer; nothing is written
+  if (::madvise(b, f.file_size(), MADV_RANDOM) != 0)
+    return err("%s: madvise(MADV_RANDOM) failed: %s", f.path().c_str(), std::strerror(errno));
+  for (const TensorView& t : f.tensors()) {
+    if (t.nbytes == 0 || t.name.find("_exps.") != std::string::npos) continue;
+    const uintptr_t p = reinterpret_cast<uintptr_t>(t.data);
+    const uintptr_t p0 = p & ~uintptr_t{kIoAlign - 1}, p1 = io_align_up(p + t.nbytes);
+    ::madvise(reinterpret_cast<void*>(p0), p1 - p0, MADV_WILLNEED);  // advisory: failure is harmless
+  }
+  return {};
+}
 
 Result<uint64_t> gguf_tensor_file_offset(const GgufFile& f, const TensorView& t) {
   STRATA_ASSIGN(const uint8_t* base, mapping_base(f));

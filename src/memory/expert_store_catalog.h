@@ -72,6 +72,11 @@ class ExpertCatalog {
   uint64_t dense_bytes_ = 0;
 };
 
+// Keeps the page cache out of the streamed experts: the kernel's fault read-around (read_ahead_kb,
+// often MBs) would otherwise pull expert bytes next to every dense tensor into the page cache.
+// Marks the whole mapping MADV_RANDOM and asks for exactly the dense tensors (MADV_WILLNEED).
+Status gguf_advise_streamed_experts(const GgufFile& f);
+
 // The file offset of a tensor's data in an mmapped GgufFile (its data pointer minus the mapping
 // base, located by the GGUF magic at the page-aligned start of the mapping).
 Result<uint64_t> gguf_tensor_file_offset(const GgufFile& f, const TensorView& t);
