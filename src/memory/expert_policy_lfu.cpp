@@ -1,7 +1,9 @@
 // lfu with aging: evict the resident expert with the fewest requests, where each request's weight
 // halves every decay_half_life tokens (so a burst long ago does not pin an expert forever). Counts
-// are of the time in the cache: an evicted expert starts again from 0 when it returns. Ties go to
-// the least recently requested.
+// are kept for every expert across evictions: with in-cache counts a newly loaded expert (count 1)
+// is always the next victim and the cache thrashes among newcomers (measured on a skew-1 synth
+// trace at a 10% budget: 36% hits with in-cache counts, 71% with kept counts; Belady 80%).
+// Ties go to the least recently requested. Unlike adaptive it admits every miss.
 #include <vector>
 
 #include "memory/expert_policy_table.h"
@@ -24,10 +26,7 @@ class LfuPolicy final : public ExpertPolicy {
     last_[i] = ++seq_;
   }
   void on_insert(ExpertKey, uint64_t) override {}
-  void on_evict(ExpertKey k) override {
-    const size_t i = keys_.index(k);
-    count_[i] = DecayedCount{};
-  }
+  void on_evict(ExpertKey) override {}
   size_t choose_victim(std::span<const ExpertKey> c, uint64_t tick) override {
     STRATA_ASSERT(!c.empty());
     size_t best = 0;
@@ -47,7 +46,7 @@ class LfuPolicy final : public ExpertPolicy {
  private:
   KeyTable keys_;
   double half_life_;
-  std::vector<DecayedCount> count_;  // [n_layers * n_experts] decayed requests while resident
+  std::vector<DecayedCount> count_;  // [n_layers * n_experts] decayed requests (kept across eviction)
   std::vector<uint64_t> last_;       // [n_layers * n_experts] recency, for ties
   uint64_t seq_ = 0;
 };

@@ -1,6 +1,7 @@
 // Expert policies on hand-made access sequences whose correct victims can be stated.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "memory/expert_policy.h"
@@ -85,12 +86,13 @@ TEST(Policy, LfuEvictsLeastFrequentAndAges) {
   use(*p, D, 1000, &res);
   const std::vector<ExpertKey> ad{A, D};
   EXPECT_EQ(ad[p->choose_victim(ad, 1000)], A);
-  // Eviction forgets the count: A returns with 1 request, C has ~2 (decayed alike).
+  // Counts survive eviction: A comes back with its (decayed) history plus the new request.
   p->on_evict(A);
   p->on_insert(A, 1001);
   p->on_access(A, 1001);
-  const std::vector<ExpertKey> ca{C, A};
+  EXPECT_NEAR(p->score(A, 1001), 1.0 + 3.0 * std::exp2(-1000.0 / 100), 0.01);
   EXPECT_NEAR(p->score(C, 6), 2.0, 0.05);
+  const std::vector<ExpertKey> ca{C, A};
   EXPECT_EQ(ca[p->choose_victim(ca, 1001)], C);  // C: 2 * 2^-9.95 < 1
   // Ties go to the least recently requested.
   auto q = make("lfu", o);
