@@ -9,6 +9,8 @@ namespace strata {
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
+  claimed_ = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(n_threads_));
+  for (int i = 0; i < n_threads_; ++i) claimed_[static_cast<size_t>(i)].store(1, std::memory_order_relaxed);
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -17,6 +19,12 @@ ThreadPool::~ThreadPool() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& t : threads_) t.join();
+}
+
+// Share idx of the current run: true for exactly one caller per run. The acquire half pairs with
+// run()'s release reset, so a successful claim also sees that run's job_.
+bool ThreadPool::claim(int idx) {
+  return claimed_[static_cast<size_t>(idx)].exchange(1, std::memory_order_acq_rel) == 0;
 }
 
 void ThreadPool::worker(int idx) {
@@ -34,8 +42,11 @@ void ThreadPool::worker(int idx) {
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
+    // The caller may already have run this share (we were late): then there is nothing to do.
+    if (!claim(idx)) continue;
     (*job_)(idx, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    done_.notify_one();
   }
 }
 
@@ -44,19 +55,30 @@ void ThreadPool::run(FunctionRef<void(int, int)> fn) {
     fn(0, 1);
     return;
   }
+  // Every share of the previous run was claimed and finished before it returned, so nobody
+  // touches job_ / done_ / claimed_ now.
   job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
+  done_.store(0, std::memory_order_relaxed);
+  for (int i = 1; i < n_threads_; ++i) claimed_[static_cast<size_t>(i)].store(0, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   fn(0, n_threads_);
-  int p = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; p != 0 && spin < 200000; ++spin) {
-    __builtin_ia32_pause();
-    p = pending_.load(std::memory_order_acquire);
+  int by_workers = 0;  // shares the workers claimed: wait for exactly those
+  for (int i = 1; i < n_threads_; ++i) {
+    if (claim(i)) {
+      fn(i, n_threads_);
+    } else {
+      ++by_workers;
+    }
   }
-  while (p != 0) {
-    pending_.wait(p, std::memory_order_acquire);
-    p = pending_.load(std::memory_order_acquire);
+  int d = done_.load(std::memory_order_acquire);
+  for (int spin = 0; d != by_workers && spin < 200000; ++spin) {
+    __builtin_ia32_pause();
+    d = done_.load(std::memory_order_acquire);
+  }
+  while (d != by_workers) {
+    done_.wait(d, std::memory_order_acquire);
+    d = done_.load(std::memory_order_acquire);
   }
   job_ = nullptr;
 }

@@ -1,11 +1,18 @@
 // One thread pool for the kernels (issue: -t THREADS, default all cores).
 // parallel_for splits [0, n) into contiguous chunks, one per thread; the calling thread takes
 // chunk 0, so a pool of 1 thread runs everything inline with no synchronisation.
+//
+// Every share of a run is *claimed* before it runs (one atomic exchange per share): a worker
+// claims its own index when it wakes, and the calling thread, once done with share 0, claims
+// and runs every share no worker has started yet. So a worker that the OS has descheduled
+// (a busy machine, more threads than cores) delays nobody: the caller only ever waits for
+// shares that are already running.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>  // callers pass std::function too
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -35,9 +42,12 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> threads_;
+  bool claim(int idx);
+
   const FunctionRef<void(int, int)>* job_ = nullptr;
+  std::unique_ptr<std::atomic<uint8_t>[]> claimed_;  // [n_threads]: share i of the current run taken
   std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> done_{0};  // shares finished by workers in the current run
   std::atomic<bool> stop_{false};
 };
 

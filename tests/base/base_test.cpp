@@ -66,6 +66,20 @@ TEST(ThreadPool, ParallelForCoversRangeOnce) {
   }
 }
 
+// More threads than cores: shares of late workers are run by the caller, each exactly once.
+TEST(ThreadPool, RunCallsEveryShareOnceUnderOversubscription) {
+  ThreadPool pool(7);
+  std::vector<std::atomic<int>> hits(7);
+  for (int r = 0; r < 3000; ++r) {
+    for (auto& h : hits) h.store(0);
+    pool.run([&](int t, int n) {
+      EXPECT_EQ(n, 7);
+      hits[static_cast<size_t>(t)]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "run " << r;
+  }
+}
+
 TEST(CpuFeatures, ActiveIsaIsSupported) {
   EXPECT_TRUE(isa_supported(active_isa()));
   EXPECT_TRUE(isa_supported(Isa::scalar));
