@@ -1,0 +1,162 @@
+// `strata plan`, `strata replay`, `strata pack` end to end: outputs, JSON keys, exit codes and
+// one-line errors on bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "common/fixtures.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Proc {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class PlanCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("strata_plan_cli_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    model_ = path("m.gguf");
+    Proc r = strata(
+        "synth --arch qwen3moe --layers 2 --embd 64 --heads 4 --kv-heads 2 --experts 8 --top-k 2 "
+        "--expert-ffn 64 "
+        "--vocab 300 --type q8_0 --router-skew 1 -o " +
+        model_);
+    ASSERT_EQ(r.code, 0) << r.err;
+    // A routing trace over the model's grid: 60 tokens, skewed.
+    std::ofstream t(path("t.jsonl"));
+    t << "{\"strata_routing_trace\":1,\"n_layers\":2,\"n_experts\":8,\"top_k\":2}\n";
+    for (int tok = 0; tok < 60; ++tok)
+      for (int l = 0; l < 2; ++l)
+        t << "{\"token_idx\":" << tok << ",\"layer\":" << l << ",\"experts\":[" << (tok % 3 == 0 ? 5 : 1)
+          << "," << (2 + tok % 3) << "],\"weights\":[0.6,0.4]}\n";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static Proc strata(const std::string& args) {
+    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
+    const std::string cmd =
+        strata::testing::strata_binary() + " " + args + " >" + o.string() + " 2>" + e.string();
+    const int st = std::system(cmd.c_str());
+    Proc p;
+    p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    p.out = slurp(o);
+    p.err = slurp(e);
+    return p;
+  }
+  static std::string path(const std::string& n) { return (dir_ / n).string(); }
+  static void expect_one_line_error(const Proc& p, const std::string& needle) {
+    EXPECT_NE(p.code, 0);
+    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << "stderr: " << p.err;
+    EXPECT_NE(p.err.find(needle), std::string::npos) << "stderr: " << p.err;
+  }
+  static inline fs::path dir_;
+  static inline std::string model_;
+};
+
+TEST_F(PlanCli, PlanModelTextAndJson) {
+  Proc p = strata("plan -m " + model_);
+  ASSERT_EQ(p.code, 0) << p.err;
+  for (const char* k :
+       {"dense_weights", "expert_weights_resident", "kv_cache", "scratch", "io_buffers", "total"})
+    EXPECT_NE(p.out.find(k), std::string::npos) << k << "\n" << p.out;
+  p = strata("plan -m " + model_ + " --json -c 1K --batch 2");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  for (const char* k :
+       {"dense_weights", "expert_weights_resident", "kv_cache", "scratch", "io_buffers", "total"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["kv_cache"].get<uint64_t>(),
+            2u * 2 * 2 * 2 * 16 * 4 * 1024);  // batch x layers x K,V x heads x dim x f32 x ctx
+  EXPECT_EQ(j["n_ctx"].get<int64_t>(), 1024);
+}
+
+TEST_F(PlanCli, PlanRamBudgetAndTooSmall) {
+  Proc p = strata("plan -m " + model_ + " --ram 1G");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("everything fits"), std::string::npos) << p.out;
+  p = strata("plan -m " + model_ + " --ram 1M --margin 64K");
+  expect_one_line_error(p, "minimum RAM");
+  EXPECT_NE(p.out.find("DOES NOT FIT"), std::string::npos) << p.out;
+}
+
+TEST_F(PlanCli, PlanConfigs) {
+  const std::string d = std::string(STRATA_SOURCE_DIR) + "/tests/data/";
+  Proc p = strata("plan --config " + d + "deepseek-v4-flash.config.json --ram 64G -c 64K --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["arch"], "deepseek_v4");
+  EXPECT_GT(j["recommended_expert_budget"].get<uint64_t>(), 40ull << 30);
+  EXPECT_TRUE(j["fits"].get<bool>());
+  p = strata("plan --config " + d + "plan/qwen3-30b-a3b.config.json --expert-type q4_k");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("routed experts q4_K"), std::string::npos) << p.out;
+}
+
+TEST_F(PlanCli, PlanBadInput) {
+  expect_one_line_error(strata("plan"), "-m MODEL or --config");
+  expect_one_line_error(strata("plan -m " + model_ + " --kv-type f8"), "--kv-type 'f8'");
+  expect_one_line_error(strata("plan -m " + model_ + " --ram lots"), "--ram");
+  expect_one_line_error(strata("plan -m /nonexistent.gguf"), "/nonexistent.gguf");
+  expect_one_line_error(strata("plan --config /nonexistent.json"), "/nonexistent.json");
+  expect_one_line_error(strata("plan -m " + model_ + " --batch 0"), "--batch");
+}
+
+TEST_F(PlanCli, ReplayTablesJsonHeatmap) {
+  Proc p = strata("replay --trace " + path("t.jsonl") + " --heatmap " + path("h.svg"));
+  ASSERT_EQ(p.code, 0) << p.err;
+  for (const char* s :
+       {"budget 10%", "budget 25%", "budget 50%", "lru", "lfu", "static", "adaptive", "belady"})
+    EXPECT_NE(p.out.find(s), std::string::npos) << s << "\n" << p.out;
+  EXPECT_NE(slurp(path("h.svg")).find("<svg"), std::string::npos);
+  p = strata("replay --trace " + path("t.jsonl") + " --slots 4 --policy lru --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  ASSERT_EQ(j["budgets"].size(), 1u);
+  const auto& rs = j["budgets"][0]["results"];
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0]["policy"], "lru");
+  EXPECT_EQ(rs[1]["policy"], "belady");
+  EXPECT_GE(rs[1]["hit_rate"].get<double>(), rs[0]["hit_rate"].get<double>());
+  EXPECT_EQ(j["accesses"].get<uint64_t>(), 240u);
+}
+
+TEST_F(PlanCli, ReplayBadInput) {
+  expect_one_line_error(strata("replay --trace " + path("t.jsonl") + " --slots 1"), "minimum is 2 slots");
+  expect_one_line_error(strata("replay --trace " + path("t.jsonl") + " --policy fifo"), "--policy 'fifo'");
+  expect_one_line_error(strata("replay --trace " + path("t.jsonl") + " --budget-frac 0.1,2"),
+                        "--budget-frac '2'");
+  expect_one_line_error(strata("replay --trace " + path("nope.jsonl")), "nope.jsonl");
+  std::ofstream(path("bad.jsonl")) << "{\"token_idx\":0,\"layer\":0,\"experts\":[1]}\n{oops\n";
+  expect_one_line_error(strata("replay --trace " + path("bad.jsonl")), "bad.jsonl:2");
+}
+
+TEST_F(PlanCli, PackWithTrace) {
+  Proc p = strata("pack " + model_ + " -o " + path("m.pack") + " --trace " + path("t.jsonl"));
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("16 experts"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("by co-activation"), std::string::npos) << p.out;
+  EXPECT_EQ(fs::file_size(path("m.pack")) % 4096, 0u);
+  expect_one_line_error(strata("pack /nonexistent.gguf -o " + path("x.pack")), "/nonexistent.gguf");
+  expect_one_line_error(strata("pack " + model_ + " -o /nonexistent/dir/x.pack"), "/nonexistent/dir/x.pack");
+}
+
+}  // namespace
