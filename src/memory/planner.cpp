@@ -15,6 +15,7 @@ namespace strata {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kIoThreadBytes = 64 * 1024;  // per I/O thread: touched stack + request queue
 
 // Bytes of the forward's per-step buffers at nb tokens per step; mirrors how model/ sizes its
 // session arena (decoder.cpp, ds4_forward.cpp) plus the residual rows and one logits row.
@@ -93,7 +94,29 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.runtime = 16 * kMiB + 64 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
 
   b.expert_weights_resident = b.expert_weights_total;
-  if (p.ram > 0) {
+  const uint64_t io = static_cast<uint64_t>(p.io_threads) * kIoThreadBytes;
+  if (p.expert_budget > 0 && b.expert_count > 0) {  // priced as given; --ram then only checks it
+    const int64_t slots =
+        std::min(m.slot_bytes ? static_cast<int64_t>(p.expert_budget / m.slot_bytes) : 0, b.expert_count);
+    if (slots < m.n_expert_used)
+      return err("plan: --expert-budget %s holds %lld slots of %s; the minimum is one layer's top-%d = %s",
+                 format_bytes(p.expert_budget).c_str(), (long long)slots, format_bytes(m.slot_bytes).c_str(),
+                 m.n_expert_used, format_bytes(b.expert_min).c_str());
+    b.expert_slots = slots;
+    b.expert_weights_resident = static_cast<uint64_t>(slots) * m.slot_bytes;
+    b.io_buffers = io;
+  }
+  if (p.ram > 0 && p.expert_budget > 0) {
+    b.margin = p.margin > 0 ? p.margin : 32 * kMiB + p.ram / 50;
+    const uint64_t need = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.scratch +
+                          b.io_buffers + b.runtime + b.margin;
+    if (need > p.ram) {
+      b.fits = false;
+      b.problem = "RAM " + format_bytes(p.ram) + " is too small for --expert-budget " +
+                  format_bytes(p.expert_budget) + ": the bill with a " + format_bytes(b.margin) +
+                  " safety margin is " + format_bytes(need);
+    }
+  } else if (p.ram > 0) {
     b.margin = p.margin > 0 ? p.margin : 32 * kMiB + p.ram / 50;
     const uint64_t other = b.dense_weights + b.kv_cache + b.scratch + b.runtime + b.margin;
     const uint64_t avail = p.ram > other ? p.ram - other : 0;
@@ -106,7 +129,6 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
                     format_bytes(other);
       }
     } else {
-      const uint64_t io = static_cast<uint64_t>(p.io_threads) * m.slot_bytes;
       const uint64_t for_slots = avail > io ? avail - io : 0;
       int64_t slots = m.slot_bytes ? static_cast<int64_t>(for_slots / m.slot_bytes) : 0;
       slots = std::min(slots, b.expert_count);
@@ -192,7 +214,8 @@ std::string plan_text(const PlanBill& b) {
       pct(b.scratch) + "  forward buffers at " + std::to_string(p.n_ubatch) + " tokens/step");
   row("io_buffers", b.io_buffers,
       pct(b.io_buffers) +
-          (b.io_buffers ? "  " + std::to_string(p.io_threads) + " I/O staging slots" : "  none (no budget)"));
+          (b.io_buffers ? "  " + std::to_string(p.io_threads) + " I/O threads (reads land in the slots)"
+                        : "  none (no budget)"));
   row("runtime", b.runtime, pct(b.runtime) + "  code, tokenizer, threads");
   row("total", b.total, "");
   if (p.ram > 0) {
@@ -200,6 +223,9 @@ std::string plan_text(const PlanBill& b) {
             format_bytes(b.margin).c_str());
     if (!b.fits) {
       appendf(&s, "  DOES NOT FIT: %s\n", b.problem.c_str());
+    } else if (p.expert_budget > 0) {
+      appendf(&s, "  fits with --expert-budget %s (headroom %s)\n", format_bytes(p.expert_budget).c_str(),
+              format_bytes(p.ram > b.total ? p.ram - b.total : 0).c_str());
     } else if (b.recommended_budget == 0) {
       appendf(&s, "  everything fits; no --expert-budget needed (headroom %s)\n",
               format_bytes(p.ram > b.total ? p.ram - b.total : 0).c_str());
@@ -248,6 +274,7 @@ std::string plan_json(const PlanBill& b) {
   j["io_buffers"] = b.io_buffers;
   j["runtime"] = b.runtime;
   j["total"] = b.total;
+  if (b.opts.expert_budget > 0) j["expert_budget"] = b.opts.expert_budget;
   if (b.opts.ram > 0) {
     j["ram"] = b.opts.ram;
     j["margin"] = b.margin;

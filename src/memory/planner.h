@@ -11,7 +11,9 @@
 //  * kv_cache: memory/kv_bill's bill for one sequence of n_ctx tokens, x n_seq sequences;
 //  * scratch: the forward's per-step buffers at n_ubatch tokens per step (the session arena,
 //    residual rows, one logits row), estimated from hyper-parameters the way model/ sizes them;
-//  * io_buffers: one slot-sized staging buffer per I/O thread (only with a budget);
+//  * io_buffers: what the I/O threads hold besides the slots (reads land in the slots themselves,
+//    O_DIRECT into the tier, so no staging copies): 64 KiB per thread (stack, request queue);
+//    only with a budget;
 //  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks).
 // The recommended budget = RAM - everything else - a safety margin, rounded down to whole slots;
 // below one layer's top-k slots the plan does not fit (an error naming the minimum).
@@ -78,8 +80,9 @@ struct PlanOptions {
   int n_ubatch = 512;  // tokens per forward step
   KvType kv_type = KvType::f32;
   int io_threads = 4;
-  int n_threads = 0;    // 0: the machine's cores
-  uint64_t margin = 0;  // safety margin; 0: auto (32 MiB + 2% of ram)
+  int n_threads = 0;           // 0: the machine's cores
+  uint64_t margin = 0;         // safety margin; 0: auto (32 MiB + 2% of ram)
+  uint64_t expert_budget = 0;  // --expert-budget to price (as run/bench would use it); 0: none
 };
 
 struct PlanKvLine {
@@ -110,7 +113,8 @@ struct PlanBill {
   std::string problem;  // why it does not fit (names the minimum)
 };
 
-// The bill. Errors only for invalid options (n_ctx, n_seq, n_ubatch < 1 after defaults).
+// The bill. Errors for invalid options (n_ctx, n_seq, n_ubatch < 1 after defaults) and for an
+// expert_budget below one layer's top-k slots (naming the minimum).
 Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o);
 std::string plan_text(const PlanBill& b);
 std::string plan_json(const PlanBill& b);  // keys documented in plan_json (planner.cpp)

@@ -125,8 +125,8 @@ TEST_F(PlanSynth, BudgetForRam) {
   EXPECT_TRUE(fit->fits);
   EXPECT_EQ(fit->recommended_budget, 0u);
 
-  const uint64_t slot = m->slot_bytes, io = 4 * slot;
-  o.ram = other + io + 5 * slot + slot / 2;  // room for 5 slots
+  const uint64_t slot = m->slot_bytes, io = 4 * 64 * 1024;  // 4 I/O threads
+  o.ram = other + io + 5 * slot + slot / 2;                 // room for 5 slots
   auto part = plan_make(*m, o);
   ASSERT_TRUE(part.ok());
   EXPECT_TRUE(part->fits);
@@ -142,6 +142,20 @@ TEST_F(PlanSynth, BudgetForRam) {
   EXPECT_NE(small->problem.find("top-2"), std::string::npos) << small->problem;
   EXPECT_NE(small->problem.find("minimum RAM"), std::string::npos) << small->problem;
   EXPECT_EQ(small->expert_weights_resident, 2 * slot);
+
+  // A given --expert-budget is priced as the store would use it: whole slots.
+  PlanOptions ob = o;
+  ob.ram = 0;
+  ob.expert_budget = 7 * slot + 100;
+  auto given = plan_make(*m, ob);
+  ASSERT_TRUE(given.ok()) << given.message();
+  EXPECT_EQ(given->expert_slots, 7);
+  EXPECT_EQ(given->expert_weights_resident, 7 * slot);
+  EXPECT_EQ(given->io_buffers, io);
+  ob.expert_budget = slot;  // below top-2
+  auto tiny = plan_make(*m, ob);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.message().find("top-2"), std::string::npos) << tiny.message();
 
   const auto j = nlohmann::json::parse(plan_json(*part));
   for (const char* k :
