@@ -2,6 +2,7 @@
 // print each policy's hit rate next to Belady's offline optimum, per budget. See memory/replay.h
 // for the cache model.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "command.h"
+#include "memory/expert_stats.h"
 #include "memory/heatmap.h"
 #include "memory/replay.h"
 
@@ -27,7 +29,7 @@ struct Budget {
 }  // namespace
 
 static int cmd_replay(int argc, char** argv) {
-  std::string trace_path, policy = "all", fracs = "0.1,0.25,0.5", heatmap;
+  std::string trace_path, policy = "all", fracs = "0.1,0.25,0.5", heatmap, profile;
   int64_t slots = 0;
   double half_life = 256.0;
   int rerank = 64;
@@ -43,6 +45,10 @@ static int cmd_replay(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--rerank-interval", rerank, "adaptive: tokens between hot-set re-ranks")
       ->capture_default_str();
+  app.add_option(
+      "--profile", profile,
+      "static: hot set from this activation profile CSV (run --expert-profile); default: the trace's "
+      "own counts");
   app.add_option("--heatmap", heatmap, "also write the trace's per-(layer, expert) counts as an SVG heatmap");
   app.add_flag("--log-heatmap", log_heat, "heatmap colour by log(1 + count)");
   app.add_flag("--json", json, "print JSON instead of tables");
@@ -87,6 +93,13 @@ static int cmd_replay(int argc, char** argv) {
   strata::PolicyOptions opts;
   opts.decay_half_life = half_life;
   opts.rerank_interval = rerank;
+  std::vector<strata::ExpertKey> hot;
+  if (!profile.empty()) {
+    auto h = strata::expert_profile_load(profile, t.meta.n_layers, t.meta.n_experts);
+    if (!h.ok()) return fail(h.message());
+    hot = std::move(h).value();
+    if (hot.empty()) return fail("profile " + profile + " has no activations");
+  }
   nlohmann::json out;
   const strata::ReplayResult* first = nullptr;
   std::vector<strata::ReplayResult> keep;
@@ -94,6 +107,8 @@ static int cmd_replay(int argc, char** argv) {
     std::printf("trace: %s\n  %zu lines, L=%d layers x E=%d experts (%lld in all), top-k %d\n",
                 trace_path.c_str(), t.records.size(), t.meta.n_layers, t.meta.n_experts, (long long)all,
                 t.meta.top_k);
+    std::printf("  static hot set: %s\n",
+                profile.empty() ? "the trace's own counts (an oracle profile)" : profile.c_str());
   }
   for (const Budget& b : budgets) {
     auto opt = strata::replay_belady(t, b.slots);
@@ -117,7 +132,12 @@ static int cmd_replay(int argc, char** argv) {
     }
     std::vector<strata::ReplayResult> rows;
     for (const std::string& p : policies) {
-      auto r = strata::replay_named(t, p, b.slots, opts);
+      strata::PolicyOptions po = opts;
+      if (p == "static" && !hot.empty()) {  // the profile's top `slots` experts
+        po.static_hot.assign(hot.begin(),
+                             hot.begin() + std::min<int64_t>(b.slots, static_cast<int64_t>(hot.size())));
+      }
+      auto r = strata::replay_named(t, p, b.slots, po);
       if (!r.ok()) return fail(r.message());
       rows.push_back(*r);
     }
@@ -150,6 +170,7 @@ static int cmd_replay(int argc, char** argv) {
   }
   if (json) {
     out["trace"] = trace_path;
+    out["static_hot_set"] = profile.empty() ? std::string("trace counts") : profile;
     out["n_layers"] = t.meta.n_layers;
     out["n_experts"] = t.meta.n_experts;
     out["top_k"] = t.meta.top_k;
