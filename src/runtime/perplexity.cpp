@@ -36,7 +36,8 @@ Result<PerplexityResult> perplexity(const Model& model, std::span<const int32_t>
   const int64_t n_win64 = n_tok / ctx;
   if (n_win64 == 0)
     return err(
-        "perplexity: text has %lld tokens, fewer than one window of %d (use a longer text or a smaller -c)",
+        "perplexity: text has %lld tokens, fewer than one window of %d (use a longer text or a smaller "
+        "window)",
         static_cast<long long>(n_tok), ctx);
   if (n_win64 > INT32_MAX) return err("perplexity: too many windows (%lld)", static_cast<long long>(n_win64));
   const int n_win = static_cast<int>(n_win64);
