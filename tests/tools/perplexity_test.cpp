@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/cli.h"
 #include "common/fixtures.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
@@ -21,17 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Proc {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using strata::testing::Proc;
+using strata::testing::slurp;
 
 class PerplexityCli : public ::testing::Test {
  protected:
@@ -47,22 +39,9 @@ class PerplexityCli : public ::testing::Test {
   static std::string path(const std::string& name) { return (dir_ / name).string(); }
   static std::string base() { return "perplexity -m " + data("bundled_smoke.gguf") + " -t 2"; }
 
-  static Proc strata(const std::string& args) {
-    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
-    const std::string cmd =
-        strata::testing::strata_binary() + " " + args + " >" + o.string() + " 2>" + e.string();
-    const int st = std::system(cmd.c_str());
-    Proc p;
-    p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    p.out = slurp(o);
-    p.err = slurp(e);
-    return p;
-  }
+  static Proc strata(const std::string& args) { return strata::testing::run_strata(args, dir_); }
   static void expect_one_line_error(const Proc& p, const std::string& needle) {
-    EXPECT_NE(p.code, 0);
-    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << "stderr: " << p.err;
-    EXPECT_NE(p.err.find(needle), std::string::npos) << "stderr: " << p.err;
-    EXPECT_TRUE(p.out.empty()) << "stdout: " << p.out;
+    strata::testing::expect_one_line_error(p, needle, true);
   }
   static void write(const std::string& name, const std::string& bytes) {
     std::ofstream out(dir_ / name, std::ios::binary);

@@ -11,23 +11,15 @@
 #include <sstream>
 #include <string>
 
+#include "common/cli.h"
 #include "common/fixtures.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Proc {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using strata::testing::Proc;
+using strata::testing::slurp;
 
 class PlanCli : public ::testing::Test {
  protected:
@@ -51,22 +43,10 @@ class PlanCli : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  static Proc strata(const std::string& args) {
-    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
-    const std::string cmd =
-        strata::testing::strata_binary() + " " + args + " >" + o.string() + " 2>" + e.string();
-    const int st = std::system(cmd.c_str());
-    Proc p;
-    p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    p.out = slurp(o);
-    p.err = slurp(e);
-    return p;
-  }
+  static Proc strata(const std::string& args) { return strata::testing::run_strata(args, dir_); }
   static std::string path(const std::string& n) { return (dir_ / n).string(); }
   static void expect_one_line_error(const Proc& p, const std::string& needle) {
-    EXPECT_NE(p.code, 0);
-    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << "stderr: " << p.err;
-    EXPECT_NE(p.err.find(needle), std::string::npos) << "stderr: " << p.err;
+    strata::testing::expect_one_line_error(p, needle, false);
   }
   static inline fs::path dir_;
   static inline std::string model_;

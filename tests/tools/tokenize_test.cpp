@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/fixtures.h"
 #include "format/gguf.h"
 #include "text/tokenizer.h"
@@ -21,17 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Proc {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using strata::testing::Proc;
+using strata::testing::slurp;
 
 void spit(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary);
@@ -74,17 +66,7 @@ class TokenizeCli : public ::testing::Test {
   static std::string path(const std::string& name) { return (dir_ / name).string(); }
 
   // Runs `strata ARGS`; ARGS must be shell-safe (texts go through files).
-  static Proc strata(const std::string& args) {
-    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
-    const std::string cmd =
-        strata::testing::strata_binary() + " " + args + " >" + o.string() + " 2>" + e.string();
-    const int st = std::system(cmd.c_str());
-    Proc p;
-    p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    p.out = slurp(o);
-    p.err = slurp(e);
-    return p;
-  }
+  static Proc strata(const std::string& args) { return strata::testing::run_strata(args, dir_); }
   // The ids the CLI prints for the exact bytes of `text` (through -f).
   static std::vector<int32_t> cli_ids(const std::string& gguf, const std::string& text,
                                       const std::string& flags = "") {
@@ -95,10 +77,7 @@ class TokenizeCli : public ::testing::Test {
     return parse_id_list(p.out);
   }
   static void expect_one_line_error(const Proc& p, const std::string& needle) {
-    EXPECT_NE(p.code, 0);
-    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << "stderr: " << p.err;
-    EXPECT_NE(p.err.find(needle), std::string::npos) << "stderr: " << p.err;
-    EXPECT_TRUE(p.out.empty()) << "stdout: " << p.out;
+    strata::testing::expect_one_line_error(p, needle, true);
   }
 
   static inline fs::path dir_;
