@@ -312,7 +312,10 @@ void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* 
       }
     }
   }
-  if (lookahead_) prefetch_locked(layer, x, n);
+  // Look-ahead only on decode steps: a prompt step's union of predictions spans most experts of the
+  // next layer and would evict the working set (measured: 726 MiB wasted on a 30-token prompt);
+  // its own misses are already read in parallel above.
+  if (lookahead_ && n == 1) prefetch_locked(layer, x, n);
 }
 
 void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {

@@ -8,7 +8,7 @@
 // the policy (memory/expert_policy.h) picks victims among the rest; a miss issues a read and the
 // compute thread waits (its stall time is recorded). With prefetch on, on_route() starts the
 // reads for the layer's missing experts at once (they then load in parallel while resident ones
-// compute) and applies the next `lookahead` layers' routers to the current hidden state to
+// compute) and, on decode steps, applies the next `lookahead` layers' routers to the current hidden state to
 // prefetch what they will probably want into free or evictable slots (memory/prefetch.h), never
 // evicting an expert the current layer selected or a prefetch not yet used.
 //
