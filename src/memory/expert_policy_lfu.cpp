@@ -29,15 +29,7 @@ class LfuPolicy final : public ExpertPolicy {
   void on_evict(ExpertKey) override {}
   size_t choose_victim(std::span<const ExpertKey> c, uint64_t tick) override {
     STRATA_ASSERT(!c.empty());
-    size_t best = 0;
-    double best_v = 0;
-    uint64_t best_t = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      const size_t j = keys_.index(c[i]);
-      const double v = count_[j].value(tick, half_life_);
-      if (i == 0 || v < best_v || (v == best_v && last_[j] < best_t)) best = i, best_v = v, best_t = last_[j];
-    }
-    return best;
+    return coldest_candidate(c, keys_, count_, last_, tick, half_life_);
   }
   double score(ExpertKey k, uint64_t tick) const override {
     return count_[keys_.index(k)].value(tick, half_life_);

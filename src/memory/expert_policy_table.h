@@ -3,6 +3,8 @@
 // (the store calls it inside a decode step).
 #pragma once
 
+#include <span>
+
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -43,6 +45,22 @@ struct DecayedCount {
     if (t > t0) t0 = t;
   }
 };
+
+// The least valuable candidate: lowest decayed count, ties to the least recently used (lfu and
+// adaptive share this rule). count / last are indexed by keys.index().
+inline size_t coldest_candidate(std::span<const ExpertKey> c, const KeyTable& keys,
+                                const std::vector<DecayedCount>& count, const std::vector<uint64_t>& last,
+                                uint64_t tick, double half_life) {
+  size_t best = 0;
+  double best_v = 0;
+  uint64_t best_t = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const size_t j = keys.index(c[i]);
+    const double v = count[j].value(tick, half_life);
+    if (i == 0 || v < best_v || (v == best_v && last[j] < best_t)) best = i, best_v = v, best_t = last[j];
+  }
+  return best;
+}
 
 // Constructors of the four policies (one file each); make_expert_policy validates opts first.
 std::unique_ptr<ExpertPolicy> make_lru(const PolicyOptions& o);
