@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--tokenizer", default="/work/main/build/data/tokenizer/strata_sp4096.model")
     ap.add_argument("--out", default="/work/main/models/README.md")
     ap.add_argument("--n-predict", type=int, default=40)
+    ap.add_argument("--strata-compare", nargs="*", default=[],
+                    help="JSON files written by compare_strata.py --json (strata vs the reference)")
     args = ap.parse_args()
 
     stats = json.load(open(os.path.join(args.data, "corpus", "stats.json")))
@@ -92,6 +94,17 @@ def main():
               "| layer | max/uniform | entropy |", "|---|---|---|"]
         for i, r in enumerate(last_eval["routing"]):
             L.append(f"| {i} | {r['max_over_uniform']:.2f} | {r['entropy']:.3f} |")
+    if args.strata_compare:
+        L += ["", "## strata vs the PyTorch reference", "",
+              "`train/compare_strata.py`: `strata logits` on the fixture's token ids (batch and one token at a time)",
+              "and `strata perplexity` on the validation texts, against `reference_forward.py` (float64) on the same file.",
+              "", "| file | logits max abs d | mean abs d | argmax | ppl rel. diff (worst source) |", "|---|---|---|---|---|"]
+        for f in args.strata_compare:
+            r = json.load(open(f))
+            lg = max(r["logits"].values(), key=lambda x: x["max_abs"])
+            worst = max((v["rel"] for v in r["ppl"].values()), default=float("nan"))
+            L.append(f"| {r['model']} | {lg['max_abs']:.3g} | {lg['mean_abs']:.3g} | "
+                     f"{lg['argmax_same']}/{lg['argmax_checked']} | {worst:.2e} |")
     if os.path.exists(args.quant):
         ref = rf.QwenMoeRef(args.quant, torch.float32)
         sp = rf.spm_from_gguf_or_file(ref, args.tokenizer)
