@@ -91,6 +91,16 @@ Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir) {
   m->rope_plain = v41::Rope::make(c.rope_dim, c.rope_theta, 0, 1.0, c.beta_fast, c.beta_slow);
   m->rope_comp = v41::Rope::make(c.rope_dim, c.compress_rope_theta, c.original_seq_len, c.rope_factor,
                                  c.beta_fast, c.beta_slow);
+  {
+    std::vector<const v41::Mat*> vals, scales;
+    for (int l : c.engram_layers) {
+      vals.push_back(&m->w.layers[static_cast<size_t>(l)].e_embed);
+      scales.push_back(&m->w.layers[static_cast<size_t>(l)].e_scale);
+    }
+    m->resident_rows =
+        std::make_unique<v41::ResidentEngramRows>(std::move(vals), std::move(scales), c.engram_head_dim);
+    m->engram_rows = m->resident_rows.get();
+  }
   out.model = m.get();
   out.arch = std::make_unique<DeepseekV41>(generic_hparams(c), std::move(m));
   return out;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/v41_quant.h"
+#include "model/v41_weights.h"
 
 namespace strata::v41 {
 
@@ -50,6 +51,32 @@ void engram_gate(float* H, const float* key, const float* value, const float* qw
     const float sgn = g0 > 0.0f ? 1.0f : (g0 < 0.0f ? -1.0f : 0.0f);
     const float g = 1.0f / (1.0f + std::exp(-(sgn * std::sqrt(std::max(std::fabs(g0), 1e-6f)))));
     for (int64_t d = 0; d < D; ++d) h[d] = bf16r(h[d] + g * value[d]);
+  }
+}
+
+Status ResidentEngramRows::rows(int engram_layer, std::span<const int64_t> row_ids, float* out) {
+  if (engram_layer < 0 || engram_layer >= static_cast<int>(values_.size()))
+    return err("engram rows: table %d of %zu requested", engram_layer, values_.size());
+  const Mat& v = *values_[static_cast<size_t>(engram_layer)];
+  const Mat& s = *scales_[static_cast<size_t>(engram_layer)];
+  for (size_t i = 0; i < row_ids.size(); ++i) {
+    const int64_t r = row_ids[i];
+    if (r < 0 || r >= v.rows)
+      return err("engram rows: table %d row %lld out of range [0, %lld)", engram_layer,
+                 static_cast<long long>(r), static_cast<long long>(v.rows));
+    engram_dequant_row(v.row(r), s.row(r), head_dim_, out + static_cast<int64_t>(i) * head_dim_);
+  }
+  return {};
+}
+
+void engram_step_rows(const Config& c, const EngramMeta& m, int k, const int32_t* ids, int64_t pos0,
+                      int64_t n, int64_t* out) {
+  const int ng = c.engram_max_ngram, ncol = c.n_hash_cols();
+  int64_t cids[64];
+  STRATA_ASSERT(ng <= 64);
+  for (int64_t t = 0; t < n; ++t) {
+    engram_cids(m, ids, pos0 + t, ng, cids);
+    engram_hash(m, k, cids, ng, c.engram_heads, out + t * ncol);
   }
 }
 

@@ -13,10 +13,52 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
+#include "base/status.h"
 #include "model/v41_config.h"
 
 namespace strata::v41 {
+
+struct Mat;
+
+// Where the forward gets Engram table rows from. `engram_layer` indexes config
+// engram_layer_ids (0..n_engram-1, not the model layer). rows() writes n = row_ids.size()
+// dequantised rows [n][engram_head_dim], each bf16(value * scale[col/32]) exactly like
+// engram_dequant_row, in the order of row_ids (duplicates allowed). Row ids are < that
+// layer's engram_num_embeddings (the hash guarantees it). prefetch() is a hint issued as soon
+// as a step's token ids are known (before any layer runs) with every row that step will read
+// from that layer; a tiered store starts its reads there. Errors name the table and row.
+// Called from the forward thread only.
+struct EngramRowSource {
+  virtual ~EngramRowSource() = default;
+  virtual Status rows(int engram_layer, std::span<const int64_t> row_ids, float* out) = 0;
+  virtual Status prefetch(int engram_layer, std::span<const int64_t> row_ids) {
+    (void)engram_layer;
+    (void)row_ids;
+    return {};
+  }
+};
+
+// The resident source: the tables as loaded with the weights (values + scales as F32).
+class ResidentEngramRows : public EngramRowSource {
+ public:
+  // values[k], scales[k]: table k [rows][head_dim] and [rows][head_dim/32]; must outlive this.
+  ResidentEngramRows(std::vector<const Mat*> values, std::vector<const Mat*> scales, int head_dim)
+      : values_(std::move(values)), scales_(std::move(scales)), head_dim_(head_dim) {}
+  Status rows(int engram_layer, std::span<const int64_t> row_ids, float* out) override;
+
+ private:
+  std::vector<const Mat*> values_, scales_;
+  int head_dim_;
+};
+
+// Every row id position pos0..pos0+n-1 reads from Engram layer k: out[(t*ncol) + c],
+// ncol = (max_ngram-1)*n_heads. ids = the raw token history (ids[i] at position i, at least
+// pos0+n of them). This is what the forward prefetches per step.
+void engram_step_rows(const Config& c, const EngramMeta& m, int k, const int32_t* ids, int64_t pos0,
+                      int64_t n, int64_t* out);
 
 // cids[s] = compressed id of the token at t-s (pad where absent), s < max_ngram.
 // rows: [(max_ngram-1)*n_heads].

@@ -91,20 +91,19 @@ void hc_post(const Config& c, const ds4::HcCoeffs& co, const float* y, float* H)
     }
 }
 
-void engram(const Ctx& x, int l, int64_t pos, float* H) {
+Status engram(const Ctx& x, int l, int64_t pos, float* H) {
   const Config& c = x.c;
   const LayerW& L = x.m.w.layers[l];
   const int k = c.layers[l].engram;
-  const int ng = c.engram_max_ngram, ncol = c.n_hash_cols(), hd = c.engram_head_dim;
-  int64_t cids[16], rows[256];
-  engram_cids(x.m.meta, x.st.history.data(), pos, ng, cids);
-  engram_hash(x.m.meta, k, cids, ng, c.engram_heads, rows);
+  const int ncol = c.n_hash_cols(), hd = c.engram_head_dim;
+  std::vector<int64_t> rows(static_cast<size_t>(ncol));
+  engram_step_rows(c, x.m.meta, k, x.st.history.data(), pos, 1, rows.data());
   std::vector<float> e(static_cast<size_t>(ncol) * hd), kv(static_cast<size_t>(c.dim) * (c.hc + 1));
-  for (int j = 0; j < ncol; ++j)
-    engram_dequant_row(L.e_embed.row(rows[j]), L.e_scale.row(rows[j]), hd, &e[j * hd]);
+  STRATA_TRY(x.m.engram_rows->rows(k, rows, e.data()));
   linear_bf16(L.e_wkv.w.data(), e.data(), L.e_wkv.rows, L.e_wkv.cols, kv.data());
   engram_gate(H, kv.data(), kv.data() + int64_t{c.hc} * c.dim, L.e_q.w.data(), L.e_k.w.data(), c.hc, c.dim,
               c.eps);
+  return {};
 }
 
 // A compressed entry j of KV source l from its latent: index key (owners) and KV row.
@@ -335,6 +334,12 @@ Status v41_forward(const V41Model& m, V41State& st, std::span<const int32_t> tok
     return err("deepseek_v41: forward at position %lld but the state holds %zu tokens",
                static_cast<long long>(pos0), st.history.size());
   for (int64_t t = 0; t < n; ++t) st.history.push_back(tokens[t]);
+  // Engram rows depend on token ids alone: announce the whole step's rows before any layer runs.
+  for (int k = 0; k < static_cast<int>(c.engram_layers.size()); ++k) {
+    std::vector<int64_t> rows(static_cast<size_t>(n * c.n_hash_cols()));
+    engram_step_rows(c, m.meta, k, st.history.data(), pos0, n, rows.data());
+    STRATA_TRY(m.engram_rows->prefetch(k, rows));
+  }
   Ctx x{m, c, st};
   const int64_t D = c.dim, hcD = int64_t{c.hc} * D;
   for (int64_t t = 0; t < n; ++t) {
@@ -351,7 +356,7 @@ Status v41_forward(const V41Model& m, V41State& st, std::span<const int32_t> tok
       const int64_t pos = pos0 + t;
       float* H = st.H.data() + t * hcD;
       float* pre = st.pre.data() + t * c.hc;
-      if (c.layers[l].engram >= 0) engram(x, l, pos, H);
+      if (c.layers[l].engram >= 0) STRATA_TRY(engram(x, l, pos, H));
       // Single-pass mHC: this site's pre collapses the NEXT sub-layer's input.
       ds4::HcCoeffs ca, cf;
       hc_site(c, L.hc_attn, H, &ca);

@@ -15,12 +15,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "model/arch.h"
 #include "model/v41_config.h"
+#include "model/v41_engram.h"
 #include "model/v41_rope.h"
 #include "model/v41_weights.h"
 
@@ -31,6 +33,10 @@ struct V41Model {
   EngramMeta meta;
   Weights w;
   Rope rope_plain, rope_comp;  // window-only layers / compressed layers
+  // Engram rows: the resident tables by default; a tiered store (src/memory) may replace
+  // engram_rows (it must outlive every forward). Never null once loaded.
+  std::unique_ptr<EngramRowSource> resident_rows;
+  EngramRowSource* engram_rows = nullptr;
 };
 
 struct V41LayerState {
