@@ -239,23 +239,28 @@ void attention(const Ctx& x, int l, const float* x_in, int64_t pos, int t, float
   std::vector<float> o(static_cast<size_t>(H) * hd), sc(keys.size());
   for (int h = 0; h < H; ++h) {
     const float* qh = q.data() + h * hd;
-    float mx = L.attn_sink[h];
+    // As the reference kernel: max over the keys only (the sink joins the denominator alone),
+    // f32 exp; the denominator sums the f32 weights, the value product takes them rounded to
+    // bf16 (the kernel's P tile is bf16).
+    float mx = -1e30f;
     for (size_t j = 0; j < keys.size(); ++j) {
       double dot = 0.0;
       for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * keys[j][d];
       sc[j] = static_cast<float>(dot) * scale;
       mx = std::max(mx, sc[j]);
     }
-    double den = std::exp(static_cast<double>(L.attn_sink[h] - mx));
+    double den = 0.0;
     for (size_t j = 0; j < keys.size(); ++j) {
       sc[j] = std::exp(sc[j] - mx);
       den += sc[j];
     }
+    const float denf = static_cast<float>(den) + std::exp(L.attn_sink[h] - mx);
+    for (size_t j = 0; j < keys.size(); ++j) sc[j] = bf16r(sc[j]);
     float* oh = o.data() + h * hd;
     for (int d = 0; d < hd; ++d) {
       double acc = 0.0;
       for (size_t j = 0; j < keys.size(); ++j) acc += static_cast<double>(sc[j]) * keys[j][d];
-      oh[d] = bf16r(static_cast<float>(acc / den));
+      oh[d] = bf16r(static_cast<float>(acc) / denf);
     }
   }
   rope.apply(o.data(), H, hd, pos, true);

@@ -1,6 +1,7 @@
 #include "model/v41_quant.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace strata::v41 {
 
@@ -47,8 +48,12 @@ void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, flo
 }
 
 void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y) {
-  linear_f32(W, x, n_out, n_in, y);
-  for (int64_t o = 0; o < n_out; ++o) y[o] = bf16r(y[o]);
+  for (int64_t o = 0; o < n_out; ++o) {
+    const float* w = W + o * n_in;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n_in; ++i) acc = std::fma(w[i], x[i], acc);
+    y[o] = bf16r(acc);
+  }
 }
 
 void rms_norm_bf16(const float* x, const float* w, int64_t n, float eps, float* y) {

@@ -56,7 +56,9 @@ void fake_quant_fp8(float* x, int64_t n, int block = 32);
 void fake_quant_fp4(float* x, int64_t n, int block = 32);
 void fake_quant_fp4_e4m3(float* x, int64_t n, int block = 16);
 
-// y[o] = bf16r(sum_i W[o][i] * x[i]) — a bf16 Linear (f32 accumulation, one rounding).
+// y[o] = bf16r(sum_i W[o][i] * x[i]) — a bf16 Linear as torch's CPU kernel computes it: an f32
+// accumulator updated by one fused multiply-add per input, in input order, then one rounding
+// (measured bit-identical to F.linear on bf16 tensors; exact-then-round differs near ties).
 // W [n_out][n_in] f32 holding bf16 values.
 void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y);
 // Same without the final rounding (F32 weights / float32 activations).
