@@ -15,6 +15,7 @@
 
 #include "common/fixtures.h"
 #include "model/model.h"
+#include "runtime/perplexity.h"
 
 namespace {
 
@@ -109,6 +110,31 @@ TEST_P(BundledModel, LogitsMatchPyTorchReference) {
   double bi = 0;
   for (size_t i = 0; i < batch.size(); ++i) bi = std::max(bi, double(std::abs(batch[i] - incr[i])));
   EXPECT_LE(bi, 1e-4) << "batch and incremental evaluation disagree";
+}
+
+// Perplexity of the validation excerpt over the reference's windows (the model's context, tail
+// dropped): the bar is 1% of the reference.
+TEST_P(BundledModel, PerplexityMatchesPyTorchReference) {
+  const Bundled& b = GetParam();
+  const std::string src = strata::testing::source_dir();
+  const std::string data = src + "/tests/data/" + b.fixture;
+  std::ifstream js(data + "__ppl.json");
+  ASSERT_TRUE(js) << data << "__ppl.json";
+  const auto ref = nlohmann::json::parse(js);
+  auto m = strata::Model::load(src + "/" + b.model, {.n_threads = 2});
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto text = strata::read_text_file(data + "_valid.txt");
+  ASSERT_TRUE(text.ok()) << text.message();
+  auto r = strata::perplexity_of_text(**m, *text, {});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->n_ctx, ref.at("ctx").get<int>());
+  EXPECT_EQ(r->windows, ref.at("windows").get<int>());
+  EXPECT_EQ(r->scored_tokens, ref.at("scored_tokens").get<int64_t>());
+  const double want = ref.at("ppl").get<double>();
+  const double rel = std::abs(r->ppl - want) / want;
+  std::printf("%s: perplexity strata %.4f, reference %.4f (relative %.2e, %d windows of %d)\n", b.fixture,
+              r->ppl, want, rel, r->windows, r->n_ctx);
+  EXPECT_LT(rel, 0.01);
 }
 
 // bundled_smoke: F16 export of a 3-minute training run (train/README.md); the bar for F16 is
