@@ -43,7 +43,8 @@ int cmd_logits(int argc, char** argv) {
   std::string model_path, tokens_str, tokens_file, out_path, mode = "batch";
   int n_threads = 0, n_ctx = 0, n_batch = 512;
   CLI::App app{"Evaluate tokens and write all logits as float32 [n_tokens][n_vocab]", "strata logits"};
-  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("-m,--model", model_path, "GGUF model, or a checkpoint directory with config.json")
+      ->required();
   auto* t1 = app.add_option("--tokens", tokens_str, "token ids, comma separated (1,2,3)");
   auto* t2 =
       app.add_option("--tokens-file", tokens_file, "file with token ids (comma / whitespace separated)");

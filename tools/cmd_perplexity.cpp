@@ -59,6 +59,8 @@ int cmd_perplexity(int argc, char** argv) {
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail(model.message());
   const strata::Model& m = **model;
+  if (!m.has_tokenizer())
+    return fail(model_path + " has no tokenizer (a checkpoint directory): perplexity needs text");
 
   // Tokenized here (not by perplexity_of_text) so the header can say how many windows there are.
   const std::vector<int32_t> tokens =

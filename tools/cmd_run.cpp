@@ -1,7 +1,9 @@
 // strata run: load a model, generate from a prompt, stream the text to stdout and print prompt /
 // generation speed to stderr at the end (like llama.cpp's perf summary).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +14,7 @@
 #include "model/model.h"
 #include "runtime/generate.h"
 
+#include "runtime/sampler.h"
 namespace {
 
 int fail(const std::string& msg, int code = 1) {
@@ -20,7 +23,55 @@ int fail(const std::string& msg, int code = 1) {
 }
 
 int cmd_run(int argc, char** argv) {
-  std::string model_path, prompt, prompt_file, ctx = "0";
+// Token ids in, token ids out: the path for models without a tokenizer (checkpoint directories).
+int run_token_ids(strata::Model& model, strata::Session& sess, const std::string& ids_text,
+                  const strata::GenerateOptions& o, bool quiet) {
+  std::vector<int32_t> ids;
+  std::string s = ids_text;
+  for (char& ch : s)
+    if (ch == ',') ch = ' ';
+  std::istringstream is(s);
+  std::string t;
+  while (is >> t) {
+    char* end = nullptr;
+    const long long v = std::strtoll(t.c_str(), &end, 10);
+    if (!end || *end != '\0' || v < 0 || v >= model.n_vocab())
+      return fail("--tokens: bad token id '" + t + "' (vocabulary " + std::to_string(model.n_vocab()) + ")",
+                  2);
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  if (ids.empty()) return fail("--tokens: no token ids given", 2);
+  if (static_cast<int>(ids.size()) >= sess.n_ctx())
+    return fail("prompt is " + std::to_string(ids.size()) + " tokens, context is " +
+                std::to_string(sess.n_ctx()));
+  const size_t V = static_cast<size_t>(model.n_vocab());
+  std::vector<float> logits(V);
+  const double t0 = strata::now_seconds();
+  if (auto st = sess.eval(ids, logits.data(), false); !st.ok()) return fail(st.message());
+  const double prompt_s = strata::now_seconds() - t0;
+  strata::Sampler sampler(o.sampling, model.n_vocab());
+  sampler.accept_prompt(ids);
+  const int room = sess.n_ctx() - static_cast<int>(ids.size());
+  const int n = o.n_predict < 0 ? room : std::min(o.n_predict, room);
+  const double t1 = strata::now_seconds();
+  for (int i = 0; i < n; ++i) {
+    const int32_t tok = sampler.sample(logits.data());
+    sampler.accept(tok);
+    std::fprintf(stdout, "%s%d", i ? "," : "", tok);
+    std::fflush(stdout);
+    if (i + 1 < n) {
+      if (auto st = sess.eval(std::span<const int32_t>(&tok, 1), logits.data(), false); !st.ok())
+        return fail(st.message());
+    }
+  }
+  std::fputc('\n', stdout);
+  if (!quiet)
+    std::fprintf(stderr, "strata: prompt %zu tokens in %.2f ms, generated %d tokens in %.2f ms\n", ids.size(),
+                 prompt_s * 1e3, n, (strata::now_seconds() - t1) * 1e3);
+  return 0;
+}
+
+  std::string model_path, prompt, prompt_file, ctx = "0", tokens_str;
   int threads = 0, n_batch = 512;
   bool quiet = false, verbose_prompt = false;
   strata::GenerateOptions o;
@@ -30,6 +81,9 @@ int cmd_run(int argc, char** argv) {
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
   app.add_option("-n,--n-predict", o.n_predict, "tokens to generate (-1: until end of text or full context)")
+  app.add_option(
+      "--tokens", tokens_str,
+      "prompt as token ids (comma separated); prints the generated ids (models without a tokenizer)");
       ->capture_default_str();
   app.add_option("--temp", o.sampling.temp, "temperature (<= 0: greedy)")->capture_default_str();
   app.add_option("--top-k", o.sampling.top_k, "top-k (0: off)")->capture_default_str();
@@ -69,7 +123,10 @@ int cmd_run(int argc, char** argv) {
     ss << in.rdbuf();
     prompt = ss.str();
   }
-  if (prompt.empty()) return fail("no prompt: give -p PROMPT or -f FILE", 2);
+  if (!tokens_str.empty() && !prompt.empty())
+    return fail("give either a text prompt or --tokens, not both", 2);
+  if (prompt.empty() && tokens_str.empty())
+    return fail("no prompt: give -p PROMPT, -f FILE or --tokens IDS", 2);
   if (seed < -1 || seed >= static_cast<int64_t>(strata::kSamplerRandomSeed)) {
     return fail("--seed must be in [0, 4294967294] or -1 for random", 2);
   }
@@ -85,6 +142,11 @@ int cmd_run(int argc, char** argv) {
   if (!sess.ok()) return fail(sess.message());
   const double load_s = strata::now_seconds() - t_load0;
 
+  if (!tokens_str.empty()) return run_token_ids(**model, **sess, tokens_str, o, quiet);
+  if (!(*model)->has_tokenizer())
+    return fail(
+        model_path + " has no tokenizer (a checkpoint directory): give the prompt as token ids with --tokens",
+        2);
   if (verbose_prompt) {  // the same tokenization generate() does
     const auto& tok = (*model)->tokenizer();
     const auto ids = tok.encode(prompt, /*add_special=*/true, o.parse_special);

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include "format/safetensors_dir.h"
 #include "model/arch.h"
 #include "model/hparams.h"
+#include "model/v41_arch.h"
 
 namespace strata {
 
@@ -68,6 +70,19 @@ Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
   std::unique_ptr<Model> m(new Model());
+  if (is_v41_checkpoint_dir(path)) {
+    if (opts.experts.budget_bytes > 0 || opts.expert_stats)
+      return err(
+          "loading %s: the expert store options need a GGUF model (a checkpoint directory keeps its "
+          "experts resident)",
+          path.c_str());
+    auto v = load_deepseek_v41_dir(path);
+    if (!v.ok()) return err_context("loading " + path, v.error());
+    m->st_dir_ = std::move(v.value().dir);
+    m->arch_ = std::move(v.value().arch);
+    m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
+    return m;
+  }
   {
     auto f = GgufFile::open(path);
     if (!f.ok()) return err_context("loading " + path, f.error());

@@ -28,6 +28,7 @@ namespace strata {
 struct HParams;  // model/hparams.h
 class Architecture;
 class Session;
+class SafetensorsDir;  // format/safetensors_dir.h
 
 struct LoadOptions {
   int n_threads = 0;  // kernel thread pool size; <= 0: all cores
@@ -45,13 +46,18 @@ struct SessionOptions {
 
 class Model {
  public:
+  // `path`: a GGUF file, or a checkpoint directory with config.json (DeepSeek-V4.1 official
+  // layout: *.safetensors + engram_meta.json). A directory model has no GGUF and no tokenizer:
+  // token ids in, logits out.
   static Result<std::unique_ptr<Model>> load(const std::string& path, const LoadOptions& opts);
   ~Model();
 
   const std::string& arch_name() const;
   const HParams& hparams() const;
-  const GgufFile& file() const { return *file_; }
-  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  bool has_gguf() const { return file_ != nullptr; }
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const GgufFile& file() const { return *file_; }             // has_gguf() only
+  const Tokenizer& tokenizer() const { return *tokenizer_; }  // has_tokenizer() only
   int n_vocab() const;
   int n_ctx_train() const;
   ThreadPool& pool() const { return *pool_; }
@@ -65,6 +71,7 @@ class Model {
   friend class Session;
   Model() = default;
   std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<SafetensorsDir> st_dir_;  // a checkpoint directory model (file_ is null)
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Architecture> arch_;
   std::unique_ptr<ThreadPool> pool_;
