@@ -13,8 +13,8 @@
 #include "expert_flags.h"
 #include "model/model.h"
 #include "runtime/generate.h"
-
 #include "runtime/sampler.h"
+
 namespace {
 
 int fail(const std::string& msg, int code = 1) {
@@ -22,7 +22,6 @@ int fail(const std::string& msg, int code = 1) {
   return code;
 }
 
-int cmd_run(int argc, char** argv) {
 // Token ids in, token ids out: the path for models without a tokenizer (checkpoint directories).
 int run_token_ids(strata::Model& model, strata::Session& sess, const std::string& ids_text,
                   const strata::GenerateOptions& o, bool quiet) {
@@ -71,6 +70,7 @@ int run_token_ids(strata::Model& model, strata::Session& sess, const std::string
   return 0;
 }
 
+int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file, ctx = "0", tokens_str;
   int threads = 0, n_batch = 512;
   bool quiet = false, verbose_prompt = false;
@@ -80,10 +80,10 @@ int run_token_ids(strata::Model& model, strata::Session& sess, const std::string
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
-  app.add_option("-n,--n-predict", o.n_predict, "tokens to generate (-1: until end of text or full context)")
   app.add_option(
       "--tokens", tokens_str,
       "prompt as token ids (comma separated); prints the generated ids (models without a tokenizer)");
+  app.add_option("-n,--n-predict", o.n_predict, "tokens to generate (-1: until end of text or full context)")
       ->capture_default_str();
   app.add_option("--temp", o.sampling.temp, "temperature (<= 0: greedy)")->capture_default_str();
   app.add_option("--top-k", o.sampling.top_k, "top-k (0: off)")->capture_default_str();
@@ -141,12 +141,12 @@ int run_token_ids(strata::Model& model, strata::Session& sess, const std::string
   auto sess = (*model)->new_session({.n_ctx = static_cast<int>(*c), .n_batch = n_batch});
   if (!sess.ok()) return fail(sess.message());
   const double load_s = strata::now_seconds() - t_load0;
-
   if (!tokens_str.empty()) return run_token_ids(**model, **sess, tokens_str, o, quiet);
   if (!(*model)->has_tokenizer())
     return fail(
         model_path + " has no tokenizer (a checkpoint directory): give the prompt as token ids with --tokens",
         2);
+
   if (verbose_prompt) {  // the same tokenization generate() does
     const auto& tok = (*model)->tokenizer();
     const auto ids = tok.encode(prompt, /*add_special=*/true, o.parse_special);
