@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "model/ds4_mhc.h"
+#include "model/v41_blocks.h"
 #include "model/v41_engram.h"
 #include "model/v41_quant.h"
 #include "model/v41_select.h"
@@ -71,26 +72,6 @@ void hc_site(const Config& c, const HcSite& s, const float* H, ds4::HcCoeffs* co
   ds4::hc_coeffs(mixes, s.scale.data(), s.base.data(), c.hc, c.sinkhorn_iters, c.hc_eps, co);
 }
 
-// u = bf16(sum_c w[c] * H[c]).
-void hc_collapse(const Config& c, const float* H, const float* w, float* u) {
-  for (int64_t d = 0; d < c.dim; ++d) {
-    float acc = 0.0f;
-    for (int s = 0; s < c.hc; ++s) acc += w[s] * H[s * c.dim + d];
-    u[d] = bf16r(acc);
-  }
-}
-
-// H[t] <- bf16(post[t]*y + sum_s comb[s][t]*R[s]); R = H before the sub-layer.
-void hc_post(const Config& c, const ds4::HcCoeffs& co, const float* y, float* H) {
-  std::vector<float> R(H, H + int64_t{c.hc} * c.dim);
-  for (int t = 0; t < c.hc; ++t)
-    for (int64_t d = 0; d < c.dim; ++d) {
-      float mix = 0.0f;
-      for (int s = 0; s < c.hc; ++s) mix += co.comb[s][t] * R[s * c.dim + d];
-      H[t * c.dim + d] = bf16r(co.post[t] * y[d] + mix);
-    }
-}
-
 Status engram(const Ctx& x, int l, int64_t pos, float* H) {
   const Config& c = x.c;
   const LayerW& L = x.m.w.layers[l];
@@ -149,13 +130,7 @@ void compress(const Ctx& x, int l, const float* x_in, int64_t pos) {
     s.pend_score = g;
     return;
   }
-  for (int d = 0; d < hd; ++d) {
-    const float s0 = s.pend_score[d], s1 = g[d];
-    const float mx = std::max(s0, s1);
-    const float e0 = std::exp(s0 - mx), e1 = std::exp(s1 - mx);
-    const float sum = e0 + e1;
-    a[d] = bf16r(s.pend_kv[d] * (e0 / sum) + a[d] * (e1 / sum));
-  }
+  pool_ratio2(s.pend_kv.data(), s.pend_score.data(), a.data(), g.data(), hd, a.data());
   rms_norm_bf16(a.data(), L.c_norm.data(), hd, c.eps, latent.data());
   emit_compressed(x, l, pos / 2, latent.data());
 }
@@ -236,33 +211,9 @@ void attention(const Ctx& x, int l, const float* x_in, int64_t pos, int t, float
     for (int32_t j : sel) keys.push_back(src.ckv.data() + int64_t{j} * hd);
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  std::vector<float> o(static_cast<size_t>(H) * hd), sc(keys.size());
-  for (int h = 0; h < H; ++h) {
-    const float* qh = q.data() + h * hd;
-    // As the reference kernel: max over the keys only (the sink joins the denominator alone),
-    // f32 exp; the denominator sums the f32 weights, the value product takes them rounded to
-    // bf16 (the kernel's P tile is bf16).
-    float mx = -1e30f;
-    for (size_t j = 0; j < keys.size(); ++j) {
-      double dot = 0.0;
-      for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * keys[j][d];
-      sc[j] = static_cast<float>(dot) * scale;
-      mx = std::max(mx, sc[j]);
-    }
-    double den = 0.0;
-    for (size_t j = 0; j < keys.size(); ++j) {
-      sc[j] = std::exp(sc[j] - mx);
-      den += sc[j];
-    }
-    const float denf = static_cast<float>(den) + std::exp(L.attn_sink[h] - mx);
-    for (size_t j = 0; j < keys.size(); ++j) sc[j] = bf16r(sc[j]);
-    float* oh = o.data() + h * hd;
-    for (int d = 0; d < hd; ++d) {
-      double acc = 0.0;
-      for (size_t j = 0; j < keys.size(); ++j) acc += static_cast<double>(sc[j]) * keys[j][d];
-      oh[d] = bf16r(static_cast<float>(acc) / denf);
-    }
-  }
+  std::vector<float> o(static_cast<size_t>(H) * hd);
+  for (int h = 0; h < H; ++h)
+    attend_head(q.data() + h * hd, keys.data(), keys.size(), hd, scale, L.attn_sink[h], o.data() + h * hd);
   rope.apply(o.data(), H, hd, pos, true);
   const int G = c.o_groups, R = c.o_lora;
   const int64_t gw = int64_t{H} * hd / G;
@@ -365,21 +316,21 @@ Status v41_forward(const V41Model& m, V41State& st, std::span<const int32_t> tok
       // Single-pass mHC: this site's pre collapses the NEXT sub-layer's input.
       ds4::HcCoeffs ca, cf;
       hc_site(c, L.hc_attn, H, &ca);
-      hc_collapse(c, H, pre, u.data());
+      hc_collapse(H, pre, c.hc, c.dim, u.data());
       rms_norm_bf16(u.data(), L.attn_norm.data(), D, c.eps, a.data());
       attention(x, l, a.data(), pos, static_cast<int>(t), y.data());
-      hc_post(c, ca, y.data(), H);
+      hc_post(ca, y.data(), c.hc, c.dim, H);
       hc_site(c, L.hc_ffn, H, &cf);
-      hc_collapse(c, H, ca.pre, u.data());
+      hc_collapse(H, ca.pre, c.hc, c.dim, u.data());
       rms_norm_bf16(u.data(), L.ffn_norm.data(), D, c.eps, a.data());
       moe(x, l, a.data(), y.data());
-      hc_post(c, cf, y.data(), H);
+      hc_post(cf, y.data(), c.hc, c.dim, H);
       for (int s = 0; s < c.hc; ++s) pre[s] = cf.pre[s];
     }
   }
   const int64_t V = c.vocab;
   for (int64_t t = all_logits ? 0 : n - 1; t < n; ++t) {
-    hc_collapse(c, st.H.data() + t * hcD, st.pre.data() + t * c.hc, u.data());
+    hc_collapse(st.H.data() + t * hcD, st.pre.data() + t * c.hc, c.hc, c.dim, u.data());
     rms_norm_bf16(u.data(), m.w.norm.data(), D, c.eps, a.data());
     linear_f32(m.w.head.w.data(), a.data(), V, D, logits + (all_logits ? t * V : 0));
   }
