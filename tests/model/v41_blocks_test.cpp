@@ -186,6 +186,21 @@ TEST_F(V41BadLoad, WrongDtypeNamesTensor) {
   EXPECT_NE(m.message().find("got F16"), std::string::npos) << m.message();
 }
 
+TEST_F(V41BadLoad, WrongShapeNamesTensor) {
+  // Same byte size (the file stays valid safetensors), wrong geometry for the model.
+  std::string s = read("model.safetensors");
+  const std::string key = "\"layers.2.attn.wkv.weight\": {\"dtype\": \"BF16\", \"shape\": [128, 128]";
+  auto p = s.find(key);
+  ASSERT_NE(p, std::string::npos);
+  s.replace(p + key.size() - 10, 10, "[64, 256] ");
+  write("model.safetensors", s);
+  auto m = load_deepseek_v41_dir(dir_.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("layers.2.attn.wkv.weight"), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find("model.safetensors"), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find("128"), std::string::npos) << m.message();
+}
+
 TEST_F(V41BadLoad, MissingTensor) {
   std::string s = read("model.safetensors");
   const std::string key = "\"layers.1.ffn.gate.bias\"";
