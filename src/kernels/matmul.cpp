@@ -163,6 +163,13 @@ void matmul_rows(const KernelTraits& kt, int64_t n, const void* w, size_t w_stri
       [y, ldy](int64_t t) { return y + t * ldy; });
 }
 
+void matmul_rows_gather(const KernelTraits& kt, int64_t n, const void* w, size_t w_stride, int64_t r0,
+                        int64_t r1, const void* const* x, int64_t nt, float* y, int64_t ldy) {
+  product_rows(
+      kt, n, static_cast<const uint8_t*>(w), w_stride, r0, r1, nt, [x](int64_t t) { return x[t]; },
+      [y, ldy](int64_t t) { return y + t * ldy; });
+}
+
 void matmul_rows_parallel(ThreadPool& pool, const KernelTraits& kt, int64_t n, const void* w, size_t w_stride,
                           int64_t n_rows, const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy) {
   const int64_t items = (n_rows + kRowsPerItem - 1) / kRowsPerItem;

@@ -79,6 +79,11 @@ Status matmul_id(const TensorView& w, const QuantizedActs& x, const int32_t* ids
 void matmul_rows(const KernelTraits& kt, int64_t n, const void* w, size_t w_stride, int64_t r0, int64_t r1,
                  const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy);
 
+// matmul_rows with gathered activation rows (the tokens routed to one expert): x[t] points at
+// activation row t, y[t·ldy + r] = W_r · x[t]. Same per-element arithmetic as matmul_rows.
+void matmul_rows_gather(const KernelTraits& kt, int64_t n, const void* w, size_t w_stride, int64_t r0,
+                        int64_t r1, const void* const* x, int64_t nt, float* y, int64_t ldy);
+
 // matmul_rows over all n_rows rows, split over the pool in blocks of rows handed out
 // dynamically (one pool region, no static split a preempted thread could hold up).
 void matmul_rows_parallel(ThreadPool& pool, const KernelTraits& kt, int64_t n, const void* w, size_t w_stride,
