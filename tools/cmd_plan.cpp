@@ -27,7 +27,7 @@ bool parse_kv_type(const std::string& s, strata::KvType* out) {
 
 static int cmd_plan(int argc, char** argv) {
   std::string model, config, ram = "0", ctx = "0", kv_type = "f32", expert_type, weight_type = "q8_0",
-                             margin = "0", budget = "0";
+                             margin = "0", budget = "0", engram_budget = "0";
   int batch = 1, ubatch = 512, io_threads = 4, threads = 0;
   bool json = false;
   CLI::App app{"The memory bill of a model and the expert budget for a RAM size", "strata plan"};
@@ -36,6 +36,8 @@ static int cmd_plan(int argc, char** argv) {
       app.add_option("--config", config, "Hugging Face config.json (bytes estimated at assumed types)");
   m_opt->excludes(c_opt);
   app.add_option("--expert-budget", budget, "price this expert budget (as run/bench --expert-budget)");
+  app.add_option("--engram-budget", engram_budget,
+                 "V4.1: RAM for the Engram tables (as run/logits --engram-budget; absent: tables resident)");
   app.add_option("--ram", ram, "RAM to fit in (K/M/G suffix); gives the recommended --expert-budget");
   app.add_option("-c,--ctx-size", ctx, "context length per sequence (K suffix ok; 0: model's, at most 4096)");
   app.add_option("--batch", batch, "sequences (each with its own KV cache)")->capture_default_str();
@@ -64,6 +66,9 @@ static int cmd_plan(int argc, char** argv) {
   auto eb = strata::parse_size(budget);
   if (!eb.ok()) return fail("--expert-budget: " + eb.message(), 2);
   o.expert_budget = *eb;
+  auto gb = strata::parse_size(engram_budget);
+  if (!gb.ok()) return fail("--engram-budget: " + gb.message(), 2);
+  o.engram_budget = *gb;
   auto c = strata::parse_size(ctx);
   if (!c.ok()) return fail("-c: " + c.message(), 2);
   if (*c > (uint64_t{1} << 30)) return fail("-c " + ctx + " is too large", 2);

@@ -22,6 +22,8 @@ const char* kv_type_name(KvType t) {
       return "fp8_e4m3";
     case KvType::mxfp4:
       return "mxfp4";
+    case KvType::nvfp4:
+      return "nvfp4";
   }
   return "?";
 }
@@ -45,6 +47,8 @@ uint64_t kv_row_bytes(KvType t, int64_t width) {
       return 33 * blocks;
     case KvType::mxfp4:
       return 17 * blocks;
+    case KvType::nvfp4:
+      return 9 * ((w + 15) / 16);
   }
   return 0;
 }
@@ -87,6 +91,32 @@ uint64_t KvBill::total_bytes(KvType t, int64_t n_ctx) const {
   return s;
 }
 
+bool KvBill::has_native() const {
+  for (const auto& l : lines)
+    if (l.has_native) return true;
+  return false;
+}
+
+double KvBill::native_bytes_per_token() const {
+  double s = 0;
+  for (const auto& l : lines) s += l.bytes_per_token(l.native);
+  return s;
+}
+
+uint64_t KvBill::native_fixed_bytes() const {
+  uint64_t s = 0;
+  for (const auto& l : lines)
+    if (l.ratio <= 0)
+      s += static_cast<uint64_t>(l.n_layers) * static_cast<uint64_t>(l.fixed_rows) * l.row_bytes(l.native);
+  return s;
+}
+
+uint64_t KvBill::native_total_bytes(int64_t n_ctx) const {
+  uint64_t s = 0;
+  for (const auto& l : lines) s += l.bytes(l.native, n_ctx);
+  return s;
+}
+
 static int count_ratio(const KvModelSpec& s, int r) {
   return static_cast<int>(std::count(s.compress_ratios.begin(), s.compress_ratios.end(), r));
 }
@@ -118,6 +148,10 @@ KvBill kv_bill_make(const KvModelSpec& spec) {
     add("csa_state", "CSA compressor state (8 tokens x kv+score)", n_csa, 2 * (2 * hd), 0, 8, true);
     add("indexer_state", "indexer compressor state (8 tokens x kv+score)", n_csa, 2 * (2 * ihd), 0, 8, true);
     add("hca_state", "HCA compressor state (128 tokens x kv+score)", n_hca, 2 * hd, 0, 128, true);
+    return b;
+  }
+  if (spec.family == KvFamily::deepseek_v41) {
+    kv_bill_add_v41_lines(spec, &b.lines);
     return b;
   }
   if (spec.family == KvFamily::mla) {
@@ -175,6 +209,8 @@ static const char* family_name(KvFamily f) {
       return "multi-head latent attention";
     case KvFamily::deepseek4:
       return "DeepSeek-V4 hybrid attention (window + CSA/HCA)";
+    case KvFamily::deepseek_v41:
+      return "DeepSeek-V4.1 CSA2 (window + compressed KV shared across layers)";
   }
   return "?";
 }
@@ -194,10 +230,12 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx) {
                   s.indexer_head_dim);
     out += buf;
   }
+  if (s.family == KvFamily::deepseek_v41) out += kv_bill_v41_text(s);
   std::snprintf(buf, sizeof buf, "  context: %" PRId64 " tokens, one sequence\n\n", n_ctx);
   out += buf;
 
-  // header of the per-type columns
+  // header of the per-type columns (+ the reference's own types where known)
+  const bool native = bill.has_native();
   auto header = [&](const char* first) {
     std::snprintf(buf, sizeof buf, "  %-52s %6s %6s %8s", first, "layers", "width", "rows");
     out += buf;
@@ -205,6 +243,7 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx) {
       std::snprintf(buf, sizeof buf, " %11s", kv_type_name(t));
       out += buf;
     }
+    if (native) out += "  native (reference storage)";
     out += "\n";
   };
   header("grows with context (bytes per token)");
@@ -218,12 +257,20 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx) {
       std::snprintf(buf, sizeof buf, " %11.1f", l.bytes_per_token(t));
       out += buf;
     }
+    if (native) {
+      std::snprintf(buf, sizeof buf, "  %9.1f %s", l.bytes_per_token(l.native), kv_type_name(l.native));
+      out += buf;
+    }
     out += "\n";
   }
   std::snprintf(buf, sizeof buf, "  %-52s %6s %6s %8s", "total bytes per token", "", "", "");
   out += buf;
   for (KvType t : kAllKvTypes) {
     std::snprintf(buf, sizeof buf, " %11.1f", bill.bytes_per_token(t));
+    out += buf;
+  }
+  if (native) {
+    std::snprintf(buf, sizeof buf, "  %9.1f", bill.native_bytes_per_token());
     out += buf;
   }
   out += "\n\n";
@@ -240,6 +287,13 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx) {
                     human_bytes(double(l.n_layers) * double(l.fixed_rows) * double(l.row_bytes(t))).c_str());
       out += buf;
     }
+    if (native) {
+      std::snprintf(
+          buf, sizeof buf, "  %9s %s",
+          human_bytes(double(l.n_layers) * double(l.fixed_rows) * double(l.row_bytes(l.native))).c_str(),
+          kv_type_name(l.f32_state ? KvType::f32 : l.native));
+      out += buf;
+    }
     out += "\n";
   }
   std::snprintf(buf, sizeof buf, "  %-52s %6s %6s %8s", "total fixed", "", "", "");
@@ -248,11 +302,19 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx) {
     std::snprintf(buf, sizeof buf, " %11s", human_bytes(double(bill.fixed_bytes(t))).c_str());
     out += buf;
   }
+  if (native) {
+    std::snprintf(buf, sizeof buf, "  %9s", human_bytes(double(bill.native_fixed_bytes())).c_str());
+    out += buf;
+  }
   out += "\n\n";
   std::snprintf(buf, sizeof buf, "  %-52s %6s %6s %8s", "total for the context", "", "", "");
   out += buf;
   for (KvType t : kAllKvTypes) {
     std::snprintf(buf, sizeof buf, " %11s", human_bytes(double(bill.total_bytes(t, n_ctx))).c_str());
+    out += buf;
+  }
+  if (native) {
+    std::snprintf(buf, sizeof buf, "  %9s", human_bytes(double(bill.native_total_bytes(n_ctx))).c_str());
     out += buf;
   }
   out += "\n\n  KV types: f32 supported today; f16, bf16, q8_0, fp8_e4m3 (+UE8M0 per 32), mxfp4 planned.\n";
@@ -277,6 +339,11 @@ std::string kv_bill_json(const KvBill& bill, int64_t n_ctx) {
     jl["ratio"] = l.ratio;
     jl["fixed_rows"] = l.fixed_rows;
     jl["f32_state"] = l.f32_state;
+    if (l.has_native) {
+      jl["native_type"] = kv_type_name(l.f32_state ? KvType::f32 : l.native);
+      jl["native_bytes_per_token"] = l.bytes_per_token(l.native);
+      jl["native_bytes_at_ctx"] = l.bytes(l.native, n_ctx);
+    }
     for (KvType t : kAllKvTypes) {
       jl["bytes_per_token"][kv_type_name(t)] = l.bytes_per_token(t);
       jl["bytes_at_ctx"][kv_type_name(t)] = l.bytes(t, n_ctx);
@@ -284,6 +351,33 @@ std::string kv_bill_json(const KvBill& bill, int64_t n_ctx) {
     lines.push_back(jl);
   }
   j["lines"] = lines;
+  if (bill.has_native()) {
+    j["native_bytes_per_token"] = bill.native_bytes_per_token();
+    j["native_fixed_bytes"] = bill.native_fixed_bytes();
+    j["native_total_bytes"] = bill.native_total_bytes(n_ctx);
+  }
+  if (bill.spec.family == KvFamily::deepseek_v41) {
+    json layers = json::array();
+    for (int l = 0; l < bill.spec.n_layer; ++l)
+      layers.push_back(
+          {{"layer", l},
+           {"ratio", bill.spec.compress_ratios[static_cast<size_t>(l)]},
+           {"mode", kv_layer_mode_name(bill.spec.layer_mode[static_cast<size_t>(l)])},
+           {"kv_source", bill.spec.layer_kv_src[static_cast<size_t>(l)]},
+           {"owns_compressed_kv", bill.spec.layer_mode[static_cast<size_t>(l)] == KvLayerMode::full},
+           {"owns_index_keys", static_cast<bool>(bill.spec.layer_index_keys[static_cast<size_t>(l)])}});
+    j["layers"] = layers;
+    json eng = json::array();
+    for (size_t k = 0; k < bill.spec.engram_layers.size(); ++k)
+      eng.push_back({{"layer", bill.spec.engram_layers[k]},
+                     {"rows", bill.spec.engram_rows[k]},
+                     {"head_dim", bill.spec.engram_head_dim},
+                     {"fp8_bytes",
+                      static_cast<uint64_t>(bill.spec.engram_rows[k]) *
+                          static_cast<uint64_t>(bill.spec.engram_head_dim + bill.spec.engram_head_dim / 32)},
+                     {"rows_per_token", bill.spec.engram_cols}});
+    j["engram_tables"] = eng;
+  }
   for (KvType t : kAllKvTypes) {
     j["bytes_per_token"][kv_type_name(t)] = bill.bytes_per_token(t);
     j["fixed_bytes"][kv_type_name(t)] = bill.fixed_bytes(t);

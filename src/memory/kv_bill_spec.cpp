@@ -125,6 +125,7 @@ Result<KvModelSpec> kv_spec_from_hf_config_text(const std::string& text, const s
     return err("%s: not a JSON object (config.json expected)", source.c_str());
   if (j.contains("text_config") && j["text_config"].is_object() && !j.contains("num_hidden_layers"))
     j = j["text_config"];  // multimodal wrappers keep the LM config inside
+  if (kv_is_v41_config(j)) return kv_spec_from_v41_json(j, source);
   KvModelSpec s;
   s.source = source;
   s.arch = j.value("model_type", std::string("unknown"));

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/units.h"
+#include "memory/engram_table.h"
 
 namespace strata {
 
@@ -41,6 +42,33 @@ uint64_t scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, int n_thre
   return b;
 }
 
+// The Engram tier as memory/engram_store places it (see planner.h).
+Status plan_engram(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
+  if (m.engram_tables == 0) return {};
+  if (p.engram_budget == 0 || p.engram_budget >= m.engram_table_bytes) {
+    b->engram_tier = "ram";
+    b->engram_tables = m.engram_table_bytes;
+    return {};
+  }
+  const uint64_t per_row = m.engram_row_bytes + kEngramSlotOverhead;
+  const int64_t slots = static_cast<int64_t>(p.engram_budget / per_row);
+  if (slots < m.engram_cols)
+    return err(
+        "plan: --engram-budget %s holds %lld Engram rows; the minimum is %d rows (one token's rows of one "
+        "Engram layer) x %llu bytes = %s",
+        format_bytes(p.engram_budget).c_str(), static_cast<long long>(slots), m.engram_cols,
+        static_cast<unsigned long long>(per_row),
+        format_bytes(static_cast<uint64_t>(m.engram_cols) * per_row).c_str());
+  b->engram_tier = "ssd";
+  b->engram_slots = slots;
+  b->engram_tables = static_cast<uint64_t>(slots) * per_row;
+  // staging at the default --engram-io-depth 64 / --engram-io-threads 4 (tools/engram_flags.h)
+  const uint64_t vb = m.engram_row_bytes * 32 / 33, sb = m.engram_row_bytes - vb;
+  b->engram_io = static_cast<uint64_t>(engram_staging_count(64, 4)) *
+                 engram_staging_bytes(static_cast<uint32_t>(vb), static_cast<uint32_t>(sb));
+  return {};
+}
+
 void appendf(std::string* s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void appendf(std::string* s, const char* fmt, ...) {
   char buf[1024];
@@ -54,8 +82,9 @@ void appendf(std::string* s, const char* fmt, ...) {
 }  // namespace
 
 const char* plan_class_name(int c) {
-  static const char* names[plan_class_count] = {"embeddings/output", "attention",          "shared experts",
-                                                "dense ffn",         "norms/router/other", "routed experts"};
+  static const char* names[plan_class_count] = {
+      "embeddings/output",  "attention",          "shared experts", "dense ffn",
+      "norms/router/other", "engram projections", "routed experts"};
   return c >= 0 && c < plan_class_count ? names[c] : "?";
 }
 
@@ -93,6 +122,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.scratch = scratch_bytes(m, std::min<int64_t>(p.n_ubatch, p.n_ctx * p.n_seq), p.n_ctx, p.n_threads);
   b.runtime = 16 * kMiB + 64 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
 
+  STRATA_TRY(plan_engram(m, p, &b));
+
   b.expert_weights_resident = b.expert_weights_total;
   const uint64_t io = static_cast<uint64_t>(p.io_threads) * kIoThreadBytes;
   if (p.expert_budget > 0 && b.expert_count > 0) {  // priced as given; --ram then only checks it
@@ -106,10 +137,11 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
     b.expert_weights_resident = static_cast<uint64_t>(slots) * m.slot_bytes;
     b.io_buffers = io;
   }
+  b.io_buffers += b.engram_io;
   if (p.ram > 0 && p.expert_budget > 0) {
     b.margin = p.margin > 0 ? p.margin : 32 * kMiB + p.ram / 50;
     const uint64_t need = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.scratch +
-                          b.io_buffers + b.runtime + b.margin;
+                          b.io_buffers + b.runtime + b.engram_tables + b.margin;
     if (need > p.ram) {
       b.fits = false;
       b.problem = "RAM " + format_bytes(p.ram) + " is too small for --expert-budget " +
@@ -118,21 +150,24 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
     }
   } else if (p.ram > 0) {
     b.margin = p.margin > 0 ? p.margin : 32 * kMiB + p.ram / 50;
-    const uint64_t other = b.dense_weights + b.kv_cache + b.scratch + b.runtime + b.margin;
+    const uint64_t other =
+        b.dense_weights + b.kv_cache + b.scratch + b.runtime + b.engram_tables + b.engram_io + b.margin;
     const uint64_t avail = p.ram > other ? p.ram - other : 0;
     if (avail >= b.expert_weights_total || b.expert_count == 0) {
       // Everything fits (or nothing is routed): no budget, experts served from the mapping.
       if (avail < b.expert_weights_total || p.ram < other) {
         b.fits = false;
-        b.problem = "RAM " + format_bytes(p.ram) +
-                    " is too small: dense weights + KV + scratch + runtime + margin need " +
-                    format_bytes(other);
+        b.problem = "RAM " + format_bytes(p.ram) + " is too small: dense weights + KV + scratch + runtime" +
+                    (b.engram_tables ? " + Engram tables" : "") + " + margin need " + format_bytes(other) +
+                    (b.engram_tier == "ram" && p.engram_budget == 0
+                         ? " (put the Engram tables on SSD: --engram-budget)"
+                         : "");
       }
     } else {
       const uint64_t for_slots = avail > io ? avail - io : 0;
       int64_t slots = m.slot_bytes ? static_cast<int64_t>(for_slots / m.slot_bytes) : 0;
       slots = std::min(slots, b.expert_count);
-      b.io_buffers = io;
+      b.io_buffers = io + b.engram_io;
       if (slots < m.n_expert_used) {
         b.fits = false;
         slots = m.n_expert_used;
@@ -142,14 +177,19 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
                     std::to_string(m.n_expert_used) + " = " + format_bytes(b.expert_min) + " (" +
                     std::to_string(m.n_expert_used) + " slots of " + format_bytes(m.slot_bytes) +
                     "), the rest leaves " + format_bytes(for_slots) + "; the minimum RAM is " +
-                    format_bytes(need) + " (with a " + format_bytes(b.margin) + " safety margin)";
+                    format_bytes(need) + " (with a " + format_bytes(b.margin) + " safety margin)" +
+                    (b.engram_tier == "ram" && p.engram_budget == 0
+                         ? "; the Engram tables take " + format_bytes(b.engram_tables) +
+                               " of it (put them on SSD: --engram-budget)"
+                         : "");
       }
       b.expert_slots = slots;
       b.expert_weights_resident = static_cast<uint64_t>(slots) * m.slot_bytes;
       b.recommended_budget = b.expert_weights_resident;
     }
   }
-  b.total = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.scratch + b.io_buffers + b.runtime;
+  b.total = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.scratch + b.io_buffers + b.runtime +
+            b.engram_tables;
   return b;
 }
 
@@ -199,6 +239,20 @@ std::string plan_text(const PlanBill& b) {
             static_cast<double>(m.class_params[plan_class_routed]) / 1e6,
             format_bytes(m.expert_bytes).c_str());
   }
+  if (m.engram_tables > 0) {
+    char buf[256];
+    if (b.engram_tier == "ram")
+      std::snprintf(buf, sizeof buf, "  tier ram: all %d tables, %lld rows of %llu B (FP8 + UE8M0)",
+                    m.engram_tables, static_cast<long long>(m.engram_rows),
+                    static_cast<unsigned long long>(m.engram_row_bytes));
+    else
+      std::snprintf(buf, sizeof buf,
+                    "  tier ssd: row cache of %lld of %lld rows (%.3f%%) of %s tables; %d rows/token",
+                    static_cast<long long>(b.engram_slots), static_cast<long long>(m.engram_rows),
+                    100.0 * static_cast<double>(b.engram_slots) / static_cast<double>(m.engram_rows),
+                    format_bytes(m.engram_table_bytes).c_str(), m.engram_tables * m.engram_cols);
+    row("engram_tables", b.engram_tables, pct(b.engram_tables) + buf);
+  }
   row("kv_cache", b.kv_cache,
       pct(b.kv_cache) + "  per cache kind below, x " + std::to_string(p.n_seq) + " sequence(s)");
   for (const PlanKvLine& l : b.kv_lines) {
@@ -244,7 +298,9 @@ std::string plan_text(const PlanBill& b) {
 std::string plan_json(const PlanBill& b) {
   // Keys (bytes unless said): dense_weights, dense_weights_by_class{}, expert_weights_total,
   // expert_weights_resident, expert_slots, expert_slot_bytes, expert_count, expert_min_bytes,
-  // kv_cache, kv_cache_lines[], scratch, io_buffers, runtime, total; with --ram: ram, margin,
+  // kv_cache, kv_cache_lines[], scratch, io_buffers, runtime, total; V4.1: engram_tables (bytes in
+  // RAM), engram_tier, engram_table_bytes, engram_row_bytes, engram_rows, engram_slots,
+  // engram_io_buffers (part of io_buffers), engram_budget; with --ram: ram, margin,
   // recommended_expert_budget (0 = all fit), fits, problem.
   const PlanModel& m = b.model;
   nlohmann::json j;
@@ -273,6 +329,16 @@ std::string plan_json(const PlanBill& b) {
   j["scratch"] = b.scratch;
   j["io_buffers"] = b.io_buffers;
   j["runtime"] = b.runtime;
+  if (m.engram_tables > 0) {
+    j["engram_tables"] = b.engram_tables;
+    j["engram_tier"] = b.engram_tier;
+    j["engram_table_bytes"] = m.engram_table_bytes;
+    j["engram_row_bytes"] = m.engram_row_bytes;
+    j["engram_rows"] = m.engram_rows;
+    j["engram_slots"] = b.engram_slots;
+    j["engram_io_buffers"] = b.engram_io;
+    if (b.opts.engram_budget > 0) j["engram_budget"] = b.opts.engram_budget;
+  }
   j["total"] = b.total;
   if (b.opts.expert_budget > 0) j["expert_budget"] = b.opts.expert_budget;
   if (b.opts.ram > 0) {

@@ -14,7 +14,11 @@
 //  * io_buffers: what the I/O threads hold besides the slots (reads land in the slots themselves,
 //    O_DIRECT into the tier, so no staging copies): 64 KiB per thread (stack, request queue);
 //    only with a budget;
-//  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks).
+//  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks);
+//  * engram_tables (V4.1): the Engram n-gram tables at their checkpoint storage (FP8 + UE8M0 per
+//    32), placed like memory/engram_store places them: no --engram-budget or a budget that holds
+//    them -> RAM tier (all of them), else the SSD tier with a row cache of budget / (row +
+//    bookkeeping) rows (its I/O staging in io_buffers).
 // The recommended budget = RAM - everything else - a safety margin, rounded down to whole slots;
 // below one layer's top-k slots the plan does not fit (an error naming the minimum).
 //
@@ -39,6 +43,7 @@ enum PlanClass {
   plan_class_shared,        // shared experts
   plan_class_dense_ffn,     // FFNs of dense layers
   plan_class_norms_router,  // norms, routers, biases, hyper-connection mixers, everything else
+  plan_class_engram_proj,   // V4.1 Engram projections (wkv, q/k weights); the tables are apart
   plan_class_routed,        // routed experts
   plan_class_count,
 };
@@ -58,6 +63,12 @@ struct PlanModel {
   uint64_t expert_bytes = 0;  // one expert's gate+up+down (the largest layer's)
   uint64_t slot_bytes = 0;    // its slot in the fast tier (multiple of 4096)
   KvModelSpec kv;
+  // V4.1 Engram tables (0 tables for other models)
+  int engram_tables = 0;
+  int engram_cols = 0;              // rows read per token per table
+  int64_t engram_rows = 0;          // all tables
+  uint64_t engram_row_bytes = 0;    // one row: values + scales as stored
+  uint64_t engram_table_bytes = 0;  // all tables
 
   uint64_t dense_bytes() const;
 };
@@ -83,6 +94,7 @@ struct PlanOptions {
   int n_threads = 0;           // 0: the machine's cores
   uint64_t margin = 0;         // safety margin; 0: auto (32 MiB + 2% of ram)
   uint64_t expert_budget = 0;  // --expert-budget to price (as run/bench would use it); 0: none
+  uint64_t engram_budget = 0;  // --engram-budget (V4.1); 0: the tables resident in RAM
 };
 
 struct PlanKvLine {
@@ -105,6 +117,10 @@ struct PlanBill {
   uint64_t scratch = 0;
   uint64_t io_buffers = 0;
   uint64_t runtime = 0;
+  uint64_t engram_tables = 0;  // bytes the Engram tier takes in RAM (tables or row cache)
+  std::string engram_tier;     // "ram" | "ssd" | "" (no Engram)
+  int64_t engram_slots = 0;    // ssd tier: rows the cache holds
+  uint64_t engram_io = 0;      // ssd tier: its I/O staging buffers (part of io_buffers)
   uint64_t total = 0;
   // With a RAM size:
   uint64_t margin = 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 
 #include "memory/planner.h"
@@ -131,6 +132,98 @@ Status deepseek_v4(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   return {};
 }
 
+// The first of `keys` present (ModelArgs name, then the Hugging Face one).
+Result<int64_t> any_of(const Ctx& c, std::initializer_list<const char*> keys, bool required,
+                       int64_t dflt = 0) {
+  for (const char* k : keys)
+    if (c.j.contains(k) && !c.j[k].is_null()) return c.req(k);
+  if (required) return c.req(*keys.begin());
+  return dflt;
+}
+
+// DeepSeek-V4.1 from its checkpoint config.json (ModelArgs names; fixtures-v41 README shapes):
+// CSA2 attention (compressors on KV sources only, indexers on index sources), hyper-connection
+// mixers, noaux_tc MoE, and Engram layers (projections dense; the tables apart, FP8 + UE8M0).
+Status deepseek_v41(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
+  Acc acc{&m};
+  const GgmlType dt = ty.dense, f32 = GgmlType::f32;
+  STRATA_ASSIGN(int64_t hd, c.req("head_dim"));
+  STRATA_ASSIGN(int64_t ql, c.req("q_lora_rank"));
+  STRATA_ASSIGN(int64_t og, c.req("o_groups"));
+  STRATA_ASSIGN(int64_t ol, c.req("o_lora_rank"));
+  STRATA_ASSIGN(int64_t ih, any_of(c, {"index_n_heads"}, false));
+  STRATA_ASSIGN(int64_t hc, any_of(c, {"hc_mult"}, false, 4));
+  STRATA_ASSIGN(int64_t n_shared, any_of(c, {"n_shared_experts"}, false, 1));
+  if (og <= 0 || (m.n_head * hd) % og != 0)
+    return err("%s: \"o_groups\" %lld must divide n_heads x head_dim", c.src.c_str(), (long long)og);
+  STRATA_ASSIGN(m.kv, kv_spec_from_v41_json(c.j, c.src));
+  const KvModelSpec& k = m.kv;
+  const int64_t ihd = k.indexer_head_dim;
+  m.head_dim_k = m.head_dim_v = static_cast<int>(hd);
+  m.n_head_kv = 1;
+  m.hc = static_cast<int>(hc);
+  m.n_indexer_head = static_cast<int>(ih);
+  m.indexer_head_dim = static_cast<int>(ihd);
+  m.n_ff_shexp = static_cast<int>(m.n_ff_exp * std::max<int64_t>(1, n_shared));
+  const int64_t d = m.n_embd, V = m.n_vocab, E = m.n_expert, F = m.n_ff_exp, Fs = m.n_ff_shexp;
+  const int64_t hcd = hc * d, n_mix = (2 + hc) * hc;
+  acc.add(plan_class_embed_output, dt, d, V);
+  acc.add(plan_class_embed_output, dt, d, V);
+  acc.add(plan_class_norms_router, f32, d);
+  std::vector<int> engram_of(static_cast<size_t>(m.n_layer), -1);
+  for (size_t e = 0; e < k.engram_layers.size(); ++e)
+    engram_of[static_cast<size_t>(k.engram_layers[e])] = static_cast<int>(e);
+  for (int il = 0; il < m.n_layer; ++il) {
+    for (int site = 0; site < 2; ++site) {
+      acc.add(plan_class_norms_router, f32, hcd, n_mix);
+      acc.add(plan_class_norms_router, f32, n_mix + 3);
+    }
+    acc.add(plan_class_norms_router, f32, 2 * d + ql + hd);  // attn, ffn, q, kv norms
+    acc.add(plan_class_attention, f32, m.n_head);            // sinks
+    acc.add(plan_class_attention, dt, d, ql);
+    acc.add(plan_class_attention, dt, ql, m.n_head * hd);
+    acc.add(plan_class_attention, dt, d, hd);
+    acc.add(plan_class_attention, dt, m.n_head * hd / og, og * ol);
+    acc.add(plan_class_attention, dt, og * ol, d);
+    const int r = k.compress_ratios[static_cast<size_t>(il)];
+    const KvLayerMode mode = k.layer_mode[static_cast<size_t>(il)];
+    if (mode == KvLayerMode::full) {  // compressor: wkv (+ wgate for ratio 2, both F32), norm
+      acc.add(plan_class_attention, r > 1 ? f32 : dt, d, hd);
+      if (r > 1) acc.add(plan_class_attention, f32, d, hd);
+      acc.add(plan_class_attention, f32, hd);
+    }
+    if (mode == KvLayerMode::full || mode == KvLayerMode::reindex) {
+      const bool idx = k.layer_index_keys[static_cast<size_t>(il)] || mode == KvLayerMode::reindex;
+      if (idx) {
+        acc.add(plan_class_attention, dt, ql, ih * ihd);
+        acc.add(plan_class_attention, dt, d, ih);
+      }
+      if (k.layer_index_keys[static_cast<size_t>(il)]) {
+        acc.add(plan_class_attention, dt, hd, ihd);
+        acc.add(plan_class_attention, f32, ihd);
+      }
+    }
+    acc.add(plan_class_norms_router, f32, d, E);
+    acc.add(plan_class_norms_router, f32, E);
+    add_experts(acc, ty.expert, d, F, E);
+    acc.add(plan_class_shared, dt, d, 2 * Fs);
+    acc.add(plan_class_shared, dt, Fs, d);
+    const int e = engram_of[static_cast<size_t>(il)];
+    if (e >= 0) {
+      acc.add(plan_class_engram_proj, dt, int64_t{k.engram_cols} * k.engram_head_dim, d * (hc + 1));
+      acc.add(plan_class_engram_proj, f32, d, 2 * hc);
+    }
+  }
+  m.engram_tables = static_cast<int>(k.engram_layers.size());
+  m.engram_cols = k.engram_cols;
+  m.engram_row_bytes = static_cast<uint64_t>(k.engram_head_dim + k.engram_head_dim / 32);
+  for (int64_t rows : k.engram_rows) {
+    m.engram_rows += rows;
+    m.engram_table_bytes += static_cast<uint64_t>(rows) * m.engram_row_bytes;
+  }
+  return {};
+}
+
 Status mla_family(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   Acc acc{&m};
   const GgmlType dt = ty.dense, f32 = GgmlType::f32;
@@ -222,6 +315,43 @@ Status gqa_family(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   return {};
 }
 
+Result<PlanModel> plan_model_from_v41(const Ctx& c, const PlanTypes& types, PlanModel& m) {
+  m.arch = "deepseek_v41";
+  PlanTypes ty = types;
+  if (ty.expert == GgmlType::count) ty.expert = GgmlType::mxfp4;
+  m.types = std::string("assumed: routed experts ") + type_name(ty.expert) + ", other matrices " +
+            type_name(ty.dense) + ", norms/routers/mixers f32; Engram tables FP8 + UE8M0";
+  STRATA_ASSIGN(int64_t n_layer, any_of(c, {"n_layers", "num_hidden_layers"}, true));
+  STRATA_ASSIGN(int64_t d, any_of(c, {"dim", "hidden_size"}, true));
+  STRATA_ASSIGN(int64_t V, any_of(c, {"vocab_size"}, true));
+  STRATA_ASSIGN(int64_t nh, any_of(c, {"n_heads", "num_attention_heads"}, true));
+  STRATA_ASSIGN(int64_t E, any_of(c, {"n_routed_experts"}, true));
+  STRATA_ASSIGN(int64_t k, any_of(c, {"n_activated_experts", "num_experts_per_tok"}, true));
+  STRATA_ASSIGN(int64_t F, any_of(c, {"moe_inter_dim", "moe_intermediate_size"}, true));
+  if (n_layer <= 0 || n_layer > 100000 || d <= 0 || d > (1 << 20) || V <= 0 || nh <= 0)
+    return err("%s: n_layers / dim / vocab_size / n_heads must be positive", c.src.c_str());
+  if (E <= 0 || F <= 0 || k <= 0 || k > E)
+    return err(
+        "%s: n_routed_experts %lld, n_activated_experts %lld, moe_inter_dim %lld: need 0 < k <= experts and "
+        "a positive width",
+        c.src.c_str(), (long long)E, (long long)k, (long long)F);
+  for (GgmlType t : {ty.expert, ty.dense}) {
+    const int64_t bs = type_info(t).block_size;
+    if (d % bs != 0 || F % bs != 0)
+      return err("%s: dim %lld / moe_inter_dim %lld not a multiple of %s's block of %lld", c.src.c_str(),
+                 (long long)d, (long long)F, type_name(t), (long long)bs);
+  }
+  m.n_layer = static_cast<int>(n_layer);
+  m.n_embd = static_cast<int>(d);
+  m.n_vocab = static_cast<int>(V);
+  m.n_head = static_cast<int>(nh);
+  m.n_expert = static_cast<int>(E);
+  m.n_expert_used = static_cast<int>(k);
+  m.n_ff_exp = static_cast<int>(F);
+  STRATA_TRY(deepseek_v41(c, ty, m));
+  return m;
+}
+
 }  // namespace
 
 Result<PlanModel> plan_model_from_hf_config_text(const std::string& text, const std::string& source,
@@ -236,6 +366,7 @@ Result<PlanModel> plan_model_from_hf_config_text(const std::string& text, const 
   m.source = source;
   m.from_config = true;
   m.arch = j.value("model_type", std::string("unknown"));
+  if (kv_is_v41_config(j)) return plan_model_from_v41(c, types, m);
   const bool v4 = j.contains("compress_ratios");
   PlanTypes ty = types;
   if (ty.expert == GgmlType::count) ty.expert = v4 ? GgmlType::mxfp4 : GgmlType::q8_0;

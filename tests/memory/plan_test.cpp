@@ -6,8 +6,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/fixtures.h"
+#include "memory/engram_table.h"
 #include "memory/planner.h"
 #include "model/synth.h"
+#include "model/v41_arch.h"
 
 namespace strata {
 namespace {
@@ -188,6 +191,142 @@ TEST(PlanConfig, DeepSeekV4Flash) {
   EXPECT_GT(b->recommended_budget, 40ull << 30);
   EXPECT_LT(b->expert_slots, b->expert_count);
   EXPECT_EQ(b->kv_lines.size(), 7u);  // csa, hca, indexer, window + 3 compressor states
+}
+
+// DeepSeek-V4.1-Flash at real size (tests/data/deepseek-v4.1-flash.config.json; numbers and their
+// sources in the sibling .md): parameters, the CSA2 layer schedule, 890 B/token at the reference's
+// storage, and the Engram tables' tiers.
+TEST(PlanConfig, DeepSeekV41FlashParametersAndEngram) {
+  auto m = plan_model_from_hf_config(data("deepseek-v4.1-flash.config.json"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->arch, "deepseek_v41");
+  const uint64_t routed = 40ull * 384 * 3 * 5120 * 2304;  // 543.6B (deepseek-v4.md §4.1)
+  EXPECT_EQ(m->class_params[plan_class_routed], routed);
+  EXPECT_EQ(m->class_bytes[plan_class_routed], routed / 32 * 17);
+  EXPECT_EQ(m->n_moe_layers, 40);
+  // backbone ~552B: routed + attention ~5.1B + shared 1.4B + embed/head 1.3B (+ Engram projections)
+  EXPECT_NEAR(static_cast<double>(m->class_params[plan_class_attention]) / 1e9, 5.1, 0.1);
+  EXPECT_NEAR(static_cast<double>(m->class_params[plan_class_shared]) / 1e9, 1.4, 0.05);
+  EXPECT_EQ(m->class_params[plan_class_embed_output], 2ull * 129280 * 5120);
+  EXPECT_EQ(m->class_params[plan_class_engram_proj], 2ull * (25600ull * 6144 + 2 * 4 * 5120));
+  EXPECT_NEAR(static_cast<double>(params(*m) - m->class_params[plan_class_engram_proj]) / 1e9, 552.0, 1.0);
+  // Engram: 2 x ~384M rows x 256 FP8 values + 8 UE8M0 scales = ~2 x 101.4 GB (§3.2)
+  EXPECT_EQ(m->engram_tables, 2);
+  EXPECT_EQ(m->engram_cols, 24);
+  EXPECT_EQ(m->engram_rows, 384006168ll + 384016682ll);
+  EXPECT_EQ(m->engram_row_bytes, 264u);
+  EXPECT_EQ(m->engram_table_bytes, (384006168ull + 384016682ull) * 264);
+  EXPECT_NEAR(static_cast<double>(m->engram_table_bytes) / 1e9, 2 * 101.4, 0.2);
+
+  PlanOptions o;
+  o.n_ctx = 32768;
+  auto res = plan_make(*m, o);  // no budget: the tables resident
+  ASSERT_TRUE(res.ok()) << res.message();
+  EXPECT_EQ(res->engram_tier, "ram");
+  EXPECT_EQ(res->engram_tables, m->engram_table_bytes);
+  EXPECT_EQ(res->total, res->dense_weights + res->expert_weights_resident + res->kv_cache + res->scratch +
+                            res->io_buffers + res->runtime + res->engram_tables);
+  o.engram_budget = 32ull << 30;  // the SSD tier: a row cache of the budget
+  auto ssd = plan_make(*m, o);
+  ASSERT_TRUE(ssd.ok()) << ssd.message();
+  EXPECT_EQ(ssd->engram_tier, "ssd");
+  EXPECT_EQ(ssd->engram_slots, static_cast<int64_t>((32ull << 30) / (264 + kEngramSlotOverhead)));
+  EXPECT_LE(ssd->engram_tables, 32ull << 30);
+  EXPECT_GT(ssd->engram_tables, 31ull << 30);
+  EXPECT_GT(ssd->io_buffers, 0u);
+  EXPECT_EQ(ssd->total + m->engram_table_bytes - ssd->engram_tables - ssd->io_buffers, res->total);
+  const auto j = nlohmann::json::parse(plan_json(*ssd));
+  EXPECT_EQ(j["engram_tier"], "ssd");
+  EXPECT_EQ(j["engram_tables"].get<uint64_t>(), ssd->engram_tables);
+  EXPECT_EQ(j["engram_table_bytes"].get<uint64_t>(), m->engram_table_bytes);
+  const std::string text = plan_text(*ssd);
+  EXPECT_NE(text.find("engram_tables"), std::string::npos) << text;
+  EXPECT_NE(text.find("tier ssd: row cache of"), std::string::npos) << text;
+  // a RAM size that cannot hold the tables resident says how to get out
+  o.engram_budget = 0;
+  o.ram = 192ull << 30;
+  auto tight = plan_make(*m, o);
+  ASSERT_TRUE(tight.ok());
+  EXPECT_FALSE(tight->fits);
+  EXPECT_NE(tight->problem.find("--engram-budget"), std::string::npos) << tight->problem;
+  o.engram_budget = 64ull << 30;
+  auto fits = plan_make(*m, o);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_TRUE(fits->fits) << fits->problem;
+  EXPECT_GT(fits->recommended_budget, 60ull << 30);  // what is left goes to the routed experts
+  // below one token's 24 rows
+  o.engram_budget = 23 * (264 + kEngramSlotOverhead);
+  auto tiny = plan_make(*m, o);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.message().find("the minimum is 24 rows"), std::string::npos) << tiny.message();
+}
+
+TEST(KvBill, DeepSeekV41FlashScheduleAnd890BytesPerToken) {
+  auto s = kv_spec_from_hf_config(data("deepseek-v4.1-flash.config.json"));
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(s->family, KvFamily::deepseek_v41);
+  EXPECT_EQ(s->n_layer, 40);
+  ASSERT_EQ(s->layer_mode.size(), 40u);
+  EXPECT_EQ(s->layer_mode[0], KvLayerMode::window);
+  EXPECT_EQ(s->layer_mode[2], KvLayerMode::full);
+  EXPECT_EQ(s->layer_mode[7], KvLayerMode::reuse);
+  EXPECT_EQ(s->layer_kv_src[7], 2);
+  EXPECT_EQ(s->layer_kv_src[13], 8);
+  EXPECT_EQ(s->layer_kv_src[39], 20);
+  EXPECT_EQ(s->layer_mode[24], KvLayerMode::reindex);
+  EXPECT_FALSE(s->layer_index_keys[24]);  // Reindex scores the source's keys: owns none
+  EXPECT_TRUE(s->layer_index_keys[20]);
+  const KvBill b = kv_bill_make(*s);
+  // deepseek-v4.md §4.6: 2.5 compressed rows/token x (288 B FP4 KV + 68 B FP4 index key) = 890 B
+  EXPECT_DOUBLE_EQ(b.native_bytes_per_token(), 890.0);
+  EXPECT_DOUBLE_EQ(b.bytes_per_token(KvType::f32), 2.5 * (512 + 128) * 4);
+  // fixed: 40 window rings of 128 x 512 (FP8 + UE8M0: 528 B/row), 3 ratio-2 pending tokens (f32)
+  EXPECT_EQ(b.native_fixed_bytes(), 40ull * 128 * 528 + 3ull * 1024 * 4);
+  const auto j = nlohmann::json::parse(kv_bill_json(b, 65536));
+  EXPECT_EQ(j["native_bytes_per_token"].get<double>(), 890.0);
+  ASSERT_EQ(j["layers"].size(), 40u);
+  EXPECT_EQ(j["layers"][7]["mode"], "reuse");
+  EXPECT_EQ(j["layers"][7]["owns_compressed_kv"], false);
+  EXPECT_EQ(j["layers"][8]["owns_compressed_kv"], true);
+  ASSERT_EQ(j["engram_tables"].size(), 2u);
+  EXPECT_EQ(j["engram_tables"][1]["rows"], 384016682);
+  const std::string t = kv_bill_text(b, 65536);
+  for (const char* want :
+       {"4 Full", "4 Reindex", "30 Reuse", "7:r2 reuse[2] win", "20:r1 full[20] win+ckv+ik",
+        "24:r1 reindex[20] win", "890.0", "nvfp4", "Engram tables", "202.758 GB"})
+    EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+}
+
+// The bill of a fixture model equals what the V4.1 forward allocates (model/v41_forward.h
+// V41State, all f32): it keeps one spare row per KV source, the bill counts ceil(n_ctx / ratio).
+TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
+  auto root = ::strata::testing::fixtures_v41_dir();
+  if (!root) {
+    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found";
+    GTEST_SKIP() << "fixtures-v41 not found";
+  }
+  for (const char* model : {"deep", "sparse", "wide"}) {
+    const std::string dir = *root + "/" + model;
+    auto loaded = load_deepseek_v41_dir(dir);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    auto s = kv_spec_from_hf_config(dir + "/config.json");
+    ASSERT_TRUE(s.ok()) << s.message();
+    const v41::Config& c = loaded->model->cfg;
+    uint64_t spare = 0;
+    for (int l = 0; l < c.n_layers; ++l) {
+      EXPECT_EQ(static_cast<int>(s->layer_mode[l]), static_cast<int>(c.layers[l].mode))
+          << model << " layer " << l;
+      if (c.layers[l].ratio) {
+        EXPECT_EQ(s->layer_kv_src[l], c.layers[l].kv_src) << model << " layer " << l;
+      }
+      EXPECT_EQ(s->layer_index_keys[l], c.layers[l].owns_index_k) << model << " layer " << l;
+      if (c.layers[l].kv_source) spare += 4u * (c.head_dim + (c.layers[l].owns_index_k ? c.idx_dim : 0));
+    }
+    const int n_ctx = 256;
+    v41::V41State st(*loaded->model, n_ctx, 1);
+    const KvBill b = kv_bill_make(*s);
+    EXPECT_EQ(b.total_bytes(KvType::f32, n_ctx) + spare, st.cache_bytes()) << model;
+  }
 }
 
 TEST(PlanConfig, Qwen3MoeAndMixtralParameterCounts) {
