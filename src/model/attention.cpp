@@ -23,9 +23,8 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   float* q = arena.alloc<float>(n * q_w);  // [n][n_head][hd_k]
   float* k = arena.alloc<float>(n * k_w);  // [n][n_head_kv][hd_k]
   float* v = arena.alloc<float>(n * v_w);  // [n][n_head_kv][hd_v]
-  linear(pool, arena, *w.wq, x, n, q, w.bq);
-  linear(pool, arena, *w.wk, x, n, k, w.bk);
-  linear(pool, arena, *w.wv, x, n, v, w.bv);
+  const LinearOut qkv[3] = {{w.wq, q, w.bq}, {w.wk, k, w.bk}, {w.wv, v, w.bv}};
+  linear_multi(pool, arena, qkv, 3, x, n);  // one pool region for the three projections
 
   // Per-head q/k norm, then RoPE with one cos/sin table per position.
   const int n_rot = c.rope.n_rot;

@@ -1,5 +1,7 @@
 #include "model/linear.h"
 
+#include <algorithm>
+
 #include "base/assert.h"
 #include "kernels/ops.h"
 #include "kernels/matmul.h"
@@ -13,48 +15,90 @@ size_t linear_scratch_bytes(GgmlType t, int64_t in, int64_t n) {
   return row_bytes(kt.vec_dot_type, in) * static_cast<size_t>(n) + 64;
 }
 
-void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x, int64_t n, float* y,
-            const float* bias) {
-  const int64_t in = w.ne[0], out = w.ne[1];
-  STRATA_ASSERT(w.ne[2] == 1 && w.ne[3] == 1);
-  if (n <= 0) return;
-  const KernelTraits& kt = kernel_traits(w.type);
-  STRATA_ASSERT_MSG(kt.can_matmul(), "linear: weight type without vec_dot (binding should have refused it)");
+namespace {
 
+constexpr int64_t kLinearRowsPerItem = 64;
+
+// Rows [r0, r1) of w against n activation rows (xq, xrow bytes apart, in w's vec_dot_type; f32
+// rows for f32 weights), + bias: y[t][r].
+void linear_rows(const KernelTraits& kt, const TensorView& w, const void* xq, size_t xrow, int64_t n,
+                 float* y, const float* bias, int64_t r0, int64_t r1) {
+  const int64_t in = w.ne[0], out = w.ne[1];
   if (w.type == GgmlType::f32) {
     const auto* wd = static_cast<const uint8_t*>(w.data);
-    parallel_rows(pool, out, n * in * out, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* wr = reinterpret_cast<const float*>(wd + r * w.nb[1]);
-        const float b = bias ? bias[r] : 0.0f;
-        for (int64_t t = 0; t < n; ++t) y[t * out + r] = dot_f32(wr, x + t * in, in) + b;
-      }
-    });
+    const auto* xf = static_cast<const float*>(xq);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* wr = reinterpret_cast<const float*>(wd + r * w.nb[1]);
+      const float b = bias ? bias[r] : 0.0f;
+      for (int64_t t = 0; t < n; ++t) y[t * out + r] = dot_f32(wr, xf + t * in, in) + b;
+    }
     return;
   }
-
-  // Quantize the activation rows once (like ggml's wdata).
-  const void* xq = x;
-  size_t xrow = in * sizeof(float);
-  if (kt.vec_dot_type != GgmlType::f32) {
-    const KernelTraits& vt = kernel_traits(kt.vec_dot_type);
-    STRATA_ASSERT(vt.from_float != nullptr);
-    xrow = row_bytes(kt.vec_dot_type, in);
-    auto* buf = arena.alloc<uint8_t>(xrow * n);
-    for (int64_t t = 0; t < n; ++t) vt.from_float(x + t * in, buf + t * xrow, in);
-    xq = buf;
-  }
-  // kernels/matmul's row core: register tiles (cache-blocked) where the type has them, else one
-  // vec_dot per output; rows handed out dynamically when the product is worth the pool.
-  if (pool.size() > 1 && n * in * out >= kMinParallelWork && out >= 2) {
-    matmul_rows_parallel(pool, kt, in, w.data, w.nb[1], out, xq, xrow, n, y, out);
-  } else {
-    matmul_rows(kt, in, w.data, w.nb[1], 0, out, xq, xrow, n, y, out);
-  }
+  matmul_rows(kt, in, w.data, w.nb[1], r0, r1, xq, xrow, n, y, out);
   if (bias) {
     for (int64_t t = 0; t < n; ++t)
-      for (int64_t r = 0; r < out; ++r) y[t * out + r] += bias[r];
+      for (int64_t r = r0; r < r1; ++r) y[t * out + r] += bias[r];
   }
+}
+
+}  // namespace
+
+void linear_multi(ThreadPool& pool, Arena& arena, const LinearOut* outs, int n_outs, const float* x,
+                  int64_t n) {
+  constexpr int kMaxOuts = 8;
+  STRATA_ASSERT(n_outs >= 1 && n_outs <= kMaxOuts);
+  if (n <= 0) return;
+  const int64_t in = outs[0].w->ne[0];
+  // Activations converted once per vec_dot_type (like ggml's wdata).
+  const void* xq[kMaxOuts];
+  size_t xrow[kMaxOuts];
+  int64_t first_item[kMaxOuts + 1];
+  int64_t work = 0;
+  first_item[0] = 0;
+  for (int i = 0; i < n_outs; ++i) {
+    const TensorView& w = *outs[i].w;
+    STRATA_ASSERT(w.ne[0] == in && w.ne[2] == 1 && w.ne[3] == 1);
+    const KernelTraits& kt = kernel_traits(w.type);
+    STRATA_ASSERT_MSG(kt.can_matmul(),
+                      "linear: weight type without vec_dot (binding should have refused it)");
+    const GgmlType vt = kt.vec_dot_type;
+    int same = -1;
+    for (int j = 0; j < i && same < 0; ++j)
+      if (kernel_traits(outs[j].w->type).vec_dot_type == vt) same = j;
+    if (same >= 0) {
+      xq[i] = xq[same];
+      xrow[i] = xrow[same];
+    } else if (vt == GgmlType::f32) {
+      xq[i] = x;
+      xrow[i] = in * sizeof(float);
+    } else {
+      const KernelTraits& vk = kernel_traits(vt);
+      STRATA_ASSERT(vk.from_float != nullptr);
+      xrow[i] = row_bytes(vt, in);
+      auto* buf = arena.alloc<uint8_t>(xrow[i] * n);
+      for (int64_t t = 0; t < n; ++t) vk.from_float(x + t * in, buf + t * xrow[i], in);
+      xq[i] = buf;
+    }
+    first_item[i + 1] = first_item[i] + (w.ne[1] + kLinearRowsPerItem - 1) / kLinearRowsPerItem;
+    work += n * in * w.ne[1];
+  }
+  const bool par = pool.size() > 1 && work >= kMinParallelWork && first_item[n_outs] >= 2;
+  parallel_items(pool, first_item[n_outs], par, [&](int64_t item, int) {
+    int i = 0;
+    while (item >= first_item[i + 1]) ++i;
+    const TensorView& w = *outs[i].w;
+    const int64_t r0 = (item - first_item[i]) * kLinearRowsPerItem;
+    linear_rows(kernel_traits(w.type), w, xq[i], xrow[i], n, outs[i].y, outs[i].bias, r0,
+                std::min(w.ne[1], r0 + kLinearRowsPerItem));
+  });
+}
+
+void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x, int64_t n, float* y,
+            const float* bias) {
+  const LinearOut o{&w, y, bias};
+  const size_t m = arena.mark();
+  linear_multi(pool, arena, &o, 1, x, n);
+  arena.rewind(m);
 }
 
 void embedding_row(const TensorView& table, int64_t id, float* out) {

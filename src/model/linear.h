@@ -6,6 +6,7 @@
 // activations directly. Work is split across the pool by output rows.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "base/thread_pool.h"
@@ -18,6 +19,17 @@ namespace strata {
 // x rows have stride `in`, y rows stride `out`. Uses `arena` for quantized activations.
 void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x, int64_t n, float* y,
             const float* bias = nullptr);
+
+// Several linear layers over the same input x [n][in] in one pool region (q/k/v): x is
+// converted once per distinct vec_dot_type, work items are blocks of rows of any of the
+// weights. Each y equals what linear() gives, bit for bit.
+struct LinearOut {
+  const TensorView* w = nullptr;  // {in, out}
+  float* y = nullptr;             // [n][out]
+  const float* bias = nullptr;    // optional [out]
+};
+void linear_multi(ThreadPool& pool, Arena& arena, const LinearOut* outs, int n_outs, const float* x,
+                  int64_t n);
 
 // out[ne0] = row `id` of a 2-D table (token embeddings), dequantized exactly.
 void embedding_row(const TensorView& table, int64_t id, float* out);
@@ -33,6 +45,23 @@ void parallel_rows(ThreadPool& pool, int64_t n, int64_t work, const Fn& fn) {
     return;
   }
   pool.parallel_for(n, fn, 4);
+}
+
+// fn(item, thread) for every item in [0, n_items): with `parallel`, one pool region whose threads
+// claim items from an atomic counter (a slow or preempted thread holds nobody up; one barrier),
+// else inline on thread 0. `thread` indexes per-thread scratch.
+template <class Fn>
+void parallel_items(ThreadPool& pool, int64_t n_items, bool parallel, const Fn& fn) {
+  if (!parallel || pool.size() <= 1 || n_items <= 1) {
+    for (int64_t i = 0; i < n_items; ++i) fn(i, 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.run([&](int ti, int) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n_items;
+         i = next.fetch_add(1, std::memory_order_relaxed))
+      fn(i, ti);
+  });
 }
 
 // Bytes linear() takes from the arena for n rows of width `in` with weight type t.

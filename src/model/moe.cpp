@@ -4,12 +4,18 @@
 #include <cstring>
 
 #include "base/assert.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/traits.h"
 #include "model/linear.h"
 
 namespace strata {
 
 namespace {
+
+// Output rows per work item. Gate/up items also quantize their slice of the activation for down,
+// so their row count is a multiple of down's vec_dot_type block (256 for Q8_K).
+constexpr int64_t kRowsPerItem = 64;
 
 // sel/wts: [n][k]. Router semantics as in the header.
 void route(const MoeConfig& c, float* logits, int64_t n, int32_t* sel, float* wts) {
@@ -38,24 +44,209 @@ void route(const MoeConfig& c, float* logits, int64_t n, int32_t* sel, float* wt
   }
 }
 
+// One expert matrix {in, out}: rows `nb1` bytes apart (a trivially copyable TensorView subset,
+// so per-expert tables live in the arena).
+struct Mat {
+  const uint8_t* data = nullptr;
+  size_t nb1 = 0;
+  int64_t in = 0;
+  GgmlType type = GgmlType::f32;
+};
+Mat mat_of(const TensorView& v, int64_t e = 0) {
+  return {v.row(0, e), v.nb[1], v.ne[0], v.type};
+}
+
+// y[t·ldy + (r − r0)] = W_r · x[t] for r in [r0, r1), t < m; x[t] are activation rows in W's
+// vec_dot_type (f32 weights: f32 rows, dot_f32 as linear() does).
+void rows_product(const Mat& w, int64_t r0, int64_t r1, const void* const* x, int64_t m, float* y,
+                  int64_t ldy) {
+  const uint8_t* base = w.data + static_cast<size_t>(r0) * w.nb1;
+  if (w.type == GgmlType::f32) {
+    for (int64_t r = 0; r < r1 - r0; ++r) {
+      const float* wr = reinterpret_cast<const float*>(base + static_cast<size_t>(r) * w.nb1);
+      for (int64_t t = 0; t < m; ++t) y[t * ldy + r] = dot_f32(wr, static_cast<const float*>(x[t]), w.in);
+    }
+    return;
+  }
+  matmul_rows_gather(kernel_traits(w.type), w.in, base, w.nb1, 0, r1 - r0, x, m, y, ldy);
+}
+
+// Activation rows of x [n][d] in type t: f32 rows are x itself, others are converted once into
+// the arena. Returns the first row; *stride = bytes between rows.
+const uint8_t* convert_rows(GgmlType t, const float* x, int64_t n, int64_t d, Arena& arena, size_t* stride) {
+  if (t == GgmlType::f32) {
+    *stride = sizeof(float) * static_cast<size_t>(d);
+    return reinterpret_cast<const uint8_t*>(x);
+  }
+  const KernelTraits& vt = kernel_traits(t);
+  STRATA_ASSERT(vt.from_float != nullptr);
+  *stride = row_bytes(t, d);
+  uint8_t* buf = arena.alloc<uint8_t>(*stride * static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) vt.from_float(x + i * d, buf + static_cast<size_t>(i) * *stride, d);
+  return buf;
+}
+
+// The routed (or dense) SwiGLU FFN of one step, grouped by expert. Slot s = t·K + k (token t's
+// k-th choice); slots[off[e] .. off[e+1]) are expert e's slots in token order, and every array
+// indexed "grouped" follows that order. For each expert e and each of its slots s:
+//   h_s = act(gate_e·x_t + gb_e, up_e·x_t + ub_e) → quantized to down's vec_dot_type (hq row s)
+//   ybuf[s] = wt_s · (down_e·h_s + db_e)
+// Phase 1 (gate, up, act, quantize) and phase 2 (down) are one pool region each, work items
+// (expert, block of rows): each expert's weights stream once per step whatever the batch, and
+// every output element is the same kernel call whatever the grouping (streamed == resident).
+struct ExpertStep {
+  int64_t d = 0, F = 0;
+  ExpertAct act = ExpertAct::expert_act_swiglu;
+  float alpha = 0.0f, limit = 0.0f;
+  const int32_t* off = nullptr;    // [E + 1]
+  const int32_t* slots = nullptr;  // grouped
+  const void** xg = nullptr;       // grouped: gate input row of the slot's token
+  const void** xu = nullptr;       // grouped: up input row
+  const void** hp = nullptr;       // grouped: hq row of the slot
+  uint8_t* hq = nullptr;           // [n_slots][hrow] by slot
+  size_t hrow = 0;
+  GgmlType ht = GgmlType::f32;  // down's vec_dot_type
+  const float* wts = nullptr;   // [n_slots] or null (weight 1)
+  const float* gate_b = nullptr;
+  const float* up_b = nullptr;
+  const float* down_b = nullptr;
+  const Mat* gate = nullptr;  // [E], filled for the experts computed
+  const Mat* up = nullptr;
+  const Mat* down = nullptr;
+  float* ybuf = nullptr;  // [n_slots][d] by slot
+  float* tbuf = nullptr;  // per-thread scratch, tstride floats each
+  int64_t tstride = 0;
+  int64_t rb1 = kRowsPerItem;  // phase-1 rows per item
+};
+
+void phase_gate_up(const ExpertStep& s, int e, int64_t r0, int64_t r1, int ti) {
+  const int64_t o = s.off[e], m = s.off[e + 1] - o, nr = r1 - r0;
+  float* g = s.tbuf + ti * s.tstride;
+  float* u = g + m * s.rb1;
+  rows_product(s.gate[e], r0, r1, s.xg + o, m, g, s.rb1);
+  rows_product(s.up[e], r0, r1, s.xu + o, m, u, s.rb1);
+  const KernelTraits& hk = kernel_traits(s.ht);
+  const size_t hoff = row_bytes(s.ht, r0);
+  for (int64_t i = 0; i < m; ++i) {
+    float* gi = g + i * s.rb1;
+    float* ui = u + i * s.rb1;
+    if (s.gate_b)
+      for (int64_t j = 0; j < nr; ++j) gi[j] += s.gate_b[e * s.F + r0 + j];
+    if (s.up_b)
+      for (int64_t j = 0; j < nr; ++j) ui[j] += s.up_b[e * s.F + r0 + j];
+    if (s.act == ExpertAct::expert_act_swiglu_oai) {
+      swiglu_oai(gi, ui, gi, nr, s.alpha, s.limit);
+    } else {
+      swiglu(gi, ui, gi, nr);
+    }
+    uint8_t* dst = s.hq + static_cast<size_t>(s.slots[o + i]) * s.hrow + hoff;
+    if (s.ht == GgmlType::f32) {
+      std::memcpy(dst, gi, sizeof(float) * static_cast<size_t>(nr));
+    } else {
+      hk.from_float(gi, dst, nr);
+    }
+  }
+}
+
+void phase_down(const ExpertStep& s, int e, int64_t r0, int64_t r1, int ti) {
+  const int64_t o = s.off[e], m = s.off[e + 1] - o, nr = r1 - r0;
+  float* y = s.tbuf + ti * s.tstride;
+  rows_product(s.down[e], r0, r1, s.hp + o, m, y, kRowsPerItem);
+  const float* b = s.down_b ? s.down_b + e * s.d + r0 : nullptr;
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t slot = s.slots[o + i];
+    float* yi = y + i * kRowsPerItem;
+    if (b)
+      for (int64_t j = 0; j < nr; ++j) yi[j] += b[j];
+    float* dst = s.ybuf + int64_t{slot} * s.d + r0;
+    if (s.wts) {
+      const float wt = s.wts[slot];
+      for (int64_t j = 0; j < nr; ++j) dst[j] = yi[j] * wt;
+    } else {
+      std::memcpy(dst, yi, sizeof(float) * static_cast<size_t>(nr));
+    }
+  }
+}
+
+// Both phases over experts[0..n_exp) (their Mats filled in).
+void run_experts(const ExpertStep& s, const int32_t* experts, int n_exp, ThreadPool& pool) {
+  int64_t slots = 0;
+  for (int i = 0; i < n_exp; ++i) slots += s.off[experts[i] + 1] - s.off[experts[i]];
+  const bool par = pool.size() > 1 && slots * 3 * s.F * s.d >= kMinParallelWork;
+  const int64_t nb1 = (s.F + s.rb1 - 1) / s.rb1, nb2 = (s.d + kRowsPerItem - 1) / kRowsPerItem;
+  parallel_items(pool, n_exp * nb1, par, [&](int64_t item, int ti) {
+    const int64_t r0 = (item % nb1) * s.rb1;
+    phase_gate_up(s, experts[item / nb1], r0, std::min(s.F, r0 + s.rb1), ti);
+  });
+  parallel_items(pool, n_exp * nb2, par, [&](int64_t item, int ti) {
+    const int64_t r0 = (item % nb2) * kRowsPerItem;
+    phase_down(s, experts[item / nb2], r0, std::min(s.d, r0 + kRowsPerItem), ti);
+  });
+}
+
+// Fills the activation tables of s for x [n][d] and n_slots = n·K slots grouped by off/slots,
+// and the scratch, all from the arena. gate/up/down: any expert's matrices (types and shapes).
+void prepare_step(ExpertStep& s, const Mat& gate, const Mat& up, const Mat& down, const float* x, int64_t n,
+                  int K, int n_groups, ThreadPool& pool, Arena& arena) {
+  const int64_t n_slots = n * K, d = s.d;
+  const GgmlType gt = kernel_traits(gate.type).vec_dot_type, ut = kernel_traits(up.type).vec_dot_type;
+  s.ht = kernel_traits(down.type).vec_dot_type;
+  STRATA_ASSERT(gate.in == d && up.in == d && down.in == s.F);
+  size_t gs = 0, us = 0;
+  const uint8_t* xg = convert_rows(gt, x, n, d, arena, &gs);
+  const uint8_t* xu = ut == gt ? xg : convert_rows(ut, x, n, d, arena, &us);
+  if (ut == gt) us = gs;
+  s.hrow = row_bytes(s.ht, s.F);
+  s.hq = arena.alloc<uint8_t>(s.hrow * static_cast<size_t>(n_slots));
+  s.xg = arena.alloc<const void*>(n_slots);
+  s.xu = arena.alloc<const void*>(n_slots);
+  s.hp = arena.alloc<const void*>(n_slots);
+  for (int64_t i = 0; i < n_slots; ++i) {
+    const int64_t slot = s.slots[i], t = slot / K;
+    s.xg[i] = xg + static_cast<size_t>(t) * gs;
+    s.xu[i] = xu + static_cast<size_t>(t) * us;
+    s.hp[i] = s.hq + static_cast<size_t>(slot) * s.hrow;
+  }
+  const int64_t bs = type_info(s.ht).block_size;
+  s.rb1 = bs > kRowsPerItem ? bs : kRowsPerItem;
+  STRATA_ASSERT(s.rb1 % bs == 0 && s.F % bs == 0);
+  int64_t max_m = 0;
+  for (int e = 0; e < n_groups; ++e) max_m = std::max<int64_t>(max_m, s.off[e + 1] - s.off[e]);
+  s.tstride = max_m * std::max(2 * s.rb1, kRowsPerItem);
+  s.tbuf = arena.alloc<float>(static_cast<size_t>(pool.size() * s.tstride));
+}
+
 }  // namespace
 
 void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
                         int64_t n, float* out, ThreadPool& pool, Arena& arena) {
-  const int64_t F = gate.ne[1];
-  const size_t m = arena.mark();
-  float* g = arena.alloc<float>(n * F);
-  float* u = arena.alloc<float>(n * F);
-  linear(pool, arena, gate, x, n, g);
-  linear(pool, arena, up, x, n, u);
-  swiglu(g, u, g, n * F);
-  linear(pool, arena, down, g, n, out);
-  arena.rewind(m);
+  if (n <= 0) return;
+  const size_t mk = arena.mark();
+  ExpertStep s;
+  s.d = gate.ne[0];
+  s.F = gate.ne[1];
+  STRATA_ASSERT(down.ne[1] == s.d && up.ne[1] == s.F);
+  int32_t* off = arena.alloc<int32_t>(2);
+  off[0] = 0;
+  off[1] = static_cast<int32_t>(n);
+  int32_t* slots = arena.alloc<int32_t>(n);
+  for (int64_t t = 0; t < n; ++t) slots[t] = static_cast<int32_t>(t);
+  s.off = off;
+  s.slots = slots;
+  const Mat mats[3] = {mat_of(gate), mat_of(up), mat_of(down)};
+  s.gate = &mats[0];
+  s.up = &mats[1];
+  s.down = &mats[2];
+  s.ybuf = out;  // one slot per token: the slot rows are the output rows
+  prepare_step(s, mats[0], mats[1], mats[2], x, n, 1, 1, pool, arena);
+  const int32_t only = 0;
+  run_experts(s, &only, 1, pool);
+  arena.rewind(mk);
 }
 
 Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
                    ThreadPool& pool, Arena& arena, ExpertSource* experts, int layer) {
-  const int E = c.n_expert, K = c.n_used, F = c.n_ff;
+  const int E = c.n_expert, K = c.n_used;
   const int64_t d = c.n_embd;
   STRATA_ASSERT(K >= 1 && K <= E);
 
@@ -66,77 +257,89 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
   route(c, logits, n, sel, wts);
   if (experts) experts->on_route(layer, x, n, sel, wts, K);
 
-  // Counting sort of (token, slot) pairs by expert.
-  int32_t* count = arena.alloc<int32_t>(E + 1);
-  std::fill(count, count + E + 1, 0);
-  for (int64_t i = 0; i < n * K; ++i) count[sel[i] + 1]++;
-  for (int e = 0; e < E; ++e) count[e + 1] += count[e];
-  int32_t* order = arena.alloc<int32_t>(n * K);  // flat (t*K + slot) indices grouped by expert
+  // Counting sort of the slots (t·K + k) by expert; within an expert, token order.
+  int32_t* off = arena.alloc<int32_t>(E + 1);
+  std::fill(off, off + E + 1, 0);
+  for (int64_t i = 0; i < n * K; ++i) off[sel[i] + 1]++;
+  for (int e = 0; e < E; ++e) off[e + 1] += off[e];
+  int32_t* slots = arena.alloc<int32_t>(n * K);
   int32_t* fill = arena.alloc<int32_t>(E);
-  std::copy(count, count + E, fill);
-  for (int64_t i = 0; i < n * K; ++i) order[fill[sel[i]]++] = static_cast<int32_t>(i);
+  std::copy(off, off + E, fill);
+  for (int64_t i = 0; i < n * K; ++i) slots[fill[sel[i]]++] = static_cast<int32_t>(i);
+  int32_t* active = arena.alloc<int32_t>(E);
+  int n_active = 0;
+  for (int e = 0; e < E; ++e)
+    if (off[e + 1] > off[e]) active[n_active++] = e;
 
+  ExpertStep s;
+  s.d = d;
+  s.F = c.n_ff;
+  s.act = c.act;
+  s.alpha = c.oai_alpha;
+  s.limit = c.oai_limit;
+  s.off = off;
+  s.slots = slots;
+  s.wts = wts;
+  s.gate_b = w.gate_exps_b;
+  s.up_b = w.up_exps_b;
+  s.down_b = w.down_exps_b;
+  Mat* gate = arena.alloc<Mat>(E);
+  Mat* up = arena.alloc<Mat>(E);
+  Mat* down = arena.alloc<Mat>(E);
+  s.gate = gate;
+  s.up = up;
+  s.down = down;
   float* ybuf = arena.alloc<float>(n * K * d);  // [n][K][d] weighted expert outputs
-  float* xe = arena.alloc<float>(n * d);
-  float* g = arena.alloc<float>(n * F);
-  float* u = arena.alloc<float>(n * F);
-  float* ye = arena.alloc<float>(n * d);
-  // With an expert source, experts already resident go first (pass 0) while the reads of the
-  // others are in flight (pass 1). Outputs land in ybuf per (token, slot), so the order changes
-  // no bit of the result.
-  uint8_t* done = arena.alloc<uint8_t>(E);
-  std::fill(done, done + E, uint8_t{0});
-  for (int pass = experts ? 0 : 1; pass < 2; ++pass)
-    for (int e = 0; e < E; ++e) {
-      const int m = count[e + 1] - count[e];
-      if (m == 0 || done[e] || (pass == 0 && !experts->ready(layer, e))) continue;
-      done[e] = 1;
-      const int32_t* idx = order + count[e];
-      for (int i = 0; i < m; ++i) std::memcpy(xe + int64_t{i} * d, x + (idx[i] / K) * d, sizeof(float) * d);
-      const size_t mk = arena.mark();
-      ExpertViews v;
-      if (experts) {
+  s.ybuf = ybuf;
+  prepare_step(s, mat_of(*w.gate_exps), mat_of(*w.up_exps), mat_of(*w.down_exps), x, n, K, E, pool, arena);
+
+  if (!experts) {
+    for (int i = 0; i < n_active; ++i) {
+      const int e = active[i];
+      gate[e] = mat_of(*w.gate_exps, e);
+      up[e] = mat_of(*w.up_exps, e);
+      down[e] = mat_of(*w.down_exps, e);
+    }
+    run_experts(s, active, n_active, pool);
+  } else {
+    // Experts already resident go first (pass 0) while the reads of the others are in flight
+    // (pass 1). Outputs land in ybuf per slot, so the order changes no bit of the result.
+    uint8_t* done = arena.alloc<uint8_t>(E);
+    std::fill(done, done + E, uint8_t{0});
+    for (int pass = 0; pass < 2; ++pass)
+      for (int i = 0; i < n_active; ++i) {
+        const int e = active[i];
+        if (done[e] || (pass == 0 && !experts->ready(layer, e))) continue;
+        done[e] = 1;
         auto got = experts->acquire(layer, e);
         if (!got.ok()) return got.error();
-        v = std::move(got).value();
-      } else {
-        v = {w.gate_exps->slice2d(e), w.up_exps->slice2d(e), w.down_exps->slice2d(e)};
+        const ExpertViews& v = got.value();
+        STRATA_ASSERT(v.gate.type == w.gate_exps->type && v.up.type == w.up_exps->type &&
+                      v.down.type == w.down_exps->type);
+        gate[e] = mat_of(v.gate);
+        up[e] = mat_of(v.up);
+        down[e] = mat_of(v.down);
+        run_experts(s, &active[i], 1, pool);
+        experts->release(layer, e);
       }
-      const TensorView &gate_e = v.gate, &up_e = v.up, &down_e = v.down;
-      linear(pool, arena, gate_e, xe, m, g, w.gate_exps_b ? w.gate_exps_b + int64_t{e} * F : nullptr);
-      linear(pool, arena, up_e, xe, m, u, w.up_exps_b ? w.up_exps_b + int64_t{e} * F : nullptr);
-      if (c.act == ExpertAct::expert_act_swiglu_oai) {
-        swiglu_oai(g, u, g, int64_t{m} * F, c.oai_alpha, c.oai_limit);
-      } else {
-        swiglu(g, u, g, int64_t{m} * F);
-      }
-      linear(pool, arena, down_e, g, m, ye, w.down_exps_b ? w.down_exps_b + int64_t{e} * d : nullptr);
-      if (experts) experts->release(layer, e);
-      arena.rewind(mk);
-      for (int i = 0; i < m; ++i) {
-        const float wt = wts[idx[i]];
-        float* dst = ybuf + int64_t{idx[i]} * d;
-        const float* src = ye + int64_t{i} * d;
-        for (int64_t j = 0; j < d; ++j) dst[j] = src[j] * wt;
-      }
-    }
+  }
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * d;
     std::memcpy(o, ybuf + t * K * d, sizeof(float) * d);
-    for (int s = 1; s < K; ++s) vec_add(o, ybuf + (t * K + s) * d, d);
+    for (int k = 1; k < K; ++k) vec_add(o, ybuf + (t * K + k) * d, d);
   }
 
   if (w.gate_shexp) {
     float* sh = arena.alloc<float>(n * d);
     ffn_swiglu_forward(*w.gate_shexp, *w.up_shexp, *w.down_shexp, x, n, sh, pool, arena);
     for (int64_t t = 0; t < n; ++t) {
-      float gate = 1.0f;
+      float g = 1.0f;
       if (w.gate_inp_shexp) {
         // llama.cpp evaluates this sigmoid as silu(z)/z.
         const float z = dot_f32(w.gate_inp_shexp, x + t * d, d);
-        gate = z != 0.0f ? silu(z) / z : 0.5f;
+        g = z != 0.0f ? silu(z) / z : 0.5f;
       }
-      for (int64_t j = 0; j < d; ++j) out[t * d + j] += sh[t * d + j] * gate;
+      for (int64_t j = 0; j < d; ++j) out[t * d + j] += sh[t * d + j] * g;
     }
   }
   return {};
