@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "command.h"
+#include "engram_flags.h"
 #include "expert_flags.h"
 #include "model/model.h"
 
@@ -58,6 +59,8 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("-b,--batch", n_batch, "max tokens per internal step")->capture_default_str();
   strata::cli::ExpertFlags xf;
   xf.add(app);
+  strata::cli::EngramFlags ef;
+  ef.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -90,6 +93,10 @@ int cmd_logits(int argc, char** argv) {
   strata::LoadOptions lo;
   lo.n_threads = n_threads;
   if (auto st = xf.apply(&lo); !st.ok()) {
+    std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
     return 2;
   }
@@ -133,6 +140,10 @@ int cmd_logits(int argc, char** argv) {
   std::fprintf(stderr, "strata logits: %zu tokens x %zu vocab (%s) -> %s\n", tokens.size(), V, mode.c_str(),
                out_path.c_str());
   if (auto st = xf.finish(**model); !st.ok()) {
+    std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
+    return 1;
+  }
+  if (auto st = ef.finish(**model, xf.stats_out); !st.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
     return 1;
   }

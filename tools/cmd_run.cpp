@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "command.h"
+#include "engram_flags.h"
 #include "expert_flags.h"
 #include "model/model.h"
 #include "runtime/generate.h"
@@ -103,8 +104,10 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--special", o.special_pieces, "print control tokens");
   app.add_flag("-q,--quiet", quiet, "no perf summary on stderr");
   app.add_flag("--verbose-prompt", verbose_prompt, "print the prompt's token ids and pieces to stderr");
+  strata::cli::EngramFlags ef;
   strata::cli::ExpertFlags xf;
   xf.add(app);
+  ef.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -136,6 +139,7 @@ int cmd_run(int argc, char** argv) {
   const double t_load0 = strata::now_seconds();
   strata::LoadOptions lo{.n_threads = threads};
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   auto sess = (*model)->new_session({.n_ctx = static_cast<int>(*c), .n_batch = n_batch});
@@ -178,6 +182,7 @@ int cmd_run(int argc, char** argv) {
                  s.sample_s * 1e3, strata::stop_reason_name(s.stop));
   }
   if (auto st = xf.finish(**model, quiet); !st.ok()) return fail(st.message());
+  if (auto st = ef.finish(**model, xf.stats_out, quiet); !st.ok()) return fail(st.message());
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "format/safetensors_dir.h"
 #include "model/arch.h"
 #include "model/hparams.h"
+#include "model/engram_tiered.h"
 #include "model/v41_arch.h"
 
 namespace strata {
@@ -68,6 +69,10 @@ class SessionImpl final : public Session {
 
 Model::~Model() = default;
 
+const EngramStore* Model::engram_store() const {
+  return engram_ ? &engram_->store() : nullptr;
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
   std::unique_ptr<Model> m(new Model());
   if (is_v41_checkpoint_dir(path)) {
@@ -78,6 +83,11 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
           path.c_str());
     auto v = load_deepseek_v41_dir(path);
     if (!v.ok()) return err_context("loading " + path, v.error());
+    if (opts.engram.budget_bytes > 0) {
+      auto src = v41_use_tiered_engram(v.value(), opts.engram);
+      if (!src.ok()) return err_context("loading " + path, src.error());
+      m->engram_ = std::move(src).value();
+    }
     m->st_dir_ = std::move(v.value().dir);
     m->arch_ = std::move(v.value().arch);
     m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);

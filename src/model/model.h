@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "memory/engram_store.h"
 #include "memory/expert_store.h"
 #include "text/tokenizer.h"
 
@@ -28,7 +29,8 @@ namespace strata {
 struct HParams;  // model/hparams.h
 class Architecture;
 class Session;
-class SafetensorsDir;  // format/safetensors_dir.h
+class SafetensorsDir;    // format/safetensors_dir.h
+class TieredEngramRows;  // model/engram_tiered.h
 
 struct LoadOptions {
   int n_threads = 0;  // kernel thread pool size; <= 0: all cores
@@ -37,6 +39,9 @@ struct LoadOptions {
   // a budget (statistics, routing traces, profiles only).
   ExpertStoreOptions experts = {};
   bool expert_stats = false;
+  // DeepSeek-V4.1 directories: engram.budget_bytes > 0 serves the Engram tables from a tiered
+  // store of that many bytes (memory/engram_store.h); 0 keeps them resident with the weights.
+  EngramStoreOptions engram = {};
 };
 
 struct SessionOptions {
@@ -64,6 +69,7 @@ class Model {
   const Architecture& arch() const { return *arch_; }  // model/arch.h
   // The tiered expert store, or null (no budget and no statistics asked for).
   ExpertStore* expert_store() const { return store_.get(); }
+  const EngramStore* engram_store() const;  // null unless loaded with engram.budget_bytes
 
   Result<std::unique_ptr<Session>> new_session(const SessionOptions& opts) const;
 
@@ -75,7 +81,8 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Architecture> arch_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<ExpertStore> store_;  // after file_: destroyed first
+  std::unique_ptr<ExpertStore> store_;        // after file_: destroyed first
+  std::unique_ptr<TieredEngramRows> engram_;  // the V4.1 forward reads Engram rows through it
 };
 
 class Session {
