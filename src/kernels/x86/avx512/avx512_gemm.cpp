@@ -170,51 +170,70 @@ inline __m512 f16x16_tail(const uint16_t* p, __mmask16 m) {
 template <int R, int T>
 void tile_f16(int64_t n, const void* w, size_t ws, const void* const* x, float* const* y) {
   __m512 acc[R][T];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   const uint16_t* wr[R];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws));
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512 xv[T];
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) xv[t] = f16x16(static_cast<const uint16_t*>(x[t]) + i);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 wv = f16x16(wr[r] + i);
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
     __m512 xv[T];
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) xv[t] = f16x16_tail(static_cast<const uint16_t*>(x[t]) + i, m);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 wv = f16x16_tail(wr[r] + i, m);
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
 template <int R, int T>
 void tile_bf16(int64_t n, const void* w, size_t ws, const void* const* x, float* const* y) {
   __m512 acc[R][T];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   const uint16_t* wr[R];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws));
   for (int64_t i = 0; i < n; i += 32) {
     const __mmask32 m =
         n - i >= 32 ? static_cast<__mmask32>(0xffffffffu) : static_cast<__mmask32>((1ull << (n - i)) - 1);
     __m512bh xv[T];
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t)
       xv[t] = (__m512bh)_mm512_maskz_loadu_epi16(m, static_cast<const uint16_t*>(x[t]) + i);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, wr[r] + i);
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
