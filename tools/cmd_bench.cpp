@@ -15,6 +15,7 @@
 #include "base/units.h"
 #include "command.h"
 #include "expert_flags.h"
+#include "mem_report.h"
 #include "memory/expert_store.h"
 #include "obs/proc_mem.h"
 #include "model/hparams.h"
@@ -199,16 +200,7 @@ int cmd_bench(int argc, char** argv) {
     if (const strata::ExpertStore* es = m.expert_store()) {
       // Decode steps only (one token each): the tg numbers the targets are about.
       const strata::ExpertStats es_stats = es->stats();
-      strata::ExpertTotals t;
-      for (const strata::ExpertStepStats& p : es_stats.steps()) {
-        if (p.n_tokens != 1) continue;
-        t.tokens += 1;
-        t.hits += p.hits;
-        t.late += p.late;
-        t.misses += p.misses;
-        t.bytes_read += p.bytes_read;
-        t.stall_s += p.stall_s;
-      }
+      strata::ExpertTotals t = es_stats.decode_totals();
       const strata::ExpertTotals& all = es_stats.totals();
       t.pred_true_pos = all.pred_true_pos;
       t.pred_false_pos = all.pred_false_pos;
@@ -222,6 +214,7 @@ int cmd_bench(int argc, char** argv) {
       j["expert_prefetch_precision"] = t.prefetch_precision();
       j["expert_prefetch_recall"] = t.prefetch_recall();
     }
+    j["memory"] = strata::cli::mem_report_json(strata::cli::mem_report(m, **sess, std::max(n_prompt, 1)));
     if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -247,6 +240,8 @@ int cmd_bench(int argc, char** argv) {
                 strata::format_bytes(static_cast<uint64_t>(wt.bytes_per_token)).c_str(), traffic_kind);
     std::printf("tg bandwidth: %.2f GB/s = %.1f%% of measured read bandwidth\n", tg_gbps, 100.0 * frac);
   }
+  std::fputs(strata::cli::mem_report_text(strata::cli::mem_report(m, **sess, std::max(n_prompt, 1))).c_str(),
+             stderr);
   if (auto st = xf.finish(m); !st.ok()) return fail(st.message());
   return 0;
 }

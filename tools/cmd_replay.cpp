@@ -13,6 +13,7 @@
 #include "memory/expert_stats.h"
 #include "memory/heatmap.h"
 #include "memory/replay.h"
+#include "memory/replay_predict.h"
 
 namespace {
 
@@ -52,6 +53,11 @@ static int cmd_replay(int argc, char** argv) {
   app.add_option("--heatmap", heatmap, "also write the trace's per-(layer, expert) counts as an SVG heatmap");
   app.add_flag("--log-heatmap", log_heat, "heatmap colour by log(1 + count)");
   app.add_flag("--json", json, "print JSON instead of tables");
+  bool predictors = false;
+  app.add_flag(
+      "--predictors", predictors,
+      "score expert predictors (look-ahead, history, union, agree) by depth on a trace recorded with "
+      "the look-ahead, against an LRU cache of each budget");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -159,6 +165,35 @@ static int cmd_replay(int argc, char** argv) {
                                {"evictions", r.evictions}});
     }
     out["budgets"].push_back(jb);
+  }
+  for (const Budget& b : predictors ? budgets : std::vector<Budget>{}) {
+    auto ps = strata::replay_predictors(t, b.slots);
+    if (!ps.ok()) return fail(ps.message());
+    if (!json) {
+      std::printf("\npredictors at budget %s (%lld slots, LRU), decode tokens with look-ahead records:\n",
+                  b.label.c_str(), (long long)b.slots);
+      std::printf("  %-10s %5s %9s %9s %8s %14s %14s %13s\n", "predictor", "depth", "precision", "recall",
+                  "tokens", "misses/token", "miss covered", "wasted/token");
+    }
+    for (const strata::PredictScore& p : *ps) {
+      const double mpt = p.tokens ? static_cast<double>(p.misses) / static_cast<double>(p.tokens) : 0.0;
+      if (!json)
+        std::printf("  %-10s %5d %8.1f%% %8.1f%% %8lld %14.2f %13.1f%% %13.2f\n", p.predictor.c_str(),
+                    p.depth, 100.0 * p.precision(), 100.0 * p.recall(), (long long)p.tokens, mpt,
+                    100.0 * p.miss_coverage(), p.wasted_per_token());
+      out["predictors"].push_back({{"budget", b.label},
+                                   {"slots", b.slots},
+                                   {"predictor", p.predictor},
+                                   {"depth", p.depth},
+                                   {"precision", p.precision()},
+                                   {"recall", p.recall()},
+                                   {"tokens", p.tokens},
+                                   {"misses", p.misses},
+                                   {"misses_covered", p.misses_covered},
+                                   {"miss_coverage", p.miss_coverage()},
+                                   {"reads_wasted", p.reads_wasted},
+                                   {"wasted_per_token", p.wasted_per_token()}});
+    }
   }
   if (!heatmap.empty()) {
     strata::HeatmapOptions ho;

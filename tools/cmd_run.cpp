@@ -12,6 +12,7 @@
 #include "command.h"
 #include "engram_flags.h"
 #include "expert_flags.h"
+#include "mem_report.h"
 #include "model/model.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -180,6 +181,8 @@ int cmd_run(int argc, char** argv) {
                  s.decode_s * 1e3, s.n_decode, s.n_decode ? s.decode_s * 1e3 / s.n_decode : 0.0, s.gen_tps());
     std::fprintf(stderr, "strata: sampled   %d tokens (%.2f ms sampling), stop: %s\n", s.n_gen,
                  s.sample_s * 1e3, strata::stop_reason_name(s.stop));
+    std::fputs(strata::cli::mem_report_text(strata::cli::mem_report(**model, **sess, n_batch)).c_str(),
+               stderr);
   }
   if (auto st = xf.finish(**model, quiet); !st.ok()) return fail(st.message());
   if (auto st = ef.finish(**model, xf.stats_out, quiet); !st.ok()) return fail(st.message());

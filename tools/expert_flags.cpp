@@ -18,8 +18,16 @@ void ExpertFlags::add(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--expert-profile", profile, "activation profile CSV (static hot set; saved at exit)");
-  app.add_option("--io-threads", io_threads, "expert read threads")->capture_default_str();
-  app.add_option("--io-depth", io_depth, "max prefetch reads queued or in flight")->capture_default_str();
+  app.add_option("--io-backend", io_backend, "expert reads: io_uring, a pread thread pool, or auto")
+      ->check(CLI::IsMember({"auto", "uring", "threads"}))
+      ->capture_default_str();
+  app.add_option("--io-threads", io_threads, "expert read threads (threads backend)")->capture_default_str();
+  app.add_option("--io-depth", io_depth, "io_uring reads in flight; max prefetches queued")
+      ->capture_default_str();
+  app.add_option("--expert-file", expert_file, "read experts from this `strata pack` bundle of the model");
+  app.add_option("--predict", predict, "what predicts the next layers' experts (prefetch on)")
+      ->check(CLI::IsMember({"lookahead", "history", "union"}))
+      ->capture_default_str();
   app.add_option("--lookahead", lookahead, "layers the router look-ahead predicts")->capture_default_str();
   app.add_flag("--buffered-io", buffered_io,
                "read experts through the page cache (no O_DIRECT; for comparison)");
@@ -45,6 +53,11 @@ Status ExpertFlags::apply(LoadOptions* lo) const {
   o.io_threads = io_threads;
   o.io_depth = io_depth;
   o.direct_io = !buffered_io;
+  o.io_backend = io_backend;
+  o.predict = predict;
+  o.expert_file = expert_file;
+  if (!expert_file.empty() && budget.empty())
+    return err("--expert-file needs --expert-budget (without a budget every expert is served from the GGUF)");
   o.profile_path = profile;
   o.routing_trace_path = trace_out;
   // A store also runs without a budget when its statistics or traces are wanted.
@@ -77,11 +90,12 @@ Status ExpertFlags::finish(const Model& m, bool quiet) const {
     return {};
   }
   std::fprintf(stderr,
-               "strata: experts   %s policy, %d slots x %s = %s of %s routed (%s), prefetch %s; dense %s; "
-               "peak RSS %s\n",
+               "strata: experts   %s policy, %d slots x %s = %s of %s routed (%s, %s, depth %d, from %s), "
+               "prefetch %s; dense %s; peak RSS %s\n",
                i.policy.c_str(), i.n_slots, format_bytes(i.slot_bytes).c_str(),
                format_bytes(i.tier_bytes).c_str(), format_bytes(i.routed_bytes).c_str(),
-               i.direct_io ? "O_DIRECT" : "buffered", i.prefetch ? "on" : "off",
+               i.direct_io ? "O_DIRECT" : "buffered", i.io_backend.c_str(), i.io_depth,
+               i.expert_file.empty() ? "the GGUF" : i.expert_file.c_str(), i.prefetch ? "on" : "off",
                format_bytes(i.dense_bytes).c_str(), format_bytes(peak_rss_bytes()).c_str());
   std::fprintf(
       stderr,

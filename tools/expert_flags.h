@@ -3,7 +3,10 @@
 //   --expert-policy P       lru | lfu | static | adaptive (default adaptive)
 //   --prefetch on|off       router look-ahead + parallel miss reads (off: naive synchronous reads)
 //   --expert-profile FILE   activation counts: seeds the static hot set; saved back at exit
-//   --io-threads N, --io-depth N, --lookahead D
+//   --io-backend B          auto | uring | threads (default auto: io_uring when it can be set up)
+//   --io-depth N            io_uring reads in flight (and prefetches queued); --io-threads N: threads backend
+//   --expert-file BUNDLE    read experts from a `strata pack` bundle of the model (one read per expert)
+//   --lookahead D, --predict lookahead|history|union
 //   --stats-out FILE        statistics (.json, or .csv per-(layer, expert) counts)
 //   --heatmap FILE.svg      per-(layer, expert) activation heatmap
 //   --routing-trace-out F   one JSON line per (token, layer)
@@ -21,6 +24,7 @@ namespace strata::cli {
 
 struct ExpertFlags {
   std::string budget, policy = "adaptive", prefetch = "on", profile, stats_out, heatmap, trace_out;
+  std::string io_backend = "auto", expert_file, predict = "lookahead";
   int io_threads = 4, io_depth = 32, lookahead = 1;
   bool buffered_io = false;
 

@@ -53,18 +53,48 @@ void ExpertStats::init(int n_layer, int n_expert) {
   n_layer_ = n_layer;
   n_expert_ = n_expert;
   counts_.assign(static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert), 0);
-  steps_.clear();
-  steps_.reserve(4096);
+  ring_.assign(kStepRing, ExpertStepStats{});
+  n_steps_ = 0;
+  decode_done_ = ExpertTotals{};
   totals_ = ExpertTotals{};
 }
 
+namespace {
+void add_step(ExpertTotals& t, const ExpertStepStats& p) {
+  t.steps++;
+  t.tokens += p.n_tokens;
+  t.hits += p.hits;
+  t.late += p.late;
+  t.misses += p.misses;
+  t.bytes_read += p.bytes_read;
+  t.stall_s += p.stall_s;
+}
+}  // namespace
+
 ExpertStepStats& ExpertStats::begin_step(int64_t token0, int64_t n_tokens) {
-  steps_.push_back(ExpertStepStats{});
-  steps_.back().token0 = token0;
-  steps_.back().n_tokens = n_tokens;
+  if (const ExpertStepStats* prev = current(); prev && prev->n_tokens == 1) add_step(decode_done_, *prev);
+  ExpertStepStats& p = ring_[n_steps_++ % ring_.size()];
+  p = ExpertStepStats{};
+  p.token0 = token0;
+  p.n_tokens = n_tokens;
   totals_.steps++;
   totals_.tokens += n_tokens;
-  return steps_.back();
+  return p;
+}
+
+std::vector<ExpertStepStats> ExpertStats::steps() const {
+  std::vector<ExpertStepStats> out;
+  const uint64_t n = std::min<uint64_t>(n_steps_, ring_.size());
+  out.reserve(static_cast<size_t>(n));
+  for (uint64_t i = n_steps_ - n; i < n_steps_; ++i) out.push_back(ring_[i % ring_.size()]);
+  return out;
+}
+
+ExpertTotals ExpertStats::decode_totals() const {
+  ExpertTotals t = decode_done_;
+  if (n_steps_ && ring_[(n_steps_ - 1) % ring_.size()].n_tokens == 1)
+    add_step(t, ring_[(n_steps_ - 1) % ring_.size()]);
+  return t;
 }
 
 std::string ExpertStats::to_json(const ExpertStoreInfo& i) const {
@@ -82,6 +112,8 @@ std::string ExpertStats::to_json(const ExpertStoreInfo& i) const {
           i.slot_bytes, i.budget_bytes, i.tier_bytes);
   appendf(s, "\"routed_bytes\": %" PRIu64 ", \"dense_weights\": %" PRIu64 ", ", i.routed_bytes,
           i.dense_bytes);
+  appendf(s, "\"io_backend\": %s, \"expert_file\": %s, \"io_overhead_bytes\": %" PRIu64 ", ",
+          json_string(i.io_backend).c_str(), json_string(i.expert_file).c_str(), i.io_overhead_bytes);
   appendf(s, "\"io_threads\": %d, \"io_depth\": %d, \"lookahead\": %d},\n", i.io_threads, i.io_depth,
           i.lookahead);
   s += "  \"totals\": {";
@@ -98,11 +130,21 @@ std::string ExpertStats::to_json(const ExpertStoreInfo& i) const {
           "\"evictions\": %" PRIu64 ", \"prefetch_issued\": %" PRIu64 ", \"prefetch_used\": %" PRIu64
           ", \"prefetch_wasted\": %" PRIu64 ", \"prefetch_wasted_bytes\": %" PRIu64 ", ",
           t.evictions, t.prefetch_issued, t.prefetch_used, t.prefetch_wasted, t.prefetch_wasted_bytes);
+  appendf(s, "\"io_submits\": %" PRIu64 ", \"io_jobs\": %" PRIu64 ", ", t.io_submits, t.io_jobs);
   appendf(s, "\"prefetch_precision\": %.6f, \"prefetch_recall\": %.6f},\n", t.prefetch_precision(),
           t.prefetch_recall());
+  const ExpertTotals d = decode_totals();
+  appendf(s,
+          "  \"decode\": {\"tokens\": %" PRId64 ", \"hits\": %" PRIu64 ", \"late\": %" PRIu64
+          ", \"misses\": %" PRIu64 ", \"hit_rate\": %.6f, \"bytes_read\": %" PRIu64
+          ", \"stall_ms_per_token\": %.4f},\n",
+          d.tokens, d.hits, d.late, d.misses, d.hit_rate(), d.bytes_read,
+          d.tokens ? d.stall_s * 1e3 / d.tokens : 0.0);
+  appendf(s, "  \"steps_dropped\": %" PRIu64 ",\n", steps_dropped());
   s += "  \"steps\": [";
-  for (size_t k = 0; k < steps_.size(); ++k) {
-    const ExpertStepStats& p = steps_[k];
+  const std::vector<ExpertStepStats> steps = this->steps();
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const ExpertStepStats& p = steps[k];
     appendf(s,
             "%s\n    {\"token0\": %" PRId64 ", \"n_tokens\": %" PRId64
             ", \"hits\": %u, \"late\": %u, \"misses\": %u, "

@@ -8,6 +8,8 @@
 //   late  a read for it was already in flight (a prefetch that had not finished)
 //   miss  it was not resident: a read had to start
 // activation counts are per (token, layer, expert), as the routing trace has them.
+// Memory is bounded: per-step records are kept in a ring of the last kStepRing steps; totals (all
+// steps, and decode steps alone) are cumulative counters.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,8 @@ struct ExpertTotals {
   uint64_t prefetch_wasted_bytes = 0;
   // Router look-ahead prediction quality, over (layer, expert) sets: predicted vs actual.
   uint64_t pred_true_pos = 0, pred_false_pos = 0, pred_false_neg = 0;
+  // Calls into the I/O engine and the reads they carried (a layer's misses go in one call).
+  uint64_t io_submits = 0, io_jobs = 0;
 
   uint64_t accesses() const { return hits + late + misses; }
   double hit_rate() const { return accesses() ? static_cast<double>(hits + late) / accesses() : 0.0; }
@@ -59,6 +63,9 @@ struct ExpertStoreInfo {
   uint64_t slot_bytes = 0, budget_bytes = 0, tier_bytes = 0;
   uint64_t routed_bytes = 0, dense_bytes = 0;
   int io_threads = 0, io_depth = 0, lookahead = 0;
+  std::string io_backend;          // "uring" | "threads" (empty when resident)
+  std::string expert_file;         // the pack bundle read from, or empty (the GGUF)
+  uint64_t io_overhead_bytes = 0;  // the I/O engine's own allocations (rings, queues, stacks)
 };
 
 class ExpertStats {
@@ -74,9 +81,16 @@ class ExpertStats {
   int n_layer() const { return n_layer_; }
   int n_expert() const { return n_expert_; }
 
+  static constexpr size_t kStepRing = 4096;
+
   ExpertStepStats& begin_step(int64_t token0, int64_t n_tokens);
-  ExpertStepStats* current() { return steps_.empty() ? nullptr : &steps_.back(); }
-  const std::vector<ExpertStepStats>& steps() const { return steps_; }
+  ExpertStepStats* current() { return n_steps_ ? &ring_[(n_steps_ - 1) % ring_.size()] : nullptr; }
+  // The last min(steps, kStepRing) steps, oldest first.
+  std::vector<ExpertStepStats> steps() const;
+  uint64_t steps_dropped() const { return n_steps_ > ring_.size() ? n_steps_ - ring_.size() : 0; }
+  // hits / late / misses / bytes_read / stall_s / tokens / steps summed over every decode step
+  // (one token), including the current one: the tg numbers.
+  ExpertTotals decode_totals() const;
   ExpertTotals& totals() { return totals_; }
   const ExpertTotals& totals() const { return totals_; }
 
@@ -89,8 +103,10 @@ class ExpertStats {
 
  private:
   int n_layer_ = 0, n_expert_ = 0;
-  std::vector<uint64_t> counts_;  // [n_layer][n_expert]
-  std::vector<ExpertStepStats> steps_;
+  std::vector<uint64_t> counts_;       // [n_layer][n_expert]
+  std::vector<ExpertStepStats> ring_;  // kStepRing records, written round-robin
+  uint64_t n_steps_ = 0;
+  ExpertTotals decode_done_;  // decode steps before the current one
   ExpertTotals totals_;
 };
 

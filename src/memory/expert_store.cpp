@@ -6,6 +6,8 @@
 #include <cinttypes>
 
 #include "base/clock.h"
+#include "memory/mem_resident.h"
+#include "memory/pack.h"
 
 namespace strata {
 
@@ -37,7 +39,6 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
   i.routed_bytes = s->catalog_.routed_bytes();
   i.dense_bytes = s->catalog_.dense_bytes();
   i.resident = s->resident_;
-  i.slot_bytes = s->catalog_.slot_bytes();
   i.budget_bytes = o.budget_bytes;
 
   if (!o.routing_trace_path.empty()) {
@@ -46,6 +47,7 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
   }
   s->cur_sel_.assign(static_cast<size_t>(n_expert), 0);
   s->mark_.assign(static_cast<size_t>(n_expert), 0);
+  i.slot_bytes = s->catalog_.slot_bytes();
   if (s->resident_) {
     i.policy = "resident";
     i.tier_bytes = i.routed_bytes;
@@ -59,17 +61,32 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
     return err("expert store: --io-depth %d must be in [1, 65536]", o.io_depth);
   if (o.lookahead < 0 || o.lookahead > n_layer)
     return err("expert store: lookahead %d out of range", o.lookahead);
+  if (o.predict != "lookahead" && o.predict != "history" && o.predict != "union")
+    return err("expert store: --predict '%s' must be lookahead, history or union", o.predict.c_str());
+  s->predict_lookahead_ = o.predict != "history";
+  s->predict_history_ = o.predict != "lookahead";
   s->policy_ = std::move(policy);
+  IoBackend backend;
+  if (!io_backend_from_name(o.io_backend, &backend))
+    return err("expert store: --io-backend '%s' must be auto, uring or threads", o.io_backend.c_str());
+  uint64_t backing_size = f.file_size();
+  if (!o.expert_file.empty()) {
+    STRATA_ASSIGN(PackIndex ix, pack_read_index(o.expert_file));
+    STRATA_TRY(s->catalog_.attach_bundle(ix, f));
+    backing_size = ix.file_size;
+  }
+  const std::string& backing = s->catalog_.backing_path();
+  auto file = opener ? opener(backing, o.direct_io) : io_open_file(backing, o.direct_io);
+  if (!file.ok()) return file.error();
+  s->file_ = std::move(file).value();
+  if (s->file_->opened_size() != backing_size)
+    return err("%s: backing file is %llu bytes but %llu were expected (file changed?)", backing.c_str(),
+               static_cast<unsigned long long>(s->file_->opened_size()),
+               static_cast<unsigned long long>(backing_size));
+  STRATA_TRY(gguf_advise_streamed_experts(f));
   const size_t slot = s->catalog_.slot_bytes();
   const uint64_t all = uint64_t{slot} * static_cast<uint64_t>(s->catalog_.n_present_layers()) * n_expert;
   STRATA_ASSIGN(s->tier_, make_ram_tier(std::min(o.budget_bytes, all), slot, n_used));
-  auto file = opener ? opener(f.path(), o.direct_io) : io_open_file(f.path(), o.direct_io);
-  if (!file.ok()) return file.error();
-  s->file_ = std::move(file).value();
-  if (s->file_->opened_size() != f.file_size())
-    return err("%s: backing file is %llu bytes but the model mapping has %zu (file changed?)",
-               f.path().c_str(), static_cast<unsigned long long>(s->file_->opened_size()), f.file_size());
-  STRATA_TRY(gguf_advise_streamed_experts(f));
   if (o.prefetch && o.lookahead > 0) {
     STRATA_ASSIGN(RouterLookahead r, RouterLookahead::build(f, n_layer, n_expert, n_used));
     s->lookahead_ = std::make_unique<RouterLookahead>(std::move(r));
@@ -84,6 +101,10 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
   s->slot_of_.assign(static_cast<size_t>(n_layer) * n_expert, -1);
   s->pred_.assign(static_cast<size_t>(n_layer) * n_expert, 0);
   s->pred_valid_.assign(static_cast<size_t>(n_layer), 0);
+  s->last_use_.assign(static_cast<size_t>(n_layer) * n_expert, -1);
+  i.slot_bytes = s->catalog_.slot_bytes();
+  i.backing_path = backing;
+  i.expert_file = o.expert_file;
   i.policy = s->policy_->name();
   i.tier = s->tier_->name();
   i.direct_io = s->file_->direct();
@@ -93,8 +114,15 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
   i.io_threads = o.io_threads;
   i.io_depth = o.io_depth;
   i.lookahead = o.prefetch ? o.lookahead : 0;
+  s->pending_urgent_.reserve(static_cast<size_t>(n));
+  s->pending_normal_.reserve(static_cast<size_t>(n));
   ExpertStore* self = s.get();
-  s->io_ = std::make_unique<IoQueue>(o.io_threads, [self](uint32_t job) { self->fill_job(job); });
+  STRATA_ASSIGN(s->io_, io_engine_make(backend, *s->file_, o.io_threads, o.io_depth,
+                                       [self](uint32_t id, const Status& st, uint64_t bytes, double dt) {
+                                         self->read_done(id, st, bytes, dt);
+                                       }));
+  i.io_backend = s->io_->name();
+  i.io_overhead_bytes = s->io_->overhead_bytes();
   return s;
 }
 
@@ -105,23 +133,7 @@ ExpertStore::~ExpertStore() {
 
 // ---------------------------------------------------------------------------------- reads
 
-void ExpertStore::fill_job(uint32_t s) {
-  ExpertKey k;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    k = slots_[s].key;
-  }
-  uint8_t* dst = tier_->host_data(static_cast<int>(s));
-  const double t0 = now_seconds();
-  Status st;
-  size_t bytes = 0;
-  for (int p = 0; p < expert_part_count && st.ok(); ++p) {
-    const ExpertPart& part = catalog_.layer(k.layer).part[p];
-    st = io_read_covering(*file_, dst + part.slot_offset, catalog_.part_offset(k.layer, k.expert, p),
-                          part.stride);
-    bytes += part.stride;
-  }
-  const double dt = now_seconds() - t0;
+void ExpertStore::read_done(uint32_t s, const Status& st, uint64_t bytes, double dt) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     Slot& slot = slots_[s];
@@ -136,12 +148,24 @@ void ExpertStore::fill_job(uint32_t s) {
     } else {
       t.read_errors++;
       slot.state = SlotState::slot_failed;
-      slot.error = err_context(
-          "expert store: layer " + std::to_string(k.layer) + " expert " + std::to_string(k.expert),
-          st.error());
+      slot.error = err_context("expert store: layer " + std::to_string(slot.key.layer) + " expert " +
+                                   std::to_string(slot.key.expert),
+                               st.error());
     }
   }
   cv_.notify_all();
+}
+
+void ExpertStore::flush_locked() {
+  ExpertTotals& t = stats_.totals();
+  for (const std::vector<IoJob>* q : {&pending_urgent_, &pending_normal_}) {
+    t.io_submits += q->empty() ? 0 : 1;
+    t.io_jobs += q->size();
+  }
+  if (!pending_urgent_.empty()) io_->submit(pending_urgent_.data(), pending_urgent_.size(), /*urgent=*/true);
+  if (!pending_normal_.empty()) io_->submit(pending_normal_.data(), pending_normal_.size(), /*urgent=*/false);
+  pending_urgent_.clear();
+  pending_normal_.clear();
 }
 
 // ---------------------------------------------------------------------------------- slots
@@ -217,7 +241,14 @@ void ExpertStore::start_fill_locked(int s, ExpertKey k, bool urgent, bool prefet
     ++prefetch_inflight_;
     stats_.totals().prefetch_issued++;
   }
-  io_->submit(static_cast<uint32_t>(s), urgent);
+  IoJob job;
+  job.id = static_cast<uint32_t>(s);
+  uint64_t off[IoJob::kMaxSegments];
+  size_t len[IoJob::kMaxSegments], slot_off[IoJob::kMaxSegments];
+  job.n = catalog_.fill_segments(k.layer, k.expert, off, len, slot_off);
+  uint8_t* base = tier_->host_data(s);
+  for (int i = 0; i < job.n; ++i) job.seg[i] = IoSegment{base + slot_off[i], off[i], len[i]};
+  (urgent ? pending_urgent_ : pending_normal_).push_back(job);
 }
 
 // ---------------------------------------------------------------------------------- steps
@@ -243,6 +274,15 @@ void ExpertStore::write_trace_locked(int layer, int64_t n, const int32_t* sel, c
     std::fputs("],\"weights\":[", trace_);
     for (int j = 0; j < k; ++j)
       std::fprintf(trace_, "%s%.9g", j ? "," : "", static_cast<double>(wts[t * k + j]));
+    if (!la_trace_.empty()) {
+      std::fputs("],\"lookahead\":[", trace_);
+      for (size_t d = 0; d < la_trace_.size(); ++d) {
+        std::fputs(d ? ",[" : "[", trace_);
+        for (size_t j = 0; j < la_trace_[d].size(); ++j)
+          std::fprintf(trace_, "%s%d", j ? "," : "", la_trace_[d][j]);
+        std::fputs("]", trace_);
+      }
+    }
     std::fputs("]}\n", trace_);
   }
 }
@@ -250,7 +290,7 @@ void ExpertStore::write_trace_locked(int layer, int64_t n, const int32_t* sel, c
 void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
                            int k) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (trace_) write_trace_locked(layer, n, sel, wts, k);
+  la_trace_.clear();
   std::fill(cur_sel_.begin(), cur_sel_.end(), 0);
   for (int64_t t = 0; t < n; ++t) {
     for (int j = 0; j < k; ++j) {
@@ -258,10 +298,12 @@ void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* 
       STRATA_ASSERT(e >= 0 && e < n_expert_);
       stats_.count_activation(layer, e);
       cur_sel_[static_cast<size_t>(e)] = 1;
+      if (!last_use_.empty()) last_use_[idx(layer, e)] = static_cast<int64_t>(tick0_) + t;
       if (policy_) policy_->on_access({layer, e}, tick0_ + static_cast<uint64_t>(t));
     }
   }
   cur_layer_ = layer;
+  if (trace_ && (resident_ || !lookahead_ || n != 1)) write_trace_locked(layer, n, sel, wts, k);
   ExpertStepStats* step = stats_.current();
   ExpertTotals& tot = stats_.totals();
   if (resident_) {
@@ -315,7 +357,11 @@ void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* 
   // Look-ahead only on decode steps: a prompt step's union of predictions spans most experts of the
   // next layer and would evict the working set (measured: 726 MiB wasted on a 30-token prompt);
   // its own misses are already read in parallel above.
-  if (lookahead_ && n == 1) prefetch_locked(layer, x, n);
+  if (lookahead_ && n == 1) {
+    prefetch_locked(layer, x, n);
+    if (trace_) write_trace_locked(layer, n, sel, wts, k);  // with the predictions
+  }
+  flush_locked();  // the layer's misses (urgent) and predictions, each in one submission
 }
 
 void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {
@@ -323,8 +369,16 @@ void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {
     const int l = layer + d;
     if (l >= n_layer_ || !lookahead_->has(l) || !catalog_.layer(l).present) continue;
     std::fill(mark_.begin(), mark_.end(), 0);
-    lookahead_->predict(l, x, n, mark_.data());
+    if (predict_lookahead_) lookahead_->predict(l, x, n, mark_.data());
+    if (predict_history_)  // the previous token's experts of layer l
+      for (int e = 0; e < n_expert_; ++e)
+        if (last_use_[idx(l, e)] == static_cast<int64_t>(tick0_) - 1) mark_[static_cast<size_t>(e)] = 1;
     std::copy(mark_.begin(), mark_.end(), pred_.begin() + static_cast<std::ptrdiff_t>(idx(l, 0)));
+    if (trace_) {
+      la_trace_.resize(static_cast<size_t>(d));
+      for (int e = 0; e < n_expert_; ++e)
+        if (mark_[static_cast<size_t>(e)]) la_trace_[static_cast<size_t>(d - 1)].push_back(e);
+    }
     pred_valid_[static_cast<size_t>(l)] = 1;
   }
   // Issue nearest layers first; stop at the depth limit or when nothing may be evicted.
@@ -360,6 +414,7 @@ Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
       for (int level = 0; level < 3 && s < 0; ++level) s = take_slot_locked(level);
       if (s >= 0) {
         start_fill_locked(s, {layer, e}, /*urgent=*/true, /*prefetch=*/false);
+        flush_locked();
         continue;
       }
     } else {
@@ -425,6 +480,18 @@ Status ExpertStore::save_profile(const std::string& path) const {
     }
   }
   return write_text_file(path, merged.to_csv());
+}
+
+uint64_t ExpertStore::expert_resident_bytes() const {
+  if (!resident_) return tier_->resident_bytes();
+  uint64_t b = 0;
+  for (int l = 0; l < n_layer_; ++l) {
+    const ExpertLayerInfo& li = catalog_.layer(l);
+    if (!li.present) continue;
+    for (int p = 0; p < expert_part_count; ++p)
+      b += mem_resident_bytes(li.part[p].slice0.data, li.part[p].stride * static_cast<size_t>(n_expert_));
+  }
+  return b;
 }
 
 int ExpertStore::resident_count() const {

@@ -1,6 +1,8 @@
 // The tiered expert store: routed experts live in a fast tier of equal-size slots with an exact
 // byte budget (memory/tier.h) and are read on demand from the backing file without the page cache
-// (memory/io_file.h) by a pool of I/O threads (memory/io_queue.h).
+// (memory/io_file.h) by an asynchronous I/O engine (memory/io_engine.h: io_uring, or a pool of pread
+// threads). The backing file is the GGUF itself (three reads per expert: gate, up, down covers) or a
+// `strata pack` bundle given as ExpertStoreOptions::expert_file (one read per expert).
 //
 //   (layer, expert) ──map──► slot ──state──► free | filling | ready | failed
 //
@@ -8,9 +10,10 @@
 // the policy (memory/expert_policy.h) picks victims among the rest; a miss issues a read and the
 // compute thread waits (its stall time is recorded). With prefetch on, on_route() starts the
 // reads for the layer's missing experts at once (they then load in parallel while resident ones
-// compute) and, on decode steps, applies the next `lookahead` layers' routers to the current hidden state to
-// prefetch what they will probably want into free or evictable slots (memory/prefetch.h), never
-// evicting an expert the current layer selected or a prefetch not yet used.
+// compute; they go to the engine as one submission per layer) and, on decode steps, applies the next
+// `lookahead` layers' routers to the current hidden state to prefetch what they will probably want into free
+// or evictable slots (memory/prefetch.h), never evicting an expert the current layer selected or a prefetch
+// not yet used.
 //
 // With budget_bytes == 0 the store is "resident": experts are served from the mapped file and
 // only statistics / routing traces are recorded. Thread-safety: one compute thread calls the
@@ -32,7 +35,7 @@
 #include "memory/expert_stats.h"
 #include "memory/expert_store_catalog.h"
 #include "memory/io_file.h"
-#include "memory/io_queue.h"
+#include "memory/io_engine.h"
 #include "memory/prefetch.h"
 #include "memory/tier.h"
 
@@ -43,11 +46,16 @@ struct ExpertStoreOptions {
   std::string policy = "adaptive";
   bool prefetch = true;  // off = "naive": reads start only when compute asks, one at a time
   int lookahead = 1;     // layers ahead the router look-ahead predicts (prefetch on)
-  int io_threads = 4;
-  int io_depth = 32;               // max look-ahead prefetches queued or in flight
-  bool direct_io = true;           // O_DIRECT (falls back to buffered + DONTNEED where refused)
-  std::string profile_path;        // --expert-profile: seeds counts and the static hot set
-  std::string routing_trace_path;  // --routing-trace-out: one JSON line per (token, layer)
+  // What predicts layer l+d's experts while layer l computes (decode steps): "lookahead" (the next
+  // routers on this layer's input), "history" (the previous token's experts at l+d) or "union".
+  std::string predict = "lookahead";
+  int io_threads = 4;               // threads backend: reader threads
+  int io_depth = 32;                // uring: raw reads in flight; both: max prefetches queued or in flight
+  std::string io_backend = "auto";  // auto (uring when it can be set up, else threads) | uring | threads
+  std::string expert_file;          // a `strata pack` bundle of this GGUF to read experts from
+  bool direct_io = true;            // O_DIRECT (falls back to buffered + DONTNEED where refused)
+  std::string profile_path;         // --expert-profile: seeds counts and the static hot set
+  std::string routing_trace_path;   // --routing-trace-out: one JSON line per (token, layer)
 };
 
 using IoOpener = std::function<Result<std::unique_ptr<IoFile>>(const std::string& path, bool direct)>;
@@ -79,6 +87,11 @@ class ExpertStore final : public ExpertSource {
   Status write_stats(const std::string& path) const;
   // Writes the activation profile (counts loaded from --expert-profile plus this run's).
   Status save_profile(const std::string& path) const;
+  // Measured memory (the report next to the plan): routed-expert bytes resident now (the tier's
+  // touched pages; resident mode: the expert tensors' pages of the mapping) and the I/O engine's
+  // own allocations.
+  uint64_t expert_resident_bytes() const;
+  uint64_t io_overhead_bytes() const { return io_ ? io_->overhead_bytes() : 0; }
   // Number of slots holding a ready expert / being filled (tests).
   int resident_count() const;
   bool is_resident(int layer, int expert) const;
@@ -99,7 +112,10 @@ class ExpertStore final : public ExpertSource {
   size_t idx(int layer, int expert) const {
     return static_cast<size_t>(layer) * static_cast<size_t>(n_expert_) + expert;
   }
-  void fill_job(uint32_t slot);
+  // I/O completion of slot s's read (engine thread).
+  void read_done(uint32_t s, const Status& st, uint64_t bytes, double seconds);
+  // Hands the reads started since the last flush to the engine, urgent ones first, one call each.
+  void flush_locked();
   // A slot for a new expert: free, or an evicted victim (never pinned, never filling). level 0
   // also spares experts predicted for the next layers and unused prefetches, and level <= 1 the
   // experts the current layer selected; level 2 only pinned and filling slots. -1 when none can
@@ -121,6 +137,7 @@ class ExpertStore final : public ExpertSource {
   std::unique_ptr<ExpertPolicy> policy_;
   std::unique_ptr<FastTier> tier_;
   std::unique_ptr<IoFile> file_;
+  std::vector<IoJob> pending_urgent_, pending_normal_;  // started, not yet handed to the engine
   std::unique_ptr<RouterLookahead> lookahead_;
   FILE* trace_ = nullptr;
 
@@ -133,7 +150,10 @@ class ExpertStore final : public ExpertSource {
   int cur_layer_ = -1;
   std::vector<uint8_t> pred_;        // [n_layer][n_expert]: look-ahead prediction per layer
   std::vector<uint8_t> pred_valid_;  // [n_layer]
-  std::vector<uint8_t> mark_;        // [n_expert] scratch
+  std::vector<int64_t> last_use_;    // [n_layer][n_expert]: last token that selected it, -1 never
+  bool predict_lookahead_ = true, predict_history_ = false;
+  std::vector<uint8_t> mark_;                   // [n_expert] scratch
+  std::vector<std::vector<int32_t>> la_trace_;  // this layer's look-ahead predictions, for the trace
   std::vector<ExpertKey> cand_keys_;
   std::vector<int32_t> cand_slots_;
   int prefetch_inflight_ = 0;
@@ -141,7 +161,7 @@ class ExpertStore final : public ExpertSource {
   std::vector<uint64_t> profile_counts_;
   ExpertStats stats_;
 
-  std::unique_ptr<IoQueue> io_;  // last: its threads stop before anything above is destroyed
+  std::unique_ptr<IoEngine> io_;  // last: its threads stop before anything above is destroyed
 };
 
 // ExpertStore::open with the policy made by make_expert_policy(o.policy) (static: hot set from

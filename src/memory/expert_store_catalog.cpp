@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "memory/io_file.h"
+#include "memory/pack.h"
 
 namespace strata {
 
@@ -140,12 +141,95 @@ TensorView ExpertCatalog::view(int l, int e, int p, const uint8_t* slot) const {
   const ExpertPart& q = layer(l).part[p];
   TensorView v = q.slice0;
   const uint64_t off = part_offset(l, e, p);
-  if (slot) {
+  if (slot && bundled()) {
+    v.data = slot + blob_part_[static_cast<size_t>(l)][static_cast<size_t>(p)];
+  } else if (slot) {
     v.data = slot + q.slot_offset + (off - io_align_down(off));
   } else {
     v.data = static_cast<const uint8_t*>(q.slice0.data) + q.stride * static_cast<size_t>(e);
   }
   return v;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+Status ExpertCatalog::attach_bundle(const PackIndex& ix, const GgufFile& f) {
+  const char* b = ix.path.c_str();
+  if (ix.source_size != f.file_size() || ix.source_tensors != static_cast<int64_t>(f.tensors().size()))
+    return err(
+        "expert bundle %s was packed from a different file (%llu bytes, %lld tensors) than %s (%zu bytes, "
+        "%zu tensors)",
+        b, static_cast<unsigned long long>(ix.source_size), static_cast<long long>(ix.source_tensors),
+        f.path().c_str(), f.file_size(), f.tensors().size());
+  if (ix.n_layers != n_layer() || ix.n_experts != n_expert_)
+    return err("expert bundle %s has %d layers x %d experts, the model %d x %d", b, ix.n_layers, ix.n_experts,
+               n_layer(), n_expert_);
+  const size_t n = static_cast<size_t>(n_layer()) * static_cast<size_t>(n_expert_);
+  std::vector<uint64_t> off(n, 0), len(n, 0);
+  std::vector<std::array<size_t, expert_part_count>> part(static_cast<size_t>(n_layer()));
+  size_t slot = 0;
+  for (int l = 0; l < n_layer(); ++l) {
+    const ExpertLayerInfo& li = layer(l);
+    if (!li.present) continue;
+    for (int e = 0; e < n_expert_; ++e) {
+      const PackExpert* pe = ix.find(l, e);
+      if (!pe) return err("expert bundle %s has no blob for layer %d expert %d", b, l, e);
+      if (pe->parts.size() < expert_part_count)
+        return err("expert bundle %s: layer %d expert %d has %zu parts, expected gate, up, down", b, l, e,
+                   pe->parts.size());
+      for (int p = 0; p < expert_part_count; ++p) {
+        const PackPart& pp = pe->parts[static_cast<size_t>(p)];
+        const std::string want = "blk." + std::to_string(l) + "." + kPartNames[p];
+        const ExpertPart& q = li.part[p];
+        if (pp.name != want || pp.type != q.slice0.type || pp.size != q.stride)
+          return err(
+              "expert bundle %s: layer %d expert %d part %d is '%s' (%s, %llu bytes), expected '%s' (%s, %zu "
+              "bytes)",
+              b, l, e, p, pp.name.c_str(), type_name(pp.type), static_cast<unsigned long long>(pp.size),
+              want.c_str(), type_name(q.slice0.type), q.stride);
+        if (pp.offset % 32 != 0)
+          return err(
+              "expert bundle %s: layer %d expert %d part '%s' at blob offset %llu is not 32-byte aligned", b,
+              l, e, pp.name.c_str(), static_cast<unsigned long long>(pp.offset));
+        if (e == 0) {
+          part[static_cast<size_t>(l)][static_cast<size_t>(p)] = static_cast<size_t>(pp.offset);
+        } else if (part[static_cast<size_t>(l)][static_cast<size_t>(p)] != pp.offset) {
+          return err(
+              "expert bundle %s: layer %d expert %d part '%s' is at blob offset %llu, expert 0's at %zu", b,
+              l, e, pp.name.c_str(), static_cast<unsigned long long>(pp.offset),
+              part[static_cast<size_t>(l)][static_cast<size_t>(p)]);
+        }
+      }
+      const size_t i = static_cast<size_t>(l) * static_cast<size_t>(n_expert_) + static_cast<size_t>(e);
+      off[i] = ix.data_offset + pe->offset;
+      len[i] = pe->size;
+      slot = std::max<size_t>(slot, static_cast<size_t>(pe->padded_size()));
+    }
+  }
+  blob_off_ = std::move(off);
+  blob_len_ = std::move(len);
+  blob_part_ = std::move(part);
+  bundle_path_ = ix.path;
+  slot_bytes_ = slot;
+  return {};
+}
+
+int ExpertCatalog::fill_segments(int l, int e, uint64_t* off, size_t* len, size_t* slot_off) const {
+  if (bundled()) {
+    const size_t i = static_cast<size_t>(l) * static_cast<size_t>(n_expert_) + static_cast<size_t>(e);
+    off[0] = blob_off_[i];
+    len[0] = static_cast<size_t>(blob_len_[i]);
+    slot_off[0] = 0;
+    return 1;
+  }
+  for (int p = 0; p < expert_part_count; ++p) {
+    off[p] = part_offset(l, e, p);
+    len[p] = layer(l).part[p].stride;
+    slot_off[p] = layer(l).part[p].slot_offset;
+  }
+  return expert_part_count;
 }
 
 }  // namespace strata

@@ -9,9 +9,14 @@
 //
 // Expert biases (gpt-oss) are small f32 tensors and stay in the mmapped file (resident).
 // Layers without the three tensors (dense layers) have present == false.
+//
+// With a `strata pack` bundle attached (attach_bundle), the backing file is the bundle instead:
+// each expert is one 4 KiB-aligned blob (gate | up | down | other per-expert parts), read with one
+// O_DIRECT read into the start of a slot; slot_bytes() is then the largest padded blob.
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,6 +58,16 @@ class ExpertCatalog {
   uint64_t dense_bytes() const { return dense_bytes_; }    // every other tensor of the file
   size_t expert_bytes(int l) const { return layer(l).expert_bytes; }
 
+  // Makes the bundle the backing file (see above). Errors name the bundle and the problem: packed
+  // from a different file (size or tensor count), a (layer, expert) missing, a part whose name,
+  // type or size does not match the GGUF tensor.
+  Status attach_bundle(const struct PackIndex& ix, const GgufFile& f);
+  bool bundled() const { return !blob_off_.empty(); }
+  const std::string& backing_path() const { return bundled() ? bundle_path_ : path_; }
+  // The reads that fill a slot with expert e of layer l: (file offset, length, offset in the slot)
+  // per segment; 3 for the GGUF (part covers), 1 for a bundle (the blob).
+  int fill_segments(int l, int e, uint64_t* off, size_t* len, size_t* slot_off) const;
+
   // File range of part p of expert e of layer l.
   uint64_t part_offset(int l, int e, int p) const {
     const ExpertPart& q = layer(l).part[p];
@@ -64,8 +79,11 @@ class ExpertCatalog {
   TensorView view(int l, int e, int p, const uint8_t* slot) const;
 
  private:
-  std::string path_;
+  std::string path_, bundle_path_;
   int n_expert_ = 0;
+  std::vector<uint64_t> blob_off_;  // [n_layer][n_expert] absolute bundle offsets (bundle mode)
+  std::vector<uint64_t> blob_len_;  // [n_layer][n_expert] blob bytes (unpadded)
+  std::vector<std::array<size_t, expert_part_count>> blob_part_;  // [n_layer] part offsets in a blob
   std::vector<ExpertLayerInfo> layers_;
   size_t slot_bytes_ = 0;
   uint64_t routed_bytes_ = 0;

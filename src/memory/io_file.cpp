@@ -35,6 +35,7 @@ class PosixIoFile final : public IoFile {
   void drop_cache(uint64_t off, size_t len) override {
     if (!direct_) ::posix_fadvise(fd_, static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
   }
+  int fd() const override { return fd_; }
 
  private:
   std::string path_;
@@ -66,9 +67,14 @@ Result<std::unique_ptr<IoFile>> io_open_file(const std::string& path, bool direc
   return std::unique_ptr<IoFile>(new PosixIoFile(path, fd, is_direct, static_cast<uint64_t>(st.st_size)));
 }
 
-Status io_read_covering(IoFile& f, void* dst, uint64_t off, size_t len) {
-  const uint64_t a0 = io_align_down(off), a1 = io_align_up(off + len);
-  const uint64_t need = off + len - a0;  // bytes from a0 that must arrive
+Status IoCoverRead::start(IoFile& f, void* dst, uint64_t off, size_t len) {
+  dst_ = static_cast<uint8_t*>(dst);
+  off_ = off;
+  a0_ = io_align_down(off);
+  a1_ = io_align_up(off + len);
+  need_ = off + len - a0_;  // bytes from a0 that must arrive
+  got_ = 0;
+  retries_ = 0;
   // The file changing under us (truncated, replaced by a rewrite) must never yield wrong weights.
   STRATA_ASSIGN(const uint64_t now, f.current_size());
   if (now != f.opened_size())
@@ -79,32 +85,37 @@ Status io_read_covering(IoFile& f, void* dst, uint64_t off, size_t len) {
     return err("%s: read of %zu bytes at offset %llu is past the end of the file (%llu bytes)",
                f.path().c_str(), len, static_cast<unsigned long long>(off),
                static_cast<unsigned long long>(f.opened_size()));
-  uint8_t* p = static_cast<uint8_t*>(dst);
-  uint64_t got = 0;
-  int retries = 0;
-  while (got < need) {
-    // Ask for whole aligned pages; at the end of the file the kernel returns the short tail.
-    const int64_t r = f.pread(p + got, static_cast<size_t>(a1 - a0 - got), a0 + got);
-    if (r == -EINTR || r == -EAGAIN) continue;
-    if (r < 0)
-      return err("%s: read error at offset %llu (%llu bytes): %s", f.path().c_str(),
-                 static_cast<unsigned long long>(a0 + got), static_cast<unsigned long long>(a1 - a0 - got),
-                 std::strerror(static_cast<int>(-r)));
-    if (r == 0)
-      return err("%s: unexpected end of file at offset %llu (wanted %llu more bytes; file changed?)",
-                 f.path().c_str(), static_cast<unsigned long long>(a0 + got),
-                 static_cast<unsigned long long>(need - got));
-    got += static_cast<uint64_t>(r);
-    // A short read that is not page-aligned cannot continue under O_DIRECT (unaligned offset):
-    // re-read from the last aligned boundary, which overwrites the same bytes with the same bytes.
-    if (got < need && (got % kIoAlign) != 0) {
-      if (++retries > 64)
-        return err("%s: too many short reads at offset %llu", f.path().c_str(),
-                   static_cast<unsigned long long>(a0 + got));
-      got = io_align_down(got);
-    }
+  return {};
+}
+
+Status IoCoverRead::advance(IoFile& f, int64_t r) {
+  if (r == -EINTR || r == -EAGAIN) return {};
+  if (r < 0)
+    return err("%s: read error at offset %llu (%llu bytes): %s", f.path().c_str(),
+               static_cast<unsigned long long>(a0_ + got_), static_cast<unsigned long long>(a1_ - a0_ - got_),
+               std::strerror(static_cast<int>(-r)));
+  if (r == 0)
+    return err("%s: unexpected end of file at offset %llu (wanted %llu more bytes; file changed?)",
+               f.path().c_str(), static_cast<unsigned long long>(a0_ + got_),
+               static_cast<unsigned long long>(need_ - got_));
+  got_ += static_cast<uint64_t>(r);
+  // A short read that is not page-aligned cannot continue under O_DIRECT (unaligned offset):
+  // re-read from the last aligned boundary, which overwrites the same bytes with the same bytes.
+  if (got_ < need_ && (got_ % kIoAlign) != 0) {
+    if (++retries_ > 64)
+      return err("%s: too many short reads at offset %llu", f.path().c_str(),
+                 static_cast<unsigned long long>(a0_ + got_));
+    got_ = io_align_down(got_);
   }
-  f.drop_cache(a0, static_cast<size_t>(a1 - a0));
+  if (done()) f.drop_cache(a0_, static_cast<size_t>(a1_ - a0_));
+  return {};
+}
+
+Status io_read_covering(IoFile& f, void* dst, uint64_t off, size_t len) {
+  IoCoverRead rd;
+  STRATA_TRY(rd.start(f, dst, off, len));
+  // Ask for whole aligned pages; at the end of the file the kernel returns the short tail.
+  while (!rd.done()) STRATA_TRY(rd.advance(f, f.pread(rd.next_dst(), rd.next_len(), rd.next_off())));
   return {};
 }
 

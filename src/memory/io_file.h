@@ -47,6 +47,11 @@ class IoFile {
   virtual int64_t pread(void* dst, size_t len, uint64_t off) = 0;
   // Drop [off, off + len) from the page cache (buffered fallback only; no-op for O_DIRECT).
   virtual void drop_cache(uint64_t off, size_t len) = 0;
+  // The descriptor an asynchronous backend (io_uring) reads from; -1: reads must go through pread().
+  virtual int fd() const { return -1; }
+  // An asynchronous backend passes every raw result (bytes or -errno, as pread returns) of a read
+  // of [off, off + len) into dst through here; fault-injection wrappers alter it.
+  virtual int64_t on_async_result(void* dst, size_t len, uint64_t off, int64_t r) { return r; }
 };
 
 // Opens `path` read-only; direct = try O_DIRECT first (falls back as described above).
@@ -58,5 +63,28 @@ Result<std::unique_ptr<IoFile>> io_open_file(const std::string& path, bool direc
 // an unexpected end of file and a file whose size changed since it was opened fail with a message
 // naming the file and the offset. Never returns success with fewer than the wanted bytes.
 Status io_read_covering(IoFile& f, void* dst, uint64_t off, size_t len);
+
+// io_read_covering as steps, for backends that issue the raw reads themselves (io_uring):
+//   IoCoverRead r; STRATA_TRY(r.start(f, dst, off, len));
+//   while (!r.done()) { raw = read(r.next_dst(), r.next_len(), r.next_off()); STRATA_TRY(r.advance(f, raw));
+//   }
+// advance() takes pread's convention (bytes, 0 at end of file, -errno) and applies the same retry
+// and error rules as io_read_covering.
+class IoCoverRead {
+ public:
+  // Checks the file's size (unchanged since open, range inside it) and sets up the read.
+  Status start(IoFile& f, void* dst, uint64_t off, size_t len);
+  bool done() const { return got_ >= need_; }
+  uint8_t* next_dst() const { return dst_ + got_; }
+  size_t next_len() const { return static_cast<size_t>(a1_ - a0_ - got_); }
+  uint64_t next_off() const { return a0_ + got_; }
+  Status advance(IoFile& f, int64_t r);
+  uint64_t covered_bytes() const { return a1_ - a0_; }
+
+ private:
+  uint8_t* dst_ = nullptr;
+  uint64_t off_ = 0, a0_ = 0, a1_ = 0, need_ = 0, got_ = 0;
+  int retries_ = 0;
+};
 
 }  // namespace strata

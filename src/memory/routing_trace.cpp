@@ -75,6 +75,20 @@ Status parse_record(const json& j, const std::string& where, const RoutingTraceM
       r->weights.push_back(x.get<float>());
     }
   }
+  r->lookahead.clear();
+  if (auto la = j.find("lookahead"); la != j.end()) {
+    if (!la->is_array()) return err("%s: \"lookahead\" must be an array of expert-id arrays", where.c_str());
+    for (const json& d : *la) {
+      if (!d.is_array()) return err("%s: \"lookahead\" must be an array of expert-id arrays", where.c_str());
+      r->lookahead.emplace_back();
+      for (const json& e : d) {
+        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= lim)
+          return err("%s: \"lookahead\" holds an expert id out of range [0, %lld)", where.c_str(),
+                     (long long)lim);
+        r->lookahead.back().push_back(e.get<int32_t>());
+      }
+    }
+  }
   return {};
 }
 

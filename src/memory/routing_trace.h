@@ -1,5 +1,8 @@
 // Routing traces: which experts each token chose in each layer, one JSON object per line:
 //   {"token_idx":t,"layer":l,"experts":[e0,e1,...],"weights":[w0,w1,...]}
+// with, on decode steps of a store running the router look-ahead, what it predicted from this
+// layer's input for the next layers (memory/replay_predict evaluates predictors on them):
+//   "lookahead":[[experts for layer l+1],[for l+2],...]
 // optionally preceded by one header line naming the model's expert grid:
 //   {"strata_routing_trace":1,"n_layers":L,"n_experts":E,"top_k":k}
 // `run --routing-trace-out` writes them (RoutingTraceWriter); `strata replay` and `strata pack
@@ -27,8 +30,9 @@ struct RoutingTraceMeta {
 struct RoutingRecord {
   int64_t token_idx = 0;
   int32_t layer = 0;
-  std::vector<int32_t> experts;  // distinct, in router order
-  std::vector<float> weights;    // [experts.size()] or empty when not recorded
+  std::vector<int32_t> experts;                 // distinct, in router order
+  std::vector<float> weights;                   // [experts.size()] or empty when not recorded
+  std::vector<std::vector<int32_t>> lookahead;  // [d - 1]: predicted experts of layer + d; may be empty
 };
 
 struct RoutingTrace {

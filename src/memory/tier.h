@@ -24,6 +24,8 @@ class FastTier {
   virtual uint64_t bytes() const = 0;
   // Host address of slot i (aligned to the I/O alignment, 4 KiB), or nullptr for a device tier.
   virtual uint8_t* host_data(int slot) = 0;
+  // Bytes of the tier actually resident now (RAM: pages touched so far); bytes() when unknown.
+  virtual uint64_t resident_bytes() const { return bytes(); }
 };
 
 // RAM tier: n = budget / slot_bytes slots in one page-aligned allocation (pages are touched only

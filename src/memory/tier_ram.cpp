@@ -5,6 +5,7 @@
 
 #include "base/units.h"
 #include "memory/io_file.h"
+#include "memory/mem_resident.h"
 #include "memory/tier.h"
 
 namespace strata {
@@ -20,6 +21,7 @@ class RamTier final : public FastTier {
   size_t slot_bytes() const override { return slot_; }
   uint64_t bytes() const override { return uint64_t{slot_} * static_cast<uint64_t>(n_); }
   uint8_t* host_data(int slot) override { return base_ + size_t{slot_} * static_cast<size_t>(slot); }
+  uint64_t resident_bytes() const override { return mem_resident_bytes(base_, bytes()); }
 
  private:
   uint8_t* base_;

@@ -37,12 +37,19 @@ struct StateOptions {
   ExpertSource* experts = nullptr;  // routed experts from a tiered store; null: the mmapped tensors
 };
 
+// Bytes a state allocated, by the planner's categories (0: not reported by this architecture).
+struct ArchMemory {
+  uint64_t kv_cache = 0;
+  uint64_t scratch = 0;
+};
+
 // Per-session state (caches + scratch). Opaque outside the architecture that made it.
 class ArchState {
  public:
   virtual ~ArchState() = default;
   // Forget the sequence; keep allocations. Rows of the caches are overwritten before reuse.
   virtual void reset() {}
+  virtual ArchMemory memory() const { return {}; }
 };
 
 class Architecture {

@@ -37,14 +37,21 @@ class DecoderState final : public ArchState {
     const size_t bytes = sizeof(float) * static_cast<size_t>(nb * per_tok + int64_t{o.n_threads} * o.n_ctx) +
                          4 * static_cast<size_t>(nb * max_in) * sizeof(float) + (size_t{1} << 16);
     arena = Arena(bytes);
+    n_embd = d;
     x = aligned_alloc_array<float>(nb * d);
     h = aligned_alloc_array<float>(nb * d);
     y = aligned_alloc_array<float>(nb * d);
   }
 
+  ArchMemory memory() const override {
+    const size_t rows = 3 * sizeof(float) * static_cast<size_t>(n_batch) * static_cast<size_t>(n_embd);
+    return {kv.bytes(), arena.capacity() + rows};
+  }
+
   KvCache kv;
   int n_ctx;
   int n_batch;
+  int64_t n_embd = 0;
   ExpertSource* experts;
   Arena arena;
   AlignedPtr<float> x;  // [n_batch][n_embd] residual

@@ -50,6 +50,10 @@ class SessionImpl final : public Session {
     return {};
   }
 
+  Memory memory() const override {
+    const ArchMemory a = st_->memory();
+    return {a.kv_cache, a.scratch};
+  }
   int n_past() const override { return n_past_; }
   int n_ctx() const override { return n_ctx_; }
   void reset() override {

@@ -98,6 +98,11 @@ class Session {
   virtual int n_past() const = 0;
   virtual int n_ctx() const = 0;
   virtual void reset() = 0;  // forget the sequence, keep allocations
+  // KV cache and scratch bytes this session allocated (memory report next to the plan).
+  struct Memory {
+    uint64_t kv_cache = 0, scratch = 0;  // 0: not reported by the architecture
+  };
+  virtual Memory memory() const { return {}; }
 };
 
 }  // namespace strata

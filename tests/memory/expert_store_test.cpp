@@ -15,7 +15,8 @@
 namespace strata {
 namespace {
 
-class ExpertStoreTest : public ::testing::Test {
+// Every store test runs on both I/O backends (io_uring skipped where the kernel refuses it).
+class ExpertStoreTest : public ::testing::TestWithParam<const char*> {
  protected:
   static void SetUpTestSuite() { model_ = new SynthModelFile("store_test", 3, 8, 2, "q8_0"); }
   static void TearDownTestSuite() {
@@ -24,6 +25,10 @@ class ExpertStoreTest : public ::testing::Test {
   }
   static SynthModelFile* model_;
   const GgufFile& f() { return *model_->file; }
+  void SetUp() override {
+    if (GetParam() == std::string("uring") && !io_uring_usable())
+      GTEST_SKIP() << "io_uring is not available here (the threads backend is tested)";
+  }
 
   Result<std::unique_ptr<ExpertStore>> open(int slots, bool prefetch, IoOpener opener = nullptr,
                                             const std::string& trace = "") {
@@ -33,13 +38,14 @@ class ExpertStoreTest : public ::testing::Test {
     o.prefetch = prefetch;
     o.io_threads = 2;
     o.io_depth = 4;
+    o.io_backend = GetParam();
     o.routing_trace_path = trace;
     return ExpertStore::open(f(), 3, 8, 2, o, std::make_unique<TestLru>(), std::move(opener));
   }
 };
 SynthModelFile* ExpertStoreTest::model_ = nullptr;
 
-TEST_F(ExpertStoreTest, CatalogSlotsHoldCovers) {
+TEST_P(ExpertStoreTest, CatalogSlotsHoldCovers) {
   ExpertCatalog c = ExpertCatalog::build(f(), 3, 8).value();
   EXPECT_EQ(c.slot_bytes() % kIoAlign, 0u);
   EXPECT_EQ(c.n_present_layers(), 3);
@@ -58,7 +64,7 @@ TEST_F(ExpertStoreTest, CatalogSlotsHoldCovers) {
   EXPECT_EQ(c.part_offset(1, 0, expert_part_up), *off);
 }
 
-TEST_F(ExpertStoreTest, ExactBytesUnderEviction) {
+TEST_P(ExpertStoreTest, ExactBytesUnderEviction) {
   for (bool prefetch : {false, true}) {
     auto s = open(3, prefetch);
     ASSERT_TRUE(s.ok()) << s.message();
@@ -79,7 +85,7 @@ TEST_F(ExpertStoreTest, ExactBytesUnderEviction) {
   }
 }
 
-TEST_F(ExpertStoreTest, AllFitMeansNoRereads) {
+TEST_P(ExpertStoreTest, AllFitMeansNoRereads) {
   auto s = open(24, true);
   ASSERT_TRUE(s.ok()) << s.message();
   StoreDriver d(**s, f(), 3, 8, 2, 5);
@@ -91,7 +97,7 @@ TEST_F(ExpertStoreTest, AllFitMeansNoRereads) {
   EXPECT_EQ(t.bytes_read, t.reads * c.expert_bytes(0));
 }
 
-TEST_F(ExpertStoreTest, PinnedExpertIsNeverEvicted) {
+TEST_P(ExpertStoreTest, PinnedExpertIsNeverEvicted) {
   auto s = open(2, false);
   ASSERT_TRUE(s.ok()) << s.message();
   ExpertStore& st = **s;
@@ -112,7 +118,7 @@ TEST_F(ExpertStoreTest, PinnedExpertIsNeverEvicted) {
   st.end_step();
 }
 
-TEST_F(ExpertStoreTest, PromptStepWantingMoreExpertsThanSlots) {
+TEST_P(ExpertStoreTest, PromptStepWantingMoreExpertsThanSlots) {
   // A prompt step whose tokens select all 8 experts of a layer, with only 2 slots: every expert
   // must still be served (no deadlock on "protected" experts of the running layer).
   ExpertCatalog c = ExpertCatalog::build(f(), 3, 8).value();
@@ -137,7 +143,7 @@ TEST_F(ExpertStoreTest, PromptStepWantingMoreExpertsThanSlots) {
   }
 }
 
-TEST_F(ExpertStoreTest, BudgetBelowTopKNamesTheMinimum) {
+TEST_P(ExpertStoreTest, BudgetBelowTopKNamesTheMinimum) {
   auto s = open(1, true);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("minimum"), std::string::npos) << s.message();
@@ -145,7 +151,7 @@ TEST_F(ExpertStoreTest, BudgetBelowTopKNamesTheMinimum) {
   EXPECT_NE(s.message().find(std::to_string(2 * c.slot_bytes())), std::string::npos) << s.message();
 }
 
-TEST_F(ExpertStoreTest, ReadErrorNamesFileAndOffsetAndRecovers) {
+TEST_P(ExpertStoreTest, ReadErrorNamesFileAndOffsetAndRecovers) {
   ExpertCatalog c = ExpertCatalog::build(f(), 3, 8).value();
   FaultyFile* faulty = nullptr;
   auto opener = [&](const std::string& path, bool direct) -> Result<std::unique_ptr<IoFile>> {
@@ -185,7 +191,7 @@ TEST_F(ExpertStoreTest, ReadErrorNamesFileAndOffsetAndRecovers) {
   }
 }
 
-TEST_F(ExpertStoreTest, ShortReadsGiveExactBytes) {
+TEST_P(ExpertStoreTest, ShortReadsGiveExactBytes) {
   auto opener = [](const std::string& path, bool direct) -> Result<std::unique_ptr<IoFile>> {
     STRATA_ASSIGN(auto inner, io_open_file(path, direct));
     auto ff = std::make_unique<FaultyFile>(std::move(inner));
@@ -198,7 +204,7 @@ TEST_F(ExpertStoreTest, ShortReadsGiveExactBytes) {
   for (int step = 0; step < 20; ++step) ASSERT_TRUE(d.step());
 }
 
-TEST_F(ExpertStoreTest, ResidentModeServesTheMappingAndCounts) {
+TEST_P(ExpertStoreTest, ResidentModeServesTheMappingAndCounts) {
   ExpertStoreOptions o;
   const std::string trace = "/tmp/strata_store_test_trace.jsonl";
   o.routing_trace_path = trace;
@@ -229,7 +235,7 @@ TEST_F(ExpertStoreTest, ResidentModeServesTheMappingAndCounts) {
   std::remove(trace.c_str());
 }
 
-TEST_F(ExpertStoreTest, StatsAndProfileRoundTrip) {
+TEST_P(ExpertStoreTest, StatsAndProfileRoundTrip) {
   auto s = open(3, true);
   ASSERT_TRUE(s.ok());
   StoreDriver d(**s, f(), 3, 8, 2, 4);
@@ -269,6 +275,33 @@ TEST_F(ExpertStoreTest, StatsAndProfileRoundTrip) {
   std::remove(json.c_str());
   std::remove(csv.c_str());
 }
+
+TEST_P(ExpertStoreTest, LayerMissesGoToTheEngineInOneSubmission) {
+  auto s = open(6, true);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ExpertStore& st = **s;
+  ExpertCatalog c = ExpertCatalog::build(f(), 3, 8).value();
+  st.begin_step(1);
+  const int32_t sel[2] = {3, 6};
+  const float w[2] = {0.5f, 0.5f};
+  std::vector<float> x(64, 0.1f);
+  st.on_route(1, x.data(), 1, sel, w, 2);
+  const ExpertTotals t = st.stats().totals();
+  EXPECT_EQ(t.misses, 2u);
+  EXPECT_EQ(t.io_jobs - 0, 2u + t.prefetch_issued);  // both misses (+ look-ahead predictions)
+  EXPECT_EQ(t.io_submits, t.prefetch_issued ? 2u : 1u) << "misses urgent in one call, predictions in one";
+  for (int32_t e : sel) {
+    auto v = st.acquire(1, e);
+    ASSERT_TRUE(v.ok()) << v.message();
+    EXPECT_TRUE(views_match(*v, c, 1, e));
+    st.release(1, e);
+  }
+  st.end_step();
+  EXPECT_EQ(std::string(st.info().io_backend), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ExpertStoreTest, ::testing::Values("uring", "threads"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace strata

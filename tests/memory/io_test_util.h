@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,24 +51,17 @@ class FaultyFile final : public IoFile {
   uint64_t opened_size() const override { return in_->opened_size(); }
   Result<uint64_t> current_size() override { return in_->current_size(); }
   int64_t pread(void* dst, size_t len, uint64_t off) override {
-    ++calls;
-    if (fail_errno && off >= fail_from) return -fail_errno;
-    if (eof_at && off >= eof_at) return 0;
-    size_t n = len;
-    // Short reads as O_DIRECT produces them: whole pages (mode 1); and one unaligned short read
-    // (mode 2, first call only), which forces a re-read from the last page boundary.
-    if (eof_at) n = std::min<size_t>(n, eof_at - off);
-    if (short_reads == 1 && len > kIoAlign)
-      n = kIoAlign * (1 + rng_() % std::max<size_t>(1, len / kIoAlign - 1));
-    if (short_reads == 2 && calls == 1 && len > 1) n = len / 2 + 1;
     // Short reads must still be O_DIRECT-legal for the inner file: read aligned, copy a prefix.
     std::unique_ptr<uint8_t, decltype(&std::free)> tmp(
         static_cast<uint8_t*>(std::aligned_alloc(kIoAlign, io_align_up(len))), &std::free);
-    const int64_t r = in_->pread(tmp.get(), len, off);
-    if (r <= 0) return r;
-    n = std::min<size_t>(n, static_cast<size_t>(r));
-    std::memcpy(dst, tmp.get(), n);
-    return static_cast<int64_t>(n);
+    const int64_t r = inject(len, off, in_->pread(tmp.get(), len, off));
+    if (r > 0) std::memcpy(dst, tmp.get(), static_cast<size_t>(r));
+    return r;
+  }
+  // io_uring reads the inner descriptor; the same faults are applied to its completions.
+  int fd() const override { return in_->fd(); }
+  int64_t on_async_result(void* dst, size_t len, uint64_t off, int64_t r) override {
+    return inject(len, off, in_->on_async_result(dst, len, off, r));
   }
   void drop_cache(uint64_t off, size_t len) override { in_->drop_cache(off, len); }
 
@@ -74,10 +69,28 @@ class FaultyFile final : public IoFile {
   int fail_errno = 0;   // fail reads at offsets >= fail_from with this errno
   uint64_t fail_from = 0;
   uint64_t eof_at = 0;  // reads at offsets >= eof_at return 0
-  int calls = 0;
+  std::atomic<int> calls{0};
 
  private:
+  // The fault for a raw read of [off, off + len) that returned r.
+  int64_t inject(size_t len, uint64_t off, int64_t r) {
+    const int call = ++calls;
+    if (fail_errno && off >= fail_from) return -fail_errno;
+    if (eof_at && off >= eof_at) return 0;
+    if (r <= 0) return r;
+    size_t n = static_cast<size_t>(r);
+    // Short reads as O_DIRECT produces them: whole pages (mode 1); and one unaligned short read
+    // (mode 2, first call only), which forces a re-read from the last page boundary.
+    if (eof_at) n = std::min<size_t>(n, eof_at - off);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (short_reads == 1 && len > kIoAlign)
+      n = std::min<size_t>(n, kIoAlign * (1 + rng_() % std::max<size_t>(1, len / kIoAlign - 1)));
+    if (short_reads == 2 && call == 1 && len > 1) n = std::min<size_t>(n, len / 2 + 1);
+    return static_cast<int64_t>(n);
+  }
+
   std::unique_ptr<IoFile> in_;
+  std::mutex mu_;
   std::mt19937 rng_{5};
 };
 

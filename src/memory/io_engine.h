@@ -1,0 +1,76 @@
+// The backing tier's asynchronous reads: jobs of up to four covering reads (memory/io_file.h) each,
+// run by one of two backends.
+//
+//   uring    one thread owning an io_uring of `depth` entries: every job handed to submit() in one
+//            call goes to the kernel in one io_uring_submit, so all of a layer's missing experts are
+//            in flight at once, up to `depth` raw reads (a job's segments are separate reads).
+//   threads  a pool of `threads` threads, each running one job at a time with pread (the fallback
+//            where io_uring is unavailable: old kernels, seccomp, a file with no descriptor).
+//
+// Both order work the same way: urgent jobs (a compute thread waits: a demand miss) start before
+// normal ones (prefetches); promote() moves a queued normal job up when someone starts waiting for it.
+// Both follow io_read_covering's rules (retry short reads, EINTR / EAGAIN; an error names the file
+// and offset; a file that changed size is an error) and call `done` once per job from an I/O
+// thread. Jobs still queued when the engine is destroyed are dropped; jobs in flight finish first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "memory/io_file.h"
+
+namespace strata {
+
+struct IoSegment {
+  uint8_t* dst = nullptr;  // 4 KiB aligned; receives the aligned range covering [off, off + len)
+  uint64_t off = 0;
+  size_t len = 0;
+};
+
+struct IoJob {
+  static constexpr int kMaxSegments = 4;
+  uint32_t id = 0;
+  int n = 0;
+  IoSegment seg[kMaxSegments];
+};
+
+enum class IoBackend : uint8_t { io_backend_auto, io_backend_uring, io_backend_threads };
+// "auto" | "uring" | "threads"; false for anything else.
+bool io_backend_from_name(const std::string& name, IoBackend* out);
+
+class IoEngine {
+ public:
+  // id, the first error of the job's segments (ok when all arrived), bytes wanted (sum of segment
+  // lengths), seconds from the job's first read to its last completion.
+  using Done = std::function<void(uint32_t id, const Status& st, uint64_t bytes, double seconds)>;
+
+  virtual ~IoEngine() = default;
+  virtual const char* name() const = 0;  // "uring" | "threads"
+  virtual int depth() const = 0;         // raw reads in flight at most
+  // Bytes the engine allocated for its own bookkeeping (rings, queues, thread stacks), for the
+  // memory report's io_buffers (reads land in the caller's buffers).
+  virtual uint64_t overhead_bytes() const = 0;
+  // Queues n jobs (1 <= job.n <= kMaxSegments) and starts as many as the depth allows, together.
+  virtual void submit(const IoJob* jobs, size_t n, bool urgent) = 0;
+  // If job `id` is still queued as normal, move it to the front of the urgent queue.
+  virtual bool promote(uint32_t id) = 0;
+};
+
+// The engine for `f` (which must outlive it). auto: uring when it can be set up for this file, else
+// threads. uring asked for explicitly but unavailable is an error saying why. threads >= 1,
+// depth >= 1 (the uring depth; for threads the queue is unbounded and `threads` reads run at once).
+Result<std::unique_ptr<IoEngine>> io_engine_make(IoBackend backend, IoFile& f, int threads, int depth,
+                                                 IoEngine::Done done);
+
+Result<std::unique_ptr<IoEngine>> io_engine_make_threads(IoFile& f, int threads, IoEngine::Done done);
+// Errors: liburing not compiled in, io_uring_queue_init refused (message has the errno), no
+// descriptor for the file.
+Result<std::unique_ptr<IoEngine>> io_engine_make_uring(IoFile& f, int depth, IoEngine::Done done);
+// Whether an io_uring can be set up in this process (compiled in and allowed by the kernel).
+bool io_uring_usable();
+
+}  // namespace strata
