@@ -5,8 +5,11 @@
 //                        (qwen3moe, Mixtral-style llama)
 //   softmax_topk         as above, weights not renormalised (qwen2moe)
 //   topk_softmax         top-k of the raw logits (+ router bias) → softmax over the k (gpt-oss)
-// Tokens are grouped by expert so that each expert's weights are read once per step; expert
-// outputs are summed per token in slot order (as llama.cpp does).
+// The input is quantized once per layer; slots (token, choice) are grouped by expert so that each
+// expert's weights are read once per step whatever the batch: one pool region computes gate, up,
+// SwiGLU and the down input's quantization per (expert, row block), a second one down. Expert
+// outputs are summed per token in slot order (as llama.cpp does). Scratch comes from the
+// session's arena.
 #pragma once
 
 #include <cstdint>
