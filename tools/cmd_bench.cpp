@@ -173,6 +173,8 @@ int cmd_bench(int argc, char** argv) {
     for (auto& t : toks) t = tok(rng);
     if (auto st = time_runs(**sess, toks, true, reps, logits, tg); !st.ok()) return fail(st.message());
   }
+  // Measured before the bandwidth probe, whose buffer would otherwise be the peak RSS.
+  const strata::cli::MemReport mem = strata::cli::mem_report(m, **sess, std::max(n_prompt, 1));
   const strata::MembwResult bw = run_membw(m.pool());
   const WeightTraffic wt = weight_traffic(m);
   const strata::SampleStats pps = strata::summarize(pp.tok_s), tgs = strata::summarize(tg.tok_s);
@@ -214,7 +216,7 @@ int cmd_bench(int argc, char** argv) {
       j["expert_prefetch_precision"] = t.prefetch_precision();
       j["expert_prefetch_recall"] = t.prefetch_recall();
     }
-    j["memory"] = strata::cli::mem_report_json(strata::cli::mem_report(m, **sess, std::max(n_prompt, 1)));
+    j["memory"] = strata::cli::mem_report_json(mem);
     if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -240,8 +242,7 @@ int cmd_bench(int argc, char** argv) {
                 strata::format_bytes(static_cast<uint64_t>(wt.bytes_per_token)).c_str(), traffic_kind);
     std::printf("tg bandwidth: %.2f GB/s = %.1f%% of measured read bandwidth\n", tg_gbps, 100.0 * frac);
   }
-  std::fputs(strata::cli::mem_report_text(strata::cli::mem_report(m, **sess, std::max(n_prompt, 1))).c_str(),
-             stderr);
+  std::fputs(strata::cli::mem_report_text(mem).c_str(), stderr);
   if (auto st = xf.finish(m); !st.ok()) return fail(st.message());
   return 0;
 }
