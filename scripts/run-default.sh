@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
-# Sets up strata on a fresh Debian 12 machine and runs the default model.
-# Until the bundled trained model lands (models/), the default model is a seeded random-weight
-# qwen3moe made by `strata synth` (its text is gibberish; the point is the whole path runs).
+# Sets up strata on a fresh Debian 12 machine and runs the bundled model: strata-moe-31m, a
+# Mixture-of-Experts (16 experts, top-2) trained from scratch by train/ on public-domain text
+# (models/README.md is its card), MXFP4 experts + Q8_0 dense, 18 MiB, committed in models/.
+#   bash scripts/run-default.sh ["prompt"] [tokens]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build/release strata
-model=build/models/default-qwen3moe-q8_0.gguf
-if [ ! -f "$model" ]; then
-  mkdir -p build/models
-  ./build/release/tools/strata synth --arch qwen3moe --layers 4 --embd 512 --heads 8 --kv-heads 2 \
-    --experts 16 --top-k 2 --expert-ffn 256 --vocab 4096 --type q8_0 --seed 1 -o "$model"
-fi
-./build/release/tools/strata run -m "$model" -p "${1:-Once upon a time}" -n "${2:-48}" --seed 42
+./build/release/tools/strata run -m models/strata-moe-31m-mxfp4.gguf -p "${1:-It is a truth universally acknowledged}" \
+  -n "${2:-64}" --temp 0.7 --top-p 0.9 --seed 42

@@ -139,8 +139,14 @@ TEST_P(BundledModel, PerplexityMatchesPyTorchReference) {
 
 // bundled_smoke: F16 export of a 3-minute training run (train/README.md); the bar for F16 is
 // max |d| <= 1e-2 with argmax everywhere except reference gaps < 1e-3.
-INSTANTIATE_TEST_SUITE_P(Models, BundledModel,
-                         ::testing::Values(Bundled{"tests/data/bundled_smoke.gguf", "bundled_smoke", 1e-2,
-                                                   1e-3, 1e-3}));
+INSTANTIATE_TEST_SUITE_P(
+    Models, BundledModel,
+    ::testing::Values(Bundled{"tests/data/bundled_smoke.gguf", "bundled_smoke", 1e-2, 1e-3, 1e-3},
+                      // The committed default model (MXFP4 experts + Q8_0 dense).
+                      // Its F16 twin (build/data, not committed) measures max |d|
+                      // 3.9e-3 (train/compare_strata.py). Here strata's Q8_0
+                      // activation rounding flips one near-tie routing decision
+                      // (position 18: 0.66), typical rows stay below 0.13.
+                      Bundled{"models/strata-moe-31m-mxfp4.gguf", "bundled_moe", 1.0, 0.03, 1e-2}));
 
 }  // namespace
