@@ -67,6 +67,26 @@ void add_experts(Acc& acc, GgmlType t, int64_t d, int64_t F, int64_t E) {
   ++m.n_moe_layers;
 }
 
+// One DeepSeek-V4 / V4.1 layer's parts outside the compressor, indexer and FFN: the two
+// hyper-connection mixers (before attention and before the FFN), the attn / ffn / q / kv norms,
+// the attention sinks and the projections q_a, q_b, kv, grouped wo_a and wo_b.
+void add_ds_layer_attention(Acc& acc, GgmlType dt, int64_t d, int64_t hc, int64_t ql, int64_t hd,
+                            int64_t n_head, int64_t og, int64_t ol) {
+  const GgmlType f32 = GgmlType::f32;
+  const int64_t n_mix = (2 + hc) * hc;
+  for (int site = 0; site < 2; ++site) {
+    acc.add(plan_class_norms_router, f32, hc * d, n_mix);
+    acc.add(plan_class_norms_router, f32, n_mix + 3);
+  }
+  acc.add(plan_class_norms_router, f32, 2 * d + ql + hd);
+  acc.add(plan_class_attention, f32, n_head);
+  acc.add(plan_class_attention, dt, d, ql);
+  acc.add(plan_class_attention, dt, ql, n_head * hd);
+  acc.add(plan_class_attention, dt, d, hd);
+  acc.add(plan_class_attention, dt, n_head * hd / og, og * ol);
+  acc.add(plan_class_attention, dt, og * ol, d);
+}
+
 Status deepseek_v4(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   Acc acc{&m};
   const GgmlType dt = ty.dense, f32 = GgmlType::f32;
@@ -88,7 +108,7 @@ Status deepseek_v4(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   m.indexer_head_dim = static_cast<int>(ihd);
   m.n_ff_shexp = static_cast<int>(m.n_ff_exp * std::max<int64_t>(1, n_shared));
   const int64_t d = m.n_embd, V = m.n_vocab, E = m.n_expert, F = m.n_ff_exp, Fs = m.n_ff_shexp;
-  const int64_t hcd = hc * d, n_mix = (2 + hc) * hc;
+  const int64_t hcd = hc * d;
   acc.add(plan_class_embed_output, dt, d, V);
   acc.add(plan_class_embed_output, dt, d, V);
   acc.add(plan_class_norms_router, f32, d);
@@ -96,17 +116,7 @@ Status deepseek_v4(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   acc.add(plan_class_norms_router, f32, hc + 1);
   const auto& ratios = c.j["compress_ratios"];
   for (int il = 0; il < m.n_layer; ++il) {
-    for (int site = 0; site < 2; ++site) {  // hyper-connection mixers before attention and ffn
-      acc.add(plan_class_norms_router, f32, hcd, n_mix);
-      acc.add(plan_class_norms_router, f32, n_mix + 3);
-    }
-    acc.add(plan_class_norms_router, f32, 2 * d + ql + hd);  // attn, ffn, q_a, kv norms
-    acc.add(plan_class_attention, f32, m.n_head);            // sinks
-    acc.add(plan_class_attention, dt, d, ql);
-    acc.add(plan_class_attention, dt, ql, m.n_head * hd);
-    acc.add(plan_class_attention, dt, d, hd);
-    acc.add(plan_class_attention, dt, m.n_head * hd / og, og * ol);
-    acc.add(plan_class_attention, dt, og * ol, d);
+    add_ds_layer_attention(acc, dt, d, hc, ql, hd, m.n_head, og, ol);
     const int r =
         il < static_cast<int>(ratios.size()) && ratios[il].is_number_integer() ? ratios[il].get<int>() : 0;
     if (r != 0) {
@@ -166,7 +176,6 @@ Status deepseek_v41(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   m.indexer_head_dim = static_cast<int>(ihd);
   m.n_ff_shexp = static_cast<int>(m.n_ff_exp * std::max<int64_t>(1, n_shared));
   const int64_t d = m.n_embd, V = m.n_vocab, E = m.n_expert, F = m.n_ff_exp, Fs = m.n_ff_shexp;
-  const int64_t hcd = hc * d, n_mix = (2 + hc) * hc;
   acc.add(plan_class_embed_output, dt, d, V);
   acc.add(plan_class_embed_output, dt, d, V);
   acc.add(plan_class_norms_router, f32, d);
@@ -174,17 +183,7 @@ Status deepseek_v41(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   for (size_t e = 0; e < k.engram_layers.size(); ++e)
     engram_of[static_cast<size_t>(k.engram_layers[e])] = static_cast<int>(e);
   for (int il = 0; il < m.n_layer; ++il) {
-    for (int site = 0; site < 2; ++site) {
-      acc.add(plan_class_norms_router, f32, hcd, n_mix);
-      acc.add(plan_class_norms_router, f32, n_mix + 3);
-    }
-    acc.add(plan_class_norms_router, f32, 2 * d + ql + hd);  // attn, ffn, q, kv norms
-    acc.add(plan_class_attention, f32, m.n_head);            // sinks
-    acc.add(plan_class_attention, dt, d, ql);
-    acc.add(plan_class_attention, dt, ql, m.n_head * hd);
-    acc.add(plan_class_attention, dt, d, hd);
-    acc.add(plan_class_attention, dt, m.n_head * hd / og, og * ol);
-    acc.add(plan_class_attention, dt, og * ol, d);
+    add_ds_layer_attention(acc, dt, d, hc, ql, hd, m.n_head, og, ol);
     const int r = k.compress_ratios[static_cast<size_t>(il)];
     const KvLayerMode mode = k.layer_mode[static_cast<size_t>(il)];
     if (mode == KvLayerMode::full) {  // compressor: wkv (+ wgate for ratio 2, both F32), norm

@@ -18,6 +18,14 @@ namespace fs = std::filesystem;
 using strata::testing::Proc;
 using strata::testing::run_strata;
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+constexpr bool kSanitized = __has_feature(address_sanitizer);
+#else
+constexpr bool kSanitized = false;
+#endif
+
 TEST(MemReport, PlanWithinTenPercentOfEveryMeasuredCategory) {
   const fs::path dir = fs::temp_directory_path() / ("strata_memreport_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -58,6 +66,9 @@ TEST(MemReport, PlanWithinTenPercentOfEveryMeasuredCategory) {
     // dense pages of unused embedding rows and the process's untouched pages stay out of RAM).
     for (const char* key : {"dense_weights", "total"}) {
       ASSERT_TRUE(diff.count(key)) << key << " missing in:\n" << r.err;
+      // Under AddressSanitizer the process's peak RSS also holds ASan's shadow memory and
+      // quarantine (about 2x here), which no plan prices: only the release build checks `total`.
+      if (kSanitized && std::string(key) == "total") continue;
       EXPECT_LE(diff[key], 10.0) << backend << " " << key << ":\n" << r.err;
     }
     // The I/O engine's bookkeeping: one 64 KiB thread in the plan; the uring ring adds its entries.
