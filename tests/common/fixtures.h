@@ -26,3 +26,12 @@ std::string strata_binary();  // path of the built `strata` CLI
     GTEST_SKIP() << "fixtures not found: set STRATA_FIXTURES or put them at ../shared/fixtures";  \
   }                                                                                               \
   const std::string dir_var = *dir_var##_opt
+
+// The same for ../shared/fixtures-v41 (or $STRATA_FIXTURES_V41).
+#define STRATA_REQUIRE_FIXTURES_V41(dir_var)                                                                 \
+  auto dir_var##_opt = ::strata::testing::fixtures_v41_dir();                                                \
+  if (!dir_var##_opt) {                                                                                      \
+    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found (set STRATA_FIXTURES_V41)";    \
+    GTEST_SKIP() << "fixtures-v41 not found: set STRATA_FIXTURES_V41 or put them at ../shared/fixtures-v41"; \
+  }                                                                                                          \
+  const std::string dir_var = *dir_var##_opt

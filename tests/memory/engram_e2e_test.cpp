@@ -18,14 +18,6 @@
 namespace strata {
 namespace {
 
-#define REQUIRE_V41(dir_var)                                                                    \
-  auto dir_var##_opt = ::strata::testing::fixtures_v41_dir();                                   \
-  if (!dir_var##_opt) {                                                                         \
-    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found";                 \
-    GTEST_SKIP() << "fixtures-v41 not found: set STRATA_FIXTURES_V41 or put them at ../shared"; \
-  }                                                                                             \
-  const std::string dir_var = *dir_var##_opt
-
 struct Logits {
   std::vector<float> prefill, decode;
 };
@@ -57,7 +49,7 @@ Logits run_both(const Architecture& arch, const std::vector<int32_t>& toks, int 
 class EngramE2e : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngramE2e, SsdTierLogitsEqualResident) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   const std::string mdir = root + "/" + GetParam();
   std::ifstream tin(mdir + "/s48.tokens.json");
   const auto tj = nlohmann::json::parse(tin);

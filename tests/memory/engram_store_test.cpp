@@ -23,14 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define REQUIRE_V41(dir_var)                                                                    \
-  auto dir_var##_opt = ::strata::testing::fixtures_v41_dir();                                   \
-  if (!dir_var##_opt) {                                                                         \
-    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found";                 \
-    GTEST_SKIP() << "fixtures-v41 not found: set STRATA_FIXTURES_V41 or put them at ../shared"; \
-  }                                                                                             \
-  const std::string dir_var = *dir_var##_opt
-
 // deep: Engram layers 0, 3, 6 with 384, 552, 724 rows of 32 columns (config.json).
 const int kDeepLayers[3] = {0, 3, 6};
 const int64_t kDeepRows[3] = {384, 552, 724};
@@ -65,7 +57,7 @@ uint64_t cover(uint64_t off, uint64_t len) {
 }
 
 TEST(EngramTable, FromCheckpointAndErrors) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   Deep d(root);
   ASSERT_EQ(d.tables.size(), 3u);
   EXPECT_EQ(d.tables[0].vtype, EngramValueType::f32);
@@ -118,7 +110,7 @@ void expect_bit_identical(const Deep& d, EngramStore& st, int steps, uint32_t se
 }
 
 TEST(EngramStore, StreamedRowsEqualResidentRows) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   Deep d(root);
   uint64_t table_bytes = 0;
   for (const auto& t : d.tables) table_bytes += t.bytes();
@@ -160,7 +152,7 @@ TEST(EngramStore, StreamedRowsEqualResidentRows) {
 
 // Three slots, prefetch off, one table: a CLOCK sequence traced by hand.
 TEST(EngramStore, HitMissBytesAccountingIsExact) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   Deep d(root);
   EngramStoreOptions o;
   o.budget_bytes = 3 * (132 + EngramStore::kSlotOverhead) + 100;  // 3 slots, not 4
@@ -218,7 +210,7 @@ TEST(EngramStore, HitMissBytesAccountingIsExact) {
 
 // Prefetch at step start + compute that outlasts the reads: rows() finds everything resident.
 TEST(EngramStore, PrefetchTurnsMissesIntoHits) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   Deep d(root);
   EngramStats by_mode[2];
   for (int on = 0; on < 2; ++on) {
@@ -258,7 +250,7 @@ TEST(EngramStore, PrefetchTurnsMissesIntoHits) {
 }
 
 TEST(EngramStore, BudgetBelowOneTokenIsAnError) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   Deep d(root);
   EngramStoreOptions o;
   o.budget_bytes = 5 * (132 + EngramStore::kSlotOverhead);
@@ -270,7 +262,7 @@ TEST(EngramStore, BudgetBelowOneTokenIsAnError) {
 }
 
 TEST(EngramStore, OutOfRangeRowIsAnError) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   Deep d(root);
   EngramStoreOptions o;
   o.budget_bytes = 64 * 1024;
@@ -288,7 +280,7 @@ TEST(EngramStore, OutOfRangeRowIsAnError) {
 // Faults through the injected file: EIO names the file and offset; short reads still give the
 // exact rows; a file that changed size is an error; the store keeps working after an error.
 TEST(EngramStore, ReadFaultsAreErrorsNamingFileAndOffset) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   Deep d(root);
   FaultyFile* faulty = nullptr;
   IoOpener opener = [&](const std::string& path, bool direct) -> Result<std::unique_ptr<IoFile>> {
@@ -333,7 +325,7 @@ TEST(EngramStore, ReadFaultsAreErrorsNamingFileAndOffset) {
 }
 
 TEST(EngramStore, FileThatChangedSizeIsAnError) {
-  REQUIRE_V41(root);
+  STRATA_REQUIRE_FIXTURES_V41(root);
   const std::string tmp = "/tmp/strata_engram_" + std::to_string(::getpid());
   fs::create_directories(tmp);
   fs::copy_file(root + "/deep/model.safetensors", tmp + "/model.safetensors",

@@ -300,13 +300,9 @@ TEST(KvBill, DeepSeekV41FlashScheduleAnd890BytesPerToken) {
 // The bill of a fixture model equals what the V4.1 forward allocates (model/v41_forward.h
 // V41State, all f32): it keeps one spare row per KV source, the bill counts ceil(n_ctx / ratio).
 TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
-  auto root = ::strata::testing::fixtures_v41_dir();
-  if (!root) {
-    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found";
-    GTEST_SKIP() << "fixtures-v41 not found";
-  }
+  STRATA_REQUIRE_FIXTURES_V41(root);
   for (const char* model : {"deep", "sparse", "wide"}) {
-    const std::string dir = *root + "/" + model;
+    const std::string dir = root + "/" + model;
     auto loaded = load_deepseek_v41_dir(dir);
     ASSERT_TRUE(loaded.ok()) << loaded.message();
     auto s = kv_spec_from_hf_config(dir + "/config.json");

@@ -18,14 +18,6 @@
 namespace strata {
 namespace {
 
-#define STRATA_REQUIRE_FIXTURES_V41(dir_var)                                                                 \
-  auto dir_var##_opt = ::strata::testing::fixtures_v41_dir();                                                \
-  if (!dir_var##_opt) {                                                                                      \
-    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found (set STRATA_FIXTURES_V41)";    \
-    GTEST_SKIP() << "fixtures-v41 not found: set STRATA_FIXTURES_V41 or put them at ../shared/fixtures-v41"; \
-  }                                                                                                          \
-  const std::string dir_var = *dir_var##_opt
-
 std::vector<float> read_f32(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   in.seekg(0, std::ios::end);
