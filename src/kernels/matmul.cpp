@@ -67,14 +67,18 @@ Status check_weight_2d(const TensorView& w, const KernelTraits& kt, const Quanti
 }
 
 // Rows [r0, r1) of W (rows ws bytes apart from w0) against nt activation rows: y_of(t)[r] =
-// W_r · x_of(t). With a tile kernel, rows go in chunks of kRowChunk (held in L2 while every
-// token passes) and within a chunk tile by tile, so a tile's activations stay in L1 across the
-// chunk's row groups; else one vec_dot per output.
+// W_r · x_of(t). One token with a gemv kernel: one gemv call. With a tile kernel, rows go in chunks of
+// kRowChunk (held in L2 while every token passes) and within a chunk tile by tile, so a tile's activations
+// stay in L1 across the chunk's row groups; else one vec_dot per output.
 constexpr int64_t kRowChunk = 32;
 
 template <class XOf, class YOf>
 void product_rows(const KernelTraits& kt, int64_t n, const uint8_t* w0, size_t ws, int64_t r0, int64_t r1,
                   int64_t nt, XOf x_of, YOf y_of) {
+  if (nt == 1 && kt.gemv != nullptr && r1 > r0) {
+    kt.gemv(n, w0 + static_cast<size_t>(r0) * ws, ws, r1 - r0, x_of(0), y_of(0) + r0);
+    return;
+  }
   if (kt.gemm == nullptr) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* wr = w0 + static_cast<size_t>(r) * ws;

@@ -21,6 +21,11 @@ constexpr int kGemmTileTokens = 4;
 using GemmTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* const* x, int nt,
                             float* const* y);
 
+// One-token product over any number of rows (decode): y[r] = W_r · x for 0 <= r < nr, W_r at
+// w + w_stride·r, x one activation row in vec_dot_type. The kernel picks its own row blocking.
+// Equals vec_dot per row up to f32 summation order. PRECOND: nr >= 1, n % block_size == 0.
+using GemvFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nr, const void* x, float* y);
+
 struct KernelTraits {
   GgmlType type = GgmlType::f32;
   GgmlType vec_dot_type = GgmlType::f32;
@@ -28,6 +33,7 @@ struct KernelTraits {
   FromFloatFn from_float = nullptr;  // quantize a row; null when the type has no quantizer
   VecDotFn vec_dot = nullptr;        // weight row · activation row (in vec_dot_type); null if none
   GemmTileFn gemm = nullptr;         // tile of vec_dots; null: callers loop over vec_dot
+  GemvFn gemv = nullptr;             // one-token rows (decode); null: gemm tiles or vec_dot
   Isa isa = Isa::scalar;             // the ISA level of this table
 
   bool supported() const { return to_float != nullptr; }
