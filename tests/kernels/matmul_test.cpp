@@ -146,7 +146,11 @@ TEST(Matmul, RoutedMatchesPerExpertSlices) {
         ASSERT_TRUE(quantize_activations(vdt, x.data() + xr * in, 1, in, one).ok());
         std::vector<float> ye(out);
         ASSERT_TRUE(matmul_q(e, one, ye.data(), pool).ok());
-        for (int64_t r = 0; r < out; ++r) ASSERT_EQ(y[s * out + r], ye[r]) << type_name(t) << " slot " << s;
+        // A slice of one token runs the gemv kernel, an expert's routed group the tiles: equal up
+        // to f32 summation order.
+        for (int64_t r = 0; r < out; ++r)
+          ASSERT_NEAR(y[s * out + r], ye[r], 1e-4 * (1.0 + std::fabs(ye[r])))
+              << type_name(t) << " slot " << s;
       }
     }
   }

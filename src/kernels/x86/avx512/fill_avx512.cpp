@@ -24,6 +24,11 @@ void fill_avx512(KernelTraits* t) {
   at(GgmlType::mxfp4).gemm = avx512::gemm_mxfp4_q8_0;
   at(GgmlType::f16).gemm = avx512::gemm_f16;
   at(GgmlType::bf16).gemm = avx512::gemm_bf16;
+  at(GgmlType::q8_0).gemv = avx512::gemv_q8_0_q8_0;
+  at(GgmlType::q4_0).gemv = avx512::gemv_q4_0_q8_0;
+  at(GgmlType::mxfp4).gemv = avx512::gemv_mxfp4_q8_0;
+  at(GgmlType::f16).gemv = avx512::gemv_f16;
+  at(GgmlType::bf16).gemv = avx512::gemv_bf16;
 }
 
 }  // namespace strata::x86
