@@ -9,8 +9,8 @@
 // the previous and the current chunk, and by its activation scale. Unsigned × signed bytes:
 //   Q4_0: nibbles 0..15 against signed x, each lane seeded with −8·Σx of its group;
 //   Q8_0: w ^ 0x80 = w + 128 against signed x, seeded with −128·Σx.
-// MXFP4 (17-byte blocks: groups would straddle) decodes pairs of blocks as the tiles do, against
-// activations permuted once per call. F16 converts x to f32 once; BF16 uses VDPBF16PS.
+// MXFP4 (17-byte blocks: groups would straddle) loads four blocks' quant bytes per register, see
+// below. F16 converts x to f32 once; BF16 uses VDPBF16PS.
 // Each equals vec_dot per row up to f32 summation order.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -207,71 +207,101 @@ void gemv_raw(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, fl
   }
 }
 
-// ---- MXFP4: pairs of blocks decoded as in the tiles ----
+// ---- MXFP4: four blocks per register ----
 
-// 2^(e−128) (quant/mxfp4's e8m0_to_f32_half).
-inline float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  float f;
-  __builtin_memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Activations for MXFP4 pairs (blocks 2p, 2p+1 = a, b): bytes permuted to [a 0..15 | b 0..15 |
-// a 16..31 | b 16..31] (the nibble order of a decoded pair), the per-lane seed −12·Σx, and the
-// activation scales as lanes [a a a a b b b b a a a a b b b b].
-constexpr int kMxSegPairs = 64;
+// The quant bytes of blocks a, b, c, d load as the four 128-bit lanes of one register; its low
+// nibbles and its high nibbles (LUT-decoded to u = 2·E2M1 + 12 ∈ [0, 24]) meet activations laid
+// out the same way, so both products land in lanes [a×4 b×4 c×4 d×4] and one conversion, one
+// VSCALEFPS by e − 128 (the block exponents, broadcast by VPSHUFB from the 17-byte stride: block
+// j's exponent sits at byte j of lane j) and one FMA with the activation scales serve 4 blocks.
+constexpr int kMxSegGroups = 32;  // 128 blocks per segment
 struct MxActs {
-  alignas(64) int8_t xs[kMxSegPairs][64];
-  alignas(64) int32_t corr[kMxSegPairs][16];
-  alignas(64) float dx[kMxSegPairs][16];
+  alignas(64) int8_t lo[kMxSegGroups][64];  // x 0..15 of each block
+  alignas(64) int8_t hi[kMxSegGroups][64];  // x 16..31
+  alignas(64) int32_t corr[kMxSegGroups][16];
+  alignas(64) float dx[kMxSegGroups][16];
 };
 
-inline __m512 lanes_abab(float a, float b) {
-  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
-  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_unpacklo_ps(_mm_set_ss(a), _mm_set_ss(b))));
-}
-
-void prepare_mx(const BlockQ8_0* x, int64_t nb, int pairs, MxActs& xa) {
+// Blocks [0, nb) of x, nb <= 4·kMxSegGroups; a last partial group is zero-padded.
+void prepare_mx(const BlockQ8_0* x, int64_t nb, MxActs& xa) {
   const __m512i off = _mm512_set1_epi8(12);
-  for (int p = 0; p < pairs; ++p) {
-    const int64_t i = 2 * p, j = i + 1 < nb ? i + 1 : i;
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j].qs));
-    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    const __m512i xs = _mm512_shuffle_i64x2(v, v, 0xD8);
-    _mm512_store_si512(xa.xs[p], xs);
-    const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, xs);
-    _mm512_store_si512(xa.corr[p], _mm512_sub_epi32(_mm512_setzero_si512(), s));
-    _mm512_store_ps(xa.dx[p], lanes_abab(h2f(x[i].d), i + 1 < nb ? h2f(x[j].d) : 0.0f));
+  const __m512i z = _mm512_setzero_si512();
+  for (int64_t g = 0; 4 * g < nb; ++g) {
+    __m512i lo = z, hi = z;
+    alignas(16) float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < 4 && 4 * g + j < nb; ++j) {
+      const BlockQ8_0& b = x[4 * g + j];
+      lo = _mm512_mask_broadcast_i32x4(lo, static_cast<__mmask16>(0xFu << (4 * j)),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
+      hi = _mm512_mask_broadcast_i32x4(hi, static_cast<__mmask16>(0xFu << (4 * j)),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)));
+      d[j] = h2f(b.d);
+    }
+    _mm512_store_si512(xa.lo[g], lo);
+    _mm512_store_si512(xa.hi[g], hi);
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, off, lo), off, hi);
+    _mm512_store_si512(xa.corr[g], _mm512_sub_epi32(z, s));
+    const __m512i four = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    _mm512_store_ps(xa.dx[g], _mm512_permutexvar_ps(four, _mm512_castps128_ps512(_mm_load_ps(d))));
   }
 }
 
-template <int R>
-void mx_rows(const MxActs& xa, int64_t nb, int pairs, const BlockMxfp4* w, size_t ws, float* y, bool add) {
+// One group of nv <= 4 blocks of one row (b: its first block) into acc.
+inline void mx_step(const uint8_t* b, int nv, __m512& acc, __m512i xlo, __m512i xhi, __m512i corr,
+                    __m512 dx) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i lut =
       _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  // lane j: all bytes j (block j's exponent is byte 17·j = 16·j + j)
+  const __m512i ectl =
+      _mm512_setr_epi32(0, 0, 0, 0, 0x01010101, 0x01010101, 0x01010101, 0x01010101, 0x02020202, 0x02020202,
+                        0x02020202, 0x02020202, 0x03030303, 0x03030303, 0x03030303, 0x03030303);
+  constexpr uint64_t kEBytes = 1ull | 1ull << 17 | 1ull << 34 | 1ull << 51;
+  __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 1)));
+  __mmask64 em = 1;
+  if (nv == 4) {
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 35)), 2);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 52)), 3);
+    em = kEBytes;
+  } else {  // past nv: block a again, against zero activations
+    for (int j = 1; j < nv; ++j)
+      v = _mm512_mask_broadcast_i32x4(v, static_cast<__mmask16>(0xFu << (4 * j)),
+                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 17 * j + 1)));
+    em = kEBytes & ((1ull << (17 * (nv - 1) + 1)) - 1);
+  }
+  const __m512i ql = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
+  const __m512i qh = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+  const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, ql, xlo), qh, xhi);
+  // e per lane as float bits 0x4B0000ee = 2^23 + e, minus 2^23 + 128: e − 128 exactly.
+  const __m512i e = _mm512_shuffle_epi8(_mm512_maskz_loadu_epi8(em, b), ectl);
+  const __m512i eb =
+      _mm512_ternarylogic_epi32(e, _mm512_set1_epi32(0xff), _mm512_set1_epi32(0x4B000000), 0xEA);
+  const __m512 ef = _mm512_sub_ps(_mm512_castsi512_ps(eb), _mm512_set1_ps(8388736.0f));
+  acc = _mm512_fmadd_ps(_mm512_scalef_ps(_mm512_cvtepi32_ps(p), ef), dx, acc);
+}
+
+template <int R>
+void mx_rows(const MxActs& xa, int64_t nb, const uint8_t* w, size_t ws, float* y, bool add) {
   __m512 acc[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int p = 0; p < pairs; ++p) {
-    const int64_t i = 2 * p, j = i + 1 < nb ? i + 1 : i;
-    const __m512i xs = _mm512_load_si512(xa.xs[p]);
-    const __m512i corr = _mm512_load_si512(xa.corr[p]);
-    const __m512 dx = _mm512_load_ps(xa.dx[p]);
+  const int64_t full = nb / 4;
+  for (int64_t g = 0; g < full; ++g) {
+    const __m512i xlo = _mm512_load_si512(xa.lo[g]), xhi = _mm512_load_si512(xa.hi[g]);
+    const __m512i corr = _mm512_load_si512(xa.corr[g]);
+    const __m512 dx = _mm512_load_ps(xa.dx[g]);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const BlockMxfp4* wb = reinterpret_cast<const BlockMxfp4*>(at(w, static_cast<size_t>(r) * ws));
-      // [qs_i | qs_j | qs_i | qs_j], high halves shifted: [i lo | j lo | i hi | j hi] nibbles
-      __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i].qs)));
-      v = _mm512_mask_broadcast_i32x4(v, 0xF0F0, _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[j].qs)));
-      v = _mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4);
-      const __m512i q = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
-      const __m512i prod = _mm512_dpbusd_epi32(corr, q, xs);
-      const __m512 s = _mm512_mul_ps(lanes_abab(e8m0_half(wb[i].e), e8m0_half(wb[j].e)), dx);
-      acc[r] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(prod), acc[r]);
-    }
+    for (int r = 0; r < R; ++r)
+      mx_step(w + static_cast<size_t>(r) * ws + 68 * g, 4, acc[r], xlo, xhi, corr, dx);
+  }
+  if (const int nv = static_cast<int>(nb - 4 * full); nv > 0) {
+    const __m512i xlo = _mm512_load_si512(xa.lo[full]), xhi = _mm512_load_si512(xa.hi[full]);
+    const __m512i corr = _mm512_load_si512(xa.corr[full]);
+    const __m512 dx = _mm512_load_ps(xa.dx[full]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      mx_step(w + static_cast<size_t>(r) * ws + 68 * full, nv, acc[r], xlo, xhi, corr, dx);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -358,19 +388,14 @@ void gemv_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void
   const int64_t nb = n / 32;
   const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x);
   MxActs xa;
-  for (int64_t k0 = 0; k0 < nb; k0 += 2 * kMxSegPairs) {
-    const int64_t seg = std::min<int64_t>(2 * kMxSegPairs, nb - k0);
-    const int pairs = static_cast<int>((seg + 1) / 2);
-    prepare_mx(xb + k0, seg, pairs, xa);
-    const BlockMxfp4* w0 = static_cast<const BlockMxfp4*>(w) + k0;
+  for (int64_t k0 = 0; k0 < nb; k0 += 4 * kMxSegGroups) {
+    const int64_t seg = std::min<int64_t>(4 * kMxSegGroups, nb - k0);
+    prepare_mx(xb + k0, seg, xa);
+    const uint8_t* w0 = at(w, static_cast<size_t>(k0) * sizeof(BlockMxfp4));
     const bool add = k0 > 0;
     int64_t r = 0;
-    for (; r + kR <= nr; r += kR)
-      mx_rows<kR>(xa, seg, pairs, reinterpret_cast<const BlockMxfp4*>(at(w0, static_cast<size_t>(r) * ws)),
-                  ws, y + r, add);
-    for (; r < nr; ++r)
-      mx_rows<1>(xa, seg, pairs, reinterpret_cast<const BlockMxfp4*>(at(w0, static_cast<size_t>(r) * ws)), ws,
-                 y + r, add);
+    for (; r + kR <= nr; r += kR) mx_rows<kR>(xa, seg, w0 + static_cast<size_t>(r) * ws, ws, y + r, add);
+    for (; r < nr; ++r) mx_rows<1>(xa, seg, w0 + static_cast<size_t>(r) * ws, ws, y + r, add);
   }
 }
 
