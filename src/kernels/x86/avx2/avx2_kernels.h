@@ -3,6 +3,7 @@
 // bit-identical to them; dot products equal them up to f32 summation order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace strata::x86::avx2 {
@@ -23,5 +24,19 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x);
 float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x);
+
+// Register tiles (kernels/traits.h GemmTileFn), avx2_gemm.cpp.
+void gemm_q8_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y);
+void gemm_q4_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y);
+void gemm_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                     float* const* y);
+void gemm_f16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y);
+// K-quant register tiles against Q8_K, bit-identical to vec_dot, avx2_gemm_k.cpp.
+void gemm_q4_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y);
+void gemm_q6_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                    float* const* y);
 
 }  // namespace strata::x86::avx2

@@ -19,6 +19,12 @@ void fill_avx2(KernelTraits* t) {
   at(GgmlType::q8_k).from_float = avx2::from_float_q8_k;
   at(GgmlType::q4_k).vec_dot = avx2::vec_dot_q4_k_q8_k;
   at(GgmlType::q6_k).vec_dot = avx2::vec_dot_q6_k_q8_k;
+  at(GgmlType::q8_0).gemm = avx2::gemm_q8_0_q8_0;
+  at(GgmlType::q4_0).gemm = avx2::gemm_q4_0_q8_0;
+  at(GgmlType::mxfp4).gemm = avx2::gemm_mxfp4_q8_0;
+  at(GgmlType::f16).gemm = avx2::gemm_f16;
+  at(GgmlType::q4_k).gemm = avx2::gemm_q4_k_q8_k;
+  at(GgmlType::q6_k).gemm = avx2::gemm_q6_k_q8_k;
 }
 
 }  // namespace strata::x86
