@@ -25,6 +25,7 @@ struct Bundled {
   double max_abs;       // bound on max |strata - reference| over all logits
   double mean_abs;      // bound on the mean |strata - reference|
   double tie_gap;       // argmax must agree where the reference's top1-top2 gap is at least this
+  double batch_incr;    // bound on max |batch - token by token|
 };
 
 std::ostream& operator<<(std::ostream& os, const Bundled& b) {
@@ -107,9 +108,16 @@ TEST_P(BundledModel, LogitsMatchPyTorchReference) {
     EXPECT_EQ(d.argmax_same, d.argmax_checked);
     EXPECT_GE(d.argmax_checked, int(tokens.size()) * 3 / 4);  // the tie exemption stays an exception
   }
-  double bi = 0;
-  for (size_t i = 0; i < batch.size(); ++i) bi = std::max(bi, double(std::abs(batch[i] - incr[i])));
-  EXPECT_LE(bi, 1e-4) << "batch and incremental evaluation disagree";
+  double bi = 0, bi_sum = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const double a = std::abs(batch[i] - incr[i]);
+    bi = std::max(bi, a);
+    bi_sum += a;
+  }
+  std::printf("%s: batch vs token by token: max |d| %.3g, mean |d| %.3g\n", b.fixture, bi,
+              bi_sum / double(batch.size()));
+  EXPECT_LE(bi, b.batch_incr) << "batch and incremental evaluation disagree";
+  EXPECT_LE(bi_sum / double(batch.size()), b.mean_abs) << "batch and incremental evaluation disagree";
 }
 
 // Perplexity of the validation excerpt over the reference's windows (the model's context, tail
@@ -138,15 +146,20 @@ TEST_P(BundledModel, PerplexityMatchesPyTorchReference) {
 }
 
 // bundled_smoke: F16 export of a 3-minute training run (train/README.md); the bar for F16 is
-// max |d| <= 1e-2 with argmax everywhere except reference gaps < 1e-3.
+// max |d| <= 1e-2 with argmax everywhere except reference gaps < 1e-3. Batch and token by token
+// run the same f16 arithmetic per element: they agree to 1e-4.
 INSTANTIATE_TEST_SUITE_P(
     Models, BundledModel,
-    ::testing::Values(Bundled{"tests/data/bundled_smoke.gguf", "bundled_smoke", 1e-2, 1e-3, 1e-3},
-                      // The committed default model (MXFP4 experts + Q8_0 dense).
-                      // Its F16 twin (build/data, not committed) measures max |d|
-                      // 3.9e-3 (train/compare_strata.py). Here strata's Q8_0
-                      // activation rounding flips one near-tie routing decision
-                      // (position 18: 0.66), typical rows stay below 0.13.
-                      Bundled{"models/strata-moe-31m-mxfp4.gguf", "bundled_moe", 1.0, 0.03, 1e-2}));
+    ::testing::Values(Bundled{"tests/data/bundled_smoke.gguf", "bundled_smoke", 1e-2, 1e-3, 1e-3, 1e-4},
+                      // The committed default model (MXFP4 experts + Q8_0 dense). Its F16 twin
+                      // (build/data, not committed) measures max |d| 4.6e-3 on every row but one
+                      // (train/compare_strata.py): at position 5 layer 5's second expert is a
+                      // router near-tie (probabilities 0.020545 vs 0.020550) that AVX-512 and
+                      // float64 break differently (0.037). Here strata's Q8_0 activation rounding
+                      // gives max 0.24, mean 0.02. Token by token runs the one-token gemv kernels,
+                      // batch the 4-token tiles: their f32 summation orders differ (rows 0-20 agree
+                      // to 4e-6), and from position 21 one Q8_0 rounding of a K/V input lands on
+                      // the other side, so later rows move by up to 0.15 (median 0.04).
+                      Bundled{"models/strata-moe-31m-mxfp4.gguf", "bundled_moe", 1.0, 0.03, 1e-2, 0.5}));
 
 }  // namespace
