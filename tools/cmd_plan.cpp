@@ -8,6 +8,7 @@
 #include "base/units.h"
 #include "command.h"
 #include "format/gguf.h"
+#include "memory/io_engine.h"
 #include "memory/planner.h"
 
 namespace {
@@ -27,8 +28,8 @@ bool parse_kv_type(const std::string& s, strata::KvType* out) {
 
 static int cmd_plan(int argc, char** argv) {
   std::string model, config, ram = "0", ctx = "0", kv_type = "f32", expert_type, weight_type = "q8_0",
-                             margin = "0", budget = "0", engram_budget = "0";
-  int batch = 1, ubatch = 512, io_threads = 4, threads = 0;
+                             margin = "0", budget = "0", engram_budget = "0", io_backend = "auto";
+  int batch = 1, ubatch = 512, io_threads = 4, io_depth = 32, threads = 0;
   bool json = false;
   CLI::App app{"The memory bill of a model and the expert budget for a RAM size", "strata plan"};
   auto* m_opt = app.add_option("-m,--model", model, "GGUF model (exact tensor bytes)");
@@ -47,7 +48,12 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("--expert-type", expert_type,
                  "--config: routed expert type (default mxfp4 for deepseek-v4, else q8_0)");
   app.add_option("--weight-type", weight_type, "--config: type of the other matrices")->capture_default_str();
-  app.add_option("--io-threads", io_threads, "expert-store I/O threads")->capture_default_str();
+  app.add_option("--io-backend", io_backend,
+                 "expert-store I/O: auto (io_uring when this machine can set one up) | uring | threads")
+      ->capture_default_str();
+  app.add_option("--io-depth", io_depth, "io_uring reads in flight (as run --io-depth)")
+      ->capture_default_str();
+  app.add_option("--io-threads", io_threads, "threads backend: reader threads")->capture_default_str();
   app.add_option("-t,--threads", threads, "compute threads (0: all cores)")->capture_default_str();
   app.add_option("--margin", margin, "safety margin kept free of the RAM (0: 32 MiB + 2%)");
   app.add_flag("--json", json, "print JSON");
@@ -79,6 +85,13 @@ static int cmd_plan(int argc, char** argv) {
   if (batch < 1) return fail("--batch must be >= 1", 2);
   if (ubatch < 1) return fail("-b must be >= 1", 2);
   if (io_threads < 1) return fail("--io-threads must be >= 1", 2);
+  if (io_depth < 1) return fail("--io-depth must be >= 1", 2);
+  strata::IoBackend backend;
+  if (!strata::io_backend_from_name(io_backend, &backend))
+    return fail("--io-backend '" + io_backend + "' must be auto, uring or threads", 2);
+  o.io_uring = backend == strata::IoBackend::io_backend_uring ||
+               (backend == strata::IoBackend::io_backend_auto && strata::io_uring_usable());
+  o.io_depth = io_depth;
   o.n_seq = batch;
   o.n_ubatch = ubatch;
   o.io_threads = io_threads;

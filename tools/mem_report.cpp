@@ -57,7 +57,9 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   o.n_threads = m.pool().size();
   if (streamed) {
     o.expert_budget = st->info().budget_bytes;
-    o.io_threads = st->info().io_backend == "uring" ? 1 : st->info().io_threads;
+    o.io_threads = st->info().io_threads;
+    o.io_uring = st->info().io_backend == "uring";
+    o.io_depth = st->info().io_depth;
   }
   auto bill = plan_make(*pm, o);
   if (!bill.ok()) {

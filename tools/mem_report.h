@@ -3,11 +3,12 @@
 // `strata plan` bills for the same model and options.
 //
 // Measured: dense_weights = pages of the non-expert tensors resident in RAM (mincore on the
-// mapping); expert_weights_resident = the fast tier's touched pages (all-resident: the expert
-// tensors' resident pages); kv_cache / scratch = what the session allocated (0 where the
-// architecture does not report it); io_buffers = the I/O engine's own allocations; total = peak
-// RSS (VmHWM). The plan is made with the run's context, batch, threads and expert budget; with the
-// io_uring backend it is priced as one I/O thread (one ring thread instead of a pool).
+// mapping; with an expert budget the store has copied them into anonymous RAM at open, so all of
+// them are resident, none in the page cache); expert_weights_resident = the fast tier's touched pages
+// (all-resident: the expert tensors' resident pages); kv_cache / scratch = what the session allocated (0
+// where the architecture does not report it); io_buffers = the I/O engine's own allocations; total = peak RSS
+// (VmHWM). The plan is made with the run's context, batch, threads, expert budget and I/O backend (io_uring:
+// its rings for --io-depth reads; threads: --io-threads).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -5,6 +5,8 @@
 //   per MoE layer l:
 //     on_route(l, x, n, sel, wts, k)                after routing: stats, traces, reads start
 //     for each selected expert e: acquire(l, e) → views, compute, release(l, e)
+//       (resident ones first — ready(l, e) — then the rest in the order wait_any() hands them out,
+//       i.e. as their reads complete)
 //   end_step()                                      after the last layer
 // acquire pins the expert (it is never evicted while pinned) and waits only when its bytes are
 // not resident yet; a failed read is an error naming the file and offset, never wrong weights.
@@ -36,6 +38,11 @@ class ExpertSource {
   // Whether acquire(layer, expert) would return without waiting now (lets the caller compute
   // resident experts first while the reads of the others are in flight).
   virtual bool ready(int layer, int expert) const { return true; }
+  // Of experts[0..n) (n >= 1, selected for `layer`, none acquired yet), the index of one whose
+  // acquire() will not wait for its read (it arrived or failed, or it has no read to wait for),
+  // waiting until there is one: the caller computes each expert as soon as its bytes are in instead
+  // of waiting for the reads in a fixed order. The wait counts as stall time.
+  virtual int wait_any(int layer, const int32_t* experts, int n) { return 0; }
   virtual void release(int layer, int expert) = 0;
 };
 

@@ -83,7 +83,12 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
     return err("%s: backing file is %llu bytes but %llu were expected (file changed?)", backing.c_str(),
                static_cast<unsigned long long>(s->file_->opened_size()),
                static_cast<unsigned long long>(backing_size));
-  STRATA_TRY(gguf_advise_streamed_experts(f));
+  STRATA_TRY(gguf_advise_streamed_experts(f, /*dense_willneed=*/!o.dense_resident));
+  if (o.dense_resident) {
+    // The model's own file, not the opener's: these are the mapping's bytes, not expert reads.
+    STRATA_ASSIGN(std::unique_ptr<IoFile> model_file, io_open_file(f.path(), o.direct_io));
+    STRATA_ASSIGN(s->dense_loaded_, gguf_load_dense_resident(f, *model_file));
+  }
   const size_t slot = s->catalog_.slot_bytes();
   const uint64_t all = uint64_t{slot} * static_cast<uint64_t>(s->catalog_.n_present_layers()) * n_expert;
   STRATA_ASSIGN(s->tier_, make_ram_tier(std::min(o.budget_bytes, all), slot, n_used));
@@ -446,6 +451,31 @@ Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
   return ExpertViews{catalog_.view(layer, e, expert_part_gate, base),
                      catalog_.view(layer, e, expert_part_up, base),
                      catalog_.view(layer, e, expert_part_down, base)};
+}
+
+int ExpertStore::wait_any(int layer, const int32_t* experts, int n) {
+  STRATA_ASSERT(n >= 1);
+  if (resident_) return 0;
+  std::unique_lock<std::mutex> lk(mu_);
+  double t_wait = -1.0;
+  for (;;) {
+    for (int i = 0; i < n; ++i) {
+      const int s = slot_of_[idx(layer, experts[i])];
+      if (s < 0) return i;  // no read under way: acquire() starts one (and waits there)
+      Slot& slot = slots_[static_cast<size_t>(s)];
+      if (slot.state != SlotState::slot_filling) {
+        if (t_wait >= 0) {
+          const double dt = now_seconds() - t_wait;
+          stats_.totals().stall_s += dt;
+          if (ExpertStepStats* step = stats_.current()) step->stall_s += dt;
+        }
+        return i;
+      }
+      if (!slot.urgent && io_->promote(static_cast<uint32_t>(s))) slot.urgent = true;
+    }
+    if (t_wait < 0) t_wait = now_seconds();
+    cv_.wait(lk);
+  }
 }
 
 void ExpertStore::release(int layer, int e) {

@@ -54,8 +54,11 @@ struct ExpertStoreOptions {
   std::string io_backend = "auto";  // auto (uring when it can be set up, else threads) | uring | threads
   std::string expert_file;          // a `strata pack` bundle of this GGUF to read experts from
   bool direct_io = true;            // O_DIRECT (falls back to buffered + DONTNEED where refused)
-  std::string profile_path;         // --expert-profile: seeds counts and the static hot set
-  std::string routing_trace_path;   // --routing-trace-out: one JSON line per (token, layer)
+  // With a budget: copy the dense weights out of the mapping into anonymous RAM, read with O_DIRECT
+  // (memory/mem_resident.h), so that they are resident and counted whatever the page cache does.
+  bool dense_resident = true;
+  std::string profile_path;        // --expert-profile: seeds counts and the static hot set
+  std::string routing_trace_path;  // --routing-trace-out: one JSON line per (token, layer)
 };
 
 using IoOpener = std::function<Result<std::unique_ptr<IoFile>>(const std::string& path, bool direct)>;
@@ -78,6 +81,7 @@ class ExpertStore final : public ExpertSource {
   Result<ExpertViews> acquire(int layer, int expert) override;
   void release(int layer, int expert) override;
   bool ready(int layer, int expert) const override { return is_resident(layer, expert); }
+  int wait_any(int layer, const int32_t* experts, int n) override;
 
   const ExpertStoreInfo& info() const { return info_; }
   const ExpertCatalog& catalog() const { return catalog_; }
@@ -92,6 +96,8 @@ class ExpertStore final : public ExpertSource {
   // own allocations.
   uint64_t expert_resident_bytes() const;
   uint64_t io_overhead_bytes() const { return io_ ? io_->overhead_bytes() : 0; }
+  // Bytes of dense weights copied into anonymous RAM at open (0: they are served from the mapping).
+  uint64_t dense_loaded_bytes() const { return dense_loaded_; }
   // Number of slots holding a ready expert / being filled (tests).
   int resident_count() const;
   bool is_resident(int layer, int expert) const;
@@ -158,6 +164,7 @@ class ExpertStore final : public ExpertSource {
   std::vector<int32_t> cand_slots_;
   int prefetch_inflight_ = 0;
   uint64_t tick_ = 0, tick0_ = 0;  // tokens seen; first token of the current step
+  uint64_t dense_loaded_ = 0;
   std::vector<uint64_t> profile_counts_;
   ExpertStats stats_;
 

@@ -56,11 +56,12 @@ Result<const uint8_t*> mapping_base(const GgufFile& f) {
 
 }  // namespace
 
-Status gguf_advise_streamed_experts(const GgufFile& f) {
+Status gguf_advise_streamed_experts(const GgufFile& f, bool dense_willneed) {
   STRATA_ASSIGN(const uint8_t* base, mapping_base(f));
   uint8_t* b = const_cast<uint8_t*>(base);  // madvise takes a non-const pointer; nothing is written
   if (::madvise(b, f.file_size(), MADV_RANDOM) != 0)
     return err("%s: madvise(MADV_RANDOM) failed: %s", f.path().c_str(), std::strerror(errno));
+  if (!dense_willneed) return {};
   for (const TensorView& t : f.tensors()) {
     if (t.nbytes == 0 || t.name.find("_exps.") != std::string::npos) continue;
     const uintptr_t p = reinterpret_cast<uintptr_t>(t.data);

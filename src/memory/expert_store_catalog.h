@@ -92,8 +92,9 @@ class ExpertCatalog {
 
 // Keeps the page cache out of the streamed experts: the kernel's fault read-around (read_ahead_kb,
 // often MBs) would otherwise pull expert bytes next to every dense tensor into the page cache.
-// Marks the whole mapping MADV_RANDOM and asks for exactly the dense tensors (MADV_WILLNEED).
-Status gguf_advise_streamed_experts(const GgufFile& f);
+// Marks the whole mapping MADV_RANDOM and, with dense_willneed, asks for exactly the dense tensors
+// (MADV_WILLNEED; not wanted when they are about to be loaded with gguf_load_dense_resident).
+Status gguf_advise_streamed_experts(const GgufFile& f, bool dense_willneed = true);
 
 // The file offset of a tensor's data in an mmapped GgufFile (its data pointer minus the mapping
 // base, located by the GGUF magic at the page-aligned start of the mapping).

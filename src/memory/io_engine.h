@@ -60,6 +60,19 @@ class IoEngine {
   virtual bool promote(uint32_t id) = 0;
 };
 
+// What an I/O thread's stack costs in RAM (the pages a reader touches), in overhead_bytes() and the
+// plan alike.
+inline constexpr uint64_t kIoThreadStackBytes = 64 * 1024;
+
+// The bookkeeping bytes an engine will hold (its overhead_bytes() with empty queues), known before it
+// exists: the planner's io_buffers (memory/planner.h).
+//   threads  threads x kIoThreadStackBytes;
+//   uring    the kernel's rings for depth + 1 entries as they are mapped into the process, page by
+//            page (SQ and CQ rings, the CQ at twice the entries, in one mapping; the SQE array), the
+//            engine's read and job tables for `depth` reads, and one thread's stack.
+// No registered buffers either way: reads land in the tier's slots.
+uint64_t io_engine_planned_bytes(IoBackend backend, int threads, int depth);
+
 // The engine for `f` (which must outlive it). auto: uring when it can be set up for this file, else
 // threads. uring asked for explicitly but unavailable is an error saying why. threads >= 1,
 // depth >= 1 (the uring depth; for threads the queue is unbounded and `threads` reads run at once).
@@ -70,6 +83,8 @@ Result<std::unique_ptr<IoEngine>> io_engine_make_threads(IoFile& f, int threads,
 // Errors: liburing not compiled in, io_uring_queue_init refused (message has the errno), no
 // descriptor for the file.
 Result<std::unique_ptr<IoEngine>> io_engine_make_uring(IoFile& f, int depth, IoEngine::Done done);
+// io_engine_planned_bytes for the uring backend.
+uint64_t io_uring_planned_bytes(int depth);
 // Whether an io_uring can be set up in this process (compiled in and allowed by the kernel).
 bool io_uring_usable();
 

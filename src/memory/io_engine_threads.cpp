@@ -36,7 +36,7 @@ class ThreadsEngine final : public IoEngine {
   int depth() const override { return static_cast<int>(threads_.size()); }
   uint64_t overhead_bytes() const override {
     std::lock_guard<std::mutex> lk(mu_);
-    return threads_.size() * kThreadBytes + (urgent_.size() + normal_.size()) * sizeof(IoJob);
+    return threads_.size() * kIoThreadStackBytes + (urgent_.size() + normal_.size()) * sizeof(IoJob);
   }
 
   void submit(const IoJob* jobs, size_t n, bool urgent) override {
@@ -61,9 +61,6 @@ class ThreadsEngine final : public IoEngine {
   }
 
  private:
-  // Committed stack of an I/O thread (a few pages) plus its queue share; what the planner bills.
-  static constexpr uint64_t kThreadBytes = 64 * 1024;
-
   void worker() {
     for (;;) {
       IoJob job;
@@ -112,6 +109,11 @@ bool io_backend_from_name(const std::string& name, IoBackend* out) {
   else
     return false;
   return true;
+}
+
+uint64_t io_engine_planned_bytes(IoBackend backend, int threads, int depth) {
+  if (backend == IoBackend::io_backend_uring) return io_uring_planned_bytes(depth);
+  return static_cast<uint64_t>(std::max(threads, 0)) * kIoThreadStackBytes;
 }
 
 Result<std::unique_ptr<IoEngine>> io_engine_make(IoBackend backend, IoFile& f, int threads, int depth,

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -28,6 +29,23 @@ namespace {
 
 constexpr uint64_t kEventTag = ~uint64_t{0};
 
+uint64_t page_up(uint64_t x) {
+  return (x + 4095) & ~uint64_t{4095};
+}
+
+// The kernel's ring sizes for an io_uring of `entries` (a power of two) submission entries: one
+// mapping holds the ring heads (kRingHeader bounds them: liburing 2.x / Linux 5.x-6.x use < 512), the
+// CQEs (2 x entries, 16 bytes) and the SQ index array (4 bytes each); the SQEs (64 bytes) are apart.
+constexpr uint64_t kRingHeader = 512;
+uint64_t rings_planned(uint64_t entries) {
+  return page_up(kRingHeader + 2 * entries * 16 + entries * 4) + page_up(entries * 64);
+}
+uint64_t ring_entries(int depth) {  // depth reads + the eventfd read, rounded up as the kernel does
+  uint64_t e = 1;
+  while (e < static_cast<uint64_t>(depth) + 1) e <<= 1;
+  return e;
+}
+
 class UringEngine final : public IoEngine {
  public:
   UringEngine(IoFile& f, int depth, Done done) : f_(f), depth_(depth), done_(std::move(done)) {}
@@ -40,6 +58,8 @@ class UringEngine final : public IoEngine {
     ring_ok_ = true;
     ops_.resize(static_cast<size_t>(depth_));
     active_.resize(static_cast<size_t>(depth_));
+    free_ops_.reserve(static_cast<size_t>(depth_));
+    free_active_.reserve(static_cast<size_t>(depth_));
     for (int i = depth_ - 1; i >= 0; --i) {
       free_ops_.push_back(i);
       free_active_.push_back(i);
@@ -66,11 +86,19 @@ class UringEngine final : public IoEngine {
   const char* name() const override { return "uring"; }
   int depth() const override { return depth_; }
   uint64_t overhead_bytes() const override {
-    // SQ ring + SQEs + CQ ring (2x entries) as the kernel sizes them, the engine's tables, a stack.
-    const uint64_t entries = uint64_t{1} << (64 - __builtin_clzll(static_cast<uint64_t>(depth_)));
+    // The rings as the kernel mapped them (liburing records the sizes), the tables, queued jobs.
+    const bool one_map = (ring_.features & IORING_FEAT_SINGLE_MMAP) != 0;
+    const uint64_t rings = one_map ? page_up(std::max(ring_.sq.ring_sz, ring_.cq.ring_sz))
+                                   : page_up(ring_.sq.ring_sz) + page_up(ring_.cq.ring_sz);
     std::lock_guard<std::mutex> lk(mu_);
-    return entries * (64 + 4) + 2 * entries * 16 + ops_.size() * sizeof(Op) +
-           active_.size() * sizeof(Active) + (urgent_.size() + normal_.size()) * sizeof(IoJob) + 64 * 1024;
+    return rings + page_up(uint64_t{ring_.sq.ring_entries} * sizeof(io_uring_sqe)) + tables_bytes(depth_) +
+           (urgent_.size() + normal_.size()) * sizeof(IoJob) + kIoThreadStackBytes;
+  }
+
+  // The engine's own tables for `depth` reads (as init() sizes them).
+  static uint64_t tables_bytes(int depth) {
+    const uint64_t d = static_cast<uint64_t>(depth);
+    return d * (sizeof(Op) + sizeof(Active) + 2 * sizeof(int) + sizeof(IoJob));
   }
 
   void submit(const IoJob* jobs, size_t n, bool urgent) override {
@@ -301,6 +329,10 @@ Result<std::unique_ptr<IoEngine>> io_engine_make_uring(IoFile& f, int depth, IoE
   return std::unique_ptr<IoEngine>(std::move(e));
 }
 
+uint64_t io_uring_planned_bytes(int depth) {
+  return rings_planned(ring_entries(depth)) + UringEngine::tables_bytes(depth) + kIoThreadStackBytes;
+}
+
 bool io_uring_usable() {
   io_uring r;
   if (io_uring_queue_init(2, &r, 0) < 0) return false;
@@ -316,6 +348,13 @@ namespace strata {
 
 Result<std::unique_ptr<IoEngine>> io_engine_make_uring(IoFile& f, int depth, IoEngine::Done done) {
   return err("io_uring: strata was built without liburing (install liburing-dev and reconfigure)");
+}
+
+uint64_t io_uring_planned_bytes(int depth) {  // never used without liburing; priced all the same
+  uint64_t e = 1;
+  while (e < static_cast<uint64_t>(depth) + 1) e <<= 1;
+  const uint64_t pages = ((512 + 36 * e + 4095) / 4096 + (64 * e + 4095) / 4096) * 4096;
+  return pages + static_cast<uint64_t>(depth) * 512 + kIoThreadStackBytes;
 }
 
 bool io_uring_usable() {

@@ -10,13 +10,13 @@
 
 #include "base/units.h"
 #include "memory/engram_table.h"
+#include "memory/io_engine.h"
 
 namespace strata {
 
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kIoThreadBytes = 64 * 1024;  // per I/O thread: touched stack + request queue
 
 // Bytes of the forward's per-step buffers at nb tokens per step; mirrors how model/ sizes its
 // session arena (decoder.cpp, ds4_forward.cpp) plus the residual rows and one logits row.
@@ -106,6 +106,7 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   if (p.n_seq < 1) return err("plan: batch %d must be >= 1 sequence", p.n_seq);
   if (p.n_ubatch < 1) return err("plan: tokens per step %d must be >= 1", p.n_ubatch);
   if (p.io_threads < 1) return err("plan: io threads %d must be >= 1", p.io_threads);
+  if (p.io_depth < 1) return err("plan: io depth %d must be >= 1", p.io_depth);
 
   b.dense_weights = m.dense_bytes();
   b.expert_weights_total = m.class_bytes[plan_class_routed];
@@ -125,7 +126,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   STRATA_TRY(plan_engram(m, p, &b));
 
   b.expert_weights_resident = b.expert_weights_total;
-  const uint64_t io = static_cast<uint64_t>(p.io_threads) * kIoThreadBytes;
+  const uint64_t io = io_engine_planned_bytes(
+      p.io_uring ? IoBackend::io_backend_uring : IoBackend::io_backend_threads, p.io_threads, p.io_depth);
   if (p.expert_budget > 0 && b.expert_count > 0) {  // priced as given; --ram then only checks it
     const int64_t slots =
         std::min(m.slot_bytes ? static_cast<int64_t>(p.expert_budget / m.slot_bytes) : 0, b.expert_count);
@@ -268,8 +270,10 @@ std::string plan_text(const PlanBill& b) {
       pct(b.scratch) + "  forward buffers at " + std::to_string(p.n_ubatch) + " tokens/step");
   row("io_buffers", b.io_buffers,
       pct(b.io_buffers) +
-          (b.io_buffers ? "  " + std::to_string(p.io_threads) + " I/O threads (reads land in the slots)"
-                        : "  none (no budget)"));
+          (!b.io_buffers ? "  none (no budget)"
+           : p.io_uring  ? "  io_uring ring for " + std::to_string(p.io_depth) +
+                              " reads + tables (reads land in the slots)"
+                        : "  " + std::to_string(p.io_threads) + " I/O threads (reads land in the slots)"));
   row("runtime", b.runtime, pct(b.runtime) + "  code, tokenizer, threads");
   row("total", b.total, "");
   if (p.ram > 0) {
@@ -328,6 +332,7 @@ std::string plan_json(const PlanBill& b) {
         {{"name", l.name}, {"what", l.what}, {"bytes_per_token", l.bytes_per_token}, {"bytes", l.bytes}});
   j["scratch"] = b.scratch;
   j["io_buffers"] = b.io_buffers;
+  j["io_backend"] = b.opts.io_uring ? "uring" : "threads";
   j["runtime"] = b.runtime;
   if (m.engram_tables > 0) {
     j["engram_tables"] = b.engram_tables;

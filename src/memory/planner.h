@@ -11,9 +11,10 @@
 //  * kv_cache: memory/kv_bill's bill for one sequence of n_ctx tokens, x n_seq sequences;
 //  * scratch: the forward's per-step buffers at n_ubatch tokens per step (the session arena,
 //    residual rows, one logits row), estimated from hyper-parameters the way model/ sizes them;
-//  * io_buffers: what the I/O threads hold besides the slots (reads land in the slots themselves,
-//    O_DIRECT into the tier, so no staging copies): 64 KiB per thread (stack, request queue);
-//    only with a budget;
+//  * io_buffers: what the I/O engine holds besides the slots (reads land in the slots themselves,
+//    O_DIRECT into the tier, so no staging copies; no registered buffers): io_engine_planned_bytes
+//    (memory/io_engine.h): the io_uring rings for --io-depth reads as mapped, the engine's tables
+//    and one thread's stack, or 64 KiB per pread thread; only with a budget;
 //  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks);
 //  * engram_tables (V4.1): the Engram n-gram tables at their checkpoint storage (FP8 + UE8M0 per
 //    32), placed like memory/engram_store places them: no --engram-budget or a budget that holds
@@ -90,7 +91,9 @@ struct PlanOptions {
   int n_seq = 1;       // sequences (batch)
   int n_ubatch = 512;  // tokens per forward step
   KvType kv_type = KvType::f32;
-  int io_threads = 4;
+  int io_threads = 4;          // threads backend: reader threads
+  bool io_uring = false;       // the io_uring backend (priced by its ring for io_depth reads), else threads
+  int io_depth = 32;           // io_uring reads in flight
   int n_threads = 0;           // 0: the machine's cores
   uint64_t margin = 0;         // safety margin; 0: auto (32 MiB + 2% of ram)
   uint64_t expert_budget = 0;  // --expert-budget to price (as run/bench would use it); 0: none

@@ -302,26 +302,38 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
     }
     run_experts(s, active, n_active, pool);
   } else {
-    // Experts already resident go first (pass 0) while the reads of the others are in flight
-    // (pass 1). Outputs land in ybuf per slot, so the order changes no bit of the result.
-    uint8_t* done = arena.alloc<uint8_t>(E);
-    std::fill(done, done + E, uint8_t{0});
-    for (int pass = 0; pass < 2; ++pass)
-      for (int i = 0; i < n_active; ++i) {
-        const int e = active[i];
-        if (done[e] || (pass == 0 && !experts->ready(layer, e))) continue;
-        done[e] = 1;
-        auto got = experts->acquire(layer, e);
-        if (!got.ok()) return got.error();
-        const ExpertViews& v = got.value();
-        STRATA_ASSERT(v.gate.type == w.gate_exps->type && v.up.type == w.up_exps->type &&
-                      v.down.type == w.down_exps->type);
-        gate[e] = mat_of(v.gate);
-        up[e] = mat_of(v.up);
-        down[e] = mat_of(v.down);
-        run_experts(s, &active[i], 1, pool);
-        experts->release(layer, e);
+    // Experts already resident go first while the reads of the others are in flight, then the
+    // others as their reads complete (wait_any). Outputs land in ybuf per slot, so the order
+    // changes no bit of the result.
+    auto compute = [&](int32_t e) -> Status {
+      auto got = experts->acquire(layer, e);
+      if (!got.ok()) return got.error();
+      const ExpertViews& v = got.value();
+      STRATA_ASSERT(v.gate.type == w.gate_exps->type && v.up.type == w.up_exps->type &&
+                    v.down.type == w.down_exps->type);
+      gate[e] = mat_of(v.gate);
+      up[e] = mat_of(v.up);
+      down[e] = mat_of(v.down);
+      run_experts(s, &e, 1, pool);
+      experts->release(layer, e);
+      return {};
+    };
+    int32_t* pending = arena.alloc<int32_t>(E);
+    int n_pending = 0;
+    for (int i = 0; i < n_active; ++i) {
+      if (experts->ready(layer, active[i])) {
+        STRATA_TRY(compute(active[i]));
+      } else {
+        pending[n_pending++] = active[i];
       }
+    }
+    while (n_pending > 0) {
+      const int k = experts->wait_any(layer, pending, n_pending);
+      STRATA_ASSERT(k >= 0 && k < n_pending);
+      const int32_t e = pending[k];
+      pending[k] = pending[--n_pending];
+      STRATA_TRY(compute(e));
+    }
   }
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * d;

@@ -199,6 +199,26 @@ TEST_P(IoEngineTest, DestroyWithQueuedJobsDoesNotHang) {
   for (const auto& [id, n] : c.times) EXPECT_EQ(n, 1) << id;
 }
 
+// What `strata plan` bills as io_buffers is what the engine holds (empty queues): for io_uring the
+// rings as the kernel mapped them (within a page, should a kernel lay out the ring heads
+// differently), the tables and a stack; for threads the stacks.
+TEST_P(IoEngineTest, PlannedBytesAreWhatTheEngineHolds) {
+  TempFile tf(3 * kIoAlign, 2);
+  auto f = io_open_file(tf.path, true).value();
+  IoBackend b;
+  ASSERT_TRUE(io_backend_from_name(GetParam(), &b));
+  for (int depth : {1, 4, 32, 100, 512}) {
+    Collector c;
+    MAKE_OR_SKIP(e, *f, depth, c);
+    const uint64_t planned = io_engine_planned_bytes(b, 3, depth), held = e->overhead_bytes();
+    EXPECT_LE(held, planned + kIoAlign) << "depth " << depth;
+    EXPECT_GE(held + kIoAlign, planned) << "depth " << depth;
+    if (b == IoBackend::io_backend_threads) {
+      EXPECT_EQ(held, planned);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, IoEngineTest, ::testing::Values("uring", "threads"),
                          [](const auto& info) { return std::string(info.param); });
 

@@ -8,6 +8,7 @@
 
 #include "common/fixtures.h"
 #include "memory/engram_table.h"
+#include "memory/io_engine.h"
 #include "memory/planner.h"
 #include "model/synth.h"
 #include "model/v41_arch.h"
@@ -155,6 +156,17 @@ TEST_F(PlanSynth, BudgetForRam) {
   EXPECT_EQ(given->expert_slots, 7);
   EXPECT_EQ(given->expert_weights_resident, 7 * slot);
   EXPECT_EQ(given->io_buffers, io);
+  // The io_uring backend is priced by its rings for --io-depth reads, not as threads.
+  PlanOptions ou = ob;
+  ou.io_uring = true;
+  ou.io_depth = 64;
+  auto ring = plan_make(*m, ou);
+  ASSERT_TRUE(ring.ok()) << ring.message();
+  EXPECT_EQ(ring->io_buffers, io_engine_planned_bytes(IoBackend::io_backend_uring, 4, 64));
+  EXPECT_GT(ring->io_buffers, 64u * 1024 + 2 * 4096);  // a thread's stack + at least the two ring mappings
+  EXPECT_EQ(ring->total - ring->io_buffers, given->total - given->io_buffers);
+  EXPECT_NE(plan_text(*ring).find("io_uring ring for 64 reads"), std::string::npos) << plan_text(*ring);
+  EXPECT_EQ(nlohmann::json::parse(plan_json(*ring))["io_backend"], "uring");
   ob.expert_budget = slot;  // below top-2
   auto tiny = plan_make(*m, ob);
   ASSERT_FALSE(tiny.ok());
