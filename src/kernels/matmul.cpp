@@ -67,9 +67,11 @@ Status check_weight_2d(const TensorView& w, const KernelTraits& kt, const Quanti
 }
 
 // Rows [r0, r1) of W (rows ws bytes apart from w0) against nt activation rows: y_of(t)[r] =
-// W_r · x_of(t). One token with a gemv kernel: one gemv call. With a tile kernel, rows go in chunks of
-// kRowChunk (held in L2 while every token passes) and within a chunk tile by tile, so a tile's activations
-// stay in L1 across the chunk's row groups; else one vec_dot per output.
+// W_r · x_of(t). One token with a gemv kernel: one gemv call. Else, with a panel kernel, one call per
+// kGemmPanelTokens tokens (also for one token: prefill and decode then share every element's
+// arithmetic, so a MoE's near-tied routing cannot tip differently between them). With a tile kernel, rows go
+// in chunks of kRowChunk (held in L2 while every token passes) and within a chunk tile by tile, so a tile's
+// activations stay in L1 across the chunk's row groups; else one vec_dot per output.
 constexpr int64_t kRowChunk = 32;
 
 template <class XOf, class YOf>
@@ -77,6 +79,19 @@ void product_rows(const KernelTraits& kt, int64_t n, const uint8_t* w0, size_t w
                   int64_t nt, XOf x_of, YOf y_of) {
   if (nt == 1 && kt.gemv != nullptr && r1 > r0) {
     kt.gemv(n, w0 + static_cast<size_t>(r0) * ws, ws, r1 - r0, x_of(0), y_of(0) + r0);
+    return;
+  }
+  if (kt.gemm_panel != nullptr && r1 > r0) {
+    const void* xp[kGemmPanelTokens];
+    float* yp[kGemmPanelTokens];
+    for (int64_t t0 = 0; t0 < nt; t0 += kGemmPanelTokens) {
+      const int k = static_cast<int>(std::min<int64_t>(kGemmPanelTokens, nt - t0));
+      for (int i = 0; i < k; ++i) {
+        xp[i] = x_of(t0 + i);
+        yp[i] = y_of(t0 + i) + r0;
+      }
+      kt.gemm_panel(n, w0 + static_cast<size_t>(r0) * ws, ws, r1 - r0, xp, k, yp);
+    }
     return;
   }
   if (kt.gemm == nullptr) {

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "kernels/x86/avx512/avx512_panel.h"
 #include "kernels/x86/isa_kernels.h"
 
 namespace strata {
@@ -25,7 +26,10 @@ Table make_table(Isa isa) {
   if (isa == Isa::scalar) return t;
   // Each ISA level overrides what it implements; AVX-512 starts from the AVX2 set.
   x86::fill_avx2(t.data());
-  if (isa == Isa::avx512) x86::fill_avx512(t.data());
+  if (isa == Isa::avx512) {
+    x86::fill_avx512(t.data());
+    x86::fill_avx512_panel(t.data());
+  }
   for (auto& e : t) e.isa = isa;
   return t;
 }

@@ -26,6 +26,16 @@ using GemmTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, c
 // Equals vec_dot per row up to f32 summation order. PRECOND: nr >= 1, n % block_size == 0.
 using GemvFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nr, const void* x, float* y);
 
+// Many-token product (prefill) over any number of rows: y[t][r] = W_r · x[t] for 0 <= r < nr,
+// 0 <= t < nt, W_r at w + w_stride·r, x[t] activation rows in vec_dot_type. The kernel packs
+// weight rows into panels once and reuses them over all nt tokens. Equals vec_dot per element up
+// to f32 summation order, and an element's arithmetic does not depend on nr, nt or on which
+// rows and tokens share the call. PRECOND: nr >= 1, 1 <= nt <= kGemmPanelTokens,
+// n % block_size == 0.
+constexpr int kGemmPanelTokens = 64;
+using GemmPanelFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t nr, const void* const* x,
+                             int nt, float* const* y);
+
 struct KernelTraits {
   GgmlType type = GgmlType::f32;
   GgmlType vec_dot_type = GgmlType::f32;
@@ -34,6 +44,7 @@ struct KernelTraits {
   VecDotFn vec_dot = nullptr;        // weight row · activation row (in vec_dot_type); null if none
   GemmTileFn gemm = nullptr;         // tile of vec_dots; null: callers loop over vec_dot
   GemvFn gemv = nullptr;             // one-token rows (decode); null: gemm tiles or vec_dot
+  GemmPanelFn gemm_panel = nullptr;  // many tokens (prefill); null: gemm tiles or vec_dot
   Isa isa = Isa::scalar;             // the ISA level of this table
 
   bool supported() const { return to_float != nullptr; }

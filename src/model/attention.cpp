@@ -1,12 +1,99 @@
 #include "model/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/assert.h"
 #include "model/linear.h"
 
 namespace strata {
+
+namespace {
+
+constexpr int64_t kKeyBlock = 64;       // keys per pass: a head's K and V block stay in L1
+constexpr int64_t kQueryBlock = 8;      // tokens per work item (fewer when the group is large)
+constexpr int64_t kMaxItemRows = 1024;  // query rows (tokens × group heads) per item
+
+// Queries t in [t0, t1) of the heads of kv head hk against their visible keys, key block by key
+// block (attention_core).
+void attend_item(const AttnConfig& c, const float* q, int64_t t0, int64_t t1, int hk, int64_t pos0,
+                 const RowCache& kc, const RowCache& vc, const float* sinks, float* o) {
+  const int group = c.n_head / c.n_head_kv, hdk = c.head_dim_k, hdv = c.head_dim_v;
+  const int64_t q_w = int64_t{c.n_head} * hdk, o_w = int64_t{c.n_head} * hdv;
+  float m[kMaxItemRows], l[kMaxItemRows], s[kKeyBlock];
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t t = t0; t < t1; ++t)
+    for (int g = 0; g < group; ++g) {
+      const int64_t row = (t - t0) * group + g;
+      const int h = hk * group + g;
+      m[row] = sinks ? sinks[h] : ninf;  // the sink joins the max and adds exp(sink − max)
+      l[row] = sinks ? 1.0f : 0.0f;
+      float* oh = o + t * o_w + int64_t{h} * hdv;
+      std::fill(oh, oh + hdv, 0.0f);
+    }
+  auto first_key = [&](int64_t p) {
+    return c.window > 0 ? std::max<int64_t>(0, p - c.window + 1) : int64_t{0};
+  };
+  const int64_t jlo = first_key(pos0 + t0), jhi = pos0 + t1 - 1;
+  for (int64_t kb0 = jlo; kb0 <= jhi; kb0 += kKeyBlock) {
+    const int64_t kb1 = std::min(jhi + 1, kb0 + kKeyBlock);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t p = pos0 + t, a = std::max(kb0, first_key(p)), b = std::min(kb1 - 1, p);
+      if (a > b) continue;
+      for (int g = 0; g < group; ++g) {
+        const int64_t row = (t - t0) * group + g;
+        const int h = hk * group + g;
+        const float* qh = q + t * q_w + int64_t{h} * hdk;
+        float mb = ninf;
+        for (int64_t j = a; j <= b; ++j) {
+          s[j - a] = dot_f32(qh, kc.row(j) + int64_t{hk} * hdk, hdk) * c.scale;
+          mb = std::max(mb, s[j - a]);
+        }
+        float* oh = o + t * o_w + int64_t{h} * hdv;
+        if (mb > m[row]) {  // the running max grows: rescale what was accumulated
+          const float f = m[row] == ninf ? 0.0f : expf(m[row] - mb);
+          l[row] *= f;
+          for (int i = 0; i < hdv; ++i) oh[i] *= f;
+          m[row] = mb;
+        }
+        float sum = 0.0f;
+        for (int64_t j = a; j <= b; ++j) {
+          const float e = expf(s[j - a] - m[row]);
+          sum += e;
+          vec_add_scaled(oh, vc.row(j) + int64_t{hk} * hdv, e, hdv);
+        }
+        l[row] += sum;
+      }
+    }
+  }
+  for (int64_t t = t0; t < t1; ++t)
+    for (int g = 0; g < group; ++g) {
+      const float inv = 1.0f / l[(t - t0) * group + g];
+      float* oh = o + t * o_w + int64_t{hk * group + g} * hdv;
+      for (int i = 0; i < hdv; ++i) oh[i] *= inv;
+    }
+}
+
+}  // namespace
+
+void attention_core(const AttnConfig& c, const float* q, int64_t n, int64_t pos0, const RowCache& kc,
+                    const RowCache& vc, const float* sinks, float* o, ThreadPool& pool) {
+  STRATA_ASSERT(c.n_head_kv > 0 && c.n_head % c.n_head_kv == 0);
+  const int group = c.n_head / c.n_head_kv;
+  STRATA_ASSERT(group <= kMaxItemRows);
+  const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
+  const int64_t n_qb = (n + qb - 1) / qb, n_items = n_qb * c.n_head_kv;
+  const int64_t max_keys = c.window > 0 ? std::min<int64_t>(c.window, pos0 + n) : pos0 + n;
+  // Per-head work is tiny for short contexts: only wake the pool when it pays.
+  const int64_t work = n * c.n_head * max_keys * (c.head_dim_k + c.head_dim_v);
+  parallel_items(pool, n_items, work >= kMinParallelWork, [&](int64_t item, int) {
+    const int64_t b = item / c.n_head_kv;
+    const int hk = static_cast<int>(item % c.n_head_kv);
+    attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, sinks, o);
+  });
+}
 
 void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
                        int64_t pos0, float* out, ThreadPool& pool, Arena& arena) {
@@ -45,40 +132,8 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
     std::memcpy(vc.row(pos0 + t), v + t * v_w, sizeof(float) * v_w);
   }
 
-  // Scores per (token, head): one row of at most window / pos0+n keys per thread.
-  const int nt = pool.size();
-  const int64_t max_keys = c.window > 0 ? std::min<int64_t>(c.window, pos0 + n) : pos0 + n;
-  float* scores_all = arena.alloc<float>(int64_t{nt} * max_keys);
   float* o = arena.alloc<float>(n * o_w);  // [n][n_head][hd_v]
-  const int group = c.n_head / c.n_head_kv;
-  const int64_t n_items = n * c.n_head;
-  auto body = [&](int ti, int nti) {
-    float* s = scores_all + int64_t{ti} * max_keys;
-    const int64_t b = n_items * ti / nti, e = n_items * (ti + 1) / nti;
-    for (int64_t it = b; it < e; ++it) {
-      const int64_t t = it / c.n_head;
-      const int h = static_cast<int>(it % c.n_head);
-      const int hk = h / group;
-      const int64_t p = pos0 + t;
-      const int64_t j0 = c.window > 0 ? std::max<int64_t>(0, p - c.window + 1) : 0;
-      const int64_t nk = p - j0 + 1;
-      const float* qh = q + t * q_w + int64_t{h} * c.head_dim_k;
-      for (int64_t j = 0; j < nk; ++j)
-        s[j] = dot_f32(qh, kc.row(j0 + j) + int64_t{hk} * c.head_dim_k, c.head_dim_k);
-      softmax_scaled(s, nk, c.scale, nullptr, w.sinks ? w.sinks + h : nullptr);
-      float* oh = o + t * o_w + int64_t{h} * c.head_dim_v;
-      std::fill(oh, oh + c.head_dim_v, 0.0f);
-      for (int64_t j = 0; j < nk; ++j)
-        vec_add_scaled(oh, vc.row(j0 + j) + int64_t{hk} * c.head_dim_v, s[j], c.head_dim_v);
-    }
-  };
-  // Per-head work is tiny for short contexts: only wake the pool when it pays.
-  const int64_t work = n_items * max_keys * (c.head_dim_k + c.head_dim_v);
-  if (nt > 1 && work >= (int64_t{1} << 18)) {
-    pool.run(body);
-  } else {
-    body(0, 1);
-  }
+  attention_core(c, q, n, pos0, kc, vc, w.sinks, o, pool);
 
   linear(pool, arena, *w.wo, o, n, out, w.bo);
 }

@@ -42,6 +42,18 @@ struct AttnConfig {
   float eps = 1e-6f;
 };
 
+// The attention core: o[t][h] = Σ_j softmax_j(scale·q[t][h]·k_j[h/group]) · v_j[h/group] over the
+// keys j visible from position pos0+t (causal; with cfg.window > 0 only pos0+t − j < window), a
+// per-head sink logit joining the max and the denominator when `sinks` is non-null.
+// Blocked and one pass: work items are (query block, kv head); each key block is read once per
+// item while all its query rows (block tokens × the group's heads) pass over it, with an online
+// softmax (running max and denominator per row, accumulators rescaled when the max grows) — no
+// scores row over the whole context. Decode (n = 1) is the same loop with one query per head.
+// q: [n][n_head·hd_k], o: [n][n_head·hd_v]; kc/vc rows hold n_head_kv heads, rows pos0+n−1 and
+// the visible earlier ones must be written.
+void attention_core(const AttnConfig& cfg, const float* q, int64_t n, int64_t pos0, const RowCache& kc,
+                    const RowCache& vc, const float* sinks, float* o, ThreadPool& pool);
+
 // x: [n][n_embd] (already normed) at positions pos0.. ; out: [n][n_embd].
 // kv: part kv_part_k rows [n_head_kv*hd_k], part kv_part_v rows [n_head_kv*hd_v]; rows for
 // pos0..pos0+n-1 are written, rows < pos0 must hold the sequence's earlier keys.
