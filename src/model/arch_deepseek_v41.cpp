@@ -73,7 +73,7 @@ bool is_v41_checkpoint_dir(const std::string& path) {
          std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json", ec);
 }
 
-Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir) {
+Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   STRATA_ASSIGN(std::string cfg_text, read_text_file(cfg_path));
@@ -87,11 +87,15 @@ Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir) {
   }
   V41Loaded out;
   STRATA_ASSIGN(out.dir, SafetensorsDir::open(dir));
-  STRATA_ASSIGN(m->w, v41::bind_weights(*out.dir, c));
+  const bool tiered = engram.budget_bytes > 0;
+  STRATA_ASSIGN(m->w, v41::bind_weights(*out.dir, c, /*engram_tables=*/!tiered));
   m->rope_plain = v41::Rope::make(c.rope_dim, c.rope_theta, 0, 1.0, c.beta_fast, c.beta_slow);
   m->rope_comp = v41::Rope::make(c.rope_dim, c.compress_rope_theta, c.original_seq_len, c.rope_factor,
                                  c.beta_fast, c.beta_slow);
-  {
+  if (tiered) {
+    STRATA_ASSIGN(out.engram, open_tiered_engram_rows(*out.dir, c, engram));
+    m->engram_rows = out.engram.get();
+  } else {
     std::vector<const v41::Mat*> vals, scales;
     for (int l : c.engram_layers) {
       vals.push_back(&m->w.layers[static_cast<size_t>(l)].e_embed);

@@ -1,18 +1,24 @@
 #include "model/engram_tiered.h"
 
+#include "format/safetensors_dir.h"
+
 namespace strata {
 
 Status TieredEngramRows::rows(int engram_layer, std::span<const int64_t> row_ids, float* out) {
   return store_->rows(engram_layer, row_ids.data(), static_cast<int64_t>(row_ids.size()), out);
 }
 
+void TieredEngramRows::begin_step(std::span<const int32_t> tokens) {
+  store_->begin_step(static_cast<int64_t>(tokens.size()));
+}
+
 Status TieredEngramRows::prefetch(int engram_layer, std::span<const int64_t> row_ids) {
-  if (engram_layer == 0) {
-    store_->end_step();
-    store_->begin_step(static_cast<int64_t>(row_ids.size()) / std::max(1, n_cols_));
-  }
   store_->prefetch(engram_layer, row_ids.data(), static_cast<int64_t>(row_ids.size()));
   return {};
+}
+
+void TieredEngramRows::end_step() {
+  store_->end_step();
 }
 
 Result<std::unique_ptr<TieredEngramRows>> open_tiered_engram_rows(const SafetensorsDir& dir,
@@ -28,16 +34,7 @@ Result<std::unique_ptr<TieredEngramRows>> open_tiered_engram_rows(const Safetens
   }
   o.min_slots = c.n_hash_cols();
   STRATA_ASSIGN(auto store, EngramStore::open(std::move(tables), o));
-  return std::make_unique<TieredEngramRows>(std::move(store), c.n_hash_cols());
-}
-
-Result<std::unique_ptr<TieredEngramRows>> v41_use_tiered_engram(V41Loaded& loaded,
-                                                                const EngramStoreOptions& o) {
-  STRATA_ASSIGN(auto src, open_tiered_engram_rows(*loaded.dir, loaded.model->cfg, o));
-  // V41Loaded hands the model out as const; the object itself is not (load_deepseek_v41_dir
-  // allocates it), and engram_rows is the documented replacement point (v41_forward.h).
-  const_cast<v41::V41Model*>(loaded.model)->engram_rows = src.get();
-  return src;
+  return std::make_unique<TieredEngramRows>(std::move(store));
 }
 
 }  // namespace strata

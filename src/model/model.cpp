@@ -85,13 +85,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
           "loading %s: the expert store options need a GGUF model (a checkpoint directory keeps its "
           "experts resident)",
           path.c_str());
-    auto v = load_deepseek_v41_dir(path);
+    auto v = load_deepseek_v41_dir(path, opts.engram);
     if (!v.ok()) return err_context("loading " + path, v.error());
-    if (opts.engram.budget_bytes > 0) {
-      auto src = v41_use_tiered_engram(v.value(), opts.engram);
-      if (!src.ok()) return err_context("loading " + path, src.error());
-      m->engram_ = std::move(src).value();
-    }
+    m->engram_ = std::move(v.value().engram);
     m->st_dir_ = std::move(v.value().dir);
     m->arch_ = std::move(v.value().arch);
     m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);

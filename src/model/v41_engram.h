@@ -24,21 +24,27 @@ namespace strata::v41 {
 struct Mat;
 
 // Where the forward gets Engram table rows from. `engram_layer` indexes config
-// engram_layer_ids (0..n_engram-1, not the model layer). rows() writes n = row_ids.size()
-// dequantised rows [n][engram_head_dim], each bf16(value * scale[col/32]) exactly like
-// engram_dequant_row, in the order of row_ids (duplicates allowed). Row ids are < that
-// layer's engram_num_embeddings (the hash guarantees it). prefetch() is a hint issued as soon
-// as a step's token ids are known (before any layer runs) with every row that step will read
-// from that layer; a tiered store starts its reads there. Errors name the table and row.
-// Called from the forward thread only.
+// engram_layer_ids (0..n_engram-1, not the model layer). Step protocol (forward thread only):
+//   begin_step(tokens)          a forward over these token ids starts;
+//   prefetch(k, ids) per layer  every row id the step will read from Engram layer k, issued as
+//                               soon as the token ids are known (before any layer runs): a
+//                               tiered store starts its reads here;
+//   rows(k, ids)                as the layers run;
+//   end_step()                  the forward is done (also after an error).
+// rows() writes n = row_ids.size() dequantised rows [n][engram_head_dim], each
+// bf16(value * scale[col/32]) exactly like engram_dequant_row, in the order of row_ids
+// (duplicates allowed). Row ids are < that layer's engram_num_embeddings (the hash guarantees
+// it). Errors name the table and row.
 struct EngramRowSource {
   virtual ~EngramRowSource() = default;
   virtual Status rows(int engram_layer, std::span<const int64_t> row_ids, float* out) = 0;
+  virtual void begin_step(std::span<const int32_t> tokens) { (void)tokens; }
   virtual Status prefetch(int engram_layer, std::span<const int64_t> row_ids) {
     (void)engram_layer;
     (void)row_ids;
     return {};
   }
+  virtual void end_step() {}
 };
 
 // The resident source: the tables as loaded with the weights (values + scales as F32).

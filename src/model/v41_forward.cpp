@@ -291,10 +291,17 @@ Status v41_forward(const V41Model& m, V41State& st, std::span<const int32_t> tok
                static_cast<long long>(pos0), st.history.size());
   for (int64_t t = 0; t < n; ++t) st.history.push_back(tokens[t]);
   // Engram rows depend on token ids alone: announce the whole step's rows before any layer runs.
+  EngramRowSource& er = *m.engram_rows;
+  struct StepEnd {
+    EngramRowSource& s;
+    ~StepEnd() { s.end_step(); }
+  };
+  er.begin_step(tokens);
+  const StepEnd step_end{er};
   for (int k = 0; k < static_cast<int>(c.engram_layers.size()); ++k) {
     std::vector<int64_t> rows(static_cast<size_t>(n * c.n_hash_cols()));
     engram_step_rows(c, m.meta, k, st.history.data(), pos0, n, rows.data());
-    STRATA_TRY(m.engram_rows->prefetch(k, rows));
+    STRATA_TRY(er.prefetch(k, rows));
   }
   Ctx x{m, c, st};
   const int64_t D = c.dim, hcD = int64_t{c.hc} * D;

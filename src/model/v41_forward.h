@@ -33,8 +33,10 @@ struct V41Model {
   EngramMeta meta;
   Weights w;
   Rope rope_plain, rope_comp;  // window-only layers / compressed layers
-  // Engram rows: the resident tables by default; a tiered store (src/memory) may replace
-  // engram_rows (it must outlive every forward). Never null once loaded.
+  // Engram rows, set by load_deepseek_v41_dir (never null once loaded): without an Engram budget
+  // the tables are loaded with the weights (w.layers[l].e_embed / e_scale) and resident_rows
+  // serves them; with one, the weights hold no table and engram_rows is the tiered store the
+  // loader opened (V41Loaded::engram, model/engram_tiered.h), which must outlive every forward.
   std::unique_ptr<EngramRowSource> resident_rows;
   EngramRowSource* engram_rows = nullptr;
 };

@@ -12,6 +12,7 @@ namespace {
 struct Binder {
   const SafetensorsDir& d;
   size_t n = 0;
+  uint64_t bytes = 0;
 
   std::string expect_str(StDtype t, const std::vector<int64_t>& shape) const {
     StTensor e;
@@ -45,6 +46,7 @@ struct Binder {
         return err("checkpoint %s: %s: tensor '%s' holds a non-finite value", d.dir().c_str(),
                    d.file_of(name).c_str(), name.c_str());
     ++n;
+    bytes += static_cast<uint64_t>(ne) * sizeof(float);
     return {};
   }
   Status mat(const std::string& name, StDtype t, int64_t rows, int64_t cols, Mat* m) {
@@ -62,7 +64,7 @@ constexpr StDtype F32 = StDtype::f32;
 
 }  // namespace
 
-Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c) {
+Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables) {
   Binder b{d};
   Weights w;
   const int64_t D = c.dim, V = c.vocab, H = c.n_heads, hd = c.head_dim, Q = c.q_lora, G = c.o_groups,
@@ -123,14 +125,17 @@ Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c) {
     if (lc.engram >= 0) {
       const std::string g = p + "engram.";
       const int64_t rows = c.engram_rows[static_cast<size_t>(lc.engram)], hdim = c.engram_head_dim;
-      STRATA_TRY(b.mat(g + "embed.weight", F32, rows, hdim, &L.e_embed));
-      STRATA_TRY(b.mat(g + "embed.scale", F32, rows, hdim / 32, &L.e_scale));
+      if (engram_tables) {
+        STRATA_TRY(b.mat(g + "embed.weight", F32, rows, hdim, &L.e_embed));
+        STRATA_TRY(b.mat(g + "embed.scale", F32, rows, hdim / 32, &L.e_scale));
+      }
       STRATA_TRY(b.mat(g + "wkv.weight", BF, D * (hc + 1), int64_t{c.n_hash_cols()} * hdim, &L.e_wkv));
       STRATA_TRY(b.mat(g + "q_weight", BF, hc, D, &L.e_q));
       STRATA_TRY(b.mat(g + "k_weight", BF, hc, D, &L.e_k));
     }
   }
   w.n_tensors = b.n;
+  w.bytes = b.bytes;
   return w;
 }
 

@@ -53,8 +53,12 @@ struct Weights {
   std::vector<float> norm;
   std::vector<LayerW> layers;
   size_t n_tensors = 0;  // tensors bound
+  uint64_t bytes = 0;    // f32 bytes held (every tensor bound)
 };
 
-Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c);
+// engram_tables = false leaves every layer's Engram table (e_embed / e_scale) unloaded, with
+// rows == 0 and nothing allocated: the tables are served by a tiered store instead
+// (model/engram_tiered.h validates them). The Engram projections are always bound.
+Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables = true);
 
 }  // namespace strata::v41

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "common/fixtures.h"
-#include "model/engram_tiered.h"
 #include "model/v41_arch.h"
 
 namespace strata {
@@ -60,20 +59,25 @@ TEST_P(EngramE2e, SsdTierLogitsEqualResident) {
   ASSERT_TRUE(resident.ok()) << resident.message();
   const Logits want = run_both(*resident->arch, toks, P0);
 
+  const v41::Config& c = resident->model->cfg;
+  uint64_t table_bytes = 0;
+  for (int64_t rows : c.engram_rows) table_bytes += static_cast<uint64_t>(rows) * (c.engram_head_dim * 4 + 4);
   for (bool prefetch : {true, false}) {
-    auto loaded = load_deepseek_v41_dir(mdir);
-    ASSERT_TRUE(loaded.ok()) << loaded.message();
-    const v41::Config& c = loaded->model->cfg;
-    uint64_t table_bytes = 0;
-    for (int64_t rows : c.engram_rows)
-      table_bytes += static_cast<uint64_t>(rows) * (c.engram_head_dim * 4 + 4);
     EngramStoreOptions o;
     o.budget_bytes = table_bytes / 4;  // a quarter of the tables
     o.prefetch = prefetch;
     o.io_threads = 2;
-    auto src = v41_use_tiered_engram(*loaded, o);
-    ASSERT_TRUE(src.ok()) << src.message();
-    const EngramStore& store = (*src)->store();
+    auto loaded = load_deepseek_v41_dir(mdir, o);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    ASSERT_TRUE(loaded->engram);
+    ASSERT_EQ(loaded->model->engram_rows, loaded->engram.get());
+    // No table in the weights: exactly the tables' f32 bytes fewer than the resident load.
+    EXPECT_EQ(loaded->model->w.bytes + table_bytes, resident->model->w.bytes);
+    for (int l : c.engram_layers) {
+      EXPECT_TRUE(loaded->model->w.layers[static_cast<size_t>(l)].e_embed.w.empty());
+      EXPECT_TRUE(loaded->model->w.layers[static_cast<size_t>(l)].e_scale.w.empty());
+    }
+    const EngramStore& store = loaded->engram->store();
     ASSERT_EQ(store.info().tier, "ssd");
     ASSERT_LT(store.info().cache_bytes, table_bytes);
     const Logits got = run_both(*loaded->arch, toks, P0);
