@@ -51,7 +51,12 @@ void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, fl
   for (int64_t o = 0; o < n_out; ++o) {
     const float* w = W + o * n_in;
     float acc = 0.0f;
-    for (int64_t i = 0; i < n_in; ++i) acc = std::fma(w[i], x[i], acc);
+    int64_t i = 0;
+    for (; i + 1 < n_in; i += 2) {  // one VDPBF16PS lane: the odd product first, then the even
+      acc = std::fma(w[i + 1], x[i + 1], acc);
+      acc = std::fma(w[i], x[i], acc);
+    }
+    if (i < n_in) acc = std::fma(w[i], x[i], acc);
     y[o] = bf16r(acc);
   }
 }

@@ -56,9 +56,11 @@ void fake_quant_fp8(float* x, int64_t n, int block = 32);
 void fake_quant_fp4(float* x, int64_t n, int block = 32);
 void fake_quant_fp4_e4m3(float* x, int64_t n, int block = 16);
 
-// y[o] = bf16r(sum_i W[o][i] * x[i]) — a bf16 Linear as torch's CPU kernel computes it: an f32
-// accumulator updated by one fused multiply-add per input, in input order, then one rounding
-// (measured bit-identical to F.linear on bf16 tensors; exact-then-round differs near ties).
+// y[o] = bf16r(sum_i W[o][i] * x[i]) — a bf16 Linear / matmul / einsum as torch's CPU kernel
+// (oneDNN, VDPBF16PS) computes it: one f32 accumulator, per input pair (2k, 2k+1) the product of
+// 2k+1 added first, then that of 2k (bf16 x bf16 products are exact in f32), then one rounding.
+// Measured bit-identical to F.linear and to the grouped wo_a einsum on bf16 tensors (plain input
+// order, and exact-then-round, each differ near ties: e.g. deep layer 4's wo_a at position 0).
 // W [n_out][n_in] f32 holding bf16 values.
 void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y);
 // Same without the final rounding (F32 weights / float32 activations).

@@ -65,18 +65,25 @@ TEST(V41Compressor, Ratio1IsNormedProjection) {
     EXPECT_NEAR(latent[o], nw[o] * a[o] * r, std::fabs(nw[o] * a[o] * r) / 128 + 1e-6);
 }
 
-TEST(V41Quant, LinearBf16AccumulatesWithSequentialFma) {
-  // The bf16 Linear rounds once, after an f32 accumulator updated by one FMA per input in
-  // order (what torch's CPU kernel does; the fixtures need it). Case where that differs from
-  // exact-then-round: 1 + 2^-24 is an f32 tie that rounds back to 1 twice, so the f32 sum ends
-  // on the bf16 tie 1 + 2^-8 (-> 1), while the exact sum 1 + 2^-23 + 2^-8 lies past it.
-  const float w[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-  const float x[4] = {1.0f, std::ldexp(1.0f, -24), std::ldexp(1.0f, -24), std::ldexp(1.0f, -8)};
+TEST(V41Quant, LinearBf16AccumulatesPairsOddFirst) {
+  // The bf16 Linear rounds once, after an f32 accumulator that takes each input pair
+  // (2k, 2k+1) as VDPBF16PS does: product 2k+1 first, then 2k (torch's CPU kernel; the fixtures
+  // need it). With s = 2^-24: in input order the two s add up to 2^-23 before the 1 arrives,
+  // which lifts 1 + 2^-8 past the bf16 tie (-> 1 + 2^-7); in pair order each s meets the 1 alone,
+  // is an f32 tie that rounds back to 1, and the sum ends on the tie (-> 1).
+  const float s = std::ldexp(1.0f, -24);
+  const float w[6] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  const float x[6] = {0.0f, s, s, 1.0f, std::ldexp(1.0f, -8), 0.0f};
   float y = 0.0f;
-  linear_bf16(w, x, 1, 4, &y);
+  linear_bf16(w, x, 1, 6, &y);
   EXPECT_EQ(y, 1.0f);
-  const double exact = 1.0 + std::ldexp(1.0, -23) + std::ldexp(1.0, -8);
-  EXPECT_EQ(bf(exact), 1.0078125f) << "exact-then-round would give the other neighbour";
+  float seq = 0.0f;
+  for (int i = 0; i < 6; ++i) seq = std::fma(w[i], x[i], seq);
+  EXPECT_EQ(bf(seq), 1.0078125f) << "input order would give the other neighbour";
+  // odd length: the last input is added alone, after every pair
+  const float x3[3] = {1.0f, s, std::ldexp(1.0f, -8)};
+  linear_bf16(w, x3, 1, 3, &y);
+  EXPECT_EQ(y, 1.0f);
 }
 
 // Scalar attention from the equations, independent of attend_head's loops.
