@@ -146,7 +146,13 @@ int cmd_run(int argc, char** argv) {
   auto sess = (*model)->new_session({.n_ctx = static_cast<int>(*c), .n_batch = n_batch});
   if (!sess.ok()) return fail(sess.message());
   const double load_s = strata::now_seconds() - t_load0;
-  if (!tokens_str.empty()) return run_token_ids(**model, **sess, tokens_str, o, quiet);
+  if (!tokens_str.empty()) {
+    const int rc = run_token_ids(**model, **sess, tokens_str, o, quiet);
+    if (rc != 0) return rc;
+    if (auto st = xf.finish(**model, quiet); !st.ok()) return fail(st.message());
+    if (auto st = ef.finish(**model, xf.stats_out, quiet); !st.ok()) return fail(st.message());
+    return 0;
+  }
   if (!(*model)->has_tokenizer())
     return fail(
         model_path + " has no tokenizer (a checkpoint directory): give the prompt as token ids with --tokens",
