@@ -42,7 +42,8 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   r.measured[0] = dense;
   r.measured[1] = st ? st->expert_resident_bytes() : experts;
   r.measured[2] = sm.kv_cache;
-  r.measured[3] = sm.scratch;
+  // The caller's logits row (run and bench hold one of n_vocab floats), which the plan counts in scratch.
+  r.measured[3] = sm.scratch + sizeof(float) * static_cast<uint64_t>(std::max(m.n_vocab(), 0));
   r.measured[4] = streamed ? st->io_overhead_bytes() : 0;
   r.measured[5] = peak_rss_bytes();
 

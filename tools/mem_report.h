@@ -4,11 +4,12 @@
 //
 // Measured: dense_weights = pages of the non-expert tensors resident in RAM (mincore on the
 // mapping; with an expert budget the store has copied them into anonymous RAM at open, so all of
-// them are resident, none in the page cache); expert_weights_resident = the fast tier's touched pages
-// (all-resident: the expert tensors' resident pages); kv_cache / scratch = what the session allocated (0
-// where the architecture does not report it); io_buffers = the I/O engine's own allocations; total = peak RSS
-// (VmHWM). The plan is made with the run's context, batch, threads, expert budget and I/O backend (io_uring:
-// its rings for --io-depth reads; threads: --io-threads).
+// them are resident, none in the page cache); expert_weights_resident = the fast tier's touched
+// pages (all-resident: the expert tensors' resident pages); kv_cache / scratch = what the session
+// allocated (0 where the architecture does not report it; scratch plus the caller's logits row, as
+// planned); io_buffers = the I/O engine's own allocations; total = peak RSS (VmHWM). The plan is
+// made with the run's context, batch, threads, expert budget and I/O backend (io_uring: its rings
+// for --io-depth reads; threads: --io-threads).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -57,23 +57,21 @@ TEST(MemReport, PlanWithinTenPercentOfEveryMeasuredCategory) {
       const size_t pct = line.rfind('%'), sp = line.rfind(' ', pct);
       diff[key] = std::stod(line.substr(sp + 1, pct - sp - 1));
     }
-    // Allocated categories match the plan; the expert tier is filled by the prompt.
-    for (const char* key : {"expert_weights_resident", "kv_cache", "scratch"}) {
+    // Allocated categories match the plan (the expert tier is filled by the prompt); the dense
+    // weights were copied into RAM at open, so all of them are resident; the I/O engine holds what
+    // its plan prices (io_uring: its rings for --io-depth reads, as mapped).
+    for (const char* key :
+         {"dense_weights", "expert_weights_resident", "kv_cache", "scratch", "io_buffers"}) {
       ASSERT_TRUE(diff.count(key)) << key << " missing in:\n" << r.err;
       EXPECT_LE(std::abs(diff[key]), 10.0) << backend << " " << key << ":\n" << r.err;
     }
-    // Page-measured categories never exceed the plan by more than 10% (the plan is their bound:
-    // dense pages of unused embedding rows and the process's untouched pages stay out of RAM).
-    for (const char* key : {"dense_weights", "total"}) {
-      ASSERT_TRUE(diff.count(key)) << key << " missing in:\n" << r.err;
-      // Under AddressSanitizer the process's peak RSS also holds ASan's shadow memory and
-      // quarantine (about 2x here), which no plan prices: only the release build checks `total`.
-      if (kSanitized && std::string(key) == "total") continue;
-      EXPECT_LE(diff[key], 10.0) << backend << " " << key << ":\n" << r.err;
+    // Peak RSS never exceeds the plan by more than 10% (the plan is its bound). Under
+    // AddressSanitizer the process's peak RSS also holds ASan's shadow memory and quarantine
+    // (about 2x here), which no plan prices: only the release build checks `total`.
+    ASSERT_TRUE(diff.count("total")) << r.err;
+    if (!kSanitized) {
+      EXPECT_LE(diff["total"], 10.0) << backend << " total:\n" << r.err;
     }
-    // The I/O engine's bookkeeping: one 64 KiB thread in the plan; the uring ring adds its entries.
-    ASSERT_TRUE(diff.count("io_buffers")) << r.err;
-    EXPECT_LE(std::abs(diff["io_buffers"]), 25.0) << backend << ":\n" << r.err;
   }
   fs::remove_all(dir);
 }
