@@ -24,9 +24,11 @@ constexpr int64_t kChunk = 1024;  // K chunk (elements): 8 tokens × 4 KiB of f3
 
 // y[t][r] (+)= Σ_k w_r[k]·xs[t][k] over one chunk of len elements; w_r = w + r·ws (f16),
 // xs[t] = f32 rows kChunk apart.
+// pf: the next tile's first row (same chunk offset), prefetched a line per row every 32 elements
+// so its weights arrive from memory while this tile computes (null: none).
 template <int R, int T>
-void tile(int64_t len, const uint8_t* w, size_t ws, const float* xs, float* const* y, int64_t r0,
-          bool first) {
+void tile(int64_t len, const uint8_t* w, size_t ws, const float* xs, float* const* y, int64_t r0, bool first,
+          const uint8_t* pf) {
   __m512 acc[R][T];
 #pragma GCC unroll 3
   for (int r = 0; r < R; ++r)
@@ -37,6 +39,10 @@ void tile(int64_t len, const uint8_t* w, size_t ws, const float* xs, float* cons
   for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(r) * ws);
   int64_t i = 0;
   for (; i + 16 <= len; i += 16) {
+    if (pf != nullptr && i % 32 == 0)
+#pragma GCC unroll 3
+      for (int r = 0; r < kR; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + static_cast<size_t>(r) * ws + 2 * i), _MM_HINT_T0);
     __m512 wv[R];
 #pragma GCC unroll 3
     for (int r = 0; r < R; ++r)
@@ -69,7 +75,8 @@ void tile(int64_t len, const uint8_t* w, size_t ws, const float* xs, float* cons
     }
 }
 
-using TileFn = void (*)(int64_t, const uint8_t*, size_t, const float*, float* const*, int64_t, bool);
+using TileFn = void (*)(int64_t, const uint8_t*, size_t, const float*, float* const*, int64_t, bool,
+                        const uint8_t*);
 
 template <int R>
 struct Row {
@@ -103,8 +110,9 @@ void gemm_panel_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void*
       }
       for (int64_t r = 0; r < nr; r += kR) {
         const int rr = static_cast<int>(std::min<int64_t>(kR, nr - r));
-        kTiles[rr - 1][tt - 1](len, wb + static_cast<size_t>(r) * ws + static_cast<size_t>(k0) * 2, ws, xs,
-                               y + t0, r, k0 == 0);
+        const uint8_t* wr = wb + static_cast<size_t>(r) * ws + static_cast<size_t>(k0) * 2;
+        const uint8_t* pf = r + 2 * kR <= nr ? wr + kR * ws : nullptr;
+        kTiles[rr - 1][tt - 1](len, wr, ws, xs, y + t0, r, k0 == 0, pf);
       }
     }
   }
