@@ -208,8 +208,9 @@ constexpr PanelTokensFn kPanelTokens[kTokTile] = {panel_tokens<1>, panel_tokens<
                                                   panel_tokens<4>, panel_tokens<5>, panel_tokens<6>,
                                                   panel_tokens<7>, panel_tokens<8>};
 
-// Prefetch into L1 the bytes [off, off + len) of rows [r0, r1): the next row group's chunk, while
-// this one is packed and used (16 interleaved row streams defeat the hardware prefetchers).
+// Prefetch into L1 the bytes [off, off + len) of rows [r0, r1) (a call's first row group; later
+// groups are prefetched while the previous one is packed: 16 interleaved row streams defeat the
+// hardware prefetchers, and prefetches never fault, past nr included).
 inline void prefetch_rows(const void* w, size_t ws, int64_t r0, int64_t r1, size_t off, size_t len) {
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* p = at(w, static_cast<size_t>(r) * ws + off);
@@ -240,8 +241,16 @@ void gemm_panel(int64_t n, const void* w, size_t ws, int64_t nr, const void* con
       const int rows = static_cast<int>(std::min<int64_t>(kRows, nr - r0));
       const uint8_t* rp[kRows];
       for (int l = 0; l < kRows; ++l) rp[l] = at(w, static_cast<size_t>(r0 + std::min(l, rows - 1)) * ws);
-      if (r0 + kRows < nr) prefetch_rows(w, ws, r0 + kRows, std::min<int64_t>(nr, r0 + 2 * kRows), off, len);
-      for (int i = 0; i < kc; ++i) P::pack(rp, i0 + i, panel.q[i], &panel.d[i]);
+      // The next 16 rows' chunk (the next group, or past nr the rows a next call is likely to
+      // take: an item's successor or the next expert), a line per row every other block.
+      const uint8_t* next = at(w, static_cast<size_t>(r0 + kRows) * ws + off);
+      for (int i = 0; i < kc; ++i) {
+        if (i % 2 == 0)
+          for (int l = 0; l < kRows; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(next + l * ws + i * sizeof(typename P::Block)),
+                         _MM_HINT_T0);
+        P::pack(rp, i0 + i, panel.q[i], &panel.d[i]);
+      }
       const __mmask16 m = static_cast<__mmask16>((1u << rows) - 1);
       for (int t0 = 0; t0 < nt; t0 += kTokTile) {
         const int tt = std::min(kTokTile, nt - t0);
