@@ -184,7 +184,7 @@ void BM_Gemv(benchmark::State& state) {
 
 void gemv_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
-    for (int64_t rows : {512, 4096})
+    for (int64_t rows : {512, 4096, 65536})
       for (int64_t gemv : {0, 1}) b->Args({static_cast<int64_t>(t), gemv, rows});
   }
 }

@@ -34,6 +34,14 @@ inline __m512i load512(const void* p) {
   return _mm512_loadu_si512(p);
 }
 
+// Each row group prefetches, as it goes, the same bytes of the rows kPrefetchGroups groups below
+// (decode streams weights from DRAM; the hardware prefetchers alone left the kernels waiting:
+// 65536-row products 8–9 → 13–21 GB/s per thread). Prefetches past the matrix do not fault.
+constexpr int kPrefetchGroups = 2;
+inline void prefetch(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
+
 // ---- raw-chunk kernels (Q4_0, Q8_0) ----
 
 // Layout constants of a raw type: block bytes kB (scale first, 2 bytes), a period of 32 blocks
@@ -168,8 +176,10 @@ void raw_rows(const RawActs<L>& xa, const uint8_t* w, size_t ws, float* y, bool 
     const __m512 dx = _mm512_load_ps(xa.dx[c]);
     const __m512i idx = _mm512_load_si512(xa.idx[c]);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r) {
+      prefetch(w + static_cast<size_t>(r + kPrefetchGroups * R) * ws + 64 * c);
       raw_step<kQ4>(load512(w + static_cast<size_t>(r) * ws + 64 * c), prev[r], acc[r], a, b, corr, dx, idx);
+    }
   }
   {
     const __m512i a = _mm512_load_si512(xa.a + 64 * last);
@@ -292,8 +302,10 @@ void mx_rows(const MxActs& xa, int64_t nb, const uint8_t* w, size_t ws, float* y
     const __m512i corr = _mm512_load_si512(xa.corr[g]);
     const __m512 dx = _mm512_load_ps(xa.dx[g]);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r) {
+      prefetch(w + static_cast<size_t>(r + kPrefetchGroups * R) * ws + 68 * g);
       mx_step(w + static_cast<size_t>(r) * ws + 68 * g, 4, acc[r], xlo, xhi, corr, dx);
+    }
   }
   if (const int nv = static_cast<int>(nb - 4 * full); nv > 0) {
     const __m512i xlo = _mm512_load_si512(xa.lo[full]), xhi = _mm512_load_si512(xa.hi[full]);
@@ -328,6 +340,7 @@ void f16_rows(const float* xf, int64_t len, const uint16_t* w, size_t ws, float*
     const __m512 xv = _mm512_load_ps(xf + i);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
+      if ((i & 31) == 0) prefetch(at(wr[r] + i, kPrefetchGroups * R * ws));
       const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[r] + i)));
       acc[r] = _mm512_fmadd_ps(wv, xv, acc[r]);
     }
@@ -359,8 +372,10 @@ void bf16_rows(int64_t n, const uint16_t* x, const uint16_t* w, size_t ws, float
   for (; i + 32 <= n; i += 32) {
     const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r) {
+      prefetch(at(wr[r] + i, kPrefetchGroups * R * ws));
       acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_loadu_si512(wr[r] + i), xv);
+    }
   }
   if (i < n) {
     const __mmask32 m = static_cast<__mmask32>((1ull << (n - i)) - 1);
