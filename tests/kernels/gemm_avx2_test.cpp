@@ -16,21 +16,15 @@
 #include "base/cpu_features.h"
 #include "base/fp16.h"
 #include "kernels/traits.h"
+#include "kernels/kernel_test_data.h"
 
 namespace strata {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4, GgmlType::f16};
+using kernel_test::abs_dot;
+using kernel_test::gaussian;
 
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng);
-  if (seed % 3 == 1)  // zero blocks and large magnitudes mixed in
-    for (int64_t i = 0; i < n; ++i) v[i] = (i / 32) % 4 == 1 ? 0.0f : v[i] * (i % 2 ? 100.0f : 1.0f);
-  return v;
-}
+const GgmlType kTypes[] = {GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4, GgmlType::f16};
 
 // A weight row at the extremes: every Q8_0 quant −128, Q4_0 nibble 15 (value 7) or 0 (−8),
 // MXFP4 nibble 7 (+12 doubled) or 15 (−12); f16 ±65504.
@@ -70,15 +64,6 @@ void extreme_act_row(GgmlType xt, uint8_t* dst, int64_t n, int t) {
     b[i].d = f32_to_fp16(0.25f);
     std::memset(b[i].qs, t % 2 ? 127 : -127, 32);
   }
-}
-
-double abs_dot(GgmlType wt, const uint8_t* w, GgmlType xt, const uint8_t* x, int64_t n) {
-  std::vector<float> wf(static_cast<size_t>(n)), xf(static_cast<size_t>(n));
-  quant_ref(wt)->to_float(w, wf.data(), n);
-  quant_ref(xt)->to_float(x, xf.data(), n);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(wf[i]) * xf[i]);
-  return s;
 }
 
 class GemmAvx2 : public ::testing::Test {

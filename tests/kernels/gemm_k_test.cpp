@@ -15,21 +15,14 @@
 #include "base/fp16.h"
 #include "kernels/matmul.h"
 #include "kernels/traits.h"
+#include "kernels/kernel_test_data.h"
 
 namespace strata {
 namespace {
 
-const GgmlType kKTypes[] = {GgmlType::q4_k, GgmlType::q6_k};
+using kernel_test::gaussian;
 
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng);
-  if (seed % 3 == 1)  // zero sub-blocks and large magnitudes mixed in
-    for (int64_t i = 0; i < n; ++i) v[i] = (i / 32) % 4 == 1 ? 0.0f : v[i] * (i % 2 ? 100.0f : 1.0f);
-  return v;
-}
+const GgmlType kKTypes[] = {GgmlType::q4_k, GgmlType::q6_k};
 
 // A weight row of raw random bytes with finite fp16 scales (any quant / scale byte is valid).
 void random_weight_row(GgmlType t, uint8_t* dst, int64_t n, std::mt19937& rng, bool extreme) {
@@ -102,12 +95,7 @@ uint32_t bits(float f) {
   return u;
 }
 
-class GemmK : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
-  }
-};
+using GemmK = kernel_test::IsaTest;
 
 TEST_P(GemmK, TilesBitIdenticalToScalarVecDot) {
   int checked = 0;

@@ -11,30 +11,15 @@
 
 #include "base/cpu_features.h"
 #include "kernels/traits.h"
+#include "kernels/kernel_test_data.h"
 
 namespace strata {
 namespace {
 
+using kernel_test::abs_dot;
+using kernel_test::gaussian;
+
 const GgmlType kTypes[] = {GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4, GgmlType::f16, GgmlType::bf16};
-
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng);
-  if (seed % 3 == 1)  // a zero block and large magnitudes mixed in
-    for (int64_t i = 0; i < n; ++i) v[i] = (i / 32) % 4 == 1 ? 0.0f : v[i] * (i % 2 ? 100.0f : 1.0f);
-  return v;
-}
-
-double abs_dot(GgmlType wt, const uint8_t* w, GgmlType xt, const uint8_t* x, int64_t n) {
-  std::vector<float> wf(static_cast<size_t>(n)), xf(static_cast<size_t>(n));
-  quant_ref(wt)->to_float(w, wf.data(), n);
-  quant_ref(xt)->to_float(x, xf.data(), n);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(wf[i]) * xf[i]);
-  return s;
-}
 
 struct Case {
   int64_t n, nr;

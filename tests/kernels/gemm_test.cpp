@@ -11,42 +11,22 @@
 #include "base/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/traits.h"
+#include "kernels/kernel_test_data.h"
 
 namespace strata {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4};
+using kernel_test::abs_dot;
+using kernel_test::gaussian;
 
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng);
-  if (seed % 3 == 1)  // a zero block and large magnitudes mixed in
-    for (int64_t i = 0; i < n; ++i) v[i] = (i / 32) % 4 == 1 ? 0.0f : v[i] * (i % 2 ? 100.0f : 1.0f);
-  return v;
-}
+const GgmlType kTypes[] = {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4};
 
 std::vector<int64_t> lengths(GgmlType t) {
   if (type_info(t).block_size == 32) return {32, 64, 96, 224, 1056};
   return {1, 16, 40, 100, 1024};
 }
 
-double abs_dot(GgmlType wt, const uint8_t* w, GgmlType xt, const uint8_t* x, int64_t n) {
-  std::vector<float> wf(static_cast<size_t>(n)), xf(static_cast<size_t>(n));
-  quant_ref(wt)->to_float(w, wf.data(), n);
-  quant_ref(xt)->to_float(x, xf.data(), n);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(wf[i]) * xf[i]);
-  return s;
-}
-
-class Gemm : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
-  }
-};
+using Gemm = kernel_test::IsaTest;
 
 TEST_P(Gemm, TilesMatchScalarVecDot) {
   int checked = 0;

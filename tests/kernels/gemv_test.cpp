@@ -14,22 +14,16 @@
 #include "base/cpu_features.h"
 #include "base/fp16.h"
 #include "kernels/traits.h"
+#include "kernels/kernel_test_data.h"
 
 namespace strata {
 namespace {
 
+using kernel_test::abs_dot;
+using kernel_test::gaussian;
+
 const GgmlType kTypes[] = {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4};
 const int64_t kRowCounts[] = {1, 3, 7, 9, 33};
-
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng);
-  if (seed % 3 == 1)  // a zero block and large magnitudes mixed in
-    for (int64_t i = 0; i < n; ++i) v[i] = (i / 32) % 4 == 1 ? 0.0f : v[i] * (i % 2 ? 100.0f : 1.0f);
-  return v;
-}
 
 // Lengths up to 4096 and past the kernels' segments (Q8_0 64 blocks, Q4_0 128, MXFP4 128, F16 2048).
 std::vector<int64_t> lengths(GgmlType t) {
@@ -37,21 +31,7 @@ std::vector<int64_t> lengths(GgmlType t) {
   return {1, 16, 40, 100, 1024, 2048 + 9, 4095};
 }
 
-double abs_dot(GgmlType wt, const uint8_t* w, GgmlType xt, const uint8_t* x, int64_t n) {
-  std::vector<float> wf(static_cast<size_t>(n)), xf(static_cast<size_t>(n));
-  quant_ref(wt)->to_float(w, wf.data(), n);
-  quant_ref(xt)->to_float(x, xf.data(), n);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(wf[i]) * xf[i]);
-  return s;
-}
-
-class Gemv : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
-  }
-};
+using Gemv = kernel_test::IsaTest;
 
 // nr rows (stride ws) at w against x: every y[r] near the scalar vec_dot, y[nr] untouched.
 void check_rows(GgmlType t, const KernelTraits& k, int64_t n, const uint8_t* w, size_t ws, int64_t nr,
