@@ -29,6 +29,13 @@ constexpr int kRows = 16;         // rows per panel (one zmm of lanes)
 constexpr int kChunkBlocks = 32;  // K chunk: blocks per panel (1024 elements)
 constexpr int kTokTile = 8;       // tokens whose accumulators live in registers
 
+// Four activation bytes as one dword: Q8_0's qs sit 2 bytes into a 34-byte block, so the
+// load is unaligned (memcpy: one mov, no misaligned int32_t access).
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
 inline const uint8_t* at(const void* p, size_t off) {
   return static_cast<const uint8_t*>(p) + off;
 }
@@ -184,16 +191,16 @@ void panel_tokens(const Panel& p, int kc, const Side& s, int t0, const void* con
     const __m512 wd = p.d[i];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const int32_t* xq = reinterpret_cast<const int32_t*>(xb[t][i].qs);
+      const int8_t* xq = xb[t][i].qs;
       // Two chains of four, so a token's products need half the VPDPBUSD latency.
-      __m512i a = _mm512_dpbusd_epi32(_mm512_set1_epi32(s.c[t0 + t][i]), q[0], _mm512_set1_epi32(xq[0]));
-      __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], _mm512_set1_epi32(xq[1]));
-      a = _mm512_dpbusd_epi32(a, q[2], _mm512_set1_epi32(xq[2]));
-      b = _mm512_dpbusd_epi32(b, q[3], _mm512_set1_epi32(xq[3]));
-      a = _mm512_dpbusd_epi32(a, q[4], _mm512_set1_epi32(xq[4]));
-      b = _mm512_dpbusd_epi32(b, q[5], _mm512_set1_epi32(xq[5]));
-      a = _mm512_dpbusd_epi32(a, q[6], _mm512_set1_epi32(xq[6]));
-      b = _mm512_dpbusd_epi32(b, q[7], _mm512_set1_epi32(xq[7]));
+      __m512i a = _mm512_dpbusd_epi32(_mm512_set1_epi32(s.c[t0 + t][i]), q[0], bcast4(xq + 0));
+      __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], bcast4(xq + 4));
+      a = _mm512_dpbusd_epi32(a, q[2], bcast4(xq + 8));
+      b = _mm512_dpbusd_epi32(b, q[3], bcast4(xq + 12));
+      a = _mm512_dpbusd_epi32(a, q[4], bcast4(xq + 16));
+      b = _mm512_dpbusd_epi32(b, q[5], bcast4(xq + 20));
+      a = _mm512_dpbusd_epi32(a, q[6], bcast4(xq + 24));
+      b = _mm512_dpbusd_epi32(b, q[7], bcast4(xq + 28));
       const __m512 sc = _mm512_mul_ps(wd, _mm512_set1_ps(s.xd[t0 + t][i]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a, b)), sc, acc[t]);
     }
