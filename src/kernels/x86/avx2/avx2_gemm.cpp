@@ -16,6 +16,7 @@
 #include "kernels/traits.h"
 #include "kernels/x86/avx2/avx2_kernels.h"
 #include "kernels/x86/avx2/avx2_util.h"
+#include "kernels/x86/tile_table.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx2 {
@@ -164,45 +165,21 @@ void pass_f16(int64_t n, const void* w, size_t ws, const void* const* x, float* 
   }
 }
 
-using PassFn = void (*)(int64_t, const void*, size_t, const void* const*, float* const*);
-
-// [R−1][T−1] instantiations of one pass template, T ≤ kPassTokens.
-template <template <int, int> class K>
-PassFn pick(int r, int t) {
-  static const PassFn fns[4][kPassTokens] = {
-      {K<1, 1>::f, K<1, 2>::f},
-      {K<2, 1>::f, K<2, 2>::f},
-      {K<3, 1>::f, K<3, 2>::f},
-      {K<4, 1>::f, K<4, 2>::f},
-  };
-  return fns[r - 1][t - 1];
-}
-
-// The tile as passes of up to kPassTokens tokens. `len` is what the pass takes as its length:
-// blocks for the quantized types, elements for f16.
-template <template <int, int> class K>
-void tile(int64_t len, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y) {
-  for (int t0 = 0; t0 < nt; t0 += kPassTokens) {
-    const int k = nt - t0 < kPassTokens ? nt - t0 : kPassTokens;
-    pick<K>(nr, k)(len, w, ws, x + t0, y + t0);
-  }
-}
-
 template <int R, int T>
 struct Q8_0K {
-  static constexpr PassFn f = pass_q32<DecQ8_0, R, T>;
+  static constexpr TileFn f = pass_q32<DecQ8_0, R, T>;
 };
 template <int R, int T>
 struct Q4_0K {
-  static constexpr PassFn f = pass_q32<DecQ4_0, R, T>;
+  static constexpr TileFn f = pass_q32<DecQ4_0, R, T>;
 };
 template <int R, int T>
 struct Mxfp4K {
-  static constexpr PassFn f = pass_q32<DecMxfp4, R, T>;
+  static constexpr TileFn f = pass_q32<DecMxfp4, R, T>;
 };
 template <int R, int T>
 struct F16K {
-  static constexpr PassFn f = pass_f16<R, T>;
+  static constexpr TileFn f = pass_f16<R, T>;
 };
 
 static_assert(kGemmTileRows == 4, "pass tables have 4 rows");
@@ -211,18 +188,18 @@ static_assert(kGemmTileRows == 4, "pass tables have 4 rows");
 
 void gemm_q8_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  tile<Q8_0K>(n / QK8_0, w, ws, nr, x, nt, y);
+  run_in_passes<Q8_0K, kPassTokens>(n / QK8_0, w, ws, nr, x, nt, y);
 }
 void gemm_q4_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  tile<Q4_0K>(n / QK4_0, w, ws, nr, x, nt, y);
+  run_in_passes<Q4_0K, kPassTokens>(n / QK4_0, w, ws, nr, x, nt, y);
 }
 void gemm_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                      float* const* y) {
-  tile<Mxfp4K>(n / QK_MXFP4, w, ws, nr, x, nt, y);
+  run_in_passes<Mxfp4K, kPassTokens>(n / QK_MXFP4, w, ws, nr, x, nt, y);
 }
 void gemm_f16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y) {
-  tile<F16K>(n, w, ws, nr, x, nt, y);
+  run_in_passes<F16K, kPassTokens>(n, w, ws, nr, x, nt, y);
 }
 
 }  // namespace strata::x86::avx2

@@ -19,6 +19,7 @@
 #include "kernels/traits.h"
 #include "kernels/x86/avx2/avx2_kernels.h"
 #include "kernels/x86/avx2/avx2_util.h"
+#include "kernels/x86/tile_table.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx2 {
@@ -212,32 +213,13 @@ void pass_q6_k(int64_t n, const void* w, size_t ws, const void* const* x, float*
   store_pass<R, T>(sum, y);
 }
 
-using PassFn = void (*)(int64_t, const void*, size_t, const void* const*, float* const*);
-
-template <template <int, int> class K>
-PassFn pick_pass(int r, int t) {
-  static const PassFn fns[4][kPassTokens] = {
-      {K<1, 1>::f, K<1, 2>::f},
-      {K<2, 1>::f, K<2, 2>::f},
-      {K<3, 1>::f, K<3, 2>::f},
-      {K<4, 1>::f, K<4, 2>::f},
-  };
-  return fns[r - 1][t - 1];
-}
-template <template <int, int> class K>
-void tile(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y) {
-  for (int t0 = 0; t0 < nt; t0 += kPassTokens) {
-    const int k = nt - t0 < kPassTokens ? nt - t0 : kPassTokens;
-    pick_pass<K>(nr, k)(n, w, ws, x + t0, y + t0);
-  }
-}
 template <int R, int T>
 struct Q4K {
-  static constexpr PassFn f = pass_q4_k<R, T>;
+  static constexpr TileFn f = pass_q4_k<R, T>;
 };
 template <int R, int T>
 struct Q6K {
-  static constexpr PassFn f = pass_q6_k<R, T>;
+  static constexpr TileFn f = pass_q6_k<R, T>;
 };
 
 static_assert(kGemmTileRows == 4, "passes are 4 rows × 2 tokens (lane 4t + r)");
@@ -246,11 +228,11 @@ static_assert(kGemmTileRows == 4, "passes are 4 rows × 2 tokens (lane 4t + r)")
 
 void gemm_q4_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  tile<Q4K>(n, w, ws, nr, x, nt, y);
+  run_in_passes<Q4K, kPassTokens>(n, w, ws, nr, x, nt, y);
 }
 void gemm_q6_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  tile<Q6K>(n, w, ws, nr, x, nt, y);
+  run_in_passes<Q6K, kPassTokens>(n, w, ws, nr, x, nt, y);
 }
 
 }  // namespace strata::x86::avx2

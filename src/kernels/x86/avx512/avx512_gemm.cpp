@@ -18,6 +18,7 @@
 
 #include "kernels/x86/avx2/avx2_util.h"
 #include "kernels/x86/avx512/avx512_kernels.h"
+#include "kernels/x86/tile_table.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx512 {
@@ -237,21 +238,6 @@ void tile_bf16(int64_t n, const void* w, size_t ws, const void* const* x, float*
     for (int t = 0; t < T; ++t) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-using TileFn = void (*)(int64_t, const void*, size_t, const void* const*, float* const*);
-
-// [R−1][T−1] instantiations of one tile template.
-template <template <int, int> class K>
-struct Table {
-  static TileFn get(int r, int t) {
-    static const TileFn fns[4][4] = {
-        {K<1, 1>::f, K<1, 2>::f, K<1, 3>::f, K<1, 4>::f},
-        {K<2, 1>::f, K<2, 2>::f, K<2, 3>::f, K<2, 4>::f},
-        {K<3, 1>::f, K<3, 2>::f, K<3, 3>::f, K<3, 4>::f},
-        {K<4, 1>::f, K<4, 2>::f, K<4, 3>::f, K<4, 4>::f},
-    };
-    return fns[r - 1][t - 1];
-  }
-};
 template <int R, int T>
 struct Q8_0K {
   static constexpr TileFn f = tile_q8_0<R, T>;
@@ -279,21 +265,21 @@ static_assert(kGemmTileRows == 4 && kGemmTileTokens == 4, "tile tables are 4 × 
 
 void gemm_q8_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  Table<Q8_0K>::get(nr, nt)(n, w, ws, x, y);
+  pick_tile<Q8_0K, kGemmTileTokens>(nr, nt)(n, w, ws, x, y);
 }
 void gemm_q4_0_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  Table<Q4_0K>::get(nr, nt)(n, w, ws, x, y);
+  pick_tile<Q4_0K, kGemmTileTokens>(nr, nt)(n, w, ws, x, y);
 }
 void gemm_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                      float* const* y) {
-  Table<Mxfp4K>::get(nr, nt)(n, w, ws, x, y);
+  pick_tile<Mxfp4K, kGemmTileTokens>(nr, nt)(n, w, ws, x, y);
 }
 void gemm_f16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y) {
-  Table<F16K>::get(nr, nt)(n, w, ws, x, y);
+  pick_tile<F16K, kGemmTileTokens>(nr, nt)(n, w, ws, x, y);
 }
 void gemm_bf16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y) {
-  Table<Bf16K>::get(nr, nt)(n, w, ws, x, y);
+  pick_tile<Bf16K, kGemmTileTokens>(nr, nt)(n, w, ws, x, y);
 }
 
 }  // namespace strata::x86::avx512

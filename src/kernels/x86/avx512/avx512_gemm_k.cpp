@@ -21,6 +21,7 @@
 
 #include "kernels/x86/avx2/avx2_util.h"
 #include "kernels/x86/avx512/avx512_kernels.h"
+#include "kernels/x86/tile_table.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx512 {
@@ -257,18 +258,6 @@ void tile_q6_k(int64_t n, const void* w, size_t ws, const void* const* x, float*
   store_tile<R, T>(sum, y);
 }
 
-using TileFn = void (*)(int64_t, const void*, size_t, const void* const*, float* const*);
-
-template <template <int, int> class K>
-TileFn pick(int r, int t) {
-  static const TileFn fns[4][4] = {
-      {K<1, 1>::f, K<1, 2>::f, K<1, 3>::f, K<1, 4>::f},
-      {K<2, 1>::f, K<2, 2>::f, K<2, 3>::f, K<2, 4>::f},
-      {K<3, 1>::f, K<3, 2>::f, K<3, 3>::f, K<3, 4>::f},
-      {K<4, 1>::f, K<4, 2>::f, K<4, 3>::f, K<4, 4>::f},
-  };
-  return fns[r - 1][t - 1];
-}
 template <int R, int T>
 struct Q4K {
   static constexpr TileFn f = tile_q4_k<R, T>;
@@ -284,11 +273,11 @@ static_assert(kGemmTileRows == 4 && kGemmTileTokens == 4, "tiles are 4 rows × 4
 
 void gemm_q4_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  pick<Q4K>(nr, nt)(n, w, ws, x, y);
+  pick_tile<Q4K, kGemmTileTokens>(nr, nt)(n, w, ws, x, y);
 }
 void gemm_q6_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y) {
-  pick<Q6K>(nr, nt)(n, w, ws, x, y);
+  pick_tile<Q6K, kGemmTileTokens>(nr, nt)(n, w, ws, x, y);
 }
 
 }  // namespace strata::x86::avx512

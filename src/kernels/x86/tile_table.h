@@ -1,0 +1,41 @@
+// Dispatch of register tiles instantiated per shape: K<R, T>::f is the kernel for R weight rows
+// × T tokens (R ≤ kGemmTileRows = 4, T ≤ MaxT). pick_tile returns the instantiation for a
+// runtime (nr, nt); run_in_passes covers up to kGemmTileTokens tokens with passes of at most
+// MaxT tokens (AVX2's 16 registers hold 4 rows × 2 tokens). Header-only: each ISA's file
+// instantiates it with its own kernels.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "kernels/traits.h"
+
+namespace strata::x86 {
+
+using TileFn = void (*)(int64_t, const void*, size_t, const void* const*, float* const*);
+
+template <template <int, int> class K, int MaxT, int... I>
+constexpr std::array<TileFn, sizeof...(I)> tile_fns(std::integer_sequence<int, I...>) {
+  return {K<I / MaxT + 1, I % MaxT + 1>::f...};
+}
+
+// PRECOND: 1 <= nr <= kGemmTileRows, 1 <= nt <= MaxT.
+template <template <int, int> class K, int MaxT>
+TileFn pick_tile(int nr, int nt) {
+  static constexpr auto fns = tile_fns<K, MaxT>(std::make_integer_sequence<int, kGemmTileRows * MaxT>{});
+  return fns[static_cast<size_t>((nr - 1) * MaxT + (nt - 1))];
+}
+
+// The tile as passes of up to MaxT tokens; `len` is what the kernels take as their length.
+template <template <int, int> class K, int MaxT>
+void run_in_passes(int64_t len, const void* w, size_t ws, int nr, const void* const* x, int nt,
+                   float* const* y) {
+  for (int t0 = 0; t0 < nt; t0 += MaxT) {
+    const int k = nt - t0 < MaxT ? nt - t0 : MaxT;
+    pick_tile<K, MaxT>(nr, k)(len, w, ws, x + t0, y + t0);
+  }
+}
+
+}  // namespace strata::x86
