@@ -39,4 +39,15 @@ void gemm_q4_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* con
 void gemm_q6_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y);
 
+// One-token products (kernels/traits.h GemvFn), avx2_gemv.cpp; equal vec_dot per row up to f32
+// summation order.
+void gemv_q8_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+void gemv_q4_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+void gemv_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+void gemv_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+void gemv_bf16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+// K-quant one-token products against Q8_K, bit-identical to vec_dot, avx2_gemv_k.cpp.
+void gemv_q4_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+void gemv_q6_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+
 }  // namespace strata::x86::avx2

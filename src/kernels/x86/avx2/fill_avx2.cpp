@@ -25,6 +25,13 @@ void fill_avx2(KernelTraits* t) {
   at(GgmlType::f16).gemm = avx2::gemm_f16;
   at(GgmlType::q4_k).gemm = avx2::gemm_q4_k_q8_k;
   at(GgmlType::q6_k).gemm = avx2::gemm_q6_k_q8_k;
+  at(GgmlType::q8_0).gemv = avx2::gemv_q8_0_q8_0;
+  at(GgmlType::q4_0).gemv = avx2::gemv_q4_0_q8_0;
+  at(GgmlType::mxfp4).gemv = avx2::gemv_mxfp4_q8_0;
+  at(GgmlType::f16).gemv = avx2::gemv_f16;
+  at(GgmlType::bf16).gemv = avx2::gemv_bf16;
+  at(GgmlType::q4_k).gemv = avx2::gemv_q4_k_q8_k;
+  at(GgmlType::q6_k).gemv = avx2::gemv_q6_k_q8_k;
 }
 
 }  // namespace strata::x86

@@ -44,6 +44,9 @@ void gemv_q4_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void*
 void gemv_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 void gemv_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 void gemv_bf16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+// K-quant one-token products against Q8_K, bit-identical to vec_dot, avx512_gemv_k.cpp.
+void gemv_q4_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+void gemv_q6_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 // K-quant register tiles against Q8_K, bit-identical to vec_dot, avx512_gemm_k.cpp.
 void gemm_q4_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y);

@@ -31,6 +31,8 @@ void fill_avx512(KernelTraits* t) {
   at(GgmlType::bf16).gemv = avx512::gemv_bf16;
   at(GgmlType::q4_k).gemm = avx512::gemm_q4_k_q8_k;
   at(GgmlType::q6_k).gemm = avx512::gemm_q6_k_q8_k;
+  at(GgmlType::q4_k).gemv = avx512::gemv_q4_k_q8_k;
+  at(GgmlType::q6_k).gemv = avx512::gemv_q6_k_q8_k;
 }
 
 }  // namespace strata::x86
