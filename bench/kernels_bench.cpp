@@ -140,35 +140,38 @@ void gemm_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond);
 
-// args: type id, kernel (0: the register tile with one token, 1: the gemv kernel), out rows. One
-// token, one thread, AVX-512, in = 1024: the decode product matmul_rows runs per work item
-// (64 rows), item after item. GB/s counts the weight bytes per call (4096 rows: 2.3–8 MiB, from
-// L2/L3, so this measures the kernel's own speed, which must exceed DRAM bandwidth).
+// args: type id, kernel (0: the register tile with one token, 1: the gemv kernel), out rows, isa.
+// One token, one thread, in = 1024: the decode product matmul_rows runs per work item (64 rows),
+// item after item. GB/s counts the weight bytes per call (4096 rows: 0.6–8 MiB, from L2/L3, so this
+// measures the kernel's own speed, which must exceed DRAM bandwidth; 65536 rows: 9–128 MiB).
 void BM_Gemv(benchmark::State& state) {
   const GgmlType t = static_cast<GgmlType>(state.range(0));
   const bool gemv = state.range(1) != 0;
   const int64_t in = 1024, out = state.range(2), item = 64;
-  if (!isa_supported(Isa::avx512)) {
-    state.SkipWithError("CPU lacks AVX-512");
+  const Isa isa = static_cast<Isa>(state.range(3));
+  if (!isa_supported(isa)) {
+    state.SkipWithError("ISA not supported by this CPU");
     return;
   }
-  KernelTraits k = kernel_traits(t, Isa::avx512);
-  if (!gemv) k.gemv = nullptr;
+  KernelTraits k = kernel_traits(t, isa);
+  if (!gemv) k.gemv = nullptr, k.gemm_panel = nullptr;
   if (gemv && k.gemv == nullptr) {
     state.SkipWithError("no gemv kernel for this type");
     return;
   }
-  const KernelTraits& kx = kernel_traits(k.vec_dot_type, Isa::avx512);
+  const KernelTraits& kx = kernel_traits(k.vec_dot_type, isa);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> row(static_cast<size_t>(in)), x(static_cast<size_t>(in));
   for (auto& v : x) v = nd(rng);
   const size_t rb = row_bytes(t, in);
   std::vector<uint8_t> w(rb * static_cast<size_t>(out)), xq(row_bytes(k.vec_dot_type, in));
-  for (int64_t r = 0; r < out; ++r) {
+  // Rows repeat every 64 (quantizing 65536 K-quant rows in scalar code takes longer than the run).
+  for (int64_t r = 0; r < std::min<int64_t>(out, 64); ++r) {
     for (auto& v : row) v = nd(rng);
     quant_ref(t)->from_float(row.data(), w.data() + r * rb, in);
   }
+  for (int64_t r = 64; r < out; ++r) std::memcpy(w.data() + r * rb, w.data() + (r % 64) * rb, rb);
   kx.from_float(x.data(), xq.data(), in);
   std::vector<float> y(static_cast<size_t>(out));
   for (auto _ : state) {
@@ -179,13 +182,16 @@ void BM_Gemv(benchmark::State& state) {
   const double bytes = double(w.size()) * double(state.iterations());
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["of_bw"] = benchmark::Counter(bytes / read_bandwidth(), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(type_name(t)) + (gemv ? "/gemv" : "/tile"));
+  state.SetLabel(std::string(type_name(t)) + "/" + isa_name(isa) + (gemv ? "/gemv" : "/tile"));
 }
 
 void gemv_args(benchmark::internal::Benchmark* b) {
-  for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
-    for (int64_t rows : {512, 4096, 65536})
-      for (int64_t gemv : {0, 1}) b->Args({static_cast<int64_t>(t), gemv, rows});
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4,
+                       GgmlType::q4_k, GgmlType::q6_k}) {
+      for (int64_t rows : {4096, 65536})
+        for (int64_t gemv : {0, 1}) b->Args({static_cast<int64_t>(t), gemv, rows, static_cast<int64_t>(isa)});
+    }
   }
 }
 BENCHMARK(BM_Gemv)->Apply(gemv_args)->Unit(benchmark::kMicrosecond);
