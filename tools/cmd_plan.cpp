@@ -48,8 +48,9 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("--expert-type", expert_type,
                  "--config: routed expert type (default mxfp4 for deepseek-v4, else q8_0)");
   app.add_option("--weight-type", weight_type, "--config: type of the other matrices")->capture_default_str();
-  app.add_option("--io-backend", io_backend,
-                 "expert-store I/O: auto (io_uring when this machine can set one up) | uring | threads")
+  app.add_option(
+         "--io-backend", io_backend,
+         "expert-store I/O: auto (io_uring when this machine can set one up) | uring | threads | sync")
       ->capture_default_str();
   app.add_option("--io-depth", io_depth, "io_uring reads in flight (as run --io-depth)")
       ->capture_default_str();
@@ -88,9 +89,8 @@ static int cmd_plan(int argc, char** argv) {
   if (io_depth < 1) return fail("--io-depth must be >= 1", 2);
   strata::IoBackend backend;
   if (!strata::io_backend_from_name(io_backend, &backend))
-    return fail("--io-backend '" + io_backend + "' must be auto, uring or threads", 2);
-  o.io_uring = backend == strata::IoBackend::io_backend_uring ||
-               (backend == strata::IoBackend::io_backend_auto && strata::io_uring_usable());
+    return fail("--io-backend '" + io_backend + "' must be auto, uring, threads or sync", 2);
+  o.io_backend = backend;
   o.io_depth = io_depth;
   o.n_seq = batch;
   o.n_ubatch = ubatch;

@@ -18,8 +18,10 @@ void ExpertFlags::add(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--expert-profile", profile, "activation profile CSV (static hot set; saved at exit)");
-  app.add_option("--io-backend", io_backend, "expert reads: io_uring, a pread thread pool, or auto")
-      ->check(CLI::IsMember({"auto", "uring", "threads"}))
+  app.add_option("--io-backend", io_backend,
+                 "expert reads: io_uring, a pread thread pool, auto, or sync (the compute thread reads its "
+                 "misses itself, one blocking pread at a time: the naive baseline)")
+      ->check(CLI::IsMember({"auto", "uring", "threads", "sync"}))
       ->capture_default_str();
   app.add_option("--io-threads", io_threads, "expert read threads (threads backend)")->capture_default_str();
   app.add_option("--io-depth", io_depth, "io_uring reads in flight; max prefetches queued")

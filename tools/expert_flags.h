@@ -3,7 +3,8 @@
 //   --expert-policy P       lru | lfu | static | adaptive (default adaptive)
 //   --prefetch on|off       router look-ahead + parallel miss reads (off: naive synchronous reads)
 //   --expert-profile FILE   activation counts: seeds the static hot set; saved back at exit
-//   --io-backend B          auto | uring | threads (default auto: io_uring when it can be set up)
+//   --io-backend B          auto | uring | threads | sync (default auto: io_uring when it can be set up;
+//                           sync: blocking preads by the compute thread, the naive baseline)
 //   --io-depth N            io_uring reads in flight (and prefetches queued); --io-threads N: threads backend
 //   --expert-file BUNDLE    read experts from a `strata pack` bundle of the model (one read per expert)
 //   --lookahead D, --predict lookahead|history|union

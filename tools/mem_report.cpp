@@ -59,7 +59,8 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   if (streamed) {
     o.expert_budget = st->info().budget_bytes;
     o.io_threads = st->info().io_threads;
-    o.io_uring = st->info().io_backend == "uring";
+    if (!io_backend_from_name(st->info().io_backend, &o.io_backend))
+      o.io_backend = IoBackend::io_backend_threads;
     o.io_depth = st->info().io_depth;
   }
   auto bill = plan_make(*pm, o);

@@ -68,7 +68,7 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
   s->policy_ = std::move(policy);
   IoBackend backend;
   if (!io_backend_from_name(o.io_backend, &backend))
-    return err("expert store: --io-backend '%s' must be auto, uring or threads", o.io_backend.c_str());
+    return err("expert store: --io-backend '%s' must be auto, uring, threads or sync", o.io_backend.c_str());
   uint64_t backing_size = f.file_size();
   if (!o.expert_file.empty()) {
     STRATA_ASSIGN(PackIndex ix, pack_read_index(o.expert_file));
@@ -161,16 +161,28 @@ void ExpertStore::read_done(uint32_t s, const Status& st, uint64_t bytes, double
   cv_.notify_all();
 }
 
-void ExpertStore::flush_locked() {
+void ExpertStore::flush() {
+  // pending_* are the compute thread's (start_fill_locked runs there only), so they are read here
+  // without mu_: the sync engine completes its reads inside submit() through read_done, which locks.
+  if (pending_urgent_.empty() && pending_normal_.empty()) return;
+  const double t0 = now_seconds();
+  if (!pending_urgent_.empty()) io_->submit(pending_urgent_.data(), pending_urgent_.size(), /*urgent=*/true);
+  if (!pending_normal_.empty()) io_->submit(pending_normal_.data(), pending_normal_.size(), /*urgent=*/false);
+  const double dt = now_seconds() - t0;  // the compute thread's time in submit (sync: the reads)
+  std::lock_guard<std::mutex> lk(mu_);
   ExpertTotals& t = stats_.totals();
   for (const std::vector<IoJob>* q : {&pending_urgent_, &pending_normal_}) {
     t.io_submits += q->empty() ? 0 : 1;
     t.io_jobs += q->size();
   }
-  if (!pending_urgent_.empty()) io_->submit(pending_urgent_.data(), pending_urgent_.size(), /*urgent=*/true);
-  if (!pending_normal_.empty()) io_->submit(pending_normal_.data(), pending_normal_.size(), /*urgent=*/false);
+  add_stall_locked(dt);
   pending_urgent_.clear();
   pending_normal_.clear();
+}
+
+void ExpertStore::add_stall_locked(double dt) {
+  stats_.totals().stall_s += dt;
+  if (ExpertStepStats* step = stats_.current()) step->stall_s += dt;
 }
 
 // ---------------------------------------------------------------------------------- slots
@@ -294,6 +306,12 @@ void ExpertStore::write_trace_locked(int layer, int64_t n, const int32_t* sel, c
 
 void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
                            int k) {
+  route_locked(layer, x, n, sel, wts, k);
+  if (!resident_) flush();  // the layer's misses (urgent) and predictions, each in one submission
+}
+
+void ExpertStore::route_locked(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
+                               int k) {
   std::lock_guard<std::mutex> lk(mu_);
   la_trace_.clear();
   std::fill(cur_sel_.begin(), cur_sel_.end(), 0);
@@ -366,7 +384,6 @@ void ExpertStore::on_route(int layer, const float* x, int64_t n, const int32_t* 
     prefetch_locked(layer, x, n);
     if (trace_) write_trace_locked(layer, n, sel, wts, k);  // with the predictions
   }
-  flush_locked();  // the layer's misses (urgent) and predictions, each in one submission
 }
 
 void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {
@@ -419,7 +436,9 @@ Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
       for (int level = 0; level < 3 && s < 0; ++level) s = take_slot_locked(level);
       if (s >= 0) {
         start_fill_locked(s, {layer, e}, /*urgent=*/true, /*prefetch=*/false);
-        flush_locked();
+        lk.unlock();
+        flush();  // sync: the read happens here, in this thread
+        lk.lock();
         continue;
       }
     } else {
@@ -442,11 +461,7 @@ Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
     cv_.wait(lk);
   }
   slots_[static_cast<size_t>(s)].pins++;
-  if (t_wait >= 0) {
-    const double dt = now_seconds() - t_wait;
-    stats_.totals().stall_s += dt;
-    if (ExpertStepStats* step = stats_.current()) step->stall_s += dt;
-  }
+  if (t_wait >= 0) add_stall_locked(now_seconds() - t_wait);
   const uint8_t* base = tier_->host_data(s);
   return ExpertViews{catalog_.view(layer, e, expert_part_gate, base),
                      catalog_.view(layer, e, expert_part_up, base),
@@ -464,11 +479,7 @@ int ExpertStore::wait_any(int layer, const int32_t* experts, int n) {
       if (s < 0) return i;  // no read under way: acquire() starts one (and waits there)
       Slot& slot = slots_[static_cast<size_t>(s)];
       if (slot.state != SlotState::slot_filling) {
-        if (t_wait >= 0) {
-          const double dt = now_seconds() - t_wait;
-          stats_.totals().stall_s += dt;
-          if (ExpertStepStats* step = stats_.current()) step->stall_s += dt;
-        }
+        if (t_wait >= 0) add_stall_locked(now_seconds() - t_wait);
         return i;
       }
       if (!slot.urgent && io_->promote(static_cast<uint32_t>(s))) slot.urgent = true;

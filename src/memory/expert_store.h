@@ -1,8 +1,9 @@
 // The tiered expert store: routed experts live in a fast tier of equal-size slots with an exact
 // byte budget (memory/tier.h) and are read on demand from the backing file without the page cache
-// (memory/io_file.h) by an asynchronous I/O engine (memory/io_engine.h: io_uring, or a pool of pread
-// threads). The backing file is the GGUF itself (three reads per expert: gate, up, down covers) or a
-// `strata pack` bundle given as ExpertStoreOptions::expert_file (one read per expert).
+// (memory/io_file.h) by an I/O engine (memory/io_engine.h: io_uring, a pool of pread threads, or the
+// compute thread itself with blocking preads: "sync"). The backing file is the GGUF itself (three
+// reads per expert: gate, up, down covers) or a `strata pack` bundle given as
+// ExpertStoreOptions::expert_file (one read per expert).
 //
 //   (layer, expert) ──map──► slot ──state──► free | filling | ready | failed
 //
@@ -49,11 +50,13 @@ struct ExpertStoreOptions {
   // What predicts layer l+d's experts while layer l computes (decode steps): "lookahead" (the next
   // routers on this layer's input), "history" (the previous token's experts at l+d) or "union".
   std::string predict = "lookahead";
-  int io_threads = 4;               // threads backend: reader threads
-  int io_depth = 32;                // uring: raw reads in flight; both: max prefetches queued or in flight
-  std::string io_backend = "auto";  // auto (uring when it can be set up, else threads) | uring | threads
-  std::string expert_file;          // a `strata pack` bundle of this GGUF to read experts from
-  bool direct_io = true;            // O_DIRECT (falls back to buffered + DONTNEED where refused)
+  int io_threads = 4;  // threads backend: reader threads
+  int io_depth = 32;   // uring: raw reads in flight; both: max prefetches queued or in flight
+  // auto (uring when it can be set up, else threads) | uring | threads | sync (the compute thread
+  // reads its own misses, one blocking pread at a time: the naive baseline)
+  std::string io_backend = "auto";
+  std::string expert_file;  // a `strata pack` bundle of this GGUF to read experts from
+  bool direct_io = true;    // O_DIRECT (falls back to buffered + DONTNEED where refused)
   // With a budget: copy the dense weights out of the mapping into anonymous RAM, read with O_DIRECT
   // (memory/mem_resident.h), so that they are resident and counted whatever the page cache does.
   bool dense_resident = true;
@@ -120,8 +123,13 @@ class ExpertStore final : public ExpertSource {
   }
   // I/O completion of slot s's read (engine thread).
   void read_done(uint32_t s, const Status& st, uint64_t bytes, double seconds);
-  // Hands the reads started since the last flush to the engine, urgent ones first, one call each.
-  void flush_locked();
+  // Hands the reads started since the last flush to the engine, urgent ones first, one call each;
+  // the time the compute thread spends in it is stall (all of it with the sync engine, which reads
+  // there). Compute thread only, mu_ not held.
+  void flush();
+  void add_stall_locked(double seconds);
+  // on_route's work under mu_: statistics, the layer's misses and the look-ahead started.
+  void route_locked(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts, int k);
   // A slot for a new expert: free, or an evicted victim (never pinned, never filling). level 0
   // also spares experts predicted for the next layers and unused prefetches, and level <= 1 the
   // experts the current layer selected; level 2 only pinned and filling slots. -1 when none can

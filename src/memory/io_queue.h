@@ -1,6 +1,8 @@
 // A pool of I/O threads working off a two-level queue of read jobs (the backing tier's async
-// reads). Urgent jobs (a compute thread is waiting: a demand miss) run before normal ones
-// (prefetches); promote() moves a queued prefetch up when someone starts waiting for it.
+// reads): the one queue under both the expert store's threads backend (memory/io_engine_threads.cpp)
+// and the Engram store (memory/engram_store.h). Urgent jobs (a compute thread is waiting: a demand
+// miss) run before normal ones (prefetches); promote() moves a queued prefetch up when someone starts
+// waiting for it.
 //
 // A job is an opaque id (the expert store uses slot indices); the handler given at construction
 // does the work and its own completion signalling. Queue operations never allocate once the

@@ -107,6 +107,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   if (p.n_ubatch < 1) return err("plan: tokens per step %d must be >= 1", p.n_ubatch);
   if (p.io_threads < 1) return err("plan: io threads %d must be >= 1", p.io_threads);
   if (p.io_depth < 1) return err("plan: io depth %d must be >= 1", p.io_depth);
+  if (p.io_backend == IoBackend::io_backend_auto)  // priced as what io_engine_make picks here
+    p.io_backend = io_uring_usable() ? IoBackend::io_backend_uring : IoBackend::io_backend_threads;
 
   b.dense_weights = m.dense_bytes();
   b.expert_weights_total = m.class_bytes[plan_class_routed];
@@ -126,8 +128,7 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   STRATA_TRY(plan_engram(m, p, &b));
 
   b.expert_weights_resident = b.expert_weights_total;
-  const uint64_t io = io_engine_planned_bytes(
-      p.io_uring ? IoBackend::io_backend_uring : IoBackend::io_backend_threads, p.io_threads, p.io_depth);
+  const uint64_t io = io_engine_planned_bytes(p.io_backend, p.io_threads, p.io_depth);
   if (p.expert_budget > 0 && b.expert_count > 0) {  // priced as given; --ram then only checks it
     const int64_t slots =
         std::min(m.slot_bytes ? static_cast<int64_t>(p.expert_budget / m.slot_bytes) : 0, b.expert_count);
@@ -270,10 +271,13 @@ std::string plan_text(const PlanBill& b) {
       pct(b.scratch) + "  forward buffers at " + std::to_string(p.n_ubatch) + " tokens/step");
   row("io_buffers", b.io_buffers,
       pct(b.io_buffers) +
-          (!b.io_buffers ? "  none (no budget)"
-           : p.io_uring  ? "  io_uring ring for " + std::to_string(p.io_depth) +
-                              " reads + tables (reads land in the slots)"
-                        : "  " + std::to_string(p.io_threads) + " I/O threads (reads land in the slots)"));
+          (b.expert_slots == 0 && !b.io_buffers ? "  none (no budget)"
+           : p.io_backend == IoBackend::io_backend_uring
+               ? "  io_uring ring for " + std::to_string(p.io_depth) +
+                     " reads + tables (reads land in the slots)"
+           : p.io_backend == IoBackend::io_backend_sync
+               ? std::string("  none: sync reads by the compute thread (into the slots)")
+               : "  " + std::to_string(p.io_threads) + " I/O threads (reads land in the slots)"));
   row("runtime", b.runtime, pct(b.runtime) + "  code, tokenizer, threads");
   row("total", b.total, "");
   if (p.ram > 0) {
@@ -332,7 +336,7 @@ std::string plan_json(const PlanBill& b) {
         {{"name", l.name}, {"what", l.what}, {"bytes_per_token", l.bytes_per_token}, {"bytes", l.bytes}});
   j["scratch"] = b.scratch;
   j["io_buffers"] = b.io_buffers;
-  j["io_backend"] = b.opts.io_uring ? "uring" : "threads";
+  j["io_backend"] = io_backend_name(b.opts.io_backend);
   j["runtime"] = b.runtime;
   if (m.engram_tables > 0) {
     j["engram_tables"] = b.engram_tables;

@@ -14,7 +14,8 @@
 //  * io_buffers: what the I/O engine holds besides the slots (reads land in the slots themselves,
 //    O_DIRECT into the tier, so no staging copies; no registered buffers): io_engine_planned_bytes
 //    (memory/io_engine.h): the io_uring rings for --io-depth reads as mapped, the engine's tables
-//    and one thread's stack, or 64 KiB per pread thread; only with a budget;
+//    and one thread's stack, or 64 KiB per pread thread, or nothing for the sync engine; only with
+//    a budget;
 //  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks);
 //  * engram_tables (V4.1): the Engram n-gram tables at their checkpoint storage (FP8 + UE8M0 per
 //    32), placed like memory/engram_store places them: no --engram-budget or a budget that holds
@@ -33,6 +34,7 @@
 
 #include "base/status.h"
 #include "format/gguf.h"
+#include "memory/io_engine.h"
 #include "memory/kv_bill.h"
 #include "quant/qtypes.h"
 
@@ -91,8 +93,10 @@ struct PlanOptions {
   int n_seq = 1;       // sequences (batch)
   int n_ubatch = 512;  // tokens per forward step
   KvType kv_type = KvType::f32;
-  int io_threads = 4;          // threads backend: reader threads
-  bool io_uring = false;       // the io_uring backend (priced by its ring for io_depth reads), else threads
+  int io_threads = 4;  // threads backend: reader threads
+  // The expert store's I/O engine: uring priced by its rings for io_depth reads, threads by their
+  // stacks, sync at nothing (the compute thread reads); auto as io_engine_make would pick here.
+  IoBackend io_backend = IoBackend::io_backend_threads;
   int io_depth = 32;           // io_uring reads in flight
   int n_threads = 0;           // 0: the machine's cores
   uint64_t margin = 0;         // safety margin; 0: auto (32 MiB + 2% of ram)

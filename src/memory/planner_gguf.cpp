@@ -9,8 +9,6 @@ namespace strata {
 
 namespace {
 
-constexpr uint64_t kIoAlign = 4096;
-
 bool has(const std::string& s, const char* sub) {
   return s.find(sub) != std::string::npos;
 }
@@ -123,8 +121,7 @@ Result<PlanModel> plan_model_from_gguf(const GgufFile& f) {
         const uint64_t begin = static_cast<uint64_t>(f.data_offset()) +
                                static_cast<uint64_t>(static_cast<const uint8_t*>(t->data) - base) +
                                static_cast<uint64_t>(e) * stride;
-        const uint64_t lo = begin / kIoAlign * kIoAlign,
-                       hi = (begin + stride + kIoAlign - 1) / kIoAlign * kIoAlign;
+        const uint64_t lo = io_align_down(begin), hi = io_align_up(begin + stride);
         slot += hi - lo;
       }
       m.slot_bytes = std::max(m.slot_bytes, slot);

@@ -300,7 +300,23 @@ TEST_P(ExpertStoreTest, LayerMissesGoToTheEngineInOneSubmission) {
   EXPECT_EQ(std::string(st.info().io_backend), GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ExpertStoreTest, ::testing::Values("uring", "threads"),
+// The naive baseline's reads are the compute thread's: with the sync engine all read time is stall.
+TEST_P(ExpertStoreTest, SyncReadTimeIsStall) {
+  if (GetParam() != std::string("sync")) GTEST_SKIP() << "sync engine only";
+  for (bool prefetch : {false, true}) {
+    auto s = open(3, prefetch);
+    ASSERT_TRUE(s.ok()) << s.message();
+    StoreDriver d(**s, f(), 3, 8, 2, 13);
+    for (int step = 0; step < 20; ++step) ASSERT_TRUE(d.step()) << "step " << step;
+    const ExpertTotals t = (*s)->stats().totals();
+    EXPECT_GT(t.reads, 0u);
+    EXPECT_EQ(t.late, 0u) << "nothing is ever in flight between calls";
+    EXPECT_GE(t.stall_s, t.read_s) << "prefetch " << prefetch;
+    EXPECT_EQ((*s)->io_overhead_bytes(), 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ExpertStoreTest, ::testing::Values("uring", "threads", "sync"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -158,7 +158,7 @@ TEST_F(PlanSynth, BudgetForRam) {
   EXPECT_EQ(given->io_buffers, io);
   // The io_uring backend is priced by its rings for --io-depth reads, not as threads.
   PlanOptions ou = ob;
-  ou.io_uring = true;
+  ou.io_backend = IoBackend::io_backend_uring;
   ou.io_depth = 64;
   auto ring = plan_make(*m, ou);
   ASSERT_TRUE(ring.ok()) << ring.message();

@@ -65,7 +65,7 @@ TEST_P(StoreBundleTest, BundleOfAnotherModelIsRefused) {
   std::remove(bundle.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreBundleTest, ::testing::Values("uring", "threads"),
+INSTANTIATE_TEST_SUITE_P(Backends, StoreBundleTest, ::testing::Values("uring", "threads", "sync"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -51,22 +51,30 @@ void expect_streamed_equals_resident(const std::string& path, int n_tokens, size
   ASSERT_FALSE(ref.empty());
   auto cat = ExpertCatalog::build(**f, hp.n_layer, hp.n_expert);
   ASSERT_TRUE(cat.ok()) << cat.message();
-  for (const char* policy : {"lru", "adaptive"}) {
-    for (bool prefetch : {false, true}) {
-      LoadOptions lo;
-      lo.experts.budget_bytes = cat->slot_bytes() * static_cast<uint64_t>(hp.n_expert_used);  // the minimum
-      lo.experts.policy = policy;
-      lo.experts.prefetch = prefetch;
-      lo.experts.io_threads = 2;
-      ExpertStats st;
-      const std::vector<float> got = run(path, lo, tokens, n_batch, &st);
-      ASSERT_EQ(got.size(), ref.size());
-      EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)))
-          << path << " policy " << policy << " prefetch " << prefetch;
-      EXPECT_GT(st.totals().misses, 0u);
-      EXPECT_GT(st.totals().evictions, 0u);
-      EXPECT_EQ(st.totals().tokens, n_tokens);
-    }
+  // The four policy x prefetch mixes on the default engine, and two on the sync one (naive: lru
+  // without prefetch; the default policy with prefetch, all of its reads blocking).
+  struct Mix {
+    const char* policy;
+    bool prefetch;
+    const char* backend;
+  };
+  for (const Mix& mix :
+       {Mix{"lru", false, "auto"}, Mix{"lru", true, "auto"}, Mix{"adaptive", false, "auto"},
+        Mix{"adaptive", true, "auto"}, Mix{"lru", false, "sync"}, Mix{"adaptive", true, "sync"}}) {
+    LoadOptions lo;
+    lo.experts.budget_bytes = cat->slot_bytes() * static_cast<uint64_t>(hp.n_expert_used);  // the minimum
+    lo.experts.policy = mix.policy;
+    lo.experts.prefetch = mix.prefetch;
+    lo.experts.io_threads = 2;
+    lo.experts.io_backend = mix.backend;
+    ExpertStats st;
+    const std::vector<float> got = run(path, lo, tokens, n_batch, &st);
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)))
+        << path << " policy " << mix.policy << " prefetch " << mix.prefetch << " backend " << mix.backend;
+    EXPECT_GT(st.totals().misses, 0u);
+    EXPECT_GT(st.totals().evictions, 0u);
+    EXPECT_EQ(st.totals().tokens, n_tokens);
   }
 }
 
