@@ -76,28 +76,62 @@ struct Rng {
   bool has_spare = false;
 };
 
-GgmlType parse_type(const std::string& t, bool* mxfp4_mix) {
-  *mxfp4_mix = t == "mxfp4";
-  if (t == "f32") return GgmlType::f32;
-  if (t == "f16") return GgmlType::f16;
-  if (t == "q8_0" || t == "mxfp4") return GgmlType::q8_0;
-  if (t == "q4_0") return GgmlType::q4_0;
-  return GgmlType::count;
+// The matrix types of a --type: one type for every matrix, "mxfp4" (routed experts MXFP4, the
+// rest Q8_0), or "q4_k_m" (llama.cpp's Q4_K_M layer rule, in its own words: output.weight, and
+// attn_v / ffn_down of the layers that get more bits, in Q6_K; everything else Q4_K).
+struct TypeMix {
+  GgmlType dense = GgmlType::count;    // matrices other than routed experts
+  GgmlType experts = GgmlType::count;  // routed experts
+  bool k_m = false;
+  bool ok() const { return dense != GgmlType::count; }
+};
+
+TypeMix parse_type(const std::string& t) {
+  TypeMix m;
+  if (t == "f32") m.dense = GgmlType::f32;
+  if (t == "f16") m.dense = GgmlType::f16;
+  if (t == "q8_0" || t == "mxfp4") m.dense = GgmlType::q8_0;
+  if (t == "q4_0") m.dense = GgmlType::q4_0;
+  if (t == "q4_k" || t == "q4_k_m") m.dense = GgmlType::q4_k;
+  if (t == "q6_k") m.dense = GgmlType::q6_k;
+  m.experts = t == "mxfp4" ? GgmlType::mxfp4 : m.dense;
+  m.k_m = t == "q4_k_m";
+  return m;
 }
 
-bool is_quantized(GgmlType t) {
-  return type_info(t).block_size > 1;
+// The layers Q4_K_M gives Q6_K attn_v / ffn_down: the first and last eighth, and every third
+// layer in between.
+bool more_bits(int layer, int n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+// The type of one matrix; role: "attn_v", "ffn_down", "output" or any other matrix.
+GgmlType matrix_type(const TypeMix& m, bool expert, const std::string& role, int layer, int n_layer) {
+  if (!m.k_m) return expert ? m.experts : m.dense;
+  if (role == "output") return GgmlType::q6_k;
+  if ((role == "attn_v" || role == "ffn_down") && more_bits(layer, n_layer)) return GgmlType::q6_k;
+  return GgmlType::q4_k;
+}
+
+// Elements per block of the mix's matrices (rows must be whole blocks).
+int64_t mix_block(const TypeMix& m) {
+  return std::max({type_info(m.dense).block_size, type_info(m.experts).block_size,
+                   m.k_m ? type_info(GgmlType::q6_k).block_size : int64_t{1}});
 }
 
 int head_dim_of(const SynthSpec& s) {
   return s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
 }
 
+// general.file_type as llama.cpp numbers it (LLAMA_FTYPE_*); pure Q4_K is its Q4_K_S id.
 uint32_t file_type_of(const std::string& t) {
   if (t == "f32") return 0;
   if (t == "f16") return 1;
   if (t == "q4_0") return 2;
   if (t == "q8_0") return 7;
+  if (t == "q4_k") return 14;
+  if (t == "q4_k_m") return 15;
+  if (t == "q6_k") return 18;
   return 38;  // MXFP4_MOE
 }
 
@@ -107,10 +141,11 @@ Status synth_validate(const SynthSpec& s) {
   if (s.arch != "qwen3moe" && s.arch != "llama" && s.arch != "qwen2moe") {
     return err("--arch '%s' is not supported (use qwen3moe, llama or qwen2moe)", s.arch.c_str());
   }
-  bool mx = false;
-  const GgmlType t = parse_type(s.type, &mx);
-  if (t == GgmlType::count)
-    return err("--type '%s' is not supported (use f32, f16, q8_0, q4_0 or mxfp4)", s.type.c_str());
+  const TypeMix mix = parse_type(s.type);
+  if (!mix.ok()) {
+    return err("--type '%s' is not supported (use f32, f16, q8_0, q4_0, mxfp4, q4_k, q6_k or q4_k_m)",
+               s.type.c_str());
+  }
   if (s.n_layer < 1) return err("--layers must be >= 1 (got %d)", s.n_layer);
   if (s.n_embd < 2 || s.n_embd % 2) return err("--embd must be even and >= 2 (got %d)", s.n_embd);
   if (s.n_head < 1) return err("--heads must be >= 1 (got %d)", s.n_head);
@@ -144,17 +179,18 @@ Status synth_validate(const SynthSpec& s) {
   if (s.shared_ffn < 0) return err("--shared-ffn must be >= 0");
   if (!std::isfinite(s.router_skew) || s.router_skew < 0)
     return err("--router-skew must be >= 0 (got %g)", s.router_skew);
-  // Quantized rows are whole 32-element blocks.
-  if (is_quantized(t) || mx) {
+  // Quantized rows are whole blocks (32 elements; 256 for the K-quants).
+  if (const int64_t bs = mix_block(mix); bs > 1) {
     const char* tn = s.type.c_str();
-    if (s.n_embd % 32) return err("--embd %d must be a multiple of 32 for --type %s", s.n_embd, tn);
-    if ((hd * s.n_head) % 32)
-      return err("--heads x head dim (%d) must be a multiple of 32 for --type %s", hd * s.n_head, tn);
-    if (moe && s.expert_ffn % 32)
-      return err("--expert-ffn %d must be a multiple of 32 for --type %s", s.expert_ffn, tn);
-    if (!moe && s.ffn % 32) return err("--ffn %d must be a multiple of 32 for --type %s", s.ffn, tn);
-    if (s.shared_ffn % 32)
-      return err("--shared-ffn %d must be a multiple of 32 for --type %s", s.shared_ffn, tn);
+    const int b = static_cast<int>(bs);
+    if (s.n_embd % b) return err("--embd %d must be a multiple of %d for --type %s", s.n_embd, b, tn);
+    if ((hd * s.n_head) % b)
+      return err("--heads x head dim (%d) must be a multiple of %d for --type %s", hd * s.n_head, b, tn);
+    if (moe && s.expert_ffn % b)
+      return err("--expert-ffn %d must be a multiple of %d for --type %s", s.expert_ffn, b, tn);
+    if (!moe && s.ffn % b) return err("--ffn %d must be a multiple of %d for --type %s", s.ffn, b, tn);
+    if (s.shared_ffn % b)
+      return err("--shared-ffn %d must be a multiple of %d for --type %s", s.shared_ffn, b, tn);
   }
   return {};
 }
@@ -162,9 +198,11 @@ Status synth_validate(const SynthSpec& s) {
 Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   STRATA_TRY(synth_validate(s));
   const double t0 = now_seconds();
-  bool mx = false;
-  const GgmlType wtype = parse_type(s.type, &mx);
-  const GgmlType etype = mx ? GgmlType::mxfp4 : wtype;  // routed expert weights
+  const TypeMix mix = parse_type(s.type);
+  // The type of a matrix by role ("attn_v", "ffn_down", "output", else any name) and layer.
+  auto type_of = [&](const std::string& role, int layer, bool expert = false) {
+    return matrix_type(mix, expert, role, layer, s.n_layer);
+  };
   const int64_t d = s.n_embd, hd = head_dim_of(s), H = s.n_head, KV = s.n_head_kv, V = s.n_vocab;
   const int64_t E = s.n_expert, F = s.arch == "llama" && E == 0 ? s.ffn : s.expert_ffn;
   const int64_t S = s.arch == "qwen2moe" ? (s.shared_ffn > 0 ? s.shared_ffn : s.expert_ffn) : 0;
@@ -181,30 +219,31 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   auto vec = [&](std::string name, int64_t n, float sc, int layer) {
     plan.push_back({std::move(name), GgmlType::f32, {n}, Init::normal, sc, 0, 0, layer, {}});
   };
-  plan.push_back({"token_embd.weight", wtype, {d, V}, Init::embedding, 1.0f, 0, 0, -1, {}});
+  plan.push_back(
+      {"token_embd.weight", type_of("token_embd", -1), {d, V}, Init::embedding, 1.0f, 0, 0, -1, {}});
   norm("output_norm.weight", d, -1);
-  mat("output.weight", wtype, {d, V}, -1);
+  mat("output.weight", type_of("output", -1), {d, V}, -1);
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     norm(b + "attn_norm.weight", d, il);
-    mat(b + "attn_q.weight", wtype, {d, H * hd}, il);
-    mat(b + "attn_k.weight", wtype, {d, KV * hd}, il);
-    mat(b + "attn_v.weight", wtype, {d, KV * hd}, il);
+    mat(b + "attn_q.weight", type_of("attn_q", il), {d, H * hd}, il);
+    mat(b + "attn_k.weight", type_of("attn_k", il), {d, KV * hd}, il);
+    mat(b + "attn_v.weight", type_of("attn_v", il), {d, KV * hd}, il);
     if (s.arch == "qwen2moe") {
       vec(b + "attn_q.bias", H * hd, 0.5f, il);
       vec(b + "attn_k.bias", KV * hd, 0.5f, il);
       vec(b + "attn_v.bias", KV * hd, 0.5f, il);
     }
-    mat(b + "attn_output.weight", wtype, {H * hd, d}, il);
+    mat(b + "attn_output.weight", type_of("attn_output", il), {H * hd, d}, il);
     if (s.arch == "qwen3moe") {
       norm(b + "attn_q_norm.weight", hd, il);
       norm(b + "attn_k_norm.weight", hd, il);
     }
     norm(b + "ffn_norm.weight", d, il);
     if (E == 0) {
-      mat(b + "ffn_gate.weight", wtype, {d, F}, il);
-      mat(b + "ffn_up.weight", wtype, {d, F}, il);
-      mat(b + "ffn_down.weight", wtype, {F, d}, il);
+      mat(b + "ffn_gate.weight", type_of("ffn_gate", il), {d, F}, il);
+      mat(b + "ffn_up.weight", type_of("ffn_up", il), {d, F}, il);
+      mat(b + "ffn_down.weight", type_of("ffn_down", il), {F, d}, il);
       continue;
     }
     plan.push_back({b + "ffn_gate_inp.weight",
@@ -216,14 +255,14 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
                     0,
                     il,
                     {}});
-    mat(b + "ffn_gate_exps.weight", etype, {d, F, E}, il);
-    mat(b + "ffn_up_exps.weight", etype, {d, F, E}, il);
-    mat(b + "ffn_down_exps.weight", etype, {F, d, E}, il);
+    mat(b + "ffn_gate_exps.weight", type_of("ffn_gate", il, true), {d, F, E}, il);
+    mat(b + "ffn_up_exps.weight", type_of("ffn_up", il, true), {d, F, E}, il);
+    mat(b + "ffn_down_exps.weight", type_of("ffn_down", il, true), {F, d, E}, il);
     if (S > 0) {
       vec(b + "ffn_gate_inp_shexp.weight", d, 1.0f / std::sqrt(static_cast<float>(d)), il);
-      mat(b + "ffn_gate_shexp.weight", wtype, {d, S}, il);
-      mat(b + "ffn_up_shexp.weight", wtype, {d, S}, il);
-      mat(b + "ffn_down_shexp.weight", wtype, {S, d}, il);
+      mat(b + "ffn_gate_shexp.weight", type_of("ffn_gate", il), {d, S}, il);
+      mat(b + "ffn_up_shexp.weight", type_of("ffn_up", il), {d, S}, il);
+      mat(b + "ffn_down_shexp.weight", type_of("ffn_down", il), {S, d}, il);
     }
   }
 

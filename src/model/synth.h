@@ -32,7 +32,10 @@ struct SynthSpec {
   int ffn = 0;            // dense FFN width (llama without experts); written as feed_forward_length
   int shared_ffn = 0;     // qwen2moe shared expert width (0: expert_ffn)
   int n_vocab = 512;
-  std::string type = "f32";  // f32 | f16 | q8_0 | q4_0 | mxfp4 (experts MXFP4, other matrices Q8_0)
+  // f32 | f16 | q8_0 | q4_0 | q4_k | q6_k | mxfp4 (experts MXFP4, other matrices Q8_0) | q4_k_m
+  // (llama.cpp's Q4_K_M rule: output and some layers' attn_v / ffn_down Q6_K, the rest Q4_K).
+  // K-quant rows are 256-element super-blocks, so every matrix's row length must divide by 256.
+  std::string type = "f32";
   uint64_t seed = 1;
   float router_skew = 0.0f;
   int n_ctx = 4096;  // context_length metadata
