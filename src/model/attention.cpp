@@ -1,9 +1,11 @@
 #include "model/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "base/assert.h"
 #include "model/linear.h"
@@ -95,47 +97,110 @@ void attention_core(const AttnConfig& c, const float* q, int64_t n, int64_t pos0
   });
 }
 
+// One pool region for the whole block, items claimed in this order (each waits only on earlier
+// items, so a thread only ever waits for work another thread is already running):
+//   1. q/k/v row blocks (LinearPlan items)
+//   2. per kv head: q/k norm and RoPE of its heads, its K/V slices written to the cache rows
+//      (waits for the q/k/v blocks holding those heads)
+//   3. attention (query block, kv head) as attention_core (waits for its kv head's step 2)
+//   4. per query block: its o rows converted for the output weight (waits for its step-3 items)
+//   5. output projection row blocks (wait for every step 4)
+// Every value is the same call on the same rows as the block-by-block path, so the result does
+// not depend on the thread count; decode's attention, too small for a region of its own, now
+// runs on both threads between the projections.
 void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
                        int64_t pos0, float* out, ThreadPool& pool, Arena& arena) {
-  const int64_t q_w = int64_t{c.n_head} * c.head_dim_k;
-  const int64_t k_w = int64_t{c.n_head_kv} * c.head_dim_k;
-  const int64_t v_w = int64_t{c.n_head_kv} * c.head_dim_v;
-  const int64_t o_w = int64_t{c.n_head} * c.head_dim_v;
+  if (n <= 0) return;
+  const int hdk = c.head_dim_k, hdv = c.head_dim_v, n_kv = c.n_head_kv;
+  const int64_t q_w = int64_t{c.n_head} * hdk;
+  const int64_t k_w = int64_t{n_kv} * hdk;
+  const int64_t v_w = int64_t{n_kv} * hdv;
+  const int64_t o_w = int64_t{c.n_head} * hdv;
   const int ki = kv.find(KvPartKind::kv_part_k), vi = kv.find(KvPartKind::kv_part_v);
   STRATA_ASSERT(ki >= 0 && vi >= 0);
   RowCache& kc = kv.part(ki);
   RowCache& vc = kv.part(vi);
   STRATA_ASSERT(kc.width() == k_w && vc.width() == v_w);
+  STRATA_ASSERT(n_kv > 0 && c.n_head % n_kv == 0);
+  const int group = c.n_head / n_kv;
+  STRATA_ASSERT(group <= kMaxItemRows);
 
   float* q = arena.alloc<float>(n * q_w);  // [n][n_head][hd_k]
   float* k = arena.alloc<float>(n * k_w);  // [n][n_head_kv][hd_k]
   float* v = arena.alloc<float>(n * v_w);  // [n][n_head_kv][hd_v]
-  const LinearOut qkv[3] = {{w.wq, q, w.bq}, {w.wk, k, w.bk}, {w.wv, v, w.bv}};
-  linear_multi(pool, arena, qkv, 3, x, n);  // one pool region for the three projections
-
-  // Per-head q/k norm, then RoPE with one cos/sin table per position.
-  const int n_rot = c.rope.n_rot;
-  float* cache = arena.alloc<float>(n_rot);
-  for (int64_t t = 0; t < n; ++t) {
-    rope_cache(c.rope, pos0 + t, 1.0f, cache);
-    for (int h = 0; h < c.n_head; ++h) {
-      float* qh = q + t * q_w + int64_t{h} * c.head_dim_k;
-      if (w.q_norm) rms_norm(qh, w.q_norm, qh, c.head_dim_k, c.eps);
-      rope_apply(c.rope_style, n_rot, cache, qh);
-    }
-    for (int h = 0; h < c.n_head_kv; ++h) {
-      float* kh = k + t * k_w + int64_t{h} * c.head_dim_k;
-      if (w.k_norm) rms_norm(kh, w.k_norm, kh, c.head_dim_k, c.eps);
-      rope_apply(c.rope_style, n_rot, cache, kh);
-    }
-    std::memcpy(kc.row(pos0 + t), k + t * k_w, sizeof(float) * k_w);
-    std::memcpy(vc.row(pos0 + t), v + t * v_w, sizeof(float) * v_w);
-  }
-
   float* o = arena.alloc<float>(n * o_w);  // [n][n_head][hd_v]
-  attention_core(c, q, n, pos0, kc, vc, w.sinks, o, pool);
+  const LinearOut qkv_outs[3] = {{w.wq, q, w.bq}, {w.wk, k, w.bk}, {w.wv, v, w.bv}};
+  const LinearPlan qkv(arena, qkv_outs, 3, x, n);
+  qkv.convert(0, n);
+  const LinearOut o_out{w.wo, out, w.bo};
+  const LinearPlan proj(arena, &o_out, 1, o, n);
 
-  linear(pool, arena, *w.wo, o, n, out, w.bo);
+  const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
+  const int64_t n_qb = (n + qb - 1) / qb;
+  const int64_t e1 = qkv.items(), e2 = e1 + n_kv, e3 = e2 + n_qb * n_kv, e4 = e3 + n_qb;
+  const int64_t n_items = e4 + proj.items();
+  // Done counters: [e1] q/k/v blocks (0/1), [n_kv] heads roped and cached, [n_qb] heads attended
+  // per query block, [1] query blocks converted.
+  const int64_t n_done = e1 + n_kv + n_qb + 1;
+  auto* done = arena.alloc<std::atomic<int32_t>>(static_cast<size_t>(n_done));
+  for (int64_t i = 0; i < n_done; ++i) new (&done[i]) std::atomic<int32_t>(0);
+  std::atomic<int32_t>* roped = done + e1;
+  std::atomic<int32_t>* attended = roped + n_kv;
+  std::atomic<int32_t>& converted = attended[n_qb];
+  const int n_rot = c.rope.n_rot;
+  float* rope_tab = arena.alloc<float>(static_cast<size_t>(pool.size()) * std::max(n_rot, 1));
+
+  auto wait_rows = [&](int i, int64_t r0, int64_t r1) {
+    for (int64_t it = qkv.item_of(i, r0); it <= qkv.item_of(i, r1 - 1); ++it) wait_count(done[it], 1);
+  };
+  // Step 2 for kv head hk: per token one cos/sin table, then its q heads, its k head, the cache.
+  auto rope_head = [&](int hk, int ti) {
+    float* cache = rope_tab + int64_t{ti} * std::max(n_rot, 1);
+    for (int64_t t = 0; t < n; ++t) {
+      rope_cache(c.rope, pos0 + t, 1.0f, cache);
+      for (int h = hk * group; h < (hk + 1) * group; ++h) {
+        float* qh = q + t * q_w + int64_t{h} * hdk;
+        if (w.q_norm) rms_norm(qh, w.q_norm, qh, hdk, c.eps);
+        rope_apply(c.rope_style, n_rot, cache, qh);
+      }
+      float* kh = k + t * k_w + int64_t{hk} * hdk;
+      if (w.k_norm) rms_norm(kh, w.k_norm, kh, hdk, c.eps);
+      rope_apply(c.rope_style, n_rot, cache, kh);
+      std::memcpy(kc.row(pos0 + t) + int64_t{hk} * hdk, kh, sizeof(float) * hdk);
+      std::memcpy(vc.row(pos0 + t) + int64_t{hk} * hdv, v + t * v_w + int64_t{hk} * hdv, sizeof(float) * hdv);
+    }
+  };
+
+  const int64_t max_keys = c.window > 0 ? std::min<int64_t>(c.window, pos0 + n) : pos0 + n;
+  const int64_t work = qkv.work() + proj.work() + n * c.n_head * max_keys * (hdk + hdv);
+  const bool par = pool.size() > 1 && work >= kMinParallelWork;
+  parallel_items(pool, n_items, par, [&](int64_t item, int ti) {
+    if (item < e1) {
+      qkv.run(item);
+      done[item].store(1, std::memory_order_release);
+    } else if (item < e2) {
+      const int hk = static_cast<int>(item - e1);
+      wait_rows(0, int64_t{hk} * group * hdk, int64_t{hk + 1} * group * hdk);
+      wait_rows(1, int64_t{hk} * hdk, int64_t{hk + 1} * hdk);
+      wait_rows(2, int64_t{hk} * hdv, int64_t{hk + 1} * hdv);
+      rope_head(hk, ti);
+      roped[hk].store(1, std::memory_order_release);
+    } else if (item < e3) {
+      const int64_t b = (item - e2) / n_kv;
+      const int hk = static_cast<int>((item - e2) % n_kv);
+      wait_count(roped[hk], 1);
+      attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, w.sinks, o);
+      attended[b].fetch_add(1, std::memory_order_release);
+    } else if (item < e4) {
+      const int64_t b = item - e3;
+      wait_count(attended[b], n_kv);
+      proj.convert(b * qb, std::min(n, (b + 1) * qb));
+      converted.fetch_add(1, std::memory_order_release);
+    } else {
+      wait_count(converted, static_cast<int32_t>(n_qb));
+      proj.run(item - e4);
+    }
+  });
 }
 
 }  // namespace strata

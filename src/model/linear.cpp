@@ -17,8 +17,6 @@ size_t linear_scratch_bytes(GgmlType t, int64_t in, int64_t n) {
 
 namespace {
 
-constexpr int64_t kLinearRowsPerItem = 64;
-
 // Rows [r0, r1) of w against n activation rows (xq, xrow bytes apart, in w's vec_dot_type; f32
 // rows for f32 weights), + bias: y[t][r].
 void linear_rows(const KernelTraits& kt, const TensorView& w, const void* xq, size_t xrow, int64_t n,
@@ -43,54 +41,63 @@ void linear_rows(const KernelTraits& kt, const TensorView& w, const void* xq, si
 
 }  // namespace
 
-void linear_multi(ThreadPool& pool, Arena& arena, const LinearOut* outs, int n_outs, const float* x,
-                  int64_t n) {
-  constexpr int kMaxOuts = 8;
-  STRATA_ASSERT(n_outs >= 1 && n_outs <= kMaxOuts);
-  if (n <= 0) return;
-  const int64_t in = outs[0].w->ne[0];
-  // Activations converted once per vec_dot_type (like ggml's wdata).
-  const void* xq[kMaxOuts];
-  size_t xrow[kMaxOuts];
-  int64_t first_item[kMaxOuts + 1];
-  int64_t work = 0;
-  first_item[0] = 0;
+LinearPlan::LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const float* x, int64_t n)
+    : outs_(outs), n_outs_(n_outs), x_(x), n_(n), in_(outs[0].w->ne[0]) {
+  STRATA_ASSERT(n_outs >= 1 && n_outs <= kMaxOuts && n >= 0);
+  first_item_[0] = 0;
   for (int i = 0; i < n_outs; ++i) {
     const TensorView& w = *outs[i].w;
-    STRATA_ASSERT(w.ne[0] == in && w.ne[2] == 1 && w.ne[3] == 1);
+    STRATA_ASSERT(w.ne[0] == in_ && w.ne[2] == 1 && w.ne[3] == 1);
     const KernelTraits& kt = kernel_traits(w.type);
     STRATA_ASSERT_MSG(kt.can_matmul(),
                       "linear: weight type without vec_dot (binding should have refused it)");
+    // Activations converted once per vec_dot_type (like ggml's wdata).
     const GgmlType vt = kt.vec_dot_type;
     int same = -1;
     for (int j = 0; j < i && same < 0; ++j)
       if (kernel_traits(outs[j].w->type).vec_dot_type == vt) same = j;
+    buf_[i] = nullptr;
     if (same >= 0) {
-      xq[i] = xq[same];
-      xrow[i] = xrow[same];
+      xq_[i] = xq_[same];
+      xrow_[i] = xrow_[same];
     } else if (vt == GgmlType::f32) {
-      xq[i] = x;
-      xrow[i] = in * sizeof(float);
+      xq_[i] = x;
+      xrow_[i] = in_ * sizeof(float);
     } else {
-      const KernelTraits& vk = kernel_traits(vt);
-      STRATA_ASSERT(vk.from_float != nullptr);
-      xrow[i] = row_bytes(vt, in);
-      auto* buf = arena.alloc<uint8_t>(xrow[i] * n);
-      for (int64_t t = 0; t < n; ++t) vk.from_float(x + t * in, buf + t * xrow[i], in);
-      xq[i] = buf;
+      STRATA_ASSERT(kernel_traits(vt).from_float != nullptr);
+      xrow_[i] = row_bytes(vt, in_);
+      buf_[i] = arena.alloc<uint8_t>(xrow_[i] * static_cast<size_t>(n));
+      xq_[i] = buf_[i];
     }
-    first_item[i + 1] = first_item[i] + (w.ne[1] + kLinearRowsPerItem - 1) / kLinearRowsPerItem;
-    work += n * in * w.ne[1];
+    first_item_[i + 1] = first_item_[i] + (w.ne[1] + kLinearRowsPerItem - 1) / kLinearRowsPerItem;
+    work_ += n * in_ * w.ne[1];
   }
-  const bool par = pool.size() > 1 && work >= kMinParallelWork && first_item[n_outs] >= 2;
-  parallel_items(pool, first_item[n_outs], par, [&](int64_t item, int) {
-    int i = 0;
-    while (item >= first_item[i + 1]) ++i;
-    const TensorView& w = *outs[i].w;
-    const int64_t r0 = (item - first_item[i]) * kLinearRowsPerItem;
-    linear_rows(kernel_traits(w.type), w, xq[i], xrow[i], n, outs[i].y, outs[i].bias, r0,
-                std::min(w.ne[1], r0 + kLinearRowsPerItem));
-  });
+}
+
+void LinearPlan::convert(int64_t t0, int64_t t1) const {
+  for (int i = 0; i < n_outs_; ++i) {
+    if (buf_[i] == nullptr) continue;
+    const KernelTraits& vk = kernel_traits(kernel_traits(outs_[i].w->type).vec_dot_type);
+    for (int64_t t = t0; t < t1; ++t) vk.from_float(x_ + t * in_, buf_[i] + t * xrow_[i], in_);
+  }
+}
+
+void LinearPlan::run(int64_t item) const {
+  int i = 0;
+  while (item >= first_item_[i + 1]) ++i;
+  const TensorView& w = *outs_[i].w;
+  const int64_t r0 = (item - first_item_[i]) * kLinearRowsPerItem;
+  linear_rows(kernel_traits(w.type), w, xq_[i], xrow_[i], n_, outs_[i].y, outs_[i].bias, r0,
+              std::min(w.ne[1], r0 + kLinearRowsPerItem));
+}
+
+void linear_multi(ThreadPool& pool, Arena& arena, const LinearOut* outs, int n_outs, const float* x,
+                  int64_t n) {
+  if (n <= 0) return;
+  const LinearPlan p(arena, outs, n_outs, x, n);
+  p.convert(0, n);
+  const bool par = pool.size() > 1 && p.work() >= kMinParallelWork && p.items() >= 2;
+  parallel_items(pool, p.items(), par, [&](int64_t item, int) { p.run(item); });
 }
 
 void linear(ThreadPool& pool, Arena& arena, const TensorView& w, const float* x, int64_t n, float* y,

@@ -31,6 +31,37 @@ struct LinearOut {
 void linear_multi(ThreadPool& pool, Arena& arena, const LinearOut* outs, int n_outs, const float* x,
                   int64_t n);
 
+// linear_multi taken apart, for blocks that run its row items inside a larger pool region
+// (attention: q/k/v, then RoPE and attention, then the output projection in one region):
+//   LinearPlan p(arena, outs, n_outs, x, n);  // buffers and items; nothing computed yet
+//   p.convert(t0, t1);                          // x rows [t0, t1) into each vec_dot_type
+//   p.run(item) for item in [0, p.items())      // once the rows it reads are converted
+// Items are blocks of kLinearRowsPerItem rows of one output; run() gives what linear() gives.
+constexpr int64_t kLinearRowsPerItem = 64;
+class LinearPlan {
+ public:
+  static constexpr int kMaxOuts = 8;
+  LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const float* x, int64_t n);
+  int64_t items() const { return first_item_[n_outs_]; }
+  // ≈ multiply-adds of all items (the parallel threshold).
+  int64_t work() const { return work_; }
+  // The items holding rows [r0, r1) of output i: [first, last].
+  int64_t item_of(int i, int64_t r) const { return first_item_[i] + r / kLinearRowsPerItem; }
+  void convert(int64_t t0, int64_t t1) const;
+  void run(int64_t item) const;
+
+ private:
+  const LinearOut* outs_;
+  int n_outs_;
+  const float* x_;
+  int64_t n_, in_;
+  const void* xq_[kMaxOuts];
+  uint8_t* buf_[kMaxOuts];  // conversion target, or null (f32, or shared with an earlier output)
+  size_t xrow_[kMaxOuts];
+  int64_t first_item_[kMaxOuts + 1];
+  int64_t work_ = 0;
+};
+
 // out[ne0] = row `id` of a 2-D table (token embeddings), dequantized exactly.
 void embedding_row(const TensorView& table, int64_t id, float* out);
 
@@ -62,6 +93,13 @@ void parallel_items(ThreadPool& pool, int64_t n_items, bool parallel, const Fn& 
          i = next.fetch_add(1, std::memory_order_relaxed))
       fn(i, ti);
   });
+}
+
+// Spins until c >= target (acquire: what the items that counted wrote is then visible). For items
+// of one parallel_items region that wait on earlier items: claimed in order, every item waited on
+// is already done or running on another thread, so the wait ends.
+inline void wait_count(const std::atomic<int32_t>& c, int32_t target) {
+  while (c.load(std::memory_order_acquire) < target) __builtin_ia32_pause();
 }
 
 // Bytes linear() takes from the arena for n rows of width `in` with weight type t.

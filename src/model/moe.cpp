@@ -1,7 +1,9 @@
 #include "model/moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <new>
 
 #include "base/assert.h"
 #include "kernels/matmul.h"
@@ -14,8 +16,11 @@ namespace strata {
 namespace {
 
 // Output rows per work item. Gate/up items also quantize their slice of the activation for down,
-// so their row count is a multiple of down's vec_dot_type block (256 for Q8_K).
+// so their row count is a multiple of down's vec_dot_type block (256 for Q8_K). Down items take
+// twice as many rows (half the per-call activation setup of the decode gemv kernels); the
+// per-thread scratch holds max(2·rb1, kDownRows) rows per slot either way.
 constexpr int64_t kRowsPerItem = 64;
+constexpr int64_t kDownRows = 2 * kRowsPerItem;
 
 // sel/wts: [n][k]. Router semantics as in the header.
 void route(const MoeConfig& c, float* logits, int64_t n, int32_t* sel, float* wts) {
@@ -91,7 +96,7 @@ const uint8_t* convert_rows(GgmlType t, const float* x, int64_t n, int64_t d, Ar
 // indexed "grouped" follows that order. For each expert e and each of its slots s:
 //   h_s = act(gate_e·x_t + gb_e, up_e·x_t + ub_e) → quantized to down's vec_dot_type (hq row s)
 //   ybuf[s] = wt_s · (down_e·h_s + db_e)
-// Phase 1 (gate, up, act, quantize) and phase 2 (down) are one pool region each, work items
+// Phase 1 (gate, up, act, quantize) and phase 2 (down) share one pool region, work items
 // (expert, block of rows): each expert's weights stream once per step whatever the batch, and
 // every output element is the same kernel call whatever the grouping (streamed == resident).
 struct ExpertStep {
@@ -117,6 +122,8 @@ struct ExpertStep {
   float* tbuf = nullptr;  // per-thread scratch, tstride floats each
   int64_t tstride = 0;
   int64_t rb1 = kRowsPerItem;  // phase-1 rows per item
+  // [n_groups]: phase-1 items finished, per position in run_experts' list
+  std::atomic<int32_t>* done1 = nullptr;
 };
 
 void phase_gate_up(const ExpertStep& s, int e, int64_t r0, int64_t r1, int ti) {
@@ -151,11 +158,11 @@ void phase_gate_up(const ExpertStep& s, int e, int64_t r0, int64_t r1, int ti) {
 void phase_down(const ExpertStep& s, int e, int64_t r0, int64_t r1, int ti) {
   const int64_t o = s.off[e], m = s.off[e + 1] - o, nr = r1 - r0;
   float* y = s.tbuf + ti * s.tstride;
-  rows_product(s.down[e], r0, r1, s.hp + o, m, y, kRowsPerItem);
+  rows_product(s.down[e], r0, r1, s.hp + o, m, y, kDownRows);
   const float* b = s.down_b ? s.down_b + e * s.d + r0 : nullptr;
   for (int64_t i = 0; i < m; ++i) {
     const int32_t slot = s.slots[o + i];
-    float* yi = y + i * kRowsPerItem;
+    float* yi = y + i * kDownRows;
     if (b)
       for (int64_t j = 0; j < nr; ++j) yi[j] += b[j];
     float* dst = s.ybuf + int64_t{slot} * s.d + r0;
@@ -168,20 +175,59 @@ void phase_down(const ExpertStep& s, int e, int64_t r0, int64_t r1, int ti) {
   }
 }
 
-// Both phases over experts[0..n_exp) (their Mats filled in).
+// Experts [0..n) of one step (their Mats filled in).
+struct ExpertJob {
+  const ExpertStep* s = nullptr;
+  const int32_t* experts = nullptr;
+  int n = 0;
+};
+
+// Both phases of every job's experts (routed and shared) in one pool region: all phase-1 items
+// first, then the down items, each waiting until its expert's phase-1 items are done. Items are
+// claimed in order, so a thread only ever waits for items another thread is already running (no
+// deadlock, and the caller still runs the shares of workers that never started); a thread that
+// runs out of phase-1 items goes on to the first expert's down rows instead of idling at a
+// region end.
+void run_experts(const ExpertJob* jobs, int n_jobs, ThreadPool& pool) {
+  constexpr int kMaxJobs = 2;
+  STRATA_ASSERT(n_jobs >= 1 && n_jobs <= kMaxJobs);
+  int64_t work = 0, nb1[kMaxJobs], nb2[kMaxJobs], first1[kMaxJobs + 1], first2[kMaxJobs + 1];
+  first1[0] = 0;
+  for (int j = 0; j < n_jobs; ++j) {
+    const ExpertStep& s = *jobs[j].s;
+    for (int i = 0; i < jobs[j].n; ++i) {
+      const int e = jobs[j].experts[i];
+      work += (s.off[e + 1] - s.off[e]) * 3 * s.F * s.d;
+      s.done1[i].store(0, std::memory_order_relaxed);
+    }
+    nb1[j] = (s.F + s.rb1 - 1) / s.rb1;
+    nb2[j] = (s.d + kDownRows - 1) / kDownRows;
+    first1[j + 1] = first1[j] + jobs[j].n * nb1[j];
+  }
+  first2[0] = first1[n_jobs];
+  for (int j = 0; j < n_jobs; ++j) first2[j + 1] = first2[j] + jobs[j].n * nb2[j];
+  const bool par = pool.size() > 1 && work >= kMinParallelWork;
+  parallel_items(pool, first2[n_jobs], par, [&](int64_t item, int ti) {
+    int j = 0;
+    if (item < first1[n_jobs]) {
+      while (item >= first1[j + 1]) ++j;
+      const ExpertStep& s = *jobs[j].s;
+      const int64_t i = (item - first1[j]) / nb1[j], r0 = (item - first1[j]) % nb1[j] * s.rb1;
+      phase_gate_up(s, jobs[j].experts[i], r0, std::min(s.F, r0 + s.rb1), ti);
+      s.done1[i].fetch_add(1, std::memory_order_release);
+      return;
+    }
+    while (item >= first2[j + 1]) ++j;
+    const ExpertStep& s = *jobs[j].s;
+    const int64_t i = (item - first2[j]) / nb2[j], r0 = (item - first2[j]) % nb2[j] * kDownRows;
+    wait_count(s.done1[i], static_cast<int32_t>(nb1[j]));
+    phase_down(s, jobs[j].experts[i], r0, std::min(s.d, r0 + kDownRows), ti);
+  });
+}
+
 void run_experts(const ExpertStep& s, const int32_t* experts, int n_exp, ThreadPool& pool) {
-  int64_t slots = 0;
-  for (int i = 0; i < n_exp; ++i) slots += s.off[experts[i] + 1] - s.off[experts[i]];
-  const bool par = pool.size() > 1 && slots * 3 * s.F * s.d >= kMinParallelWork;
-  const int64_t nb1 = (s.F + s.rb1 - 1) / s.rb1, nb2 = (s.d + kRowsPerItem - 1) / kRowsPerItem;
-  parallel_items(pool, n_exp * nb1, par, [&](int64_t item, int ti) {
-    const int64_t r0 = (item % nb1) * s.rb1;
-    phase_gate_up(s, experts[item / nb1], r0, std::min(s.F, r0 + s.rb1), ti);
-  });
-  parallel_items(pool, n_exp * nb2, par, [&](int64_t item, int ti) {
-    const int64_t r0 = (item % nb2) * kRowsPerItem;
-    phase_down(s, experts[item / nb2], r0, std::min(s.d, r0 + kRowsPerItem), ti);
-  });
+  const ExpertJob job{&s, experts, n_exp};
+  run_experts(&job, 1, pool);
 }
 
 // Fills the activation tables of s for x [n][d] and n_slots = n·K slots grouped by off/slots,
@@ -212,20 +258,22 @@ void prepare_step(ExpertStep& s, const Mat& gate, const Mat& up, const Mat& down
   STRATA_ASSERT(s.rb1 % bs == 0 && s.F % bs == 0);
   int64_t max_m = 0;
   for (int e = 0; e < n_groups; ++e) max_m = std::max<int64_t>(max_m, s.off[e + 1] - s.off[e]);
-  s.tstride = max_m * std::max(2 * s.rb1, kRowsPerItem);
+  s.tstride = max_m * std::max(2 * s.rb1, kDownRows);
   s.tbuf = arena.alloc<float>(static_cast<size_t>(pool.size() * s.tstride));
+  s.done1 = arena.alloc<std::atomic<int32_t>>(static_cast<size_t>(n_groups));
+  for (int e = 0; e < n_groups; ++e) new (&s.done1[e]) std::atomic<int32_t>(0);
 }
 
 }  // namespace
 
-void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
-                        int64_t n, float* out, ThreadPool& pool, Arena& arena) {
-  if (n <= 0) return;
-  const size_t mk = arena.mark();
-  ExpertStep s;
-  s.d = gate.ne[0];
-  s.F = gate.ne[1];
-  STRATA_ASSERT(down.ne[1] == s.d && up.ne[1] == s.F);
+namespace {
+
+// The dense SwiGLU FFN as a one-expert step (one slot per token, the slot rows are the output
+// rows). mats: gate, up, down, kept alive by the caller while the step runs.
+void prepare_dense_step(ExpertStep& s, const Mat* mats, const float* x, int64_t n, float* out,
+                        ThreadPool& pool, Arena& arena) {
+  s.d = mats[0].in;
+  s.F = mats[2].in;
   int32_t* off = arena.alloc<int32_t>(2);
   off[0] = 0;
   off[1] = static_cast<int32_t>(n);
@@ -233,14 +281,26 @@ void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const Tens
   for (int64_t t = 0; t < n; ++t) slots[t] = static_cast<int32_t>(t);
   s.off = off;
   s.slots = slots;
-  const Mat mats[3] = {mat_of(gate), mat_of(up), mat_of(down)};
   s.gate = &mats[0];
   s.up = &mats[1];
   s.down = &mats[2];
-  s.ybuf = out;  // one slot per token: the slot rows are the output rows
+  s.ybuf = out;
   prepare_step(s, mats[0], mats[1], mats[2], x, n, 1, 1, pool, arena);
-  const int32_t only = 0;
-  run_experts(s, &only, 1, pool);
+}
+
+constexpr int32_t kOnlyExpert = 0;
+
+}  // namespace
+
+void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
+                        int64_t n, float* out, ThreadPool& pool, Arena& arena) {
+  if (n <= 0) return;
+  STRATA_ASSERT(down.ne[1] == gate.ne[0] && up.ne[1] == gate.ne[1] && down.ne[0] == gate.ne[1]);
+  const size_t mk = arena.mark();
+  ExpertStep s;
+  const Mat mats[3] = {mat_of(gate), mat_of(up), mat_of(down)};
+  prepare_dense_step(s, mats, x, n, out, pool, arena);
+  run_experts(s, &kOnlyExpert, 1, pool);
   arena.rewind(mk);
 }
 
@@ -293,6 +353,20 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
   s.ybuf = ybuf;
   prepare_step(s, mat_of(*w.gate_exps), mat_of(*w.up_exps), mat_of(*w.down_exps), x, n, K, E, pool, arena);
 
+  // The shared expert (always on): its own step, in the routed experts' region when they come
+  // from memory.
+  float* sh = nullptr;
+  ExpertStep shs;
+  Mat shm[3];
+  if (w.gate_shexp) {
+    sh = arena.alloc<float>(n * d);
+    shm[0] = mat_of(*w.gate_shexp);
+    shm[1] = mat_of(*w.up_shexp);
+    shm[2] = mat_of(*w.down_shexp);
+    STRATA_ASSERT(shm[0].in == d && shm[2].in == w.gate_shexp->ne[1] && w.down_shexp->ne[1] == d);
+    prepare_dense_step(shs, shm, x, n, sh, pool, arena);
+  }
+
   if (!experts) {
     for (int i = 0; i < n_active; ++i) {
       const int e = active[i];
@@ -300,7 +374,8 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
       up[e] = mat_of(*w.up_exps, e);
       down[e] = mat_of(*w.down_exps, e);
     }
-    run_experts(s, active, n_active, pool);
+    const ExpertJob jobs[2] = {{&s, active, n_active}, {&shs, &kOnlyExpert, 1}};
+    run_experts(jobs, sh ? 2 : 1, pool);
   } else {
     // Experts already resident go first while the reads of the others are in flight, then the
     // others as their reads complete (wait_any). Outputs land in ybuf per slot, so the order
@@ -341,9 +416,8 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
     for (int k = 1; k < K; ++k) vec_add(o, ybuf + (t * K + k) * d, d);
   }
 
-  if (w.gate_shexp) {
-    float* sh = arena.alloc<float>(n * d);
-    ffn_swiglu_forward(*w.gate_shexp, *w.up_shexp, *w.down_shexp, x, n, sh, pool, arena);
+  if (sh) {
+    if (experts) run_experts(shs, &kOnlyExpert, 1, pool);
     for (int64_t t = 0; t < n; ++t) {
       float g = 1.0f;
       if (w.gate_inp_shexp) {
