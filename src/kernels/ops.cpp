@@ -5,10 +5,15 @@
 #include <limits>
 
 #include "base/assert.h"
+#include "kernels/x86/avx2/avx2_kernels.h"
+#include "kernels/x86/avx512/avx512_kernels.h"
 
 namespace strata {
 
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+// Scalar references (the scalar ISA's OpsTable); the public functions dispatch.
+namespace {
+
+void rms_norm_ref(const float* x, const float* w, float* y, int64_t n, float eps) {
   // ggml: sum of float products accumulated in double, mean rounded to float.
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
@@ -19,6 +24,134 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
   }
+}
+
+void softmax_scaled_ref(float* x, int64_t n, float scale, const float* mask, const float* sink) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] * scale;
+    if (mask) v += mask[i];
+    x[i] = v;
+    mx = std::max(mx, v);
+  }
+  if (sink) mx = std::max(mx, *sink);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = x[i] == -std::numeric_limits<float>::infinity() ? 0.0f : expf(x[i] - mx);
+    x[i] = e;
+    sum += static_cast<double>(e);
+  }
+  if (sink) sum += static_cast<double>(expf(*sink - mx));
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu_ref(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
+}
+
+void swiglu_oai_ref(const float* g, const float* u, float* out, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(g[i], limit);
+    const float y = std::min(std::max(u[i], -limit), limit);
+    out[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
+  }
+}
+
+void swiglu_clamped_ref(const float* g, const float* u, float* out, int64_t n, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(g[i], limit);
+    const float y = std::min(std::max(u[i], -limit), limit);
+    out[i] = silu(x) * y;
+  }
+}
+
+void vec_add_ref(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void vec_add_scaled_ref(float* y, const float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+}
+
+float dot_f32_ref(const float* a, const float* b, int64_t n) {
+  // 8 independent partial sums: vectorisable without -ffast-math, close to ggml's lane order.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  double sum = 0.0;
+  for (int j = 0; j < 8; ++j) sum += acc[j];
+  for (; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
+  return static_cast<float>(sum);
+}
+
+void dot_f32_rows_ref(const float* q, const float* const* k, int64_t nk, int64_t n, float* out) {
+  for (int64_t j = 0; j < nk; ++j) out[j] = dot_f32_ref(q, k[j], n);
+}
+
+void vec_add_scaled_rows_ref(float* y, const float* const* x, const float* s, int64_t nk, int64_t n) {
+  for (int64_t j = 0; j < nk; ++j) vec_add_scaled_ref(y, x[j], s[j], n);
+}
+
+void exp_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = expf(x[i]);
+}
+
+float exp_shift_sum_ref(float* x, int64_t n, float shift) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = expf(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
+
+OpsTable make_ops(Isa isa) {
+  OpsTable t;
+  t.rms_norm = rms_norm_ref;
+  t.softmax_scaled = softmax_scaled_ref;
+  t.swiglu = swiglu_ref;
+  t.swiglu_oai = swiglu_oai_ref;
+  t.swiglu_clamped = swiglu_clamped_ref;
+  t.vec_add = vec_add_ref;
+  t.vec_add_scaled = vec_add_scaled_ref;
+  t.dot_f32 = dot_f32_ref;
+  t.dot_f32_rows = dot_f32_rows_ref;
+  t.vec_add_scaled_rows = vec_add_scaled_rows_ref;
+  t.exp = exp_ref;
+  t.exp_shift_sum = exp_shift_sum_ref;
+  // Each level overrides what it implements; AVX-512 starts from the AVX2 set.
+  if (isa == Isa::avx2 || isa == Isa::avx512) x86::avx2::fill_ops(&t);
+  if (isa == Isa::avx512) x86::avx512::fill_ops(&t);
+  t.isa = isa;
+  return t;
+}
+
+}  // namespace
+
+const OpsTable& ops_table(Isa isa) {
+  static const OpsTable scalar = make_ops(Isa::scalar);
+  static const OpsTable avx2 = make_ops(Isa::avx2);
+  static const OpsTable avx512 = make_ops(Isa::avx512);
+  switch (isa) {
+    case Isa::avx2:
+      return avx2;
+    case Isa::avx512:
+      return avx512;
+    default:
+      return scalar;
+  }
+}
+
+const OpsTable& ops_table() {
+  static const OpsTable& t = ops_table(active_isa());
+  return t;
+}
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  ops_table().rms_norm(x, w, y, n, eps);
 }
 
 namespace {
@@ -81,23 +214,7 @@ void softmax_inplace(float* x, int64_t n) {
 }
 
 void softmax_scaled(float* x, int64_t n, float scale, const float* mask, const float* sink) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i] * scale;
-    if (mask) v += mask[i];
-    x[i] = v;
-    mx = std::max(mx, v);
-  }
-  if (sink) mx = std::max(mx, *sink);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float e = x[i] == -std::numeric_limits<float>::infinity() ? 0.0f : expf(x[i] - mx);
-    x[i] = e;
-    sum += static_cast<double>(e);
-  }
-  if (sink) sum += static_cast<double>(expf(*sink - mx));
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  ops_table().softmax_scaled(x, n, scale, mask, sink);
 }
 
 float silu(float x) {
@@ -111,44 +228,27 @@ float softplus(float x) {
 }
 
 void swiglu(const float* g, const float* u, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
+  ops_table().swiglu(g, u, out, n);
 }
 
 void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alpha, float limit) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = std::min(g[i], limit);
-    const float y = std::min(std::max(u[i], -limit), limit);
-    out[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
-  }
+  ops_table().swiglu_oai(g, u, out, n, alpha, limit);
 }
 
 void swiglu_clamped(const float* g, const float* u, float* out, int64_t n, float limit) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = std::min(g[i], limit);
-    const float y = std::min(std::max(u[i], -limit), limit);
-    out[i] = silu(x) * y;
-  }
+  ops_table().swiglu_clamped(g, u, out, n, limit);
 }
 
 void vec_add(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  ops_table().vec_add(y, x, n);
 }
 
 void vec_add_scaled(float* y, const float* x, float s, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+  ops_table().vec_add_scaled(y, x, s, n);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  // 8 independent partial sums: vectorisable without -ffast-math, close to ggml's lane order.
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  }
-  double sum = 0.0;
-  for (int j = 0; j < 8; ++j) sum += acc[j];
-  for (; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
-  return static_cast<float>(sum);
+  return ops_table().dot_f32(a, b, n);
 }
 
 void top_k(const float* x, int n, int k, int32_t* idx_out) {

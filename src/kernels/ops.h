@@ -4,9 +4,15 @@
 // Scalar code that follows ggml-cpu's numerics (fixtures README §6) so that strata's f32 path
 // lands within ~1e-6 of llama.cpp: sums of squares and softmax denominators accumulate in
 // double, RoPE angles are built by repeated f32 multiplication, cos/sin in f32.
+//
+// The hot element-wise ops go through an OpsTable picked once by CPUID (like KernelTraits,
+// lowered by STRATA_ISA): the scalar code here is the reference and the scalar ISA; AVX2 and
+// AVX-512 versions live in kernels/x86/<isa>/<isa>_ops.cpp (tests/kernels/ops_simd_test.cpp).
 #pragma once
 
 #include <cstdint>
+
+#include "base/cpu_features.h"
 
 namespace strata {
 
@@ -64,6 +70,44 @@ void swiglu_clamped(const float* g, const float* u, float* out, int64_t n, float
 void vec_add(float* y, const float* x, int64_t n);                  // y += x
 void vec_add_scaled(float* y, const float* x, float s, int64_t n);  // y += s*x
 float dot_f32(const float* a, const float* b, int64_t n);           // f32 dot (8 f32 lanes, then double)
+
+// ---------------------------------------------------------------------------------- dispatch
+// The element-wise kernels of one ISA level. Contracts against the scalar entries:
+// - bit-identical: vec_add, vec_add_scaled, dot_f32 (same 8 f32 lanes, same double reduction)
+//   and their row forms;
+// - exp-based entries (exp, exp_shift_sum, swiglu*, softmax_scaled) use a polynomial expf
+//   within 2 ulp of std::exp (exact 0 for -inf, +inf past 88.72, NaN kept, subnormals rounded
+//   once); everything around the exp is the scalar arithmetic, so outputs differ by a few ulp;
+// - rms_norm and softmax_scaled keep their double sums but add them in another order
+//   (results differ from the scalar ones in the last bit at most, rarely).
+struct OpsTable {
+  void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps) = nullptr;
+  void (*softmax_scaled)(float* x, int64_t n, float scale, const float* mask, const float* sink) = nullptr;
+  void (*swiglu)(const float* g, const float* u, float* out, int64_t n) = nullptr;
+  void (*swiglu_oai)(const float* g, const float* u, float* out, int64_t n, float alpha,
+                     float limit) = nullptr;
+  void (*swiglu_clamped)(const float* g, const float* u, float* out, int64_t n, float limit) = nullptr;
+  void (*vec_add)(float* y, const float* x, int64_t n) = nullptr;
+  void (*vec_add_scaled)(float* y, const float* x, float s, int64_t n) = nullptr;
+  float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
+  // Attention's per-key products over nk rows (keys or values, any addresses), bit-identical to a
+  // loop of dot_f32 / vec_add_scaled: out[j] = dot_f32(q, k[j], n); then y += s[j]·x[j] for
+  // j = 0, 1, ... in that order.
+  void (*dot_f32_rows)(const float* q, const float* const* k, int64_t nk, int64_t n, float* out) = nullptr;
+  void (*vec_add_scaled_rows)(float* y, const float* const* x, const float* s, int64_t nk,
+                              int64_t n) = nullptr;
+  // y[i] = e^x[i]. y may alias x.
+  void (*exp)(const float* x, float* y, int64_t n) = nullptr;
+  // x[i] = e^(x[i] − shift) in place; returns their f32 sum (attention's online softmax).
+  float (*exp_shift_sum)(float* x, int64_t n, float shift) = nullptr;
+  Isa isa = Isa::scalar;
+};
+
+// The table for the active ISA (active_isa()), resolved once; the functions above call it.
+const OpsTable& ops_table();
+// The table of an explicit ISA level (tests, benchmarks). The caller must check
+// isa_supported(isa) before calling a function of an ISA the CPU lacks.
+const OpsTable& ops_table(Isa isa);
 
 // ---------------------------------------------------------------------------------- top-k
 // The indices of the k largest values of x[0..n) in descending order; ties keep the lower index

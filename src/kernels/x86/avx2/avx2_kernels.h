@@ -6,7 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace strata {
+struct OpsTable;
+}  // namespace strata
+
 namespace strata::x86::avx2 {
+
+// Overwrites the element-wise ops this level implements (kernels/ops.h), avx2_ops.cpp.
+void fill_ops(OpsTable* t);
 
 float vec_dot_f32(int64_t n, const void* w, const void* x);
 float vec_dot_f16(int64_t n, const void* w, const void* x);
