@@ -25,7 +25,10 @@ void attend_item(const AttnConfig& c, const float* q, int64_t t0, int64_t t1, in
   const int group = c.n_head / c.n_head_kv, hdk = c.head_dim_k, hdv = c.head_dim_v;
   const int64_t q_w = int64_t{c.n_head} * hdk, o_w = int64_t{c.n_head} * hdv;
   float m[kMaxItemRows], l[kMaxItemRows], s[kKeyBlock];
+  const float* kp[kKeyBlock];  // the key block's K and V rows of kv head hk
+  const float* vp[kKeyBlock];
   const float ninf = -std::numeric_limits<float>::infinity();
+  const OpsTable& ops = ops_table();  // the per-key kernels, without a dispatch per call
   for (int64_t t = t0; t < t1; ++t)
     for (int g = 0; g < group; ++g) {
       const int64_t row = (t - t0) * group + g;
@@ -44,14 +47,20 @@ void attend_item(const AttnConfig& c, const float* q, int64_t t0, int64_t t1, in
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t p = pos0 + t, a = std::max(kb0, first_key(p)), b = std::min(kb1 - 1, p);
       if (a > b) continue;
+      const int64_t nk = b - a + 1;
+      for (int64_t j = a; j <= b; ++j) {
+        kp[j - a] = kc.row(j) + int64_t{hk} * hdk;
+        vp[j - a] = vc.row(j) + int64_t{hk} * hdv;
+      }
       for (int g = 0; g < group; ++g) {
         const int64_t row = (t - t0) * group + g;
         const int h = hk * group + g;
         const float* qh = q + t * q_w + int64_t{h} * hdk;
         float mb = ninf;
-        for (int64_t j = a; j <= b; ++j) {
-          s[j - a] = dot_f32(qh, kc.row(j) + int64_t{hk} * hdk, hdk) * c.scale;
-          mb = std::max(mb, s[j - a]);
+        ops.dot_f32_rows(qh, kp, nk, hdk, s);
+        for (int64_t j = 0; j < nk; ++j) {
+          s[j] *= c.scale;
+          mb = std::max(mb, s[j]);
         }
         float* oh = o + t * o_w + int64_t{h} * hdv;
         if (mb > m[row]) {  // the running max grows: rescale what was accumulated
@@ -60,13 +69,8 @@ void attend_item(const AttnConfig& c, const float* q, int64_t t0, int64_t t1, in
           for (int i = 0; i < hdv; ++i) oh[i] *= f;
           m[row] = mb;
         }
-        float sum = 0.0f;
-        for (int64_t j = a; j <= b; ++j) {
-          const float e = expf(s[j - a] - m[row]);
-          sum += e;
-          vec_add_scaled(oh, vc.row(j) + int64_t{hk} * hdv, e, hdv);
-        }
-        l[row] += sum;
+        l[row] += ops.exp_shift_sum(s, nk, m[row]);  // s[j] = e^(s[j] − m)
+        ops.vec_add_scaled_rows(oh, vp, s, nk, hdv);
       }
     }
   }
