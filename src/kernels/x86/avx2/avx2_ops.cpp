@@ -17,10 +17,12 @@ namespace {
 // e^x, 8 lanes, within 2 ulp of std::exp (tests/kernels/ops_simd_test.cpp). x = n·ln2 + r with
 // |r| <= ln2/2 (Cody-Waite, the ln2 split applied by FMA), e^r by its degree-7 Taylor polynomial
 // (truncation < 0.05 ulp), times 2^n as two exact power-of-two factors so that a subnormal result
-// is rounded once and n = 128 overflows to inf. Inputs are clamped to [-104, 89] first: below,
-// the result rounds to +0 (as for -inf); above, to +inf. NaN lanes return their input.
+// is rounded once and n = 128 overflows to inf. Inputs above 89 are clamped to it (+inf); inputs
+// below -104 (e^x rounds to +0: softmax masks' -inf) give +0 without computing, so that they never
+// take the slow path of an underflowing multiply. NaN lanes return their input.
 __m256 exp_f32x8(__m256 x) {
-  const __m256 xc = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
+  const __m256 zero_out = _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LT_OQ);
+  const __m256 xc = _mm256_andnot_ps(zero_out, _mm256_min_ps(_mm256_set1_ps(89.0f), x));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693147182464599609375f), xc);
@@ -38,7 +40,7 @@ __m256 exp_f32x8(__m256 x) {
   const __m256i bias = _mm256_set1_epi32(127);
   const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
   const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-  const __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  const __m256 e = _mm256_andnot_ps(zero_out, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
   return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
