@@ -137,7 +137,7 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   const LinearPlan qkv(arena, qkv_outs, 3, x, n);
   qkv.convert(0, n);
   const LinearOut o_out{w.wo, out, w.bo};
-  const LinearPlan proj(arena, &o_out, 1, o, n);
+  const LinearPlan proj(arena, &o_out, 1, o, n, 2 * int64_t{pool.size()});  // the region ends on these
 
   const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
   const int64_t n_qb = (n + qb - 1) / qb;

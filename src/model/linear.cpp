@@ -41,7 +41,8 @@ void linear_rows(const KernelTraits& kt, const TensorView& w, const void* xq, si
 
 }  // namespace
 
-LinearPlan::LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const float* x, int64_t n)
+LinearPlan::LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const float* x, int64_t n,
+                       int64_t tail_blocks)
     : outs_(outs), n_outs_(n_outs), x_(x), n_(n), in_(outs[0].w->ne[0]) {
   STRATA_ASSERT(n_outs >= 1 && n_outs <= kMaxOuts && n >= 0);
   first_item_[0] = 0;
@@ -69,7 +70,9 @@ LinearPlan::LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const fl
       buf_[i] = arena.alloc<uint8_t>(xrow_[i] * static_cast<size_t>(n));
       xq_[i] = buf_[i];
     }
-    first_item_[i + 1] = first_item_[i] + (w.ne[1] + kLinearRowsPerItem - 1) / kLinearRowsPerItem;
+    const int64_t blocks = (w.ne[1] + kLinearRowsPerItem - 1) / kLinearRowsPerItem;
+    pairs_[i] = std::max<int64_t>(0, blocks - (i == n_outs - 1 ? tail_blocks : 0)) / 2;
+    first_item_[i + 1] = first_item_[i] + blocks - pairs_[i];
     work_ += n * in_ * w.ne[1];
   }
 }
@@ -86,15 +89,16 @@ void LinearPlan::run(int64_t item) const {
   int i = 0;
   while (item >= first_item_[i + 1]) ++i;
   const TensorView& w = *outs_[i].w;
-  const int64_t r0 = (item - first_item_[i]) * kLinearRowsPerItem;
-  linear_rows(kernel_traits(w.type), w, xq_[i], xrow_[i], n_, outs_[i].y, outs_[i].bias, r0,
-              std::min(w.ne[1], r0 + kLinearRowsPerItem));
+  const int64_t k = item - first_item_[i];
+  const int64_t b0 = k < pairs_[i] ? 2 * k : k + pairs_[i], b1 = k < pairs_[i] ? b0 + 2 : b0 + 1;
+  linear_rows(kernel_traits(w.type), w, xq_[i], xrow_[i], n_, outs_[i].y, outs_[i].bias,
+              b0 * kLinearRowsPerItem, std::min(w.ne[1], b1 * kLinearRowsPerItem));
 }
 
 void linear_multi(ThreadPool& pool, Arena& arena, const LinearOut* outs, int n_outs, const float* x,
                   int64_t n) {
   if (n <= 0) return;
-  const LinearPlan p(arena, outs, n_outs, x, n);
+  const LinearPlan p(arena, outs, n_outs, x, n, 2 * int64_t{pool.size()});
   p.convert(0, n);
   const bool par = pool.size() > 1 && p.work() >= kMinParallelWork && p.items() >= 2;
   parallel_items(pool, p.items(), par, [&](int64_t item, int) { p.run(item); });

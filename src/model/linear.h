@@ -33,20 +33,27 @@ void linear_multi(ThreadPool& pool, Arena& arena, const LinearOut* outs, int n_o
 
 // linear_multi taken apart, for blocks that run its row items inside a larger pool region
 // (attention: q/k/v, then RoPE and attention, then the output projection in one region):
-//   LinearPlan p(arena, outs, n_outs, x, n);  // buffers and items; nothing computed yet
-//   p.convert(t0, t1);                          // x rows [t0, t1) into each vec_dot_type
-//   p.run(item) for item in [0, p.items())      // once the rows it reads are converted
-// Items are blocks of kLinearRowsPerItem rows of one output; run() gives what linear() gives.
+//   LinearPlan p(arena, outs, n_outs, x, n, tail);  // buffers and items; nothing computed yet
+//   p.convert(t0, t1);                                // x rows [t0, t1) into each vec_dot_type
+//   p.run(item) for item in [0, p.items())            // once the rows it reads are converted
+// Rows go in blocks of kLinearRowsPerItem; an item is two blocks (half the per-call activation
+// setup of the decode gemv kernels), except the last `tail_blocks` blocks of the last output,
+// one block each, so a region that ends on these items ends on small ones. run() gives what
+// linear() gives, whatever the items (every row is the same per-row arithmetic).
 constexpr int64_t kLinearRowsPerItem = 64;
 class LinearPlan {
  public:
   static constexpr int kMaxOuts = 8;
-  LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const float* x, int64_t n);
+  LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const float* x, int64_t n,
+             int64_t tail_blocks = 0);
   int64_t items() const { return first_item_[n_outs_]; }
   // ≈ multiply-adds of all items (the parallel threshold).
   int64_t work() const { return work_; }
-  // The items holding rows [r0, r1) of output i: [first, last].
-  int64_t item_of(int i, int64_t r) const { return first_item_[i] + r / kLinearRowsPerItem; }
+  // The item computing row r of output i.
+  int64_t item_of(int i, int64_t r) const {
+    const int64_t b = r / kLinearRowsPerItem;
+    return first_item_[i] + (b < 2 * pairs_[i] ? b / 2 : b - pairs_[i]);
+  }
   void convert(int64_t t0, int64_t t1) const;
   void run(int64_t item) const;
 
@@ -59,6 +66,7 @@ class LinearPlan {
   uint8_t* buf_[kMaxOuts];  // conversion target, or null (f32, or shared with an earlier output)
   size_t xrow_[kMaxOuts];
   int64_t first_item_[kMaxOuts + 1];
+  int64_t pairs_[kMaxOuts];  // two-block items of each output (its first 2·pairs blocks)
   int64_t work_ = 0;
 };
 

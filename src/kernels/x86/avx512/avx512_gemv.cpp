@@ -323,11 +323,43 @@ void mx_rows(const MxActs& xa, int64_t nb, const uint8_t* w, size_t ws, float* y
 }
 
 // ---- F16 / BF16 ----
+// One row loop for both 16-bit float types, parameterised by the step: F16 widens 16 weights per
+// step to f32 against f32 activations (converted once per segment); BF16 takes 32 weights per
+// VDPBF16PS against the bf16 activations as they come.
 
 constexpr int64_t kF16Seg = 2048;  // f32 activations held per segment (8 KiB)
 
-template <int R>
-void f16_rows(const float* xf, int64_t len, const uint16_t* w, size_t ws, float* y, bool add) {
+struct StepF16 {
+  using X = float;
+  static constexpr int64_t kN = 16;
+  static __m512 fma(__m512 acc, const uint16_t* w, const float* x) {
+    return _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))),
+                           _mm512_load_ps(x), acc);
+  }
+  // The last len < kN elements (x is zero-padded to kN).
+  static __m512 fma_tail(__m512 acc, const uint16_t* w, const float* x, int64_t len) {
+    const __mmask16 m = static_cast<__mmask16>((1u << len) - 1);
+    return _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w)), _mm512_load_ps(x), acc);
+  }
+};
+
+struct StepBF16 {
+  using X = uint16_t;
+  static constexpr int64_t kN = 32;
+  static __m512 fma(__m512 acc, const uint16_t* w, const uint16_t* x) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(w), (__m512bh)_mm512_loadu_si512(x));
+  }
+  static __m512 fma_tail(__m512 acc, const uint16_t* w, const uint16_t* x, int64_t len) {
+    const __mmask32 m = static_cast<__mmask32>((1ull << len) - 1);
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(m, w),
+                            (__m512bh)_mm512_maskz_loadu_epi16(m, x));
+  }
+};
+
+// y[r] (+)= W_r[0, len) · x[0, len) for R rows ws bytes apart; each 64 bytes of a row prefetch the
+// same bytes kPrefetchGroups row groups below.
+template <class S, int R>
+void w16_rows(const typename S::X* x, int64_t len, const uint16_t* w, size_t ws, float* y, bool add) {
   __m512 acc[R];
   const uint16_t* wr[R];
 #pragma GCC unroll 8
@@ -336,21 +368,16 @@ void f16_rows(const float* xf, int64_t len, const uint16_t* w, size_t ws, float*
     wr[r] = reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws));
   }
   int64_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    const __m512 xv = _mm512_load_ps(xf + i);
+  for (; i + S::kN <= len; i += S::kN) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       if ((i & 31) == 0) prefetch(at(wr[r] + i, kPrefetchGroups * R * ws));
-      const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[r] + i)));
-      acc[r] = _mm512_fmadd_ps(wv, xv, acc[r]);
+      acc[r] = S::fma(acc[r], wr[r] + i, x + i);
     }
   }
   if (i < len) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (len - i)) - 1);
-    const __m512 xv = _mm512_load_ps(xf + i);  // zero past len
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wr[r] + i)), xv, acc[r]);
+    for (int r = 0; r < R; ++r) acc[r] = S::fma_tail(acc[r], wr[r] + i, x + i, len - i);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -359,33 +386,18 @@ void f16_rows(const float* xf, int64_t len, const uint16_t* w, size_t ws, float*
   }
 }
 
-template <int R>
-void bf16_rows(int64_t n, const uint16_t* x, const uint16_t* w, size_t ws, float* y) {
-  __m512 acc[R];
-  const uint16_t* wr[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm512_setzero_ps();
-    wr[r] = reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws));
-  }
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      prefetch(at(wr[r] + i, kPrefetchGroups * R * ws));
-      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_loadu_si512(wr[r] + i), xv);
-    }
-  }
-  if (i < n) {
-    const __mmask32 m = static_cast<__mmask32>((1ull << (n - i)) - 1);
-    const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(m, x + i);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_maskz_loadu_epi16(m, wr[r] + i), xv);
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+// nr rows in groups of kR (then one by one) against len activations.
+template <class S>
+void w16_gemv(const typename S::X* x, int64_t len, const uint16_t* w, size_t ws, int64_t nr, float* y,
+              bool add) {
+  constexpr int kR = 4;
+  int64_t r = 0;
+  for (; r + kR <= nr; r += kR)
+    w16_rows<S, kR>(x, len, reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws)), ws, y + r,
+                    add);
+  for (; r < nr; ++r)
+    w16_rows<S, 1>(x, len, reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws)), ws, y + r,
+                   add);
 }
 
 }  // namespace
@@ -415,7 +427,6 @@ void gemv_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void
 }
 
 void gemv_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y) {
-  constexpr int kR = 4;
   alignas(64) float xf[kF16Seg];
   const uint16_t* xh = static_cast<const uint16_t*>(x);
   for (int64_t k0 = 0; k0 < n; k0 += kF16Seg) {
@@ -428,26 +439,12 @@ void gemv_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, fl
       const __mmask16 m = static_cast<__mmask16>((1u << (len - i)) - 1);
       _mm512_store_ps(xf + i, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, xh + k0 + i)));
     }
-    const uint16_t* w0 = static_cast<const uint16_t*>(w) + k0;
-    const bool add = k0 > 0;
-    int64_t r = 0;
-    for (; r + kR <= nr; r += kR)
-      f16_rows<kR>(xf, len, reinterpret_cast<const uint16_t*>(at(w0, static_cast<size_t>(r) * ws)), ws, y + r,
-                   add);
-    for (; r < nr; ++r)
-      f16_rows<1>(xf, len, reinterpret_cast<const uint16_t*>(at(w0, static_cast<size_t>(r) * ws)), ws, y + r,
-                  add);
+    w16_gemv<StepF16>(xf, len, static_cast<const uint16_t*>(w) + k0, ws, nr, y, k0 > 0);
   }
 }
 
 void gemv_bf16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y) {
-  constexpr int kR = 4;
-  const uint16_t* xh = static_cast<const uint16_t*>(x);
-  int64_t r = 0;
-  for (; r + kR <= nr; r += kR)
-    bf16_rows<kR>(n, xh, reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws)), ws, y + r);
-  for (; r < nr; ++r)
-    bf16_rows<1>(n, xh, reinterpret_cast<const uint16_t*>(at(w, static_cast<size_t>(r) * ws)), ws, y + r);
+  w16_gemv<StepBF16>(static_cast<const uint16_t*>(x), n, static_cast<const uint16_t*>(w), ws, nr, y, false);
 }
 
 }  // namespace strata::x86::avx512
