@@ -53,6 +53,24 @@ uint64_t kv_row_bytes(KvType t, int64_t width) {
   return 0;
 }
 
+void kv_bill_add_line(std::vector<KvBillLine>* lines, std::string name, std::string what, int n_layers,
+                      int64_t width, int ratio, int64_t fixed_rows, bool f32_state, const KvType* native) {
+  if (n_layers <= 0 || width <= 0) return;
+  KvBillLine l;
+  l.name = std::move(name);
+  l.what = std::move(what);
+  l.n_layers = n_layers;
+  l.width = width;
+  l.ratio = ratio;
+  l.fixed_rows = fixed_rows;
+  l.f32_state = f32_state;
+  if (native) {
+    l.has_native = true;
+    l.native = *native;
+  }
+  lines->push_back(std::move(l));
+}
+
 int64_t KvBillLine::rows(int64_t n_ctx) const {
   if (ratio > 0) return (n_ctx + ratio - 1) / ratio;
   return f32_state ? fixed_rows : std::min<int64_t>(fixed_rows, n_ctx);
@@ -124,18 +142,9 @@ static int count_ratio(const KvModelSpec& s, int r) {
 KvBill kv_bill_make(const KvModelSpec& spec) {
   KvBill b;
   b.spec = spec;
-  auto add = [&](std::string name, std::string what, int n_layers, int64_t width, int ratio,
+  auto add = [&](const char* name, std::string what, int n_layers, int64_t width, int ratio,
                  int64_t fixed_rows, bool f32_state) {
-    if (n_layers <= 0 || width <= 0) return;
-    KvBillLine l;
-    l.name = std::move(name);
-    l.what = std::move(what);
-    l.n_layers = n_layers;
-    l.width = width;
-    l.ratio = ratio;
-    l.fixed_rows = fixed_rows;
-    l.f32_state = f32_state;
-    b.lines.push_back(std::move(l));
+    kv_bill_add_line(&b.lines, name, std::move(what), n_layers, width, ratio, fixed_rows, f32_state);
   };
   if (spec.family == KvFamily::deepseek4) {
     const int n_csa = count_ratio(spec, 4), n_hca = count_ratio(spec, 128);

@@ -105,6 +105,12 @@ struct KvBillLine {
   double bytes_per_token(KvType t) const;         // growth per token, all layers; 0 when fixed
 };
 
+// Appends a line to `lines` unless it holds nothing (n_layers or width <= 0); native: the
+// reference's own storage type when known (V4.1), else null.
+void kv_bill_add_line(std::vector<KvBillLine>* lines, std::string name, std::string what, int n_layers,
+                      int64_t width, int ratio, int64_t fixed_rows, bool f32_state,
+                      const KvType* native = nullptr);
+
 struct KvBill {
   KvModelSpec spec;
   std::vector<KvBillLine> lines;

@@ -167,18 +167,7 @@ Result<KvModelSpec> kv_spec_from_v41_json(const json& j, const std::string& sour
 void kv_bill_add_v41_lines(const KvModelSpec& s, std::vector<KvBillLine>* lines) {
   auto add = [&](const char* name, std::string what, int n_layers, int64_t width, int ratio,
                  int64_t fixed_rows, bool f32_state, KvType native) {
-    if (n_layers <= 0 || width <= 0) return;
-    KvBillLine l;
-    l.name = name;
-    l.what = std::move(what);
-    l.n_layers = n_layers;
-    l.width = width;
-    l.ratio = ratio;
-    l.fixed_rows = fixed_rows;
-    l.f32_state = f32_state;
-    l.has_native = true;
-    l.native = native;
-    lines->push_back(std::move(l));
+    kv_bill_add_line(lines, name, std::move(what), n_layers, width, ratio, fixed_rows, f32_state, &native);
   };
   int full[3] = {0, 0, 0}, keys[3] = {0, 0, 0};
   for (int l = 0; l < s.n_layer; ++l)
