@@ -45,16 +45,20 @@ inline __m256i nibbles(const uint8_t* p) {
                           _mm256_set1_epi8(0x0f));
 }
 
-// 2^(e−128) (quant/mxfp4's e8m0_to_f32_half, inline: it runs per row and block).
-inline float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  float f;
-  __builtin_memcpy(&f, &bits, sizeof f);
-  return f;
+// The fp16 at byte offset off of 4 blocks → 4 f32 lanes.
+inline __m128 f16_x4(const uint8_t* const (&b)[4], size_t off) {
+  uint64_t bits = 0;
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    uint16_t h;
+    __builtin_memcpy(&h, b[r] + off, 2);
+    bits |= static_cast<uint64_t>(h) << (16 * r);
+  }
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(bits)));
 }
 
 // Weight decoders: pairs(block, x, corr) = the 16 int16 pair sums of the block with x (exact),
-// corr(x) the per-block activation term they need, scale(block) the weight scale.
+// corr(x) the per-block activation term they need, scales(b) the weight scales of 4 blocks.
 struct DecQ8_0 {
   using Block = BlockQ8_0;
   static __m256i corr(__m256i) { return _mm256_setzero_si256(); }
@@ -62,7 +66,7 @@ struct DecQ8_0 {
     const __m256i w = load256(b.qs);
     return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
   }
-  static float scale(const Block& b) { return h2f(b.d); }
+  static __m128 scales(const uint8_t* const (&b)[4]) { return f16_x4(b, 0); }
 };
 struct DecQ4_0 {
   using Block = BlockQ4_0;
@@ -70,7 +74,7 @@ struct DecQ4_0 {
   static __m256i pairs(const Block& b, __m256i x, __m256i corr) {
     return _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles(b.qs), x), corr);
   }
-  static float scale(const Block& b) { return h2f(b.d); }
+  static __m128 scales(const uint8_t* const (&b)[4]) { return f16_x4(b, 0); }
 };
 struct DecMxfp4 {
   using Block = BlockMxfp4;
@@ -80,10 +84,18 @@ struct DecMxfp4 {
                                          14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     return _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_shuffle_epi8(lut, nibbles(b.qs)), x), corr);
   }
-  static float scale(const Block& b) { return e8m0_half(b.e); }
+  // 2^(e−128) as float bits (quant/mxfp4's e8m0_to_f32_half): (e − 1) << 23, or the subnormal
+  // 0x00200000 << e for e < 2.
+  static __m128 scales(const uint8_t* const (&b)[4]) {
+    const __m128i e = _mm_setr_epi32(b[0][0], b[1][0], b[2][0], b[3][0]);
+    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
+    const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
+    return _mm_castsi128_ps(_mm_blendv_epi8(normal, sub, _mm_cmplt_epi32(e, _mm_set1_epi32(2))));
+  }
 };
 
-// R rows (w: row 0, ws apart) over blocks [0, nb): y[r] = results.
+// R rows (w: row 0, ws apart) over blocks [0, nb): y[r] = results. Per block the R rows' scales
+// are converted together (times dx) and broadcast from memory, off the vector ALU ports.
 template <class Dec, int R>
 void rows_q32(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_0* x, float* y) {
   using Block = typename Dec::Block;
@@ -92,20 +104,28 @@ void rows_q32(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_0* x, float
   __m256 acc[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
+  alignas(16) float sc[4];
+  auto block = [&](int64_t i, bool fetch) {
     const __m256i xv = load256(x[i].qs);
     const __m256i corr = Dec::corr(xv);
-    const float dx = h2f(x[i].d);
-    const size_t off = static_cast<size_t>(i) * sizeof(Block);
+    const uint8_t* b[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+      b[r] = w + static_cast<size_t>(r < R ? r : 0) * ws + static_cast<size_t>(i) * sizeof(Block);
+    _mm_store_ps(sc, _mm_mul_ps(Dec::scales(b), _mm_set1_ps(h2f(x[i].d))));
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const uint8_t* b = w + static_cast<size_t>(r) * ws + off;
-      if ((i & 1) == 0) prefetch(b + pf);  // 2 blocks < 64 bytes: every line of the row
-      const Block& wb = *reinterpret_cast<const Block*>(b);
-      const __m256i p = _mm256_madd_epi16(Dec::pairs(wb, xv, corr), ones);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(Dec::scale(wb) * dx), _mm256_cvtepi32_ps(p), acc[r]);
+      if (fetch) prefetch(b[r] + pf);
+      const __m256i p = _mm256_madd_epi16(Dec::pairs(*reinterpret_cast<const Block*>(b[r]), xv, corr), ones);
+      acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r]), _mm256_cvtepi32_ps(p), acc[r]);
     }
+  };
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {  // 2 blocks < 64 bytes: one prefetch per pair reaches every line
+    block(i, true);
+    block(i + 1, false);
   }
+  if (i < nb) block(i, true);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) y[r] = hsum_f32x8(acc[r]);
 }
