@@ -142,8 +142,8 @@ BENCHMARK(BM_Gemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond);
 
 // args: type id, kernel (0: the register tile with one token, 1: the gemv kernel), out rows, isa.
 // One token, one thread, in = 1024: the decode product matmul_rows runs per work item (64 rows),
-// item after item. GB/s counts the weight bytes per call (4096 rows: 0.6–8 MiB, from L2/L3, so this
-// measures the kernel's own speed, which must exceed DRAM bandwidth; 65536 rows: 9–128 MiB).
+// item after item. GB/s counts the weight bytes per call: 512 rows (74 KiB–1 MiB, in L2) show the
+// kernel's compute speed, 4096 rows (0.6–8 MiB) L2/L3, 65536 rows (9–128 MiB) mostly DRAM.
 void BM_Gemv(benchmark::State& state) {
   const GgmlType t = static_cast<GgmlType>(state.range(0));
   const bool gemv = state.range(1) != 0;
@@ -189,7 +189,7 @@ void gemv_args(benchmark::internal::Benchmark* b) {
   for (Isa isa : {Isa::avx2, Isa::avx512}) {
     for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4,
                        GgmlType::q4_k, GgmlType::q6_k}) {
-      for (int64_t rows : {4096, 65536})
+      for (int64_t rows : {512, 4096, 65536})
         for (int64_t gemv : {0, 1}) b->Args({static_cast<int64_t>(t), gemv, rows, static_cast<int64_t>(isa)});
     }
   }

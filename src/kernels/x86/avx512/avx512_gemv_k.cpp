@@ -66,29 +66,43 @@ inline __m256i sum_quarters2(__m512i f, __m512i g) {
   return _mm512_castsi512_si256(_mm512_permutexvar_epi32(pick, v));
 }
 
-// The 4 rows' fp16 pairs at byte offset off of their blocks (row r at b[r]) → f32 lanes
-// [p0.lo, p1.lo, p2.lo, p3.lo | p0.hi, p1.hi, p2.hi, p3.hi].
-inline __m256 f16_pairs(const uint8_t* const (&b)[kRows], size_t off) {
-  uint32_t v[kRows];
-#pragma GCC unroll 4
-  for (int r = 0; r < kRows; ++r) std::memcpy(&v[r], b[r] + off, 4);
-  const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32(static_cast<int>(v[0]), static_cast<int>(v[1]),
-                                                  static_cast<int>(v[2]), static_cast<int>(v[3])));
-  return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-}
-
-// Q4_K's 12 packed bytes → 8 scales and 8 mins as int16 (layout in quant/q4_k_scales.h).
-inline void q4_k_scales_mins(const uint8_t* s, __m128i* sc, __m128i* m) {
-  uint32_t a, b, c;
-  std::memcpy(&a, s, 4);
-  std::memcpy(&b, s + 4, 4);
-  std::memcpy(&c, s + 8, 4);
-  const uint64_t sc8 = (a & 0x3f3f3f3fu) | static_cast<uint64_t>((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u))
-                                               << 32;
-  const uint64_t m8 =
-      (b & 0x3f3f3f3fu) | static_cast<uint64_t>(((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)) << 32;
-  *sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8)));
-  *m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
+// The 4 rows' Q4_K block headers (d, dmin and the 12 packed scale bytes: 16 bytes, row r in
+// quarter r) decoded together: s / m quarter r = row r's 8 scales / 8 mins as int16, dd = [d_r |
+// dmin_r] as f32 (f16_pairs' layout). Scales and mins as quant/q4_k_scales.h packs them, four at
+// a time in 32-bit words: sub-blocks 0..3 are the low 6 bits of scale bytes 0..3 / 4..7; 4..7 take
+// their low 4 bits from bytes 8..11 and their top 2 from bits 6..7 of bytes 0..3 / 4..7.
+struct Q4kHeads {
+  __m512i s, m;
+  __m256 dd;
+};
+inline Q4kHeads q4_k_heads(const uint8_t* const (&b)[kRows]) {
+  auto load128 = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+  __m512i h = _mm512_castsi128_si512(load128(b[0]));
+  h = _mm512_inserti32x4(h, load128(b[1]), 1);
+  h = _mm512_inserti32x4(h, load128(b[2]), 2);
+  h = _mm512_inserti32x4(h, load128(b[3]), 3);
+  const __m512i a = _mm512_shuffle_epi32(h, _MM_PERM_BBBB);  // scale bytes 0..3
+  const __m512i c = _mm512_shuffle_epi32(h, _MM_PERM_CCCC);  // 4..7
+  const __m512i e = _mm512_shuffle_epi32(h, _MM_PERM_DDDD);  // 8..11
+  const __m512i m3f = _mm512_set1_epi32(0x3f3f3f3f), m0f = _mm512_set1_epi32(0x0f0f0f0f);
+  const __m512i m30 = _mm512_set1_epi32(0x30303030);
+  const __m512i sc_hi =
+      _mm512_or_si512(_mm512_and_si512(e, m0f), _mm512_and_si512(_mm512_srli_epi32(a, 2), m30));
+  const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(e, 4), m0f),
+                                       _mm512_and_si512(_mm512_srli_epi32(c, 2), m30));
+  // Quarter dwords [scales 0..3, scales 4..7, mins 0..3, mins 4..7].
+  __m512i sm = _mm512_mask_blend_epi32(0x2222, _mm512_and_si512(a, m3f), sc_hi);
+  sm = _mm512_mask_blend_epi32(0x4444, sm, _mm512_and_si512(c, m3f));
+  sm = _mm512_mask_blend_epi32(0x8888, sm, m_hi);
+  // Bytes 0..7 / 8..15 of each quarter zero-extended to words.
+  const __m512i to_s = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, -128, 1, -128, 2, -128, 3, -128, 4, -128, 5, -128, 6, -128, 7, -128));
+  const __m512i to_m = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(8, -128, 9, -128, 10, -128, 11, -128, 12, -128, 13, -128, 14, -128, 15, -128));
+  const __m512i dword0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m256 f = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(dword0, h)));
+  return {_mm512_shuffle_epi8(sm, to_s), _mm512_shuffle_epi8(sm, to_m),
+          _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7))};
 }
 
 // int16 lanes 0..15 ← scale j0, 16..31 ← scale j1.
@@ -116,18 +130,18 @@ void rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
     const __m512i bp = _mm512_broadcast_i32x4(
         _mm_packs_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1)));
     const uint8_t* b[kRows];
-    __m512i acc[kRows], mins = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r)
+      b[r] = w + static_cast<size_t>(r < R ? r : 0) * ws + static_cast<size_t>(i) * sizeof(BlockQ4_K);
+    const Q4kHeads hd = q4_k_heads(b);
+    __m512i acc[kRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
-      b[r] = w + static_cast<size_t>(r < R ? r : 0) * ws + static_cast<size_t>(i) * sizeof(BlockQ4_K);
       acc[r] = _mm512_setzero_si512();
       if (r >= R) continue;
       prefetch_lines<3>(b[r] + pf);
       const BlockQ4_K& wb = *reinterpret_cast<const BlockQ4_K*>(b[r]);
-      __m128i sc, m;
-      q4_k_scales_mins(wb.scales, &sc, &m);
-      mins = _mm512_inserti32x4(mins, m, r);
-      const __m512i s = _mm512_castsi128_si512(sc);
+      const __m512i s = _mm512_castsi128_si512(_mm512_extracti32x4_epi32(hd.s, r));
       const __m512i q0 = _mm512_loadu_si512(wb.qs), q1 = _mm512_loadu_si512(wb.qs + 64);
       const __m512i p0 = _mm512_maddubs_epi16(_mm512_and_si512(q0, low4), xlo0);
       const __m512i p1 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), low4), xhi0);
@@ -139,9 +153,9 @@ void rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
       acc[r] = _mm512_dpwssd_epi32(a, p3, _mm512_permutexvar_epi16(ihi1, s));
     }
     // Lanes 0..3: sumi per row, 4..7: summ per row (quarter r of madd: 4 partials of row r).
-    const __m256i sums = sum_quarters2(fold4(acc[0], acc[1], acc[2], acc[3]), _mm512_madd_epi16(mins, bp));
+    const __m256i sums = sum_quarters2(fold4(acc[0], acc[1], acc[2], acc[3]), _mm512_madd_epi16(hd.m, bp));
     // [d | dmin] per row times x's d, times [sumi | summ]: the vec_dot's d·sumi and dmin·summ.
-    const __m256 dd = _mm256_mul_ps(f16_pairs(b, 0), _mm256_set1_ps(xb.d));
+    const __m256 dd = _mm256_mul_ps(hd.dd, _mm256_set1_ps(xb.d));
     const __m256 t = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sums));
     sum = _mm_add_ps(sum, _mm_sub_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
   }
