@@ -4,11 +4,14 @@
 //
 // Q4_K: a row's 128 quant bytes load as two 64-byte registers (chunks 2k and 2k+1 of 32 bytes);
 // their low nibbles meet activations [x 128k..+31 | x 128k+64..+95] and their high nibbles
-// [x 128k+32..+63 | x 128k+96..+127], assembled once per group. VPMADDUBSW (unsigned nibble ×
-// signed x, pairs fit int16) then VPDPWSSD against the sub-block scales as int16 (two per
-// register, placed by VPERMW) gives one int32 accumulator per row whose lanes sum to exactly the
-// vec_dot's sumi; the mins meet Q8_K's bsums (summed per 32) in one VPMADDWD for the 4 rows.
-// Q6_K: as the Q6_K tile, 64 quants per register with the −32 offset through −32·sc_j·bsums_j.
+// [x 128k+32..+63 | x 128k+96..+127], assembled once per group. VPDPBUSD (unsigned nibble ×
+// signed x) gives int32 sums of 4 products (|s| <= 4·15·128, an int16), packed by VPACKSSDW two
+// registers at a time into int16 lanes of four sub-blocks, then VPDPWSSD against those sub-blocks'
+// scales as int16 (placed by VPERMW) into one int32 accumulator per row whose lanes sum to exactly
+// the vec_dot's sumi: 8 port-0 operations per row and super-block where VPMADDUBSW + VPDPWSSD
+// took 10. The mins meet Q8_K's bsums (summed per 32) in one VPMADDWD for the 4 rows.
+// Q6_K: 64 quants per register as the Q6_K tile, the same VPDPBUSD + VPACKSSDW + VPDPWSSD chain
+// (|s| <= 4·63·128 still fits int16), the −32 offset through −32·sc_j·bsums_j.
 // At the end of a super-block the 4 rows' sums are reduced together and the f32 scaling runs on
 // the 4 rows at once in the vec_dot's exact operation order, so every output is bit-identical to
 // vec_dot (scalar and SIMD) and to the K tiles: decode and prefill agree to the bit.
@@ -105,10 +108,15 @@ inline Q4kHeads q4_k_heads(const uint8_t* const (&b)[kRows]) {
           _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7))};
 }
 
-// int16 lanes 0..15 ← scale j0, 16..31 ← scale j1.
-inline __m512i scale_idx(int j0, int j1) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<int16_t>(j0))),
-                            _mm256_set1_epi16(static_cast<int16_t>(j1)), 1);
+// VPERMW indices into the 4 rows' scales (row r's 8 words at 8r) for VPACKSSDW(a, b) of the
+// VPDPBUSD results a (sub-blocks j0 in lanes 0..7, j0 + 2 in 8..15) and b (j0 + 1, j0 + 3): word w of
+// 128-bit lane L is a's dword 4L + w (w < 4) or b's dword 4L + w − 4, so its sub-block is j0 +
+// (L >= 2 ? 2 : 0) + (w >= 4 ? 1 : 0).
+inline __m512i pack_scale_idx(int row, int j0) {
+  alignas(64) int16_t idx[32];
+  for (int l = 0; l < 32; ++l)
+    idx[l] = static_cast<int16_t>(8 * row + j0 + (l / 8 >= 2 ? 2 : 0) + (l % 8 >= 4 ? 1 : 0));
+  return _mm512_load_si512(idx);
 }
 
 // Rows w + r·ws (r < R <= 4) from super-block 0 to nb; y[r] = results.
@@ -117,8 +125,10 @@ void rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i ones16 = _mm512_set1_epi16(1);
   // Register k (bytes 64k..64k+63): low nibbles are sub-blocks 4k, 4k+2; high nibbles 4k+1, 4k+3.
-  const __m512i ilo0 = scale_idx(0, 2), ihi0 = scale_idx(1, 3), ilo1 = scale_idx(4, 6),
-                ihi1 = scale_idx(5, 7);
+  __m512i sidx[kRows][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) sidx[r][0] = pack_scale_idx(r, 0), sidx[r][1] = pack_scale_idx(r, 4);
+  const __m512i zero = _mm512_setzero_si512();
   __m128 sum = _mm_setzero_ps();
   const size_t pf = static_cast<size_t>(kPrefetchGroups * kRows) * ws;
   for (int64_t i = 0; i < nb; ++i) {
@@ -141,16 +151,14 @@ void rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
       if (r >= R) continue;
       prefetch_lines<3>(b[r] + pf);
       const BlockQ4_K& wb = *reinterpret_cast<const BlockQ4_K*>(b[r]);
-      const __m512i s = _mm512_castsi128_si512(_mm512_extracti32x4_epi32(hd.s, r));
       const __m512i q0 = _mm512_loadu_si512(wb.qs), q1 = _mm512_loadu_si512(wb.qs + 64);
-      const __m512i p0 = _mm512_maddubs_epi16(_mm512_and_si512(q0, low4), xlo0);
-      const __m512i p1 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), low4), xhi0);
-      const __m512i p2 = _mm512_maddubs_epi16(_mm512_and_si512(q1, low4), xlo1);
-      const __m512i p3 = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), low4), xhi1);
-      __m512i a = _mm512_dpwssd_epi32(acc[r], p0, _mm512_permutexvar_epi16(ilo0, s));
-      a = _mm512_dpwssd_epi32(a, p1, _mm512_permutexvar_epi16(ihi0, s));
-      a = _mm512_dpwssd_epi32(a, p2, _mm512_permutexvar_epi16(ilo1, s));
-      acc[r] = _mm512_dpwssd_epi32(a, p3, _mm512_permutexvar_epi16(ihi1, s));
+      const __m512i d0 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q0, low4), xlo0);
+      const __m512i d1 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4), xhi0);
+      const __m512i d2 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q1, low4), xlo1);
+      const __m512i d3 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4), xhi1);
+      const __m512i a =
+          _mm512_dpwssd_epi32(acc[r], _mm512_packs_epi32(d0, d1), _mm512_permutexvar_epi16(sidx[r][0], hd.s));
+      acc[r] = _mm512_dpwssd_epi32(a, _mm512_packs_epi32(d2, d3), _mm512_permutexvar_epi16(sidx[r][1], hd.s));
     }
     // Lanes 0..3: sumi per row, 4..7: summ per row (quarter r of madd: 4 partials of row r).
     const __m256i sums = sum_quarters2(fold4(acc[0], acc[1], acc[2], acc[3]), _mm512_madd_epi16(hd.m, bp));
@@ -168,13 +176,16 @@ void rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
 template <int R>
 void rows_q6_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, float* y) {
   const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
-  // int16 lane l of scale vector g (64 quants = sub-blocks 4g..4g+3) = scale 4g + l/8.
-  __m512i sidx[4];
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
+  const __m512i zero = _mm512_setzero_si512();
+  // VPACKSSDW(a, b) of half h's VPDPBUSD results a (quants 0..63: sub-blocks 8h + l/4 in dword l)
+  // and b (quants 64..127: 8h + 4 + l/4): word w of 128-bit lane L is of sub-block 8h + L + (w >= 4 ?
+  // 4 : 0); VPERMW indices into the 16 scales.
+  __m512i sidx[2];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
     alignas(64) int16_t idx[32];
-    for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(4 * g + l / 8);
-    sidx[g] = _mm512_load_si512(idx);
+    for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(8 * h + l / 8 + (l % 8 >= 4 ? 4 : 0));
+    sidx[h] = _mm512_load_si512(idx);
   }
   __m128 sum = _mm_setzero_ps();
   const size_t pf = static_cast<size_t>(kPrefetchGroups * kRows) * ws;
@@ -213,10 +224,9 @@ void rows_q6_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
             _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_slli_epi16(_mm512_and_si512(qh_a, low2), 4));
         const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
                                            _mm512_slli_epi16(_mm512_and_si512(qh_b, low2), 4));
-        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(qa, xq[2 * h]),
-                                _mm512_permutexvar_epi16(sidx[2 * h], sc));
-        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(qb, xq[2 * h + 1]),
-                                _mm512_permutexvar_epi16(sidx[2 * h + 1], sc));
+        const __m512i da = _mm512_dpbusd_epi32(zero, qa, xq[2 * h]);
+        const __m512i db = _mm512_dpbusd_epi32(zero, qb, xq[2 * h + 1]);
+        a = _mm512_dpwssd_epi32(a, _mm512_packs_epi32(da, db), _mm512_permutexvar_epi16(sidx[h], sc));
       }
       acc[r] = a;
     }
