@@ -181,25 +181,25 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   parallel_items(pool, n_items, par, [&](int64_t item, int ti) {
     if (item < e1) {
       qkv.run(item);
-      done[item].store(1, std::memory_order_release);
+      count_done(done[item]);
     } else if (item < e2) {
       const int hk = static_cast<int>(item - e1);
       wait_rows(0, int64_t{hk} * group * hdk, int64_t{hk + 1} * group * hdk);
       wait_rows(1, int64_t{hk} * hdk, int64_t{hk + 1} * hdk);
       wait_rows(2, int64_t{hk} * hdv, int64_t{hk + 1} * hdv);
       rope_head(hk, ti);
-      roped[hk].store(1, std::memory_order_release);
+      count_done(roped[hk]);
     } else if (item < e3) {
       const int64_t b = (item - e2) / n_kv;
       const int hk = static_cast<int>((item - e2) % n_kv);
       wait_count(roped[hk], 1);
       attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, w.sinks, o);
-      attended[b].fetch_add(1, std::memory_order_release);
+      count_done(attended[b]);
     } else if (item < e4) {
       const int64_t b = item - e3;
       wait_count(attended[b], n_kv);
       proj.convert(b * qb, std::min(n, (b + 1) * qb));
-      converted.fetch_add(1, std::memory_order_release);
+      count_done(converted);
     } else {
       wait_count(converted, static_cast<int32_t>(n_qb));
       proj.run(item - e4);

@@ -214,7 +214,7 @@ void run_experts(const ExpertJob* jobs, int n_jobs, ThreadPool& pool) {
       const ExpertStep& s = *jobs[j].s;
       const int64_t i = (item - first1[j]) / nb1[j], r0 = (item - first1[j]) % nb1[j] * s.rb1;
       phase_gate_up(s, jobs[j].experts[i], r0, std::min(s.F, r0 + s.rb1), ti);
-      s.done1[i].fetch_add(1, std::memory_order_release);
+      count_done(s.done1[i]);
       return;
     }
     while (item >= first2[j + 1]) ++j;
