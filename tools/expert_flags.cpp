@@ -26,6 +26,9 @@ void ExpertFlags::add(CLI::App& app) {
   app.add_option("--io-threads", io_threads, "expert read threads (threads backend)")->capture_default_str();
   app.add_option("--io-depth", io_depth, "io_uring reads in flight; max prefetches queued")
       ->capture_default_str();
+  app.add_option("--io-chunk", io_chunk,
+                 "split expert reads into pieces of SIZE read in parallel (K/M; 0: off)")
+      ->capture_default_str();
   app.add_option("--expert-file", expert_file, "read experts from this `strata pack` bundle of the model");
   app.add_option("--predict", predict, "what predicts the next layers' experts (prefetch on)")
       ->check(CLI::IsMember({"lookahead", "history", "union"}))
@@ -58,6 +61,9 @@ Status ExpertFlags::apply(LoadOptions* lo) const {
   o.io_backend = io_backend;
   o.predict = predict;
   o.expert_file = expert_file;
+  auto chunk = parse_size(io_chunk);
+  if (!chunk.ok()) return err("--io-chunk: %s", chunk.message().c_str());
+  o.io_chunk = static_cast<size_t>(*chunk);
   if (!expert_file.empty() && budget.empty())
     return err("--expert-file needs --expert-budget (without a budget every expert is served from the GGUF)");
   o.profile_path = profile;

@@ -262,9 +262,11 @@ void ExpertStore::start_fill_locked(int s, ExpertKey k, bool urgent, bool prefet
   job.id = static_cast<uint32_t>(s);
   uint64_t off[IoJob::kMaxSegments];
   size_t len[IoJob::kMaxSegments], slot_off[IoJob::kMaxSegments];
-  job.n = catalog_.fill_segments(k.layer, k.expert, off, len, slot_off);
+  const int n = catalog_.fill_segments(k.layer, k.expert, off, len, slot_off);
   uint8_t* base = tier_->host_data(s);
-  for (int i = 0; i < job.n; ++i) job.seg[i] = IoSegment{base + slot_off[i], off[i], len[i]};
+  IoSegment whole[IoJob::kMaxSegments];
+  for (int i = 0; i < n; ++i) whole[i] = IoSegment{base + slot_off[i], off[i], len[i]};
+  job.n = io_split_segments(whole, n, opts_.io_chunk, job.seg, IoJob::kMaxSegments);
   (urgent ? pending_urgent_ : pending_normal_).push_back(job);
 }
 

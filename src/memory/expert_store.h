@@ -56,7 +56,10 @@ struct ExpertStoreOptions {
   // reads its own misses, one blocking pread at a time: the naive baseline)
   std::string io_backend = "auto";
   std::string expert_file;  // a `strata pack` bundle of this GGUF to read experts from
-  bool direct_io = true;    // O_DIRECT (falls back to buffered + DONTNEED where refused)
+  // Split each expert read into pieces of at most this many bytes, read in parallel by the uring
+  // engine (memory/io_engine.h io_split_segments); 0: one read per part (GGUF) or per expert (bundle).
+  size_t io_chunk = 0;
+  bool direct_io = true;  // O_DIRECT (falls back to buffered + DONTNEED where refused)
   // With a budget: copy the dense weights out of the mapping into anonymous RAM, read with O_DIRECT
   // (memory/mem_resident.h), so that they are resident and counted whatever the page cache does.
   bool dense_resident = true;

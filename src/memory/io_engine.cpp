@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "base/assert.h"
+
 namespace strata {
 
 bool io_backend_from_name(const std::string& name, IoBackend* out) {
@@ -47,6 +49,37 @@ uint64_t io_engine_planned_bytes(IoBackend backend, int threads, int depth) {
       break;
   }
   return static_cast<uint64_t>(std::max(threads, 0)) * kIoThreadStackBytes;
+}
+
+namespace {
+int split_count(const IoSegment* in, int n, uint64_t chunk) {
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t cover = io_align_up(in[i].off + in[i].len) - io_align_down(in[i].off);
+    k += chunk == 0 || cover == 0 ? 1 : static_cast<int>((cover + chunk - 1) / chunk);
+  }
+  return k;
+}
+}  // namespace
+
+int io_split_segments(const IoSegment* in, int n, size_t chunk, IoSegment* out, int max_out) {
+  STRATA_ASSERT(n >= 0 && max_out >= n);
+  uint64_t c = chunk ? io_align_up(chunk) : 0;
+  while (c && split_count(in, n, c) > max_out) c *= 2;
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    const IoSegment& s = in[i];
+    const uint64_t a0 = io_align_down(s.off), end = s.off + s.len;
+    if (c == 0 || io_align_up(end) - a0 <= c) {
+      out[k++] = s;
+      continue;
+    }
+    for (uint64_t p = a0; p < end; p += c) {  // piece [max(p, off), min(p + c, end)) lands at dst + (p - a0)
+      const uint64_t lo = std::max<uint64_t>(p, s.off), hi = std::min<uint64_t>(p + c, end);
+      out[k++] = IoSegment{s.dst + (p - a0), lo, static_cast<size_t>(hi - lo)};
+    }
+  }
+  return k;
 }
 
 Status io_read_job(IoFile& f, const IoJob& job, uint64_t* bytes) {

@@ -38,7 +38,7 @@ struct IoSegment {
 };
 
 struct IoJob {
-  static constexpr int kMaxSegments = 4;
+  static constexpr int kMaxSegments = 16;
   uint32_t id = 0;
   int n = 0;
   IoSegment seg[kMaxSegments];
@@ -90,6 +90,13 @@ Result<std::unique_ptr<IoEngine>> io_engine_make(IoBackend backend, IoFile& f, i
 
 Result<std::unique_ptr<IoEngine>> io_engine_make_threads(IoFile& f, int threads, IoEngine::Done done);
 std::unique_ptr<IoEngine> io_engine_make_sync(IoFile& f, IoEngine::Done done);
+
+// Splits segments in[0..n) into pieces of at most `chunk` bytes of cover each (chunk rounded up to
+// kIoAlign), cut at aligned file offsets, so that the pieces' covering reads tile the segments' covers
+// exactly (each piece lands where the whole segment's read would have put it); an asynchronous engine
+// then reads one segment's pieces in parallel. chunk 0: no split. When more than max_out pieces would
+// result the chunk is doubled until they fit (max_out >= n). Returns the number written to out.
+int io_split_segments(const IoSegment* in, int n, size_t chunk, IoSegment* out, int max_out);
 
 // A job's segments read one after another with io_read_covering (the threads and sync backends):
 // the first error, and *bytes = the segment lengths wanted.

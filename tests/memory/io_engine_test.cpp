@@ -224,6 +224,67 @@ TEST_P(IoEngineTest, PlannedBytesAreWhatTheEngineHolds) {
 INSTANTIATE_TEST_SUITE_P(Backends, IoEngineTest, ::testing::Values("uring", "threads", "sync"),
                          [](const auto& info) { return std::string(info.param); });
 
+// A split job reads exactly the bytes of the whole one, into the same places: each piece's covering
+// read lands where the whole segment's would have put it, and the pieces fit the job.
+TEST_P(IoEngineTest, SplitSegmentsGiveTheSameBytes) {
+  TempFile tf(3 << 20, 12);
+  auto f = io_open_file(tf.path, true);
+  ASSERT_TRUE(f.ok()) << f.message();
+  Collector c;
+  MAKE_OR_SKIP(e, **f, 8, c);
+  std::mt19937 rng(5);
+  const size_t cap = 700 * 1024;
+  AlignedBuf whole(3 * cap), split(3 * cap);
+  uint32_t id = 0;
+  for (size_t chunk : {size_t{1}, size_t{4096}, size_t{65536}, size_t{100000}, size_t{1} << 20}) {
+    for (int rep = 0; rep < 4; ++rep) {
+      IoSegment in[3];
+      const int n = 1 + static_cast<int>(rng() % 3);
+      for (int s = 0; s < n; ++s) {
+        const size_t len = 1 + rng() % (cap - 2 * kIoAlign);
+        in[s] = IoSegment{nullptr, rng() % (tf.bytes.size() - len), len};
+      }
+      IoJob a, b;
+      a.n = n;
+      for (int s = 0; s < n; ++s) {
+        a.seg[s] = in[s];
+        a.seg[s].dst = whole.p + s * cap;
+        in[s].dst = split.p + s * cap;
+      }
+      b.n = io_split_segments(in, n, chunk, b.seg, IoJob::kMaxSegments);
+      ASSERT_GE(b.n, n);
+      ASSERT_LE(b.n, IoJob::kMaxSegments);
+      uint64_t want = 0, got = 0;
+      for (int s = 0; s < n; ++s) want += in[s].len;
+      for (int s = 0; s < b.n; ++s) {
+        got += b.seg[s].len;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(b.seg[s].dst) % kIoAlign, 0u);
+      }
+      EXPECT_EQ(got, want);
+      a.id = id++;
+      b.id = id++;
+      memset(whole.p, 0, 3 * cap);
+      memset(split.p, 0, 3 * cap);
+      e->submit(&a, 1, true);
+      e->submit(&b, 1, true);
+      c.wait(id);
+      ASSERT_TRUE(c.done[a.id].ok() && c.done[b.id].ok()) << c.done[b.id].message();
+      for (int s = 0; s < n; ++s) {
+        const size_t at = in[s].off - io_align_down(in[s].off);
+        ASSERT_EQ(0, memcmp(split.p + s * cap + at, tf.bytes.data() + in[s].off, in[s].len))
+            << "chunk " << chunk << " segment " << s;
+        ASSERT_EQ(0, memcmp(whole.p + s * cap + at, split.p + s * cap + at, in[s].len));
+      }
+    }
+  }
+  // chunk 0 leaves the job alone; a 1 MiB segment at an unaligned offset in 256 KiB pieces is 5 reads.
+  IoSegment one{nullptr, 12345, 1 << 20}, out[IoJob::kMaxSegments];
+  EXPECT_EQ(io_split_segments(&one, 1, 0, out, IoJob::kMaxSegments), 1);
+  EXPECT_EQ(io_split_segments(&one, 1, 256 * 1024, out, IoJob::kMaxSegments), 5);
+  EXPECT_EQ(out[0].off, 12345u);
+  EXPECT_EQ(out[1].off, 12288u + 256 * 1024);  // cut at the cover's aligned start + one chunk
+}
+
 // The sync engine is the naive baseline: no thread of its own, no queue. Every job is read, one read
 // at a time, by the thread that calls submit(), and reported before submit() returns.
 TEST(IoEngine, SyncReadsInTheCallersThreadOneAtATime) {
