@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "model/v41_quant.h"
@@ -39,6 +40,45 @@ void attend_head(const float* q, const float* const* keys, size_t n_keys, int hd
     double acc = 0.0;
     for (size_t j = 0; j < n_keys; ++j) acc += static_cast<double>(p[j]) * keys[j][d];
     out[d] = bf16r(static_cast<float>(acc) / denf);
+  }
+}
+
+void hc_site_coeffs(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
+                    ds4::HcCoeffs* out) {
+  auto sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  for (int i = 0; i < hc; ++i) {
+    out->pre[i] = sigmoid(base[i] + mixes[i] * scale[0]) + eps;
+    out->post[i] = 2.0f * sigmoid(base[hc + i] + mixes[hc + i] * scale[1]);
+  }
+  auto& C = out->comb;
+  for (int a = 0; a < hc; ++a) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int b = 0; b < hc; ++b) {
+      const int k = 2 * hc + a * hc + b;
+      C[a][b] = base[k] + mixes[k] * scale[2];
+      mx = std::max(mx, C[a][b]);
+    }
+    float sum = 0.0f;
+    for (int b = 0; b < hc; ++b) sum += (C[a][b] = torch_vec_expf(C[a][b] - mx));
+    for (int b = 0; b < hc; ++b) C[a][b] = C[a][b] / sum + eps;
+  }
+  auto norm_cols = [&] {
+    for (int b = 0; b < hc; ++b) {
+      float sum = 0.0f;
+      for (int a = 0; a < hc; ++a) sum += C[a][b];
+      sum += eps;
+      for (int a = 0; a < hc; ++a) C[a][b] /= sum;
+    }
+  };
+  norm_cols();
+  for (int it = 1; it < iters; ++it) {
+    for (int a = 0; a < hc; ++a) {
+      float sum = 0.0f;
+      for (int b = 0; b < hc; ++b) sum += C[a][b];
+      sum += eps;
+      for (int b = 0; b < hc; ++b) C[a][b] /= sum;
+    }
+    norm_cols();
   }
 }
 

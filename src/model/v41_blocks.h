@@ -25,6 +25,13 @@ void pool_ratio2(const float* kv0, const float* g0, const float* kv1, const floa
 void attend_head(const float* q, const float* const* keys, size_t n_keys, int hd, float scale, float sink,
                  float* out);
 
+// pre/post/comb of one mHC site from its mixes, with the reference's arithmetic:
+// logits = base + mixes*scale; pre = sigmoid + eps, post = 2 sigmoid (1/(1+std::exp(-x)));
+// comb rows: e = torch_vec_expf(x - max), sum left to right, e / sum + eps; then columns
+// / (sum + eps), then (iters - 1) x {rows / (sum + eps), columns / (sum + eps)}; all f32.
+// (std::exp in the softmax, or e * (1/sum), or a double sum each break wide/s48 bit-exactness.)
+void hc_site_coeffs(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
+                    ds4::HcCoeffs* out);
 void hc_collapse(const float* H, const float* w, int hc, int64_t dim, float* u);
 void hc_post(const ds4::HcCoeffs& co, const float* y, int hc, int64_t dim, float* H);
 

@@ -59,17 +59,21 @@ struct Ctx {
   V41State& st;
 };
 
-// mixes = (fn . flat) * rsqrt(mean(flat^2) + eps), then pre/post/comb (ds4 Sinkhorn).
-void hc_site(const Config& c, const HcSite& s, const float* H, ds4::HcCoeffs* co) {
+// mixes = (fn . flat) * rsqrt(mean(flat^2) + eps), then pre/post/comb (v41 Sinkhorn).
+// s_ref: the f32 Linears sum in the order of the BLAS kernel the reference ran for a forward of
+// s_ref tokens (v41_quant.h linear_f32). Each position uses pos + 1, the per-prefix forward whose
+// last row it is (prefill.f32 row i = a fresh forward over i + 1 tokens), so prefill and decode
+// compute the same function; the head runs on one row (the reference's logits of the last token).
+void hc_site(const Config& c, const HcSite& s, const float* H, int64_t s_ref, ds4::HcCoeffs* co) {
   const int64_t n = int64_t{c.hc} * c.dim;
   double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(H[i]) * H[i];
   const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + c.eps);
   float mixes[64];
   const int nmix = (2 + c.hc) * c.hc;
-  linear_f32(s.fn.w.data(), H, nmix, n, mixes);
+  linear_f32(s.fn.w.data(), H, nmix, n, s_ref, mixes);
   for (int k = 0; k < nmix; ++k) mixes[k] *= r;
-  ds4::hc_coeffs(mixes, s.scale.data(), s.base.data(), c.hc, c.sinkhorn_iters, c.hc_eps, co);
+  hc_site_coeffs(mixes, s.scale.data(), s.base.data(), c.hc, c.sinkhorn_iters, c.hc_eps, co);
 }
 
 Status engram(const Ctx& x, int l, int64_t pos, float* H) {
@@ -123,8 +127,8 @@ void compress(const Ctx& x, int l, const float* x_in, int64_t pos) {
     return;
   }
   std::vector<float> g(static_cast<size_t>(hd));
-  linear_f32(L.c_wkv.w.data(), x_in, hd, c.dim, a.data());
-  linear_f32(L.c_wgate.w.data(), x_in, hd, c.dim, g.data());
+  linear_f32(L.c_wkv.w.data(), x_in, hd, c.dim, pos + 1, a.data());
+  linear_f32(L.c_wgate.w.data(), x_in, hd, c.dim, pos + 1, g.data());
   if (pos % 2 == 0) {
     s.pend_kv = a;
     s.pend_score = g;
@@ -243,12 +247,12 @@ void expert(const Config& c, const Mat& w1, const Mat& w3, const Mat& w2, const 
   linear_bf16(w2.w.data(), g.data(), c.dim, I, y);
 }
 
-void moe(const Ctx& x, int l, const float* x_in, float* out) {
+void moe(const Ctx& x, int l, const float* x_in, int64_t pos, float* out) {
   const Config& c = x.c;
   const LayerW& L = x.m.w.layers[l];
   const int E = c.n_experts, K = c.n_active;
   std::vector<float> s(static_cast<size_t>(E));
-  linear_f32(L.gate.w.data(), x_in, E, c.dim, s.data());
+  linear_f32(L.gate.w.data(), x_in, E, c.dim, pos + 1, s.data());
   for (int e = 0; e < E; ++e) {
     const float v = s[e] / c.gate_temp;
     const float sp = v > 20.0f ? v : std::log1p(std::exp(v));
@@ -322,15 +326,15 @@ Status v41_forward(const V41Model& m, V41State& st, std::span<const int32_t> tok
       if (c.layers[l].engram >= 0) STRATA_TRY(engram(x, l, pos, H));
       // Single-pass mHC: this site's pre collapses the NEXT sub-layer's input.
       ds4::HcCoeffs ca, cf;
-      hc_site(c, L.hc_attn, H, &ca);
+      hc_site(c, L.hc_attn, H, pos + 1, &ca);
       hc_collapse(H, pre, c.hc, c.dim, u.data());
       rms_norm_bf16(u.data(), L.attn_norm.data(), D, c.eps, a.data());
       attention(x, l, a.data(), pos, static_cast<int>(t), y.data());
       hc_post(ca, y.data(), c.hc, c.dim, H);
-      hc_site(c, L.hc_ffn, H, &cf);
+      hc_site(c, L.hc_ffn, H, pos + 1, &cf);
       hc_collapse(H, ca.pre, c.hc, c.dim, u.data());
       rms_norm_bf16(u.data(), L.ffn_norm.data(), D, c.eps, a.data());
-      moe(x, l, a.data(), y.data());
+      moe(x, l, a.data(), pos, y.data());
       hc_post(cf, y.data(), c.hc, c.dim, H);
       for (int s = 0; s < c.hc; ++s) pre[s] = cf.pre[s];
     }
@@ -339,7 +343,7 @@ Status v41_forward(const V41Model& m, V41State& st, std::span<const int32_t> tok
   for (int64_t t = all_logits ? 0 : n - 1; t < n; ++t) {
     hc_collapse(st.H.data() + t * hcD, st.pre.data() + t * c.hc, c.hc, c.dim, u.data());
     rms_norm_bf16(u.data(), m.w.norm.data(), D, c.eps, a.data());
-    linear_f32(m.w.head.w.data(), a.data(), V, D, logits + (all_logits ? t * V : 0));
+    linear_f32(m.w.head.w.data(), a.data(), V, D, 1, logits + (all_logits ? t * V : 0));
   }
   return {};
 }

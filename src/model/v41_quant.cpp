@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace strata::v41 {
 
@@ -38,12 +39,68 @@ void fake_quant_fp4_e4m3(float* x, int64_t n, int block) {
   }
 }
 
-void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y) {
+namespace {
+
+// One lane of an FMA accumulation: acc <- fma(w[i], x[i], acc) for i in [b, e) step `step`.
+float fma_run(const float* w, const float* x, int64_t b, int64_t e, int64_t step) {
+  float acc = 0.0f;
+  for (int64_t i = b; i < e; i += step) acc = std::fma(w[i], x[i], acc);
+  return acc;
+}
+
+}  // namespace
+
+float torch_vec_expf(float x) {
+  constexpr float kInvLn2 = 1.44269504088896340736f;
+  constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187045e-06f;
+  const float q = std::nearbyint(x * kInvLn2);
+  float s = std::fma(q, -kLn2Hi, x);
+  s = std::fma(q, -kLn2Lo, s);
+  float u = 0.000198527617612853646278381f;
+  u = std::fma(u, s, 0.00139304355252534151077271f);
+  u = std::fma(u, s, 0.00833336077630519866943359f);
+  u = std::fma(u, s, 0.0416664853692054748535156f);
+  u = std::fma(u, s, 0.166666671633720397949219f);
+  u = std::fma(u, s, 0.5f);
+  u = 1.0f + std::fma(s * s, u, s);
+  const int qi = static_cast<int>(q), half = qi >> 1;  // 2^q in two steps: no overflow near the ends
+  u = u * std::ldexp(1.0f, half) * std::ldexp(1.0f, qi - half);
+  if (x < -104.0f) return 0.0f;
+  if (x > 100.0f) return std::numeric_limits<float>::infinity();
+  return u;
+}
+
+bool f32_gemm_small(int64_t n_out, int64_t n_in, int64_t s_ref) {
+  const double mnk = static_cast<double>(n_out) * static_cast<double>(s_ref) * static_cast<double>(n_in);
+  return n_in >= 32 && n_out * s_ref <= 1200 && mnk <= 1e6;
+}
+
+void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int64_t s_ref, float* y) {
+  const bool small = f32_gemm_small(n_out, n_in, s_ref);
   for (int64_t o = 0; o < n_out; ++o) {
     const float* w = W + o * n_in;
-    double acc = 0.0;
-    for (int64_t i = 0; i < n_in; ++i) acc += static_cast<double>(w[i]) * static_cast<double>(x[i]);
-    y[o] = static_cast<float>(acc);
+    if (small) {
+      float lane[16];
+      for (int l = 0; l < 16; ++l) lane[l] = fma_run(w, x, l, n_in, 16);
+      float blk[4];
+      for (int b = 0; b < 4; ++b)
+        blk[b] = (lane[4 * b] + lane[4 * b + 1]) + (lane[4 * b + 2] + lane[4 * b + 3]);
+      y[o] = (blk[0] + blk[1]) + (blk[2] + blk[3]);
+      continue;
+    }
+    float c = 0.0f;
+    for (int64_t k0 = 0; k0 < n_in;) {
+      int64_t len = n_in - k0;
+      if (len >= 2 * kF32GemmQ) {
+        len = kF32GemmQ;
+      } else if (len > kF32GemmQ) {
+        len = (len / 2 + 15) / 16 * 16;
+      }
+      const float part = fma_run(w, x, k0, k0 + len, 1);
+      c = k0 == 0 ? part : c + part;
+      k0 += len;
+    }
+    y[o] = c;
   }
 }
 

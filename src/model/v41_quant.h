@@ -63,9 +63,29 @@ void fake_quant_fp4_e4m3(float* x, int64_t n, int block = 16);
 // order, and exact-then-round, each differ near ties: e.g. deep layer 4's wo_a at position 0).
 // W [n_out][n_in] f32 holding bf16 values.
 void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y);
-// Same without the final rounding (F32 weights / float32 activations).
-void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y);
+// exp as the reference's torch build computes it on vectors (Vectorized<float>::exp, a Sleef
+// u10 kernel): x = q ln2 + s with q = rint(x / ln2) (ln2 split in two for the reduction), a
+// degree-6 polynomial in s evaluated with FMAs, then scaled by 2^q; 0 below -104, +inf above 100.
+// Within 1 ulp of exp but not correctly rounded, so it differs from std::exp on a fair share of
+// inputs (measured bit-identical to torch.exp on 3M f32 inputs in [-104, 90]). Torch uses it for
+// the vectorized parts of its softmax / sigmoid / silu kernels; scalar tails use std::exp.
+float torch_vec_expf(float x);
 
+// An f32 Linear (F32 weights or float32 activations: mHC mixes, ratio-2 compressor, router, head)
+// summed in the order of the reference's BLAS (OpenBLAS sgemm, SkylakeX kernels; torch calls it
+// transposed: BLAS M = n_out, N = the tokens of the forward, K = n_in). Which kernel runs depends
+// on the token count `s_ref` of the reference forward the row belongs to:
+//   small-matrix kernel (K >= 32, n_out*s_ref <= 1200, n_out*s_ref*K <= 1e6): 16 f32 lanes, lane l
+//     FMA-accumulates x[k]*w[k] over k = l (mod 16) in order; then per group of four lanes
+//     (l0+l1)+(l2+l3), and the four group sums (g0+g1)+(g2+g3);
+//   otherwise the blocked kernel: one FMA chain over each K block (256, or a balanced half-split
+//     when K is between 256 and 512), block results added in order.
+// Measured bit-identical to torch 1.13 F.linear on OpenBLAS 0.3.21 (OPENBLAS_CORETYPE=SkylakeX) for
+// the fixtures' shapes (K 128/512, n_out 4..256, tokens 1..160); the reference logits of rows 0-3
+// reproduce exactly with it.
+inline constexpr int64_t kF32GemmQ = 256;
+bool f32_gemm_small(int64_t n_out, int64_t n_in, int64_t s_ref);
+void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int64_t s_ref, float* y);
 // RMSNorm of the reference: y = bf16r(w * (x * rsqrt(mean(x^2) + eps))), all in f32.
 void rms_norm_bf16(const float* x, const float* w, int64_t n, float eps, float* y);
 

@@ -46,6 +46,9 @@ int argmax(const float* a, int n) {
 struct Case {
   const char* model;
   const char* seq;
+  // Leading rows held to the strict criteria by default (-1: all `stable_leading_rows`); the
+  // rest of the strict rows only under STRATA_V41_STRICT=1 (see KNOWN GAP below).
+  int strict_rows;
 };
 
 class V41Fixture : public ::testing::TestWithParam<Case> {};
@@ -114,20 +117,26 @@ TEST_P(V41Fixture, PrefillAndDecode) {
       cs.model, cs.seq, n, stable, max_strict_p, max_strict_d, max_all_p, max_all_d, argmax_agree, n);
   // Decode must compute the same function as the causal prefill (state carried correctly).
   EXPECT_LE(row_maxdiff(lp.data(), ld.data(), n * V), 1e-5f);
-  // KNOWN GAP (strict criteria enforced with STRATA_V41_STRICT=1): with the bf16 matmuls in
-  // VDPBF16PS pair order, wide/s48 rows 0-13, sparse/s48 0-22 and 31-47 and deep/s48 0-5 match
-  // to ~2e-7. What is left: f32 reductions the reference's torch kernels order differently (the
-  // mHC mixes, attention softmax sums: a rare 1-ulp bf16 flip, 1e-2 in the logits: deep from
-  // row 6, sparse 23-30) and two unexplained events (wide from row 14, 0.04, shared with an
-  // independent torch re-implementation; deep from row 13, up to ~1.1). Numbers per model are
-  // printed above.
+  // Strict rows (prefill and decode within 1e-3 of prefill.f32; decode may match decode.f32 at or
+  // after a near tie). With the reference's f32 orders (OpenBLAS sgemm kernels, torch's exp in the
+  // Sinkhorn) wide/s48 is bit-identical on all 48 rows and every s160 case on its stable rows.
+  // KNOWN GAP, enforced only with STRATA_V41_STRICT=1: sparse/s48 from row 5 (the layer-1 mHC
+  // mixes at position 5 round differently: a plain f32 dot there matches, the BLAS order the
+  // other sites need does not) and deep/s48 from row 13 (layer 4's indexer picks position 10 over
+  // 6 at position 13, not a tie; the swap alone leaves 0.066). Numbers per model are printed above.
   RecordProperty("strict_prefill_maxdiff", std::to_string(max_strict_p));
+  const int must = cs.strict_rows < 0 ? stable : std::min(cs.strict_rows, stable);
   if (std::getenv("STRATA_V41_STRICT")) {
     EXPECT_LE(max_strict_p, 1e-3f) << "first failing strict row " << first_bad;
     EXPECT_LE(max_strict_d, 1e-3f) << "first failing strict row " << first_bad;
-  } else if (max_strict_p > 1e-3f || max_strict_d > 1e-3f) {
-    std::printf("[v41] %s/%s: strict criteria NOT MET (first row %d); set STRATA_V41_STRICT=1 to fail\n",
-                cs.model, cs.seq, first_bad);
+  } else {
+    EXPECT_TRUE(first_bad < 0 || first_bad >= must)
+        << "strict criteria fail at row " << first_bad << ", expected to hold on rows < " << must;
+    if (first_bad >= 0)
+      std::printf(
+          "[v41] %s/%s: strict criteria NOT MET from row %d (held on rows < %d as expected); "
+          "STRATA_V41_STRICT=1 fails on it\n",
+          cs.model, cs.seq, first_bad, must);
   }
   // Smoke bound for the rows past the bit-level oracle (README criterion 4).
   EXPECT_LE(max_all_p, 4.0f);
@@ -135,8 +144,9 @@ TEST_P(V41Fixture, PrefillAndDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, V41Fixture,
-                         ::testing::Values(Case{"wide", "s48"}, Case{"wide", "s160"}, Case{"sparse", "s48"},
-                                           Case{"sparse", "s160"}, Case{"deep", "s48"}, Case{"deep", "s160"}),
+                         ::testing::Values(Case{"wide", "s48", -1}, Case{"wide", "s160", -1},
+                                           Case{"sparse", "s48", 5}, Case{"sparse", "s160", -1},
+                                           Case{"deep", "s48", 13}, Case{"deep", "s160", -1}),
                          [](const auto& info) {
                            return std::string(info.param.model) + "_" + info.param.seq;
                          });
