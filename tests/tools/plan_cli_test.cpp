@@ -78,6 +78,27 @@ TEST_F(PlanCli, PlanRamBudgetAndTooSmall) {
   EXPECT_NE(p.out.find("DOES NOT FIT"), std::string::npos) << p.out;
 }
 
+// The I/O engine is priced as given: a thread pool by its stacks, sync (the compute thread reads) at
+// nothing; the rest of the bill does not move.
+TEST_F(PlanCli, PlanPricesTheIoBackend) {
+  auto plan = [&](const std::string& backend) {
+    Proc p =
+        strata("plan -m " + model_ + " --json --expert-budget 1M --io-threads 3 --io-backend " + backend);
+    EXPECT_EQ(p.code, 0) << p.err;
+    return nlohmann::json::parse(p.out);
+  };
+  const auto threads = plan("threads"), sync = plan("sync");
+  EXPECT_EQ(threads["io_backend"], "threads");
+  EXPECT_EQ(sync["io_backend"], "sync");
+  EXPECT_EQ(threads["io_buffers"].get<uint64_t>(), 3u * 64 * 1024);
+  EXPECT_EQ(sync["io_buffers"].get<uint64_t>(), 0u);
+  EXPECT_EQ(threads["total"].get<uint64_t>() - sync["total"].get<uint64_t>(), 3u * 64 * 1024);
+  Proc t = strata("plan -m " + model_ + " --expert-budget 1M --io-backend sync");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("sync reads by the compute thread"), std::string::npos) << t.out;
+  expect_one_line_error(strata("plan -m " + model_ + " --io-backend aio"), "--io-backend");
+}
+
 TEST_F(PlanCli, PlanConfigs) {
   const std::string d = std::string(STRATA_SOURCE_DIR) + "/tests/data/";
   Proc p = strata("plan --config " + d + "deepseek-v4-flash.config.json --ram 64G -c 64K --json");
