@@ -103,10 +103,12 @@ void attention_core(const AttnConfig& c, const float* q, int64_t n, int64_t pos0
 
 // One pool region for the whole block, items claimed in this order (each waits only on earlier
 // items, so a thread only ever waits for work another thread is already running):
-//   1. q/k/v row blocks (LinearPlan items)
-//   2. per kv head: q/k norm and RoPE of its heads, its K/V slices written to the cache rows
-//      (waits for the q/k/v blocks holding those heads)
-//   3. attention (query block, kv head) as attention_core (waits for its kv head's step 2)
+//   1. k/v/q row blocks (LinearPlan items)
+//   then per kv head:
+//   2. q/k norm and RoPE of its heads, its K/V slices written to the cache rows (waits for the
+//      row blocks holding those heads)
+//   3. its attention items (query block, kv head) as attention_core (wait for its step 2)
+//   and at the end:
 //   4. per query block: its o rows converted for the output weight (waits for its step-3 items)
 //   5. output projection row blocks (wait for every step 4)
 // Every value is the same call on the same rows as the block-by-block path, so the result does
@@ -133,7 +135,10 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   float* k = arena.alloc<float>(n * k_w);  // [n][n_head_kv][hd_k]
   float* v = arena.alloc<float>(n * v_w);  // [n][n_head_kv][hd_v]
   float* o = arena.alloc<float>(n * o_w);  // [n][n_head][hd_v]
-  const LinearOut qkv_outs[3] = {{w.wq, q, w.bq}, {w.wk, k, w.bk}, {w.wv, v, w.bv}};
+  // k and v first: the q row blocks of the last kv heads are then the last items of step 1, and
+  // the first heads' step 2 and 3 run while they finish.
+  const LinearOut qkv_outs[3] = {{w.wk, k, w.bk}, {w.wv, v, w.bv}, {w.wq, q, w.bq}};
+  constexpr int kOutK = 0, kOutV = 1, kOutQ = 2;
   const LinearPlan qkv(arena, qkv_outs, 3, x, n);
   qkv.convert(0, n);
   const LinearOut o_out{w.wo, out, w.bo};
@@ -141,8 +146,9 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
 
   const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
   const int64_t n_qb = (n + qb - 1) / qb;
-  const int64_t e1 = qkv.items(), e2 = e1 + n_kv, e3 = e2 + n_qb * n_kv, e4 = e3 + n_qb;
-  const int64_t n_items = e4 + proj.items();
+  const int64_t per_head = 1 + n_qb;  // step 2, then step 3's items
+  const int64_t e1 = qkv.items(), e2 = e1 + n_kv * per_head, e3 = e2 + n_qb;
+  const int64_t n_items = e3 + proj.items();
   // Done counters: [e1] q/k/v blocks (0/1), [n_kv] heads roped and cached, [n_qb] heads attended
   // per query block, [1] query blocks converted.
   const int64_t n_done = e1 + n_kv + n_qb + 1;
@@ -183,26 +189,27 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
       qkv.run(item);
       count_done(done[item]);
     } else if (item < e2) {
-      const int hk = static_cast<int>(item - e1);
-      wait_rows(0, int64_t{hk} * group * hdk, int64_t{hk + 1} * group * hdk);
-      wait_rows(1, int64_t{hk} * hdk, int64_t{hk + 1} * hdk);
-      wait_rows(2, int64_t{hk} * hdv, int64_t{hk + 1} * hdv);
-      rope_head(hk, ti);
-      count_done(roped[hk]);
+      const int hk = static_cast<int>((item - e1) / per_head);
+      const int64_t b = (item - e1) % per_head - 1;
+      if (b < 0) {
+        wait_rows(kOutQ, int64_t{hk} * group * hdk, int64_t{hk + 1} * group * hdk);
+        wait_rows(kOutK, int64_t{hk} * hdk, int64_t{hk + 1} * hdk);
+        wait_rows(kOutV, int64_t{hk} * hdv, int64_t{hk + 1} * hdv);
+        rope_head(hk, ti);
+        count_done(roped[hk]);
+      } else {
+        wait_count(roped[hk], 1);
+        attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, w.sinks, o);
+        count_done(attended[b]);
+      }
     } else if (item < e3) {
-      const int64_t b = (item - e2) / n_kv;
-      const int hk = static_cast<int>((item - e2) % n_kv);
-      wait_count(roped[hk], 1);
-      attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, w.sinks, o);
-      count_done(attended[b]);
-    } else if (item < e4) {
-      const int64_t b = item - e3;
+      const int64_t b = item - e2;
       wait_count(attended[b], n_kv);
       proj.convert(b * qb, std::min(n, (b + 1) * qb));
       count_done(converted);
     } else {
       wait_count(converted, static_cast<int32_t>(n_qb));
-      proj.run(item - e4);
+      proj.run(item - e3);
     }
   });
 }

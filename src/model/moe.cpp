@@ -204,8 +204,17 @@ void run_experts(const ExpertJob* jobs, int n_jobs, ThreadPool& pool) {
     nb2[j] = (s.d + kDownRows - 1) / kDownRows;
     first1[j + 1] = first1[j] + jobs[j].n * nb1[j];
   }
+  // Down items of kDownRows rows, except those of the region's last expert: kRowsPerItem rows, so
+  // the region ends on small items.
+  auto down_rows = [&](int j, int64_t i) {
+    return j == n_jobs - 1 && i == jobs[j].n - 1 ? kRowsPerItem : kDownRows;
+  };
   first2[0] = first1[n_jobs];
-  for (int j = 0; j < n_jobs; ++j) first2[j + 1] = first2[j] + jobs[j].n * nb2[j];
+  for (int j = 0; j < n_jobs; ++j) {
+    const int64_t d = jobs[j].s->d, n = jobs[j].n;
+    first2[j + 1] =
+        first2[j] + (n > 0 ? (n - 1) * nb2[j] + (d + down_rows(j, n - 1) - 1) / down_rows(j, n - 1) : 0);
+  }
   const bool par = pool.size() > 1 && work >= kMinParallelWork;
   parallel_items(pool, first2[n_jobs], par, [&](int64_t item, int ti) {
     int j = 0;
@@ -219,9 +228,10 @@ void run_experts(const ExpertJob* jobs, int n_jobs, ThreadPool& pool) {
     }
     while (item >= first2[j + 1]) ++j;
     const ExpertStep& s = *jobs[j].s;
-    const int64_t i = (item - first2[j]) / nb2[j], r0 = (item - first2[j]) % nb2[j] * kDownRows;
+    const int64_t i = std::min<int64_t>((item - first2[j]) / nb2[j], jobs[j].n - 1), rows = down_rows(j, i);
+    const int64_t r0 = (item - first2[j] - i * nb2[j]) * rows;
     wait_count(s.done1[i], static_cast<int32_t>(nb1[j]));
-    phase_down(s, jobs[j].experts[i], r0, std::min(s.d, r0 + kDownRows), ti);
+    phase_down(s, jobs[j].experts[i], r0, std::min(s.d, r0 + rows), ti);
   });
 }
 
