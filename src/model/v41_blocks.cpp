@@ -20,13 +20,11 @@ void pool_ratio2(const float* kv0, const float* g0, const float* kv1, const floa
 }
 
 void attend_head(const float* q, const float* const* keys, size_t n_keys, int hd, float scale, float sink,
-                 float* out) {
+                 bool small_kernel, float* out) {
   std::vector<float> p(n_keys);
   float mx = -1e30f;
   for (size_t j = 0; j < n_keys; ++j) {
-    double dot = 0.0;
-    for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * keys[j][d];
-    p[j] = static_cast<float>(dot) * scale;
+    p[j] = dot_f32_blas(q, keys[j], hd, small_kernel) * scale;
     mx = std::max(mx, p[j]);
   }
   double den = 0.0;

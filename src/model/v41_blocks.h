@@ -4,7 +4,10 @@
 //   pool_ratio2   ratio-2 compressor pooling: per channel d, w = softmax(g0[d], g1[d]) (f32),
 //                 out[d] = bf16(kv0[d]*w0 + kv1[d]*w1). (Ratio 1 has no pooling: the latent is
 //                 RMSNorm(wkv x), see v41_forward.cpp compress().)
-//   attend_head   one head of the sparse attention kernel: s_j = (q.k_j)*scale (f32);
+//   attend_head   one head of the sparse attention kernel: s_j = (q.k_j)*scale (f32; q.k_j summed
+//                 in the BLAS order, dot_f32_blas: the reference's f32 einsum runs one
+//                 [heads x hd] x [hd x keys] sgemm per query; small_kernel =
+//                 f32_gemm_small(keys, hd, heads), e.g. up to 300 keys with 4 heads);
 //                 m = max_j s_j (the sink is not part of the max); p_j = exp(s_j - m);
 //                 den = sum_j p_j + exp(sink - m); out = bf16(sum_j bf16(p_j) k_j / den) (K = V).
 //   hc_collapse   u = bf16(sum_c w[c] H[c])          (a sub-layer's input from the hc streams)
@@ -23,7 +26,7 @@ namespace strata::v41 {
 void pool_ratio2(const float* kv0, const float* g0, const float* kv1, const float* g1, int64_t n, float* out);
 
 void attend_head(const float* q, const float* const* keys, size_t n_keys, int hd, float scale, float sink,
-                 float* out);
+                 bool small_kernel, float* out);
 
 // pre/post/comb of one mHC site from its mixes, with the reference's arithmetic:
 // logits = base + mixes*scale; pre = sigmoid + eps, post = 2 sigmoid (1/(1+std::exp(-x)));

@@ -216,8 +216,10 @@ void attention(const Ctx& x, int l, const float* x_in, int64_t pos, int t, float
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<float> o(static_cast<size_t>(H) * hd);
+  const bool small = f32_gemm_small(static_cast<int64_t>(keys.size()), hd, H);
   for (int h = 0; h < H; ++h)
-    attend_head(q.data() + h * hd, keys.data(), keys.size(), hd, scale, L.attn_sink[h], o.data() + h * hd);
+    attend_head(q.data() + h * hd, keys.data(), keys.size(), hd, scale, L.attn_sink[h], small,
+                o.data() + h * hd);
   rope.apply(o.data(), H, hd, pos, true);
   const int G = c.o_groups, R = c.o_lora;
   const int64_t gw = int64_t{H} * hd / G;

@@ -75,33 +75,33 @@ bool f32_gemm_small(int64_t n_out, int64_t n_in, int64_t s_ref) {
   return n_in >= 32 && n_out * s_ref <= 1200 && mnk <= 1e6;
 }
 
+float dot_f32_blas(const float* a, const float* b, int64_t n, bool small) {
+  if (small) {
+    float lane[16];
+    for (int l = 0; l < 16; ++l) lane[l] = fma_run(a, b, l, n, 16);
+    float blk[4];
+    for (int g = 0; g < 4; ++g)
+      blk[g] = (lane[4 * g] + lane[4 * g + 1]) + (lane[4 * g + 2] + lane[4 * g + 3]);
+    return (blk[0] + blk[1]) + (blk[2] + blk[3]);
+  }
+  float c = 0.0f;
+  for (int64_t k0 = 0; k0 < n;) {
+    int64_t len = n - k0;
+    if (len >= 2 * kF32GemmQ) {
+      len = kF32GemmQ;
+    } else if (len > kF32GemmQ) {
+      len = (len / 2 + 15) / 16 * 16;
+    }
+    const float part = fma_run(a, b, k0, k0 + len, 1);
+    c = k0 == 0 ? part : c + part;
+    k0 += len;
+  }
+  return c;
+}
+
 void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int64_t s_ref, float* y) {
   const bool small = f32_gemm_small(n_out, n_in, s_ref);
-  for (int64_t o = 0; o < n_out; ++o) {
-    const float* w = W + o * n_in;
-    if (small) {
-      float lane[16];
-      for (int l = 0; l < 16; ++l) lane[l] = fma_run(w, x, l, n_in, 16);
-      float blk[4];
-      for (int b = 0; b < 4; ++b)
-        blk[b] = (lane[4 * b] + lane[4 * b + 1]) + (lane[4 * b + 2] + lane[4 * b + 3]);
-      y[o] = (blk[0] + blk[1]) + (blk[2] + blk[3]);
-      continue;
-    }
-    float c = 0.0f;
-    for (int64_t k0 = 0; k0 < n_in;) {
-      int64_t len = n_in - k0;
-      if (len >= 2 * kF32GemmQ) {
-        len = kF32GemmQ;
-      } else if (len > kF32GemmQ) {
-        len = (len / 2 + 15) / 16 * 16;
-      }
-      const float part = fma_run(w, x, k0, k0 + len, 1);
-      c = k0 == 0 ? part : c + part;
-      k0 += len;
-    }
-    y[o] = c;
-  }
+  for (int64_t o = 0; o < n_out; ++o) y[o] = dot_f32_blas(W + o * n_in, x, n_in, small);
 }
 
 void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y) {

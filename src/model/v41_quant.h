@@ -84,6 +84,8 @@ float torch_vec_expf(float x);
 // the fixtures' shapes (K 128/512, n_out 4..256, tokens 1..160); the reference logits of rows 0-3
 // reproduce exactly with it.
 inline constexpr int64_t kF32GemmQ = 256;
+// One output element, sum_k a[k]*b[k], in the order of the small (true) or blocked kernel.
+float dot_f32_blas(const float* a, const float* b, int64_t n, bool small);
 bool f32_gemm_small(int64_t n_out, int64_t n_in, int64_t s_ref);
 void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int64_t s_ref, float* y);
 // RMSNorm of the reference: y = bf16r(w * (x * rsqrt(mean(x^2) + eps))), all in f32.

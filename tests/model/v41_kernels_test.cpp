@@ -124,14 +124,14 @@ TEST(V41Attention, SinkOutsideMaxAndBf16Probabilities) {
     for (auto& k : K) kp.push_back(k.data());
     std::vector<float> got(hd), want;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    attend_head(q.data(), kp.data(), kp.size(), hd, scale, sink, got.data());
+    attend_head(q.data(), kp.data(), kp.size(), hd, scale, sink, true, got.data());
     attend_ref(q, K, scale, sink, &want);
     for (int d = 0; d < hd; ++d) EXPECT_EQ(got[d], want[d]) << "sink " << sink << " d " << d;
   }
   // One key: its weight is exactly 1 (exp(0)), so out = bf16(k / (1 + exp(sink - s))).
   std::vector<float> q(8, 0.0f), k(8, 1.0f), out(8);
   const float* kp = k.data();
-  attend_head(q.data(), &kp, 1, 8, 1.0f, 0.0f, out.data());
+  attend_head(q.data(), &kp, 1, 8, 1.0f, 0.0f, true, out.data());
   for (float v : out) EXPECT_EQ(v, 0.5f);
 }
 
