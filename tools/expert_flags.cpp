@@ -34,6 +34,8 @@ void ExpertFlags::add(CLI::App& app) {
       ->check(CLI::IsMember({"lookahead", "history", "union"}))
       ->capture_default_str();
   app.add_option("--lookahead", lookahead, "layers the router look-ahead predicts")->capture_default_str();
+  app.add_option("--lookahead-top", lookahead_top, "prefetch only the look-ahead's best M of top-k (0: all)")
+      ->capture_default_str();
   app.add_flag("--buffered-io", buffered_io,
                "read experts through the page cache (no O_DIRECT; for comparison)");
   app.add_option("--stats-out", stats_out, "expert statistics (.json, or .csv counts)");
@@ -54,7 +56,9 @@ Status ExpertFlags::apply(LoadOptions* lo) const {
   if (lookahead < 0 || lookahead > 64) return err("--lookahead %d must be in 0..64", lookahead);
   o.policy = policy;
   o.prefetch = prefetch == "on";
+  if (lookahead_top < 0) return err("--lookahead-top %d must be >= 0", lookahead_top);
   o.lookahead = lookahead;
+  o.lookahead_top = lookahead_top;
   o.io_threads = io_threads;
   o.io_depth = io_depth;
   o.direct_io = !buffered_io;

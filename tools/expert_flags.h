@@ -8,7 +8,7 @@
 //   --io-depth N            io_uring reads in flight (and prefetches queued); --io-threads N: threads backend
 //   --expert-file BUNDLE    read experts from a `strata pack` bundle of the model (one read per expert)
 //   --io-chunk SIZE         split each expert read into pieces of this size, read in parallel (0: no split)
-//   --lookahead D, --predict lookahead|history|union
+//   --lookahead D, --predict lookahead|history|union, --lookahead-top M (prefetch the best M of top-k)
 //   --stats-out FILE        statistics (.json, or .csv per-(layer, expert) counts)
 //   --heatmap FILE.svg      per-(layer, expert) activation heatmap
 //   --routing-trace-out F   one JSON line per (token, layer)
@@ -30,7 +30,7 @@ struct ExpertFlags {
   // lookahead 0 by default: measured on the synth model (800M budget, 2 cores), the look-ahead
   // read 1.9 GiB vs 1.0 GiB per 48 tokens (57.7% precision; replay --predictors: ~5 wasted reads per
   // covered miss at a 30% budget) and decoded slower (4.3-5.6 vs 6.6-7.2 tok/s). --lookahead 1 turns it on.
-  int io_threads = 4, io_depth = 32, lookahead = 0;
+  int io_threads = 4, io_depth = 32, lookahead = 0, lookahead_top = 0;
   bool buffered_io = false;
 
   void add(CLI::App& app);

@@ -393,7 +393,7 @@ void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {
     const int l = layer + d;
     if (l >= n_layer_ || !lookahead_->has(l) || !catalog_.layer(l).present) continue;
     std::fill(mark_.begin(), mark_.end(), 0);
-    if (predict_lookahead_) lookahead_->predict(l, x, n, mark_.data());
+    if (predict_lookahead_) lookahead_->predict(l, x, n, mark_.data(), opts_.lookahead_top);
     if (predict_history_)  // the previous token's experts of layer l
       for (int e = 0; e < n_expert_; ++e)
         if (last_use_[idx(l, e)] == static_cast<int64_t>(tick0_) - 1) mark_[static_cast<size_t>(e)] = 1;

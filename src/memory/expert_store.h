@@ -45,8 +45,9 @@ namespace strata {
 struct ExpertStoreOptions {
   uint64_t budget_bytes = 0;  // fast-tier bytes for routed experts; 0 = all resident (mmapped)
   std::string policy = "adaptive";
-  bool prefetch = true;  // off = "naive": reads start only when compute asks, one at a time
-  int lookahead = 1;     // layers ahead the router look-ahead predicts (prefetch on)
+  bool prefetch = true;   // off = "naive": reads start only when compute asks, one at a time
+  int lookahead = 1;      // layers ahead the router look-ahead predicts (prefetch on)
+  int lookahead_top = 0;  // prefetch only the look-ahead's best `lookahead_top` of top-k (0: all k)
   // What predicts layer l+d's experts while layer l computes (decode steps): "lookahead" (the next
   // routers on this layer's input), "history" (the previous token's experts at l+d) or "union".
   std::string predict = "lookahead";

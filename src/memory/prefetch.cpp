@@ -42,7 +42,8 @@ Result<RouterLookahead> RouterLookahead::build(const GgufFile& f, int n_layer, i
   return r;
 }
 
-void RouterLookahead::predict(int layer, const float* x, int64_t n, uint8_t* mark) {
+void RouterLookahead::predict(int layer, const float* x, int64_t n, uint8_t* mark, int top) {
+  const int m = top > 0 && top < n_used_ ? top : n_used_;
   if (!has(layer)) return;
   const std::vector<float>& w = w_[static_cast<size_t>(layer)];
   const std::vector<float>& b = b_[static_cast<size_t>(layer)];
@@ -53,7 +54,7 @@ void RouterLookahead::predict(int layer, const float* x, int64_t n, uint8_t* mar
                                         (b.empty() ? 0.0f : b[static_cast<size_t>(e)]);
     }
     top_k(logits_.data(), n_expert_, n_used_, top_.data());
-    for (int j = 0; j < n_used_; ++j) mark[top_[static_cast<size_t>(j)]] = 1;
+    for (int j = 0; j < m; ++j) mark[top_[static_cast<size_t>(j)]] = 1;  // top_ is in descending order
   }
 }
 

@@ -28,8 +28,9 @@ class RouterLookahead {
   int n_embd() const { return n_embd_; }
 
   // Marks in `mark` ([n_expert], set to 1) the union over the n rows of x ([n][n_embd] f32) of the
-  // top-k experts of `layer`'s router. Not thread-safe (uses internal scratch).
-  void predict(int layer, const float* x, int64_t n, uint8_t* mark);
+  // top-k experts of `layer`'s router, or of its `top` best when 0 < top < k (the surest guesses).
+  // Not thread-safe (uses internal scratch).
+  void predict(int layer, const float* x, int64_t n, uint8_t* mark, int top = 0);
 
  private:
   int n_embd_ = 0, n_expert_ = 0, n_used_ = 0;
