@@ -191,10 +191,15 @@ void matmul_rows_gather(const KernelTraits& kt, int64_t n, const void* w, size_t
 
 void matmul_rows_parallel(ThreadPool& pool, const KernelTraits& kt, int64_t n, const void* w, size_t w_stride,
                           int64_t n_rows, const void* x, size_t x_stride, int64_t nt, float* y, int64_t ldy) {
-  const int64_t items = (n_rows + kRowsPerItem - 1) / kRowsPerItem;
-  run_items(pool, items, [&](int64_t i) {
-    matmul_rows(kt, n, w, w_stride, i * kRowsPerItem, std::min(n_rows, (i + 1) * kRowsPerItem), x, x_stride,
-                nt, y, ldy);
+  // Items of two kRowsPerItem blocks (half the gemv kernels' per-call activation setup), except
+  // the last 2·threads blocks, one each, so the region ends on small items. Every row gets the
+  // same arithmetic whatever its item.
+  const int64_t blocks = (n_rows + kRowsPerItem - 1) / kRowsPerItem;
+  const int64_t pairs = std::max<int64_t>(0, blocks - 2 * int64_t{pool.size()}) / 2;
+  run_items(pool, blocks - pairs, [&](int64_t i) {
+    const int64_t b0 = i < pairs ? 2 * i : i + pairs, b1 = i < pairs ? b0 + 2 : b0 + 1;
+    matmul_rows(kt, n, w, w_stride, b0 * kRowsPerItem, std::min(n_rows, b1 * kRowsPerItem), x, x_stride, nt,
+                y, ldy);
   });
 }
 
