@@ -7,9 +7,10 @@
 //   topk_softmax         top-k of the raw logits (+ router bias) → softmax over the k (gpt-oss)
 // The input is quantized once per layer; slots (token, choice) are grouped by expert so that each
 // expert's weights are read once per step whatever the batch: one pool region computes gate, up,
-// SwiGLU and the down input's quantization per (expert, row block), a second one down. Expert
-// outputs are summed per token in slot order (as llama.cpp does). Scratch comes from the
-// session's arena.
+// SwiGLU and the down input's quantization per (expert, row block), then down per (expert, row
+// block) as soon as that expert's first phase is done, the shared expert's items in the same
+// region. Expert outputs are summed per token in slot order (as llama.cpp does). Scratch comes
+// from the session's arena.
 #pragma once
 
 #include <cstdint>
