@@ -29,9 +29,10 @@ enum Op : int {
   op_vec_add_scaled,
   op_dot,
   op_attn_keys,
+  op_rope,
 };
-const char* const kOpNames[] = {"exp",     "swiglu", "rms_norm", "softmax_mask",
-                                "vec_add", "axpy",   "dot_f32",  "attn_key_block"};
+const char* const kOpNames[] = {"exp",  "swiglu",  "rms_norm",       "softmax_mask", "vec_add",
+                                "axpy", "dot_f32", "attn_key_block", "rope_neox"};
 
 // n N(0, 1) floats, 64-byte aligned (as arena and KV rows are).
 AlignedPtr<float> normal(int64_t n, uint32_t seed) {
@@ -62,6 +63,12 @@ void BM_Ops(benchmark::State& state) {
   const AlignedPtr<float> s = normal(n, 9), o = normal(kHd, 10);
   std::vector<const float*> kp(static_cast<size_t>(n)), vp(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) kp[j] = keys.get() + j * kHd, vp[j] = vals.get() + j * kHd;
+  std::vector<float> rope(static_cast<size_t>(n + n % 2));
+  if (op == op_rope) {
+    RopeParams p;
+    p.n_rot = static_cast<int>(n + n % 2);
+    rope_cache(p, 37, 1.0f, rope.data());
+  }
   int64_t bytes = 0;  // streamed per iteration
   for (auto _ : state) {
     switch (op) {
@@ -96,6 +103,9 @@ void BM_Ops(benchmark::State& state) {
         t.vec_add_scaled_rows(o.get(), vp.data(), s.get(), n, kHd);
         bytes = 8 * kHd * n;
         break;
+      case op_rope:  // n = n_rot
+        t.rope_apply(RopeStyle::rope_style_neox, static_cast<int>(n), rope.data(), y.get());
+        break;
     }
     benchmark::ClobberMemory();
   }
@@ -107,7 +117,7 @@ void ops_args(benchmark::internal::Benchmark* b) {
   const std::pair<Op, int64_t> shapes[] = {
       {op_exp, 4096},   {op_swiglu, 64},    {op_swiglu, 4096},   {op_rms_norm, 1024},
       {op_softmax, 32}, {op_softmax, 1024}, {op_vec_add, 65536}, {op_vec_add_scaled, 64},
-      {op_dot, 64},     {op_dot, 1024},     {op_attn_keys, 64},
+      {op_dot, 64},     {op_dot, 1024},     {op_attn_keys, 64},  {op_rope, 64},
   };
   for (const auto& [op, n] : shapes)
     for (const Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) b->Args({op, static_cast<int64_t>(isa), n});

@@ -95,6 +95,25 @@ void vec_add_scaled_rows_ref(float* y, const float* const* x, const float* s, in
   for (int64_t j = 0; j < nk; ++j) vec_add_scaled_ref(y, x[j], s[j], n);
 }
 
+void rope_apply_ref(RopeStyle style, int n_rot, const float* cache, float* x) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const float c = cache[2 * i], s = cache[2 * i + 1];
+    float* a;
+    float* b;
+    if (style == RopeStyle::rope_style_neox) {
+      a = x + i;
+      b = x + i + half;
+    } else {
+      a = x + 2 * i;
+      b = x + 2 * i + 1;
+    }
+    const float x0 = *a, x1 = *b;
+    *a = x0 * c - x1 * s;
+    *b = x0 * s + x1 * c;
+  }
+}
+
 void exp_ref(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = expf(x[i]);
 }
@@ -120,6 +139,7 @@ OpsTable make_ops(Isa isa) {
   t.dot_f32 = dot_f32_ref;
   t.dot_f32_rows = dot_f32_rows_ref;
   t.vec_add_scaled_rows = vec_add_scaled_rows_ref;
+  t.rope_apply = rope_apply_ref;
   t.exp = exp_ref;
   t.exp_shift_sum = exp_shift_sum_ref;
   // Each level overrides what it implements; AVX-512 starts from the AVX2 set.
@@ -191,22 +211,7 @@ void rope_cache(const RopeParams& p, int64_t pos, float sin_sign, float* cache) 
 }
 
 void rope_apply(RopeStyle style, int n_rot, const float* cache, float* x) {
-  const int half = n_rot / 2;
-  for (int i = 0; i < half; ++i) {
-    const float c = cache[2 * i], s = cache[2 * i + 1];
-    float* a;
-    float* b;
-    if (style == RopeStyle::rope_style_neox) {
-      a = x + i;
-      b = x + i + half;
-    } else {
-      a = x + 2 * i;
-      b = x + 2 * i + 1;
-    }
-    const float x0 = *a, x1 = *b;
-    *a = x0 * c - x1 * s;
-    *b = x0 * s + x1 * c;
-  }
+  ops_table().rope_apply(style, n_rot, cache, x);
 }
 
 void softmax_inplace(float* x, int64_t n) {

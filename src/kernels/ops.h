@@ -74,7 +74,7 @@ float dot_f32(const float* a, const float* b, int64_t n);           // f32 dot (
 // ---------------------------------------------------------------------------------- dispatch
 // The element-wise kernels of one ISA level. Contracts against the scalar entries:
 // - bit-identical: vec_add, vec_add_scaled, dot_f32 (same 8 f32 lanes, same double reduction)
-//   and their row forms;
+//   and their row forms, rope_apply;
 // - exp-based entries (exp, exp_shift_sum, swiglu*, softmax_scaled) use a polynomial expf
 //   within 2 ulp of std::exp (exact 0 for -inf, +inf past 88.72, NaN kept, subnormals rounded
 //   once); everything around the exp is the scalar arithmetic, so outputs differ by a few ulp;
@@ -96,6 +96,7 @@ struct OpsTable {
   void (*dot_f32_rows)(const float* q, const float* const* k, int64_t nk, int64_t n, float* out) = nullptr;
   void (*vec_add_scaled_rows)(float* y, const float* const* x, const float* s, int64_t nk,
                               int64_t n) = nullptr;
+  void (*rope_apply)(RopeStyle style, int n_rot, const float* cache, float* x) = nullptr;
   // y[i] = e^x[i]. y may alias x.
   void (*exp)(const float* x, float* y, int64_t n) = nullptr;
   // x[i] = e^(x[i] − shift) in place; returns their f32 sum (attention's online softmax).

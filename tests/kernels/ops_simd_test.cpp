@@ -161,6 +161,25 @@ TEST_P(OpsSimd, RowFormsAreBitIdenticalToTheLoops) {
   }
 }
 
+TEST_P(OpsSimd, RopeIsBitIdentical) {
+  const OpsTable& t = ops_table(GetParam());
+  const OpsTable& r = ops_table(Isa::scalar);
+  for (const RopeStyle style : {RopeStyle::rope_style_neox, RopeStyle::rope_style_norm}) {
+    for (const int n_rot : {2, 6, 8, 14, 16, 18, 32, 34, 64, 128}) {
+      RopeParams p;
+      p.n_rot = n_rot;
+      std::vector<float> cache(n_rot);
+      rope_cache(p, 37, 1.0f, cache.data());
+      const std::vector<float> x = gaussian(n_rot + 5, 25);  // a tail past n_rot stays untouched
+      std::vector<float> a = x, b = x;
+      t.rope_apply(style, n_rot, cache.data(), a.data());
+      r.rope_apply(style, n_rot, cache.data(), b.data());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.size()))
+          << (style == RopeStyle::rope_style_neox ? "neox" : "norm") << " n_rot=" << n_rot;
+    }
+  }
+}
+
 // |a − b| within k ulp of b (or both NaN, or equal infinities).
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, int64_t k,
                   const std::string& what) {
@@ -250,6 +269,16 @@ TEST_P(OpsSimd, SoftmaxMatchesScalarAndMasksExactly) {
         }
       }
     }
+  }
+}
+
+TEST_P(OpsSimd, SoftmaxAllMaskedWithSinkGivesZeros) {
+  const OpsTable& t = ops_table(GetParam());
+  for (const int64_t n : kSizes) {
+    std::vector<float> x = gaussian(n, 17), mask(n, -kInf);
+    const float sink = 2.0f;
+    t.softmax_scaled(x.data(), n, 1.0f, mask.data(), &sink);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bits(x[i]), 0u) << i << " n=" << n;
   }
 }
 

@@ -274,6 +274,43 @@ void vec_add_scaled_rows(float* y, const float* const* x, const float* s, int64_
     for (int64_t j = 0; j < nk; ++j) y[i] += s[j] * x[j][i];
 }
 
+// The scalar rotation's products and sums, 8 lanes at a time (bit-identical): neox rotates
+// (i, i + half) with the cache's cos/sin pairs split into two registers; norm rotates adjacent
+// pairs, cos and sin duplicated across each pair and the pair swapped for the cross term.
+void rope_apply(RopeStyle style, int n_rot, const float* cache, float* x) {
+  const int half = n_rot / 2;
+  int i = 0;
+  if (style == RopeStyle::rope_style_neox) {
+    for (; i + 8 <= half; i += 8) {
+      const __m256 lo = _mm256_loadu_ps(cache + 2 * i), hi = _mm256_loadu_ps(cache + 2 * i + 8);
+      const __m256 c = _mm256_castpd_ps(
+          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
+      const __m256 s = _mm256_castpd_ps(
+          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
+      const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + half);
+      _mm256_storeu_ps(x + i, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
+      _mm256_storeu_ps(x + i + half, _mm256_add_ps(_mm256_mul_ps(a, s), _mm256_mul_ps(b, c)));
+    }
+    for (; i < half; ++i) {
+      const float c = cache[2 * i], s = cache[2 * i + 1], x0 = x[i], x1 = x[i + half];
+      x[i] = x0 * c - x1 * s;
+      x[i + half] = x0 * s + x1 * c;
+    }
+    return;
+  }
+  for (; i + 4 <= half; i += 4) {  // 4 pairs
+    const __m256 v = _mm256_loadu_ps(x + 2 * i), cs = _mm256_loadu_ps(cache + 2 * i);
+    const __m256 p = _mm256_mul_ps(v, _mm256_moveldup_ps(cs));                           // x0·c, x1·c
+    const __m256 q = _mm256_mul_ps(_mm256_permute_ps(v, 0xb1), _mm256_movehdup_ps(cs));  // x1·s, x0·s
+    _mm256_storeu_ps(x + 2 * i, _mm256_addsub_ps(p, q));  // x0·c − x1·s, x1·c + x0·s
+  }
+  for (; i < half; ++i) {
+    const float c = cache[2 * i], s = cache[2 * i + 1], x0 = x[2 * i], x1 = x[2 * i + 1];
+    x[2 * i] = x0 * c - x1 * s;
+    x[2 * i + 1] = x0 * s + x1 * c;
+  }
+}
+
 void exp(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_f32x8(_mm256_loadu_ps(x + i)));
@@ -310,6 +347,7 @@ void fill_ops(OpsTable* t) {
   t->dot_f32 = dot_f32;
   t->dot_f32_rows = dot_f32_rows;
   t->vec_add_scaled_rows = vec_add_scaled_rows;
+  t->rope_apply = rope_apply;
   t->exp = exp;
   t->exp_shift_sum = exp_shift_sum;
 }

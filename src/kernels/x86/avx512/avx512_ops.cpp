@@ -1,7 +1,7 @@
 // AVX-512 element-wise ops (kernels/ops.h OpsTable): 16 lanes, masked tails. Compiled with
 // -ffp-contract=off (src/CMakeLists.txt): a written multiply-then-add stays two roundings, as in
-// the scalar reference. dot_f32 and dot_f32_rows stay the AVX2 ones: their 8-lane order is the
-// reference's.
+// the scalar reference. dot_f32 and dot_f32_rows stay the AVX2 ones (their 8-lane order is the
+// reference's), and so does rope_apply (a head's few rotated pairs).
 // GCC 12 flags its own AVX-512 intrinsics (they start from _mm512_undefined_*) as
 // (maybe-)uninitialized once inlined; the values are fully defined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
