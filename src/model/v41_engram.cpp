@@ -1,6 +1,7 @@
 #include "model/v41_engram.h"
 
 #include <cmath>
+#include <vector>
 
 #include "model/v41_quant.h"
 #include "model/v41_weights.h"
@@ -35,19 +36,16 @@ void engram_dequant_row(const float* values, const float* scales, int head_dim, 
 void engram_gate(float* H, const float* key, const float* value, const float* qw, const float* kw, int hc,
                  int64_t D, float eps) {
   const float inv_sqrt_d = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  std::vector<float> prod(static_cast<size_t>(D));
   for (int c = 0; c < hc; ++c) {
     float* h = H + c * D;
     const float* k = key + c * D;
-    double dot = 0.0, hh = 0.0, kk = 0.0;
-    for (int64_t d = 0; d < D; ++d) {
-      const float w = qw[c * D + d] * kw[c * D + d];
-      dot += static_cast<double>(h[d] * w * k[d]);
-      hh += static_cast<double>(h[d]) * h[d];
-      kk += static_cast<double>(k[d]) * k[d];
-    }
-    const float rh = 1.0f / std::sqrt(static_cast<float>(hh / static_cast<double>(D)) + eps);
-    const float rk = 1.0f / std::sqrt(static_cast<float>(kk / static_cast<double>(D)) + eps);
-    const float g0 = static_cast<float>(dot) * rh * rk * inv_sqrt_d;
+    for (int64_t d = 0; d < D; ++d)
+      prod[static_cast<size_t>(d)] = h[d] * (qw[c * D + d] * kw[c * D + d]) * k[d];
+    const float dot = torch_sum_f32(prod.data(), D);  // the reference's (h * w * key).sum(-1)
+    const float rh = 1.0f / std::sqrt(torch_mean_sq_f32(h, D) + eps);
+    const float rk = 1.0f / std::sqrt(torch_mean_sq_f32(k, D) + eps);
+    const float g0 = dot * rh * rk * inv_sqrt_d;
     const float sgn = g0 > 0.0f ? 1.0f : (g0 < 0.0f ? -1.0f : 0.0f);
     const float g = 1.0f / (1.0f + std::exp(-(sgn * std::sqrt(std::max(std::fabs(g0), 1e-6f)))));
     for (int64_t d = 0; d < D; ++d) h[d] = bf16r(h[d] + g * value[d]);

@@ -66,9 +66,7 @@ struct Ctx {
 // compute the same function; the head runs on one row (the reference's logits of the last token).
 void hc_site(const Config& c, const HcSite& s, const float* H, int64_t s_ref, ds4::HcCoeffs* co) {
   const int64_t n = int64_t{c.hc} * c.dim;
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(H[i]) * H[i];
-  const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + c.eps);
+  const float r = 1.0f / std::sqrt(torch_mean_sq_f32(H, n) + c.eps);
   float mixes[64];
   const int nmix = (2 + c.hc) * c.hc;
   linear_f32(s.fn.w.data(), H, nmix, n, s_ref, mixes);

@@ -1,7 +1,9 @@
 #include "model/v41_quant.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <vector>
 #include <limits>
 
 namespace strata::v41 {
@@ -118,11 +120,62 @@ void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, fl
   }
 }
 
+float torch_sum_f32(const float* x, int64_t n) {
+  constexpr int kLanes = 8, kIlp = 4, kLevels = 4;
+  using V = std::array<float, kLanes>;
+  auto add = [](V& a, const V& b) {
+    for (int l = 0; l < kLanes; ++l) a[l] += b[l];
+  };
+  auto load = [&](int64_t v) {
+    V r;
+    for (int l = 0; l < kLanes; ++l) r[l] = x[v * kLanes + l];
+    return r;
+  };
+  if (n < kLanes) {  // not vectorized: one running sum
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += x[i];
+    return s;
+  }
+  const int64_t n_vec = n / kLanes, rows = n_vec / kIlp;
+  // Cascade over rows of kIlp vectors: level 0 sums `step` rows, then is folded into level 1, ...
+  int64_t log2_rows = 0;
+  while ((int64_t{1} << log2_rows) < rows) ++log2_rows;
+  const int64_t power = std::max<int64_t>(4, log2_rows / kLevels), step = int64_t{1} << power;
+  const int64_t mask = step - 1;
+  V acc[kLevels][kIlp] = {};
+  int64_t i = 0;
+  while (i + step <= rows) {
+    for (int64_t j = 0; j < step; ++j, ++i)
+      for (int k = 0; k < kIlp; ++k) add(acc[0][k], load(i * kIlp + k));
+    for (int j = 1; j < kLevels; ++j) {
+      for (int k = 0; k < kIlp; ++k) {
+        add(acc[j][k], acc[j - 1][k]);
+        acc[j - 1][k] = V{};
+      }
+      if ((i & (mask << (j * power))) != 0) break;
+    }
+  }
+  for (; i < rows; ++i)
+    for (int k = 0; k < kIlp; ++k) add(acc[0][k], load(i * kIlp + k));
+  for (int j = 1; j < kLevels; ++j)
+    for (int k = 0; k < kIlp; ++k) add(acc[0][k], acc[j][k]);
+  V part = acc[0][0];
+  for (int64_t v = rows * kIlp; v < n_vec; ++v) add(part, load(v));
+  for (int k = 1; k < kIlp; ++k) add(part, acc[0][k]);
+  float s = 0.0f;
+  for (int64_t e = n_vec * kLanes; e < n; ++e) s += x[e];
+  for (int l = 0; l < kLanes; ++l) s += part[l];
+  return s;
+}
+
+float torch_mean_sq_f32(const float* x, int64_t n) {
+  std::vector<float> sq(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) sq[static_cast<size_t>(i)] = x[i] * x[i];
+  return torch_sum_f32(sq.data(), n) / static_cast<float>(n);
+}
+
 void rms_norm_bf16(const float* x, const float* w, int64_t n, float eps, float* y) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  const float var = static_cast<float>(ss / static_cast<double>(n));
-  const float r = 1.0f / std::sqrt(var + eps);
+  const float r = 1.0f / std::sqrt(torch_mean_sq_f32(x, n) + eps);
   for (int64_t i = 0; i < n; ++i) y[i] = bf16r(w ? w[i] * (x[i] * r) : x[i] * r);
 }
 

@@ -88,7 +88,17 @@ inline constexpr int64_t kF32GemmQ = 256;
 float dot_f32_blas(const float* a, const float* b, int64_t n, bool small);
 bool f32_gemm_small(int64_t n_out, int64_t n_in, int64_t s_ref);
 void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int64_t s_ref, float* y);
-// RMSNorm of the reference: y = bf16r(w * (x * rsqrt(mean(x^2) + eps))), all in f32.
+// torch.sum over n contiguous f32 as torch 1.13's CPU kernel (AVX2) orders it: 8-lane vectors;
+// four vector accumulators, accumulator k taking vectors k, k+4, k+8, ... (a cascade of levels
+// every 16 rows for long inputs); leftover whole vectors into accumulator 0; accumulators folded
+// left to right; then 0 + the scalar tail + the 8 lanes, left to right. n < 8: one running sum.
+// Measured equal to torch.sum for n = 32..5120 (the rms of the mHC mixes over hc*dim = 512
+// differs from a double sum by an ulp often enough to flip sparse/s48 row 5 and deep/s48 row 33).
+float torch_sum_f32(const float* x, int64_t n);
+// mean(x^2) as torch computes x.square().mean(-1): torch_sum_f32 of the squares / n.
+float torch_mean_sq_f32(const float* x, int64_t n);
+// RMSNorm of the reference: y = bf16r(w * (x * rsqrt(mean(x^2) + eps))), all in f32, the mean
+// being torch_mean_sq_f32.
 void rms_norm_bf16(const float* x, const float* w, int64_t n, float eps, float* y);
 
 }  // namespace strata::v41

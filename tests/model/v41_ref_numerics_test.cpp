@@ -64,6 +64,33 @@ TEST(V41RefNumerics, F32LinearBlockedSplitsK) {
   EXPECT_EQ(y, 255.0f);
 }
 
+TEST(V41RefNumerics, TorchSumAccumulatorOrder) {
+  // n = 128: sixteen 8-lane vectors; accumulator k takes vectors k, k+4, k+8, k+12. 2^24 (vector
+  // 0) and -2^24 (vector 8) meet in accumulator 0 and cancel; the 1 in vector 1 (accumulator 1)
+  // survives. A running sum loses it (2^24 + 1 = 2^24). torch.sum gives 1 (measured).
+  std::vector<float> x(128, 0.0f);
+  x[0] = 16777216.0f;
+  x[8] = 1.0f;
+  x[64] = -16777216.0f;
+  EXPECT_EQ(torch_sum_f32(x.data(), 128), 1.0f);
+  // The same 1 in vector 4 lands in accumulator 0 between the two: lost, as in torch (0).
+  std::vector<float> y(512, 0.0f);
+  y[0] = 16777216.0f;
+  y[32] = 1.0f;
+  y[64] = -16777216.0f;
+  EXPECT_EQ(torch_sum_f32(y.data(), 512), 0.0f);
+  // Plain values: close to the exact sum; mean of squares divides by n.
+  std::vector<float> z(100);
+  double exact = 0.0, sq = 0.0;
+  for (int i = 0; i < 100; ++i) {
+    z[i] = 0.01f * static_cast<float>(i) - 0.37f;
+    exact += z[i];
+    sq += static_cast<double>(z[i]) * z[i];
+  }
+  EXPECT_NEAR(torch_sum_f32(z.data(), 100), exact, 1e-4);
+  EXPECT_NEAR(torch_mean_sq_f32(z.data(), 100), sq / 100.0, 1e-5);
+}
+
 TEST(V41RefNumerics, TorchVecExpWithinOneUlpAndMeasuredValues) {
   for (float v = -30.0f; v < 30.0f; v += 0.001953125f) {
     const float a = torch_vec_expf(v), b = std::exp(v);
