@@ -27,12 +27,9 @@ void attend_head(const float* q, const float* const* keys, size_t n_keys, int hd
     p[j] = dot_f32_blas(q, keys[j], hd, small_kernel) * scale;
     mx = std::max(mx, p[j]);
   }
-  double den = 0.0;
-  for (size_t j = 0; j < n_keys; ++j) {
-    p[j] = std::exp(p[j] - mx);
-    den += p[j];
-  }
-  const float denf = static_cast<float>(den) + std::exp(sink - mx);
+  for (size_t j = 0; j < n_keys; ++j) p[j] = std::exp(p[j] - mx);
+  // exp_scores.sum(-1) in torch's reduction order, then + exp(sink - max).
+  const float denf = torch_sum_f32(p.data(), static_cast<int64_t>(n_keys)) + std::exp(sink - mx);
   for (size_t j = 0; j < n_keys; ++j) p[j] = bf16r(p[j]);
   for (int d = 0; d < hd; ++d) {
     double acc = 0.0;

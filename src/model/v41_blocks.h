@@ -9,7 +9,7 @@
 //                 [heads x hd] x [hd x keys] sgemm per query; small_kernel =
 //                 f32_gemm_small(keys, hd, heads), e.g. up to 300 keys with 4 heads);
 //                 m = max_j s_j (the sink is not part of the max); p_j = exp(s_j - m);
-//                 den = sum_j p_j + exp(sink - m); out = bf16(sum_j bf16(p_j) k_j / den) (K = V).
+//                 den = torch_sum_f32(p) + exp(sink - m); out = bf16(sum_j bf16(p_j) k_j / den) (K = V).
 //   hc_collapse   u = bf16(sum_c w[c] H[c])          (a sub-layer's input from the hc streams)
 //   hc_post       H[t] = bf16(post[t] y + sum_s comb[s][t] R[s]), R = the streams before the
 //                 sub-layer. Single-pass hand-off (deepseek-v4.md §4.4): the w collapsing a
