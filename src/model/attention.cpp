@@ -107,10 +107,11 @@ void attention_core(const AttnConfig& c, const float* q, int64_t n, int64_t pos0
 //   then per kv head:
 //   2. q/k norm and RoPE of its heads, its K/V slices written to the cache rows (waits for the
 //      row blocks holding those heads)
-//   3. its attention items (query block, kv head) as attention_core (wait for its step 2)
-//   and at the end:
-//   4. per query block: its o rows converted for the output weight (waits for its step-3 items)
-//   5. output projection row blocks (wait for every step 4)
+//   3. its attention items (query block, kv head) as attention_core (wait for its step 2; with
+//      one query block, as in decode, steps 2 and 3 are one item); the item that completes a
+//      query block's heads converts its o rows for the output weight
+//   4. output projection row blocks (wait for every query block's conversion)
+// Each wait is a point where one thread may stall on the other, so there are few of them.
 // Every value is the same call on the same rows as the block-by-block path, so the result does
 // not depend on the thread count; decode's attention, too small for a region of its own, now
 // runs on both threads between the projections.
@@ -146,9 +147,10 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
 
   const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
   const int64_t n_qb = (n + qb - 1) / qb;
-  const int64_t per_head = 1 + n_qb;  // step 2, then step 3's items
-  const int64_t e1 = qkv.items(), e2 = e1 + n_kv * per_head, e3 = e2 + n_qb;
-  const int64_t n_items = e3 + proj.items();
+  const bool fused = n_qb == 1;
+  const int64_t per_head = fused ? 1 : 1 + n_qb;  // step 2, then step 3's items
+  const int64_t e1 = qkv.items(), e2 = e1 + n_kv * per_head;
+  const int64_t n_items = e2 + proj.items();
   // Done counters: [e1] q/k/v blocks (0/1), [n_kv] heads roped and cached, [n_qb] heads attended
   // per query block, [1] query blocks converted.
   const int64_t n_done = e1 + n_kv + n_qb + 1;
@@ -190,26 +192,29 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
       count_done(done[item]);
     } else if (item < e2) {
       const int hk = static_cast<int>((item - e1) / per_head);
-      const int64_t b = (item - e1) % per_head - 1;
-      if (b < 0) {
+      const int64_t j = (item - e1) % per_head;
+      if (j == 0) {
         wait_rows(kOutQ, int64_t{hk} * group * hdk, int64_t{hk + 1} * group * hdk);
         wait_rows(kOutK, int64_t{hk} * hdk, int64_t{hk + 1} * hdk);
         wait_rows(kOutV, int64_t{hk} * hdv, int64_t{hk + 1} * hdv);
         rope_head(hk, ti);
-        count_done(roped[hk]);
+        if (!fused) {
+          count_done(roped[hk]);
+          return;
+        }
       } else {
         wait_count(roped[hk], 1);
-        attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, w.sinks, o);
-        count_done(attended[b]);
       }
-    } else if (item < e3) {
-      const int64_t b = item - e2;
-      wait_count(attended[b], n_kv);
-      proj.convert(b * qb, std::min(n, (b + 1) * qb));
-      count_done(converted);
+      const int64_t b = fused ? 0 : j - 1;
+      attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, w.sinks, o);
+      // acq_rel: the last head's item sees every other head's o rows before converting them.
+      if (attended[b].fetch_add(1, std::memory_order_acq_rel) + 1 == n_kv) {
+        proj.convert(b * qb, std::min(n, (b + 1) * qb));
+        count_done(converted);
+      }
     } else {
       wait_count(converted, static_cast<int32_t>(n_qb));
-      proj.run(item - e3);
+      proj.run(item - e2);
     }
   });
 }

@@ -106,15 +106,16 @@ void parallel_items(ThreadPool& pool, int64_t n_items, bool parallel, const Fn& 
 // Dependencies between the items of one parallel_items region: an item counts itself done with
 // count_done, a later item waits with wait_count until c >= target (acquire: what the counted
 // items wrote is then visible). Items are claimed in order, so every item waited on is already
-// done or running on another thread and the wait ends. It spins first (an item takes
-// microseconds), then sleeps on the counter, so a thread waiting for a descheduled one gives up
-// its core instead of spinning through its time slice (a busy machine).
+// done or running on another thread and the wait ends. It spins first, as long as the pool's
+// region-end wait (an item takes microseconds; a sleeping thread would stall the other one
+// again when it has to be woken), then sleeps on the counter, so a thread waiting for a
+// descheduled one eventually gives up its core (a busy machine).
 inline void count_done(std::atomic<int32_t>& c) {
   c.fetch_add(1, std::memory_order_release);
   c.notify_all();  // no system call unless a waiter sleeps
 }
 inline void wait_count(const std::atomic<int32_t>& c, int32_t target) {
-  constexpr int kSpins = 20000;
+  constexpr int kSpins = 200000;
   int32_t v = c.load(std::memory_order_acquire);
   for (int spin = 0; v < target && spin < kSpins; ++spin) {
     __builtin_ia32_pause();
