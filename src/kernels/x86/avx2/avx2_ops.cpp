@@ -197,10 +197,18 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  double sum = 0.0;
-  for (int j = 0; j < 8; ++j) sum += lanes[j];
+  // 0 + lane 0 + lane 1 + ... + lane 7 in double, from registers (a store and eight reloads
+  // stalled store forwarding).
+  __m128d sum2 = _mm_setzero_pd();
+  for (const __m128 half : {_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)}) {
+    const __m256d d = _mm256_cvtps_pd(half);
+    const __m128d d01 = _mm256_castpd256_pd128(d), d23 = _mm256_extractf128_pd(d, 1);
+    sum2 = _mm_add_sd(sum2, d01);
+    sum2 = _mm_add_sd(sum2, _mm_unpackhi_pd(d01, d01));
+    sum2 = _mm_add_sd(sum2, d23);
+    sum2 = _mm_add_sd(sum2, _mm_unpackhi_pd(d23, d23));
+  }
+  double sum = _mm_cvtsd_f64(sum2);
   for (; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
   return static_cast<float>(sum);
 }
