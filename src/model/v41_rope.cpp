@@ -39,8 +39,10 @@ void Rope::apply(float* x, int64_t n_rows, int64_t row_len, int64_t pos, bool in
   float cs[512], sn[512];
   for (int i = 0; i < half; ++i) {
     const float ang = static_cast<float>(pos) * freqs[i];
-    cs[i] = static_cast<float>(std::cos(static_cast<double>(ang)));
-    sn[i] = static_cast<float>(std::sin(static_cast<double>(ang)));
+    // f32 cos/sin of the f32 angle (what torch.polar calls), not a rounded double: they differ
+    // by an ulp on some angles (deep/s48 position 34), enough to move a bf16 rounding.
+    cs[i] = std::cos(ang);
+    sn[i] = std::sin(ang);
     if (inverse) sn[i] = -sn[i];
   }
   for (int64_t r = 0; r < n_rows; ++r) {
