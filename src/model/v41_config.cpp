@@ -139,9 +139,27 @@ Result<Config> parse_config(const std::string& text, const std::string& label) {
   if (const json* v = r.get("norm_topk_prob", false); v && v->is_boolean()) c.norm_topk = v->get<bool>();
   if (!r.error.empty()) return Error{r.error};
   const char* L = label.c_str();
-  if (const json* v = r.get("expert_dtype", false); v && !(v->is_string() && v->get<std::string>() == "bf16"))
-    return err("%s: expert_dtype %s is not supported yet (only bf16/null: FP4 experts are future work)", L,
-               v->dump().c_str());
+  // Weight encodings: bf16 / fp8 (block-scaled E4M3) dense, bf16 / fp4 (MXFP4) experts; the loader
+  // converts FP8 / FP4 tensors to f32 by their dtype (v41_ckpt_quant.h).
+  if (const json* v = r.get("dtype", false);
+      v && !(v->is_string() && (v->get<std::string>() == "bf16" || v->get<std::string>() == "fp8")))
+    return err("%s: dtype %s is not supported (bf16 or fp8)", L, v->dump().c_str());
+  if (const json* v = r.get("expert_dtype", false);
+      v && !v->is_null() &&
+      !(v->is_string() && (v->get<std::string>() == "bf16" || v->get<std::string>() == "fp4" ||
+                           v->get<std::string>() == "fp8")))
+    return err("%s: expert_dtype %s is not supported (null, bf16, fp8 or fp4)", L, v->dump().c_str());
+  if (const json* q = r.get("quantization_config", false);
+      q && q->is_object() && q->contains("weight_block_size")) {
+    const json& b = (*q)["weight_block_size"];
+    if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer() ||
+        b[0].get<int64_t>() <= 0 || b[1].get<int64_t>() <= 0 || b[0].get<int64_t>() > 65536 ||
+        b[1].get<int64_t>() > 65536)
+      return err("%s: quantization_config.weight_block_size %s must be two positive integers", L,
+                 b.dump().c_str());
+    c.fp8_block_r = static_cast<int>(b[0].get<int64_t>());
+    c.fp8_block_c = static_cast<int>(b[1].get<int64_t>());
+  }
 
   auto positive = [&](const char* what, int64_t v) -> Status {
     if (v <= 0) return err("%s: %s = %lld must be > 0", L, what, static_cast<long long>(v));

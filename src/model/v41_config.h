@@ -49,6 +49,7 @@ struct Config {
   int engram_max_ngram = 0, engram_heads = 0, engram_head_dim = 0, engram_pad_token = 0;
   int64_t engram_vocab = 0, engram_compressed_vocab = 0;
   int max_seq_len = 0;
+  int fp8_block_r = 128, fp8_block_c = 128;  // quantization_config.weight_block_size (FP8 checkpoints)
   std::vector<LayerCfg> layers;
 
   int n_hash_cols() const { return (engram_max_ngram - 1) * engram_heads; }  // rows per token per layer

@@ -4,13 +4,16 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "model/v41_ckpt_quant.h"
 
 namespace strata::v41 {
 
 namespace {
 
 struct Binder {
+  explicit Binder(const SafetensorsDir& dir) : d(dir) {}
   const SafetensorsDir& d;
+  int block_r = 128, block_c = 128;  // FP8 weight_block_size
   size_t n = 0;
   uint64_t bytes = 0;
 
@@ -26,6 +29,12 @@ struct Binder {
     if (!st)
       return err("checkpoint %s: tensor '%s' is missing (expected %s)", d.dir().c_str(), name.c_str(),
                  expect_str(t, shape).c_str());
+    if ((st->dtype != t || st->shape != shape) && converted(*st, name, t, shape, out)) {
+      if (!conv_status.ok()) return conv_status;
+      ++n;
+      bytes += static_cast<uint64_t>(out->size()) * sizeof(float);
+      return {};
+    }
     if (st->dtype != t || st->shape != shape)
       return err("checkpoint %s: %s: tensor '%s': expected %s, got %s", d.dir().c_str(),
                  d.file_of(name).c_str(), name.c_str(), expect_str(t, shape).c_str(),
@@ -49,6 +58,39 @@ struct Binder {
     bytes += static_cast<uint64_t>(ne) * sizeof(float);
     return {};
   }
+  // The checkpoint's FP8 / FP4 encodings of a BF16 matrix, and F8 Engram tables where F32 is
+  // expected (v41_ckpt_quant.h). Returns false if `st` is none of them; else the conversion's
+  // status is in conv_status.
+  Status conv_status;
+  bool converted(const StTensor& st, const std::string& name, StDtype t, const std::vector<int64_t>& shape,
+                 std::vector<float>* out) {
+    const std::string where = "checkpoint " + d.dir() + ": " + d.file_of(name);
+    const bool fp8 = st.dtype == StDtype::f8_e4m3, fp4 = st.dtype == StDtype::i8 || st.dtype == StDtype::u8;
+    if (t == StDtype::bf16 && shape.size() == 2 && (fp8 || fp4)) {
+      const std::string sname = scale_name_of(name);
+      const StTensor* sc = d.find(sname);
+      if (!sc) {
+        conv_status = err("%s: %s weight '%s' needs its scale tensor '%s', which is missing", where.c_str(),
+                          fp8 ? "FP8" : "FP4", name.c_str(), sname.c_str());
+        return true;
+      }
+      conv_status = fp8 ? dequant_fp8_blocks(st, *sc, shape[0], shape[1], block_r, block_c, where, out)
+                        : dequant_fp4_mx(st, *sc, shape[0], shape[1], where, out);
+      return true;
+    }
+    if (t == StDtype::f32 && st.shape == shape && (fp8 || st.dtype == StDtype::f8_e8m0)) {
+      if (fp8)
+        decode_e4m3(st, out);
+      else
+        decode_ue8m0(st, out);
+      conv_status = {};
+      for (float v : *out)
+        if (!std::isfinite(v))
+          conv_status = err("%s: tensor '%s' holds a NaN code", where.c_str(), name.c_str());
+      return true;
+    }
+    return false;
+  }
   Status mat(const std::string& name, StDtype t, int64_t rows, int64_t cols, Mat* m) {
     m->rows = rows;
     m->cols = cols;
@@ -65,7 +107,9 @@ constexpr StDtype F32 = StDtype::f32;
 }  // namespace
 
 Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables) {
-  Binder b{d};
+  Binder b(d);
+  b.block_r = c.fp8_block_r;
+  b.block_c = c.fp8_block_c;
   Weights w;
   const int64_t D = c.dim, V = c.vocab, H = c.n_heads, hd = c.head_dim, Q = c.q_lora, G = c.o_groups,
                 R = c.o_lora, E = c.n_experts, I = c.moe_inter, hc = c.hc, nmix = (2 + hc) * hc;

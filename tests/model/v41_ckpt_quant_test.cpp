@@ -1,0 +1,242 @@
+// The official checkpoint's FP8 (block-scaled E4M3) and FP4 (MXFP4) weight encodings: the
+// decoders against independent bit-level formulas, their errors, and a whole-model check that a
+// checkpoint holding FP8 / FP4 tensors gives the same logits, to the bit, as the same values in BF16.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "common/fixtures.h"
+#include "format/safetensors.h"
+#include "model/v41_arch.h"
+#include "model/v41_ckpt_quant.h"
+
+namespace strata {
+namespace {
+
+// Independent decodes, written from the format definitions.
+float ref_e4m3(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
+  return s ? -mag : mag;
+}
+float ref_e2m1(uint8_t nib) {
+  const int s = nib >> 3, e = (nib >> 1) & 3, m = nib & 1;
+  const float mag = e == 0 ? 0.5f * m : std::ldexp(1.0f + 0.5f * m, e - 1);
+  return s ? -mag : mag;
+}
+float ref_ue8m0(uint8_t b) {
+  return std::ldexp(1.0f, b - 127);
+}
+
+StTensor tensor(const char* name, StDtype t, std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
+  StTensor x;
+  x.name = name;
+  x.dtype = t;
+  x.shape = std::move(shape);
+  x.data = bytes.data();
+  x.nbytes = bytes.size();
+  return x;
+}
+
+uint8_t e4m3_code(std::mt19937& g) {  // any finite code (0x7f / 0xff are NaN)
+  for (;;) {
+    const uint8_t b = static_cast<uint8_t>(g());
+    if ((b & 0x7f) != 0x7f) return b;
+  }
+}
+
+TEST(V41CkptQuant, ScaleNames) {
+  EXPECT_EQ(v41::scale_name_of("layers.0.attn.wq_a.weight"), "layers.0.attn.wq_a.scale");
+  EXPECT_EQ(v41::scale_name_of("head"), "head.scale");
+}
+
+TEST(V41CkptQuant, Fp8BlocksMatchTheFormat) {
+  const int64_t out = 5, in = 7;
+  const int br = 2, bc = 4;  // partial blocks on both edges: scale [3, 2]
+  std::mt19937 g(7);
+  std::vector<uint8_t> w(out * in), s(3 * 2);
+  for (auto& b : w) b = e4m3_code(g);
+  for (auto& b : s) b = static_cast<uint8_t>(120 + g() % 12);
+  const StTensor tw = tensor("x.weight", StDtype::f8_e4m3, {out, in}, w);
+  const StTensor ts = tensor("x.scale", StDtype::f8_e8m0, {3, 2}, s);
+  std::vector<float> got;
+  ASSERT_TRUE(v41::dequant_fp8_blocks(tw, ts, out, in, br, bc, "t", &got).ok());
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t c = 0; c < in; ++c)
+      ASSERT_EQ(got[r * in + c], ref_e4m3(w[r * in + c]) * ref_ue8m0(s[(r / br) * 2 + c / bc]))
+          << r << "," << c;
+
+  const StTensor bad = tensor("x.scale", StDtype::f8_e8m0, {2, 3}, s);
+  auto st = v41::dequant_fp8_blocks(tw, bad, out, in, br, bc, "t", &got);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("x.scale"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("expected F8_E8M0 [3, 2]"), std::string::npos) << st.message();
+}
+
+TEST(V41CkptQuant, Fp4IsMxfp4LowNibbleFirst) {
+  const int64_t out = 3, in = 64;
+  std::mt19937 g(11);
+  std::vector<uint8_t> w(out * in / 2), s(out * in / 32);
+  for (auto& b : w) b = static_cast<uint8_t>(g());
+  for (auto& b : s) b = static_cast<uint8_t>(118 + g() % 16);
+  const StTensor tw = tensor("e.weight", StDtype::i8, {out, in / 2}, w);
+  const StTensor ts = tensor("e.scale", StDtype::f8_e8m0, {out, in / 32}, s);
+  std::vector<float> got;
+  ASSERT_TRUE(v41::dequant_fp4_mx(tw, ts, out, in, "t", &got).ok());
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t c = 0; c < in; ++c) {
+      const uint8_t b = w[(r * in + c) / 2];
+      const float want = ref_e2m1(c % 2 ? b >> 4 : b & 15) * ref_ue8m0(s[r * (in / 32) + c / 32]);
+      ASSERT_EQ(got[r * in + c], want) << r << "," << c;
+    }
+  auto st = v41::dequant_fp4_mx(tw, ts, out, 48, "t", &got);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("multiple of 32"), std::string::npos) << st.message();
+  const StTensor f16 = tensor("e.weight", StDtype::f16, {out, in / 2}, w);
+  st = v41::dequant_fp4_mx(f16, ts, out, in, "t", &got);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("expected I8 or U8"), std::string::npos) << st.message();
+}
+
+// --- whole model: BF16 checkpoint vs the same values as FP8 / FP4 tensors --------------------------
+struct Entry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+void write_safetensors(const std::filesystem::path& p, const std::vector<Entry>& es) {
+  nlohmann::json h = nlohmann::json::object();
+  size_t off = 0;
+  for (const Entry& e : es) {
+    h[e.name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {off, off + e.bytes.size()}}};
+    off += e.bytes.size();
+  }
+  const std::string hs = h.dump();
+  std::ofstream f(p, std::ios::binary);
+  const uint64_t n = hs.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << hs;
+  for (const Entry& e : es)
+    f.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+}
+
+std::vector<uint8_t> bf16_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    EXPECT_EQ(u & 0xffff, 0u) << "value " << v[i] << " is not bf16-exact";
+    const uint16_t h = static_cast<uint16_t>(u >> 16);
+    std::memcpy(&b[2 * i], &h, 2);
+  }
+  return b;
+}
+
+TEST(V41CkptQuant, Fp8AndFp4CheckpointGiveTheBf16Logits) {
+  auto root = ::strata::testing::fixtures_v41_dir();
+  if (!root) {
+    if (::strata::testing::running_in_ci()) FAIL() << "fixtures-v41 not found";
+    GTEST_SKIP() << "fixtures-v41 not found";
+  }
+  const std::string src = *root + "/wide";
+  auto orig = SafetensorsFile::open(src + "/model.safetensors");
+  ASSERT_TRUE(orig.ok()) << orig.message();
+  const std::filesystem::path base =
+      std::filesystem::temp_directory_path() / ("v41_q_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  const std::filesystem::path dir_bf = base / "bf16", dir_q = base / "quant";
+  for (const auto& d : {dir_bf, dir_q}) {
+    std::filesystem::create_directories(d);
+    std::filesystem::copy_file(src + "/engram_meta.json", d / "engram_meta.json");
+  }
+  nlohmann::json cfg;
+  std::ifstream(src + "/config.json") >> cfg;
+  cfg["quantization_config"] = {{"weight_block_size", {32, 32}}};
+  cfg["dtype"] = "fp8";
+  cfg["expert_dtype"] = "fp4";
+  std::ofstream(dir_bf / "config.json") << cfg.dump();
+  std::ofstream(dir_q / "config.json") << cfg.dump();
+
+  const std::string fp8_name = "layers.2.attn.wq_a.weight", fp4_name = "layers.3.ffn.experts.1.w2.weight";
+  std::mt19937 g(3);
+  std::vector<Entry> bf, q;
+  for (const StTensor& t : orig.value()->tensors()) {
+    Entry e{t.name, st_dtype_name(t.dtype), t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)};
+    if (t.name != fp8_name && t.name != fp4_name) {
+      bf.push_back(e);
+      q.push_back(e);
+      continue;
+    }
+    ASSERT_EQ(t.shape.size(), 2u);
+    const int64_t out = t.shape[0], in = t.shape[1];
+    std::vector<float> vals(static_cast<size_t>(out * in));
+    if (t.name == fp8_name) {  // E4M3 codes, one UE8M0 per 32x32 tile
+      const int64_t sr = (out + 31) / 32, sc = (in + 31) / 32;
+      Entry w{t.name, "F8_E4M3", {out, in}, std::vector<uint8_t>(out * in)};
+      Entry s{v41::scale_name_of(t.name), "F8_E8M0", {sr, sc}, std::vector<uint8_t>(sr * sc)};
+      for (auto& b : s.bytes) b = static_cast<uint8_t>(118 + g() % 6);
+      for (int64_t i = 0; i < out * in; ++i) {
+        w.bytes[i] = e4m3_code(g);
+        vals[i] = ref_e4m3(w.bytes[i]) * ref_ue8m0(s.bytes[(i / in / 32) * sc + (i % in) / 32]);
+      }
+      q.push_back(w);
+      q.push_back(s);
+    } else {  // E2M1 pairs + per-32 UE8M0
+      Entry w{t.name, "I8", {out, in / 2}, std::vector<uint8_t>(out * in / 2)};
+      Entry s{v41::scale_name_of(t.name), "F8_E8M0", {out, in / 32}, std::vector<uint8_t>(out * in / 32)};
+      for (auto& b : w.bytes) b = static_cast<uint8_t>(g());
+      for (auto& b : s.bytes) b = static_cast<uint8_t>(120 + g() % 6);
+      for (int64_t i = 0; i < out * in; ++i) {
+        const uint8_t b = w.bytes[i / 2];
+        vals[i] = ref_e2m1(i % 2 ? b >> 4 : b & 15) * ref_ue8m0(s.bytes[i / 32]);
+      }
+      q.push_back(w);
+      q.push_back(s);
+    }
+    bf.push_back(Entry{t.name, "BF16", t.shape, bf16_bytes(vals)});
+  }
+  write_safetensors(dir_bf / "model.safetensors", bf);
+  write_safetensors(dir_q / "model.safetensors", q);
+
+  const std::vector<int32_t> toks = {5, 17, 200, 3, 99, 42, 7, 128, 64, 1, 250, 33};
+  const int n = static_cast<int>(toks.size());
+  std::vector<std::vector<float>> logits;
+  for (const auto& d : {dir_bf, dir_q}) {
+    auto m = load_deepseek_v41_dir(d.string());
+    ASSERT_TRUE(m.ok()) << m.message();
+    const Architecture& arch = *m->arch;
+    ThreadPool pool(1);
+    auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
+    ASSERT_TRUE(st.ok());
+    std::vector<float> l(static_cast<size_t>(n) * arch.hparams().n_vocab);
+    Batch b{std::span<const int32_t>(toks), 0, true};
+    ASSERT_TRUE(arch.forward(*st.value(), b, l.data(), pool).ok());
+    logits.push_back(std::move(l));
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+
+  // The FP8 weight without its scale tensor: an error naming both.
+  q.erase(std::remove_if(q.begin(), q.end(),
+                         [&](const Entry& e) { return e.name == v41::scale_name_of(fp8_name); }),
+          q.end());
+  write_safetensors(dir_q / "model.safetensors", q);
+  auto m = load_deepseek_v41_dir(dir_q.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find(fp8_name), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find("which is missing"), std::string::npos) << m.message();
+  std::filesystem::remove_all(base);
+}
+
+}  // namespace
+}  // namespace strata
