@@ -31,7 +31,7 @@ uint64_t scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, int n_thre
     b += 3 * 4 * static_cast<uint64_t>(m.hc * d * nb);  // hyper-connection residual streams
     return b;
   }
-  const int64_t attn = nh * (hk + hv) + nkv * (hk + hv);
+  const int64_t attn = nh * (hk + hv) + nkv * (hk + hv) + hk;  // + the RoPE table (n_rot <= hk)
   int64_t ffn = 2 * int64_t{m.n_ff};
   if (E > 0) ffn = std::max(ffn, E + 3 * k + k * d + 2 * d + 2 * F + 2 * Fs + d);
   const int64_t per_tok = std::max(attn, ffn);

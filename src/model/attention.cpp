@@ -159,17 +159,18 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   std::atomic<int32_t>* roped = done + e1;
   std::atomic<int32_t>* attended = roped + n_kv;
   std::atomic<int32_t>& converted = attended[n_qb];
-  const int n_rot = c.rope.n_rot;
-  float* rope_tab = arena.alloc<float>(static_cast<size_t>(pool.size()) * std::max(n_rot, 1));
+  // One cos/sin table per token, shared by every kv head's step 2.
+  const int n_rot = c.rope.n_rot, rope_w = std::max(n_rot, 1);
+  float* rope_tab = arena.alloc<float>(static_cast<size_t>(n) * rope_w);
+  for (int64_t t = 0; t < n; ++t) rope_cache(c.rope, pos0 + t, 1.0f, rope_tab + t * rope_w);
 
   auto wait_rows = [&](int i, int64_t r0, int64_t r1) {
     for (int64_t it = qkv.item_of(i, r0); it <= qkv.item_of(i, r1 - 1); ++it) wait_count(done[it], 1);
   };
-  // Step 2 for kv head hk: per token one cos/sin table, then its q heads, its k head, the cache.
-  auto rope_head = [&](int hk, int ti) {
-    float* cache = rope_tab + int64_t{ti} * std::max(n_rot, 1);
+  // Step 2 for kv head hk: per token its q heads, its k head, the cache.
+  auto rope_head = [&](int hk) {
     for (int64_t t = 0; t < n; ++t) {
-      rope_cache(c.rope, pos0 + t, 1.0f, cache);
+      const float* cache = rope_tab + t * rope_w;
       for (int h = hk * group; h < (hk + 1) * group; ++h) {
         float* qh = q + t * q_w + int64_t{h} * hdk;
         if (w.q_norm) rms_norm(qh, w.q_norm, qh, hdk, c.eps);
@@ -186,7 +187,7 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   const int64_t max_keys = c.window > 0 ? std::min<int64_t>(c.window, pos0 + n) : pos0 + n;
   const int64_t work = qkv.work() + proj.work() + n * c.n_head * max_keys * (hdk + hdv);
   const bool par = pool.size() > 1 && work >= kMinParallelWork;
-  parallel_items(pool, n_items, par, [&](int64_t item, int ti) {
+  parallel_items(pool, n_items, par, [&](int64_t item, int) {
     if (item < e1) {
       qkv.run(item);
       count_done(done[item]);
@@ -197,7 +198,7 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
         wait_rows(kOutQ, int64_t{hk} * group * hdk, int64_t{hk + 1} * group * hdk);
         wait_rows(kOutK, int64_t{hk} * hdk, int64_t{hk + 1} * hdk);
         wait_rows(kOutV, int64_t{hk} * hdv, int64_t{hk + 1} * hdv);
-        rope_head(hk, ti);
+        rope_head(hk);
         if (!fused) {
           count_done(roped[hk]);
           return;

@@ -25,8 +25,9 @@ class DecoderState final : public ArchState {
       const AttnConfig& a = l.attn;
       kv.add_standard_layer(il, int64_t{a.n_head_kv} * a.head_dim_k, int64_t{a.n_head_kv} * a.head_dim_v,
                             o.n_ctx, a.window, nb);
+      // q, o, k, v rows and the RoPE table (n_rot <= head_dim_k).
       const int64_t attn = int64_t{a.n_head} * (a.head_dim_k + a.head_dim_v) +
-                           int64_t{a.n_head_kv} * (a.head_dim_k + a.head_dim_v);
+                           int64_t{a.n_head_kv} * (a.head_dim_k + a.head_dim_v) + a.head_dim_k;
       const MoeConfig& m = l.moe_cfg;
       const int64_t ffn = l.moe ? m.n_expert + 3 * m.n_used + int64_t{m.n_used} * d + 2 * d + 2 * m.n_ff +
                                       2 * m.n_ff_shexp + d

@@ -53,7 +53,6 @@ float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x) {
 float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x) {
   const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
   const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     // q − 32 applied through the block sums: Σ sc·(q−32)·y = Σ sc·q·y − 32·Σ_j sc_j·bsums_j.
@@ -63,18 +62,10 @@ float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x) {
     for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = load32(a[i].ql + 64 * h), ql1 = load32(a[i].ql + 64 * h + 32);
       const __m256i qh = load32(a[i].qh + 32 * h);
-      // Elements 32g..32g+31 of this half, as unsigned 6-bit values.
-      __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
       for (int g = 0; g < 4; ++g) {
         const int sub = 8 * h + 2 * g;  // sub-blocks of 16 covered by these 32 elements
-        const __m256i p = _mm256_maddubs_epi16(q[g], load32(b[i].qs + 128 * h + 32 * g));
+        const __m256i p =
+            _mm256_maddubs_epi16(q6k_quants32(ql0, ql1, qh, g), load32(b[i].qs + 128 * h + 32 * g));
         const __m256i s =
             _mm256_set_m128i(_mm_set1_epi16(a[i].scales[sub + 1]), _mm_set1_epi16(a[i].scales[sub]));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));

@@ -148,7 +148,6 @@ void pass_q4_k(int64_t n, const void* w, size_t ws, const void* const* x, float*
 template <int R, int T>
 void pass_q6_k(int64_t n, const void* w, size_t ws, const void* const* x, float* const* y) {
   const int64_t nb = n / QK_K;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
   // Scale vector g of a half: int16 scale 2g in the low 128 bits, 2g + 1 in the high (from the
   // half's 8 scales as int16, repeated in both 128-bit lanes).
   __m256i pick[4];
@@ -192,11 +191,7 @@ void pass_q6_k(int64_t n, const void* w, size_t ws, const void* const* x, float*
         // Quants 32g..32g+31 of the half (quant/q6_k.cpp's layout), unsigned 6-bit.
 #pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) {
-          const __m256i l = g % 2 == 0 ? ql0 : ql1;
-          const __m256i lq =
-              g < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
-          const __m256i hq = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
-          const __m256i q = _mm256_or_si256(lq, _mm256_slli_epi16(hq, 4));
+          const __m256i q = q6k_quants32(ql0, ql1, qh, g);
           const __m256i s = _mm256_shuffle_epi8(sch, pick[g]);
 #pragma GCC unroll 2
           for (int t = 0; t < T; ++t) {

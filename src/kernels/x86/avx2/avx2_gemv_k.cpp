@@ -133,7 +133,6 @@ void rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
 
 template <int R>
 void rows_q6_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, float* y) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
   __m128 sum = _mm_setzero_ps();
   const size_t pf = static_cast<size_t>(kPrefetchGroups * kRows) * ws;
   for (int64_t i = 0; i < nb; ++i) {
@@ -161,11 +160,7 @@ void rows_q6_k(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_K* x, floa
         const __m256i sch = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
 #pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) {
-          const __m256i l = g % 2 == 0 ? ql0 : ql1;
-          const __m256i lq =
-              g < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
-          const __m256i hq = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
-          const __m256i q = _mm256_or_si256(lq, _mm256_slli_epi16(hq, 4));
+          const __m256i q = q6k_quants32(ql0, ql1, qh, g);
           const __m256i s = _mm256_shuffle_epi8(sch, pick_words(2 * g, 2 * g + 1));
           const __m256i p = _mm256_maddubs_epi16(q, load256(xb.qs + 128 * h + 32 * g));
           a = _mm256_add_epi32(a, _mm256_madd_epi16(p, s));

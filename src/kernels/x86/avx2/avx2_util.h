@@ -54,4 +54,15 @@ inline __m256i nibbles_32(const uint8_t* p) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
 }
 
+// Quants 32g..32g+31 (g < 4) of one Q6_K half as unsigned 6-bit bytes (quant/q6_k.cpp's
+// layout): low 4 bits from ql0 (g = 0, 2) / ql1 (g = 1, 3), low or high nibble by g < 2, and bits
+// 2g..2g+1 of qh above them.
+inline __m256i q6k_quants32(__m256i ql0, __m256i ql1, __m256i qh, int g) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  const __m256i l = g % 2 == 0 ? ql0 : ql1;
+  const __m256i lq = g < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+  const __m256i hq = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
+  return _mm256_or_si256(lq, _mm256_slli_epi16(hq, 4));
+}
+
 }  // namespace strata::x86
