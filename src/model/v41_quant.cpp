@@ -169,7 +169,9 @@ float torch_sum_f32(const float* x, int64_t n) {
 }
 
 float torch_mean_sq_f32(const float* x, int64_t n) {
-  std::vector<float> sq(static_cast<size_t>(n));
+  // The squares materialised as torch does (x.square()), in a buffer reused across calls.
+  thread_local std::vector<float> sq;
+  sq.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) sq[static_cast<size_t>(i)] = x[i] * x[i];
   return torch_sum_f32(sq.data(), n) / static_cast<float>(n);
 }
