@@ -5,6 +5,7 @@
 //   strata bench -m model.gguf -p 64 -n 32 -t 2 -r 5 [--json]
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -75,10 +76,23 @@ struct RunResult {
   std::vector<double> tok_s;
 };
 
-// reps timed runs after one warm-up; each run starts from an empty context.
+// Decode totals of the expert store with the prediction counts (kept in the totals only).
+strata::ExpertTotals expert_decode_totals(const strata::ExpertStore& es) {
+  const strata::ExpertStats st = es.stats();
+  strata::ExpertTotals t = st.decode_totals();
+  t.pred_true_pos = st.totals().pred_true_pos;
+  t.pred_false_pos = st.totals().pred_false_pos;
+  t.pred_false_neg = st.totals().pred_false_neg;
+  return t;
+}
+
+// reps timed runs after one warm-up; each run starts from an empty context. `after_warmup` runs
+// once the warm-up is done.
 strata::Status time_runs(strata::Session& s, const std::vector<int32_t>& tokens, bool one_by_one, int reps,
-                         std::vector<float>& logits, RunResult& out) {
+                         std::vector<float>& logits, RunResult& out,
+                         const std::function<void()>& after_warmup = nullptr) {
   for (int r = -1; r < reps; ++r) {
+    if (r == 0 && after_warmup) after_warmup();
     s.reset();
     const double t0 = strata::now_seconds();
     if (one_by_one) {
@@ -163,6 +177,7 @@ int cmd_bench(int argc, char** argv) {
   std::uniform_int_distribution<int32_t> tok(0, m.n_vocab() - 1);
   std::vector<float> logits(static_cast<size_t>(m.n_vocab()));
   RunResult pp, tg;
+  strata::ExpertTotals tg_warm;  // the store's decode totals after the tg warm-up
   if (n_prompt > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
     for (auto& t : toks) t = tok(rng);
@@ -171,7 +186,11 @@ int cmd_bench(int argc, char** argv) {
   if (n_gen > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_gen));
     for (auto& t : toks) t = tok(rng);
-    if (auto st = time_runs(**sess, toks, true, reps, logits, tg); !st.ok()) return fail(st.message());
+    auto snapshot = [&] {
+      if (const strata::ExpertStore* es = m.expert_store()) tg_warm = expert_decode_totals(*es);
+    };
+    if (auto st = time_runs(**sess, toks, true, reps, logits, tg, snapshot); !st.ok())
+      return fail(st.message());
   }
   // Measured before the bandwidth probe, whose buffer would otherwise be the peak RSS.
   const strata::cli::MemReport mem = strata::cli::mem_report(m, **sess, std::max(n_prompt, 1));
@@ -200,13 +219,8 @@ int cmd_bench(int argc, char** argv) {
     j["tg_fraction_of_membw"] = frac;
     j["peak_rss_bytes"] = strata::peak_rss_bytes();
     if (const strata::ExpertStore* es = m.expert_store()) {
-      // Decode steps only (one token each): the tg numbers the targets are about.
-      const strata::ExpertStats es_stats = es->stats();
-      strata::ExpertTotals t = es_stats.decode_totals();
-      const strata::ExpertTotals& all = es_stats.totals();
-      t.pred_true_pos = all.pred_true_pos;
-      t.pred_false_pos = all.pred_false_pos;
-      t.pred_false_neg = all.pred_false_neg;
+      // The timed tg repetitions only (decode steps, warm-up excluded): the tokens tg_tok_s is about.
+      const strata::ExpertTotals t = expert_decode_totals(*es).since(tg_warm);
       j["expert_policy"] = es->info().policy;
       j["expert_budget_bytes"] = es->info().tier_bytes;
       j["expert_hit_rate"] = t.hit_rate();
@@ -215,6 +229,8 @@ int cmd_bench(int argc, char** argv) {
       j["expert_bytes_read_per_token"] = t.tokens ? double(t.bytes_read) / t.tokens : 0.0;
       j["expert_prefetch_precision"] = t.prefetch_precision();
       j["expert_prefetch_recall"] = t.prefetch_recall();
+      j["expert_warm_bytes"] = es->info().warm_bytes;  // --expert-profile: read at load, not per token
+      j["expert_warm_s"] = es->info().warm_seconds;
     }
     j["memory"] = strata::cli::mem_report_json(mem);
     if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());

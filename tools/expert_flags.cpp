@@ -109,6 +109,10 @@ Status ExpertFlags::finish(const Model& m, bool quiet) const {
                i.direct_io ? "O_DIRECT" : "buffered", i.io_backend.c_str(), i.io_depth,
                i.expert_file.empty() ? "the GGUF" : i.expert_file.c_str(), i.prefetch ? "on" : "off",
                format_bytes(i.dense_bytes).c_str(), format_bytes(peak_rss_bytes()).c_str());
+  if (i.warm_experts > 0)
+    std::fprintf(stderr,
+                 "strata: experts   warm start: %d hottest experts of '%s' (%s) read in %.2f s at load\n",
+                 i.warm_experts, profile.c_str(), format_bytes(i.warm_bytes).c_str(), i.warm_seconds);
   std::fprintf(
       stderr,
       "strata: experts   hit rate %.1f%% (%llu hits, %llu late, %llu misses), read %s in %llu reads, "

@@ -33,6 +33,10 @@ struct PolicyOptions {
   int rerank_interval = 64;        // adaptive: tokens between hot-set re-ranks
   // static: the hot set, (layer, expert) keys in priority order (from --expert-profile).
   std::vector<ExpertKey> static_hot;
+  // lfu / adaptive: initial decayed counts, [n_layers * n_experts] or empty (from --expert-profile,
+  // scaled by expert_profile_seed). Adaptive with seeds ranks its hot set at the first request
+  // instead of after rerank_interval tokens.
+  std::vector<double> seed_counts;
 };
 
 class ExpertPolicy {
@@ -55,6 +59,13 @@ class ExpertPolicy {
   // profiles. Default 0.
   virtual double score(ExpertKey k, uint64_t tick) const { return 0.0; }
 };
+
+// Seeds for PolicyOptions::seed_counts from profile counts ([n_layers * n_experts]): scaled to sum
+// to `weight` requests (e.g. one re-rank interval's worth of this run's requests), so the profile
+// orders the warm-started hot set and breaks ties early on, and this run's own requests take over
+// within that many. A profile is another run's context, and hot sets move with the context
+// (measured: a static hot set from another prompt's profile hits less than lru). All zero → empty.
+std::vector<double> expert_profile_seed(const std::vector<uint64_t>& counts, double weight);
 
 // "lru" | "lfu" | "static" | "adaptive". Error names the unknown policy.
 Result<std::unique_ptr<ExpertPolicy>> make_expert_policy(std::string_view name, const PolicyOptions& opts);

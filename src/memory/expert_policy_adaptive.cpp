@@ -8,6 +8,7 @@
 //  * admission: a missed expert takes a slot only if it is hot, or has become as hot as the
 //    coldest hot expert was at the last re-rank (decayed alike, so comparable); otherwise it is
 //    streamed through a transient buffer. Until the first re-rank everything is admitted.
+//  * seeded from a profile (PolicyOptions::seed_counts): the first re-rank is at the first request.
 // Unlike lfu the counts survive eviction, so an expert that was hot a while ago comes back hot.
 #include <algorithm>
 #include <vector>
@@ -25,11 +26,13 @@ class AdaptivePolicy final : public ExpertPolicy {
     keys_.init(o);
     const size_t n = keys_.size();
     count_.assign(n, DecayedCount{});
+    for (size_t i = 0; i < o.seed_counts.size(); ++i) count_[i].count = o.seed_counts[i];
     last_.assign(n, 0);
     hot_.assign(n, 0);
     order_.resize(n);
     values_.resize(n);
-    next_rerank_ = static_cast<uint64_t>(interval_);
+    // Seeded from a profile: rank at the first request (the store has warm-started the hot set).
+    next_rerank_ = o.seed_counts.empty() ? static_cast<uint64_t>(interval_) : 0;
   }
   const char* name() const override { return "adaptive"; }
 

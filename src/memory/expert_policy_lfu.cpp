@@ -17,6 +17,7 @@ class LfuPolicy final : public ExpertPolicy {
   explicit LfuPolicy(const PolicyOptions& o) : half_life_(o.decay_half_life) {
     keys_.init(o);
     count_.assign(keys_.size(), DecayedCount{});
+    for (size_t i = 0; i < o.seed_counts.size(); ++i) count_[i].count = o.seed_counts[i];
     last_.assign(keys_.size(), 0);
   }
   const char* name() const override { return "lfu"; }

@@ -49,6 +49,31 @@ double ExpertTotals::prefetch_recall() const {
   return d ? static_cast<double>(pred_true_pos) / d : 0.0;
 }
 
+ExpertTotals ExpertTotals::since(const ExpertTotals& e) const {
+  ExpertTotals d = *this;
+  d.tokens -= e.tokens;
+  d.steps -= e.steps;
+  d.hits -= e.hits;
+  d.late -= e.late;
+  d.misses -= e.misses;
+  d.reads -= e.reads;
+  d.bytes_read -= e.bytes_read;
+  d.read_errors -= e.read_errors;
+  d.stall_s -= e.stall_s;
+  d.read_s -= e.read_s;
+  d.evictions -= e.evictions;
+  d.prefetch_issued -= e.prefetch_issued;
+  d.prefetch_used -= e.prefetch_used;
+  d.prefetch_wasted -= e.prefetch_wasted;
+  d.prefetch_wasted_bytes -= e.prefetch_wasted_bytes;
+  d.pred_true_pos -= e.pred_true_pos;
+  d.pred_false_pos -= e.pred_false_pos;
+  d.pred_false_neg -= e.pred_false_neg;
+  d.io_submits -= e.io_submits;
+  d.io_jobs -= e.io_jobs;
+  return d;
+}
+
 void ExpertStats::init(int n_layer, int n_expert) {
   n_layer_ = n_layer;
   n_expert_ = n_expert;
@@ -114,6 +139,8 @@ std::string ExpertStats::to_json(const ExpertStoreInfo& i) const {
           i.dense_bytes);
   appendf(s, "\"io_backend\": %s, \"expert_file\": %s, \"io_overhead_bytes\": %" PRIu64 ", ",
           json_string(i.io_backend).c_str(), json_string(i.expert_file).c_str(), i.io_overhead_bytes);
+  appendf(s, "\"warm_experts\": %d, \"warm_bytes\": %" PRIu64 ", \"warm_seconds\": %.6f, ", i.warm_experts,
+          i.warm_bytes, i.warm_seconds);
   appendf(s, "\"io_threads\": %d, \"io_depth\": %d, \"lookahead\": %d},\n", i.io_threads, i.io_depth,
           i.lookahead);
   s += "  \"totals\": {";

@@ -48,6 +48,9 @@ struct ExpertTotals {
   double hit_rate() const { return accesses() ? static_cast<double>(hits + late) / accesses() : 0.0; }
   double prefetch_precision() const;
   double prefetch_recall() const;
+  // The counts accumulated since `earlier`, a snapshot of the same totals (bench: the timed
+  // repetitions without the warm-up).
+  ExpertTotals since(const ExpertTotals& earlier) const;
 };
 
 // Static facts of the store, printed with the numbers.
@@ -66,6 +69,11 @@ struct ExpertStoreInfo {
   std::string io_backend;          // "uring" | "threads" (empty when resident)
   std::string expert_file;         // the pack bundle read from, or empty (the GGUF)
   uint64_t io_overhead_bytes = 0;  // the I/O engine's own allocations (rings, queues, stacks)
+  // Warm start (--expert-profile): the profile's hottest experts read before the first token; not
+  // part of the per-token statistics.
+  int warm_experts = 0;
+  uint64_t warm_bytes = 0;
+  double warm_seconds = 0.0;
 };
 
 class ExpertStats {

@@ -128,7 +128,54 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_
                                        }));
   i.io_backend = s->io_->name();
   i.io_overhead_bytes = s->io_->overhead_bytes();
+  STRATA_TRY(s->warm_start());
   return s;
+}
+
+Status ExpertStore::warm_start() {
+  std::vector<uint32_t> order;
+  for (size_t i = 0; i < profile_counts_.size(); ++i)
+    if (profile_counts_[i] && catalog_.layer(static_cast<int>(i / static_cast<size_t>(n_expert_))).present)
+      order.push_back(static_cast<uint32_t>(i));
+  if (order.empty()) return {};
+  // Hottest first; ties in (layer, expert) order, as expert_profile_load ranks the static hot set.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return profile_counts_[a] > profile_counts_[b]; });
+  order.resize(std::min(order.size(), slots_.size()));
+  const double t0 = now_seconds();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    warming_ = true;
+    for (uint32_t i : order) {
+      const int s = take_slot_locked(0);
+      STRATA_ASSERT(s >= 0);  // order.size() <= free slots
+      start_fill_locked(s,
+                        {static_cast<int32_t>(i / static_cast<uint32_t>(n_expert_)),
+                         static_cast<int32_t>(i % static_cast<uint32_t>(n_expert_))},
+                        /*urgent=*/false, /*prefetch=*/false);
+    }
+  }
+  flush();
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    bool filling = false;
+    for (const Slot& slot : slots_) filling |= slot.state == SlotState::slot_filling;
+    if (!filling) break;
+    cv_.wait(lk);
+  }
+  warming_ = false;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    Slot& slot = slots_[s];
+    if (slot.state != SlotState::slot_failed) continue;
+    Status st =
+        err_context("expert store: warm start from profile '" + opts_.profile_path + "'", slot.error.error());
+    evict_locked(static_cast<int>(s));
+    free_.push_back(static_cast<int32_t>(s));
+    return st;
+  }
+  info_.warm_experts = static_cast<int>(order.size());
+  info_.warm_seconds = now_seconds() - t0;
+  return {};
 }
 
 ExpertStore::~ExpertStore() {
@@ -144,7 +191,10 @@ void ExpertStore::read_done(uint32_t s, const Status& st, uint64_t bytes, double
     Slot& slot = slots_[s];
     ExpertTotals& t = stats_.totals();
     if (slot.prefetched) --prefetch_inflight_;
-    if (st.ok()) {
+    if (st.ok() && warming_) {
+      slot.state = SlotState::slot_ready;
+      info_.warm_bytes += bytes;
+    } else if (st.ok()) {
       slot.state = SlotState::slot_ready;
       t.reads++;
       t.bytes_read += bytes;
@@ -170,6 +220,11 @@ void ExpertStore::flush() {
   if (!pending_normal_.empty()) io_->submit(pending_normal_.data(), pending_normal_.size(), /*urgent=*/false);
   const double dt = now_seconds() - t0;  // the compute thread's time in submit (sync: the reads)
   std::lock_guard<std::mutex> lk(mu_);
+  if (warming_) {  // before the first token: no stall, no submit statistics
+    pending_urgent_.clear();
+    pending_normal_.clear();
+    return;
+  }
   ExpertTotals& t = stats_.totals();
   for (const std::vector<IoJob>* q : {&pending_urgent_, &pending_normal_}) {
     t.io_submits += q->empty() ? 0 : 1;

@@ -16,6 +16,10 @@
 // or evictable slots (memory/prefetch.h), never evicting an expert the current layer selected or a prefetch
 // not yet used.
 //
+// With --expert-profile the store warm-starts: open() reads the profile's hottest experts into the
+// slots (hottest first, up to every slot), so a run starts with its hot set resident and the
+// policy (lfu / adaptive seeded with the profile's counts, static with its hot set) keeps it.
+//
 // With budget_bytes == 0 the store is "resident": experts are served from the mapped file and
 // only statistics / routing traces are recorded. Thread-safety: one compute thread calls the
 // ExpertSource methods; I/O threads complete reads concurrently.
@@ -125,6 +129,8 @@ class ExpertStore final : public ExpertSource {
   size_t idx(int layer, int expert) const {
     return static_cast<size_t>(layer) * static_cast<size_t>(n_expert_) + expert;
   }
+  // Reads the profile's hottest experts (up to every slot) before the first token; see open().
+  Status warm_start();
   // I/O completion of slot s's read (engine thread).
   void read_done(uint32_t s, const Status& st, uint64_t bytes, double seconds);
   // Hands the reads started since the last flush to the engine, urgent ones first, one call each;
@@ -175,6 +181,7 @@ class ExpertStore final : public ExpertSource {
   std::vector<ExpertKey> cand_keys_;
   std::vector<int32_t> cand_slots_;
   int prefetch_inflight_ = 0;
+  bool warming_ = false;           // warm_start() under way: reads and submit time are not per-token numbers
   uint64_t tick_ = 0, tick0_ = 0;  // tokens seen; first token of the current step
   uint64_t dense_loaded_ = 0;
   std::vector<uint64_t> profile_counts_;

@@ -15,7 +15,16 @@ Result<std::unique_ptr<ExpertStore>> expert_store_open(const GgufFile& f, int n_
     po.n_experts = n_expert;
     // A profile that does not exist yet is written at exit (counts of this run).
     if (!o.profile_path.empty() && ::access(o.profile_path.c_str(), F_OK) == 0) {
-      STRATA_ASSIGN(po.static_hot, expert_profile_load(o.profile_path, n_layer, n_expert));
+      std::vector<uint64_t> counts(static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert), 0);
+      STRATA_ASSIGN(po.static_hot, expert_profile_load(o.profile_path, n_layer, n_expert, &counts));
+      int layers = 0;  // layers the profile saw (dense layers have none)
+      for (int l = 0; l < n_layer; ++l)
+        for (int e = 0; e < n_expert; ++e)
+          if (counts[static_cast<size_t>(l) * n_expert + e]) {
+            ++layers;
+            break;
+          }
+      po.seed_counts = expert_profile_seed(counts, static_cast<double>(layers) * n_used * po.rerank_interval);
     }
     if (o.policy == "static" && po.static_hot.empty())
       return err(

@@ -31,7 +31,7 @@ class ExpertStoreTest : public ::testing::TestWithParam<const char*> {
   }
 
   Result<std::unique_ptr<ExpertStore>> open(int slots, bool prefetch, IoOpener opener = nullptr,
-                                            const std::string& trace = "") {
+                                            const std::string& trace = "", const std::string& profile = "") {
     ExpertStoreOptions o;
     ExpertCatalog c = ExpertCatalog::build(f(), 3, 8).value();
     o.budget_bytes = c.slot_bytes() * static_cast<uint64_t>(slots) + 100;
@@ -40,6 +40,7 @@ class ExpertStoreTest : public ::testing::TestWithParam<const char*> {
     o.io_depth = 4;
     o.io_backend = GetParam();
     o.routing_trace_path = trace;
+    o.profile_path = profile;
     return ExpertStore::open(f(), 3, 8, 2, o, std::make_unique<TestLru>(), std::move(opener));
   }
 };
@@ -314,6 +315,61 @@ TEST_P(ExpertStoreTest, SyncReadTimeIsStall) {
     EXPECT_GE(t.stall_s, t.read_s) << "prefetch " << prefetch;
     EXPECT_EQ((*s)->io_overhead_bytes(), 0u);
   }
+}
+
+// --expert-profile warm-starts the store: the profile's hottest experts (up to every slot) are
+// resident before the first token, with their exact bytes, counted apart from the per-token numbers;
+// a read error while warming fails open() naming the file and offset.
+TEST_P(ExpertStoreTest, ProfileWarmStartsTheHottestExperts) {
+  const std::string csv = "/tmp/strata_store_warm_" + std::string(GetParam()) + ".csv";
+  {
+    std::ofstream p(csv);
+    p << "layer,expert,count\n0,3,50\n2,7,40\n1,1,30\n0,0,20\n2,2,10\n1,5,0\n";
+  }
+  ExpertCatalog c = ExpertCatalog::build(f(), 3, 8).value();
+  auto s = open(4, /*prefetch=*/false, nullptr, "", csv);  // no look-ahead reads to count
+  ASSERT_TRUE(s.ok()) << s.message();
+  ExpertStore& st = **s;
+  EXPECT_EQ(st.info().warm_experts, 4);
+  EXPECT_EQ(st.info().warm_bytes, 4 * c.expert_bytes(0));
+  EXPECT_EQ(st.resident_count(), 4);
+  for (auto [l, e] : {std::pair{0, 3}, {2, 7}, {1, 1}, {0, 0}})
+    EXPECT_TRUE(st.is_resident(l, e)) << l << "," << e;
+  EXPECT_FALSE(st.is_resident(2, 2)) << "fifth hottest: no slot left";
+  const ExpertTotals t0 = st.stats().totals();
+  EXPECT_EQ(t0.reads, 0u);
+  EXPECT_EQ(t0.bytes_read, 0u);
+  EXPECT_EQ(t0.stall_s, 0.0);
+  // The first token hits the warm experts without reading them again.
+  st.begin_step(1);
+  const int32_t sel[2] = {3, 0};
+  const float w[2] = {0.5f, 0.5f};
+  std::vector<float> x(64, 0.1f);
+  st.on_route(0, x.data(), 1, sel, w, 2);
+  for (int32_t e : sel) {
+    auto v = st.acquire(0, e);
+    ASSERT_TRUE(v.ok()) << v.message();
+    EXPECT_TRUE(views_match(*v, c, 0, e));
+    st.release(0, e);
+  }
+  st.end_step();
+  EXPECT_EQ(st.stats().totals().hits, 2u);
+  EXPECT_EQ(st.stats().totals().reads, 0u);
+  s = Result<std::unique_ptr<ExpertStore>>(err("closed"));
+
+  auto opener = [&](const std::string& path, bool direct) -> Result<std::unique_ptr<IoFile>> {
+    STRATA_ASSIGN(auto inner, io_open_file(path, direct));
+    auto ff = std::make_unique<FaultyFile>(std::move(inner));
+    ff->fail_errno = EIO;
+    ff->fail_from = io_align_down(c.part_offset(2, 0, expert_part_gate));  // layer 2 is unreadable
+    return std::unique_ptr<IoFile>(std::move(ff));
+  };
+  auto bad = open(4, true, opener, "", csv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("warm start"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find(model_->path), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("offset"), std::string::npos) << bad.message();
+  std::remove(csv.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExpertStoreTest, ::testing::Values("uring", "threads", "sync"),

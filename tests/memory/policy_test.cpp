@@ -169,5 +169,44 @@ TEST(Policy, AdaptiveDecayLetsTheHotSetMove) {
   EXPECT_GT(p->score(B, 100), p->score(A, 100));
 }
 
+// A profile seeds lfu / adaptive: the seeds sum to the weight asked for, order the victims before
+// any request, and adaptive ranks its (warm-started) hot set at the first request.
+TEST(Policy, ProfileSeedsOrderVictimsAndTheFirstRerank) {
+  EXPECT_TRUE(expert_profile_seed({0, 0, 0}, 64).empty());
+  const std::vector<uint64_t> counts = {6, 0, 3, 1, 0, 0, 0, 2};  // A, B, ..., C = index 4, D = 5
+  const std::vector<double> seed = expert_profile_seed(counts, 24);
+  ASSERT_EQ(seed.size(), counts.size());
+  double sum = 0;
+  for (double v : seed) sum += v;
+  EXPECT_NEAR(sum, 24.0, 1e-9);
+  EXPECT_NEAR(seed[0], 12.0, 1e-9);
+  PolicyOptions o;
+  o.decay_half_life = 1e9;
+  o.rerank_interval = 100;
+  o.seed_counts = {5, 1, 0, 0, 4, 0, 0, 0};  // A 5, B 1, C 4, D 0
+  auto lfu = make("lfu", o);
+  const std::vector<ExpertKey> res = {A, B, C};
+  EXPECT_EQ(res[lfu->choose_victim(res, 0)], B);
+  auto ad = make("adaptive", o);
+  for (ExpertKey k : {A, C}) ad->on_insert(k, 0);  // the store's warm start: 2 slots
+  ad->on_access(B, 0);                             // first request: re-rank now, hot = {A, C}
+  EXPECT_TRUE(ad->admit(A, 0));
+  EXPECT_TRUE(ad->admit(C, 0));
+  EXPECT_FALSE(ad->admit(B, 0)) << "2 < C's 4: streamed, the warm hot set stays";
+  EXPECT_FALSE(ad->admit(D, 0));
+  for (int t = 1; t < 4; ++t) ad->on_access(B, static_cast<uint64_t>(t));
+  EXPECT_TRUE(ad->admit(B, 4)) << "this run's requests overtake the seed";
+  // Wrong-size or negative seeds are errors.
+  o.n_layers = 2;
+  o.n_experts = 4;
+  o.seed_counts = {1, 2};
+  auto bad = make_expert_policy("adaptive", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("seed counts"), std::string::npos) << bad.message();
+  o.seed_counts.assign(8, 0.0);
+  o.seed_counts[3] = -1;
+  EXPECT_FALSE(make_expert_policy("lfu", o).ok());
+}
+
 }  // namespace
 }  // namespace strata

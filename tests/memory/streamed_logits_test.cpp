@@ -3,6 +3,9 @@
 // and a synth model, in batch (prompt) and incremental (decode) evaluation, with and without
 // prefetch.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <cstring>
 #include <random>
@@ -53,29 +56,43 @@ void expect_streamed_equals_resident(const std::string& path, int n_tokens, size
   ASSERT_TRUE(cat.ok()) << cat.message();
   // The four policy x prefetch mixes on the default engine, and two on the sync one (naive: lru
   // without prefetch; the default policy with prefetch, all of its reads blocking).
+  // Last, a profile: the store warm-starts with its hottest experts and seeds the policy.
+  const std::string profile = "/tmp/strata_streamed_profile_" + std::to_string(::getpid()) + ".csv";
+  {
+    FILE* p = std::fopen(profile.c_str(), "w");
+    ASSERT_TRUE(p);
+    std::fprintf(p, "layer,expert,count\n");
+    for (int l = 0; l < hp.n_layer; ++l)
+      for (int e = 0; e < hp.n_expert; ++e) std::fprintf(p, "%d,%d,%d\n", l, e, (l * 7 + e * 3) % 11);
+    std::fclose(p);
+  }
   struct Mix {
     const char* policy;
     bool prefetch;
     const char* backend;
+    bool profile = false;
   };
-  for (const Mix& mix :
-       {Mix{"lru", false, "auto"}, Mix{"lru", true, "auto"}, Mix{"adaptive", false, "auto"},
-        Mix{"adaptive", true, "auto"}, Mix{"lru", false, "sync"}, Mix{"adaptive", true, "sync"}}) {
+  for (const Mix& mix : {Mix{"lru", false, "auto"}, Mix{"lru", true, "auto"}, Mix{"adaptive", false, "auto"},
+                         Mix{"adaptive", true, "auto"}, Mix{"lru", false, "sync"},
+                         Mix{"adaptive", true, "sync"}, Mix{"adaptive", true, "auto", true}}) {
     LoadOptions lo;
     lo.experts.budget_bytes = cat->slot_bytes() * static_cast<uint64_t>(hp.n_expert_used);  // the minimum
     lo.experts.policy = mix.policy;
     lo.experts.prefetch = mix.prefetch;
     lo.experts.io_threads = 2;
     lo.experts.io_backend = mix.backend;
+    if (mix.profile) lo.experts.profile_path = profile;
     ExpertStats st;
     const std::vector<float> got = run(path, lo, tokens, n_batch, &st);
     ASSERT_EQ(got.size(), ref.size());
     EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)))
-        << path << " policy " << mix.policy << " prefetch " << mix.prefetch << " backend " << mix.backend;
+        << path << " policy " << mix.policy << " prefetch " << mix.prefetch << " backend " << mix.backend
+        << " profile " << mix.profile;
     EXPECT_GT(st.totals().misses, 0u);
     EXPECT_GT(st.totals().evictions, 0u);
     EXPECT_EQ(st.totals().tokens, n_tokens);
   }
+  std::remove(profile.c_str());
 }
 
 TEST(StreamedLogits, FixtureModelsBitIdentical) {
