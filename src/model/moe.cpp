@@ -387,37 +387,66 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
     const ExpertJob jobs[2] = {{&s, active, n_active}, {&shs, &kOnlyExpert, 1}};
     run_experts(jobs, sh ? 2 : 1, pool);
   } else {
-    // Experts already resident go first while the reads of the others are in flight, then the
-    // others as their reads complete (wait_any). Outputs land in ybuf per slot, so the order
-    // changes no bit of the result.
-    auto compute = [&](int32_t e) -> Status {
-      auto got = experts->acquire(layer, e);
-      if (!got.ok()) return got.error();
-      const ExpertViews& v = got.value();
-      STRATA_ASSERT(v.gate.type == w.gate_exps->type && v.up.type == w.up_exps->type &&
-                    v.down.type == w.down_exps->type);
-      gate[e] = mat_of(v.gate);
-      up[e] = mat_of(v.up);
-      down[e] = mat_of(v.down);
-      run_experts(s, &e, 1, pool);
-      experts->release(layer, e);
-      return {};
-    };
+    // Experts already resident go first, in one pool region with the shared expert, while the
+    // reads of the others are in flight; then the others, each region taking every expert whose
+    // read has completed by then (wait_any). One region per batch rather than per expert (fewer
+    // region tails; on the issue-6 model tg went from 66.7 to 69.8 tok/s median over 4
+    // interleaved pairs). Outputs land in ybuf per slot and an expert's rows do not depend on the
+    // batch, so the order changes no bit.
+    int32_t* batch = arena.alloc<int32_t>(E);
     int32_t* pending = arena.alloc<int32_t>(E);
     int n_pending = 0;
-    for (int i = 0; i < n_active; ++i) {
-      if (experts->ready(layer, active[i])) {
-        STRATA_TRY(compute(active[i]));
-      } else {
-        pending[n_pending++] = active[i];
+    auto compute = [&](int n_batch, bool with_shared) -> Status {
+      Status st;
+      int n_got = 0;
+      for (; n_got < n_batch; ++n_got) {
+        const int32_t e = batch[n_got];
+        auto got = experts->acquire(layer, e);
+        if (!got.ok()) {
+          st = got.error();
+          break;
+        }
+        const ExpertViews& v = got.value();
+        STRATA_ASSERT(v.gate.type == w.gate_exps->type && v.up.type == w.up_exps->type &&
+                      v.down.type == w.down_exps->type);
+        gate[e] = mat_of(v.gate);
+        up[e] = mat_of(v.up);
+        down[e] = mat_of(v.down);
       }
+      if (st.ok()) {
+        const ExpertJob jobs[2] = {{&s, batch, n_batch}, {&shs, &kOnlyExpert, 1}};
+        if (n_batch > 0 || with_shared)
+          run_experts(n_batch > 0 ? jobs : jobs + 1, (n_batch > 0 ? 1 : 0) + (with_shared ? 1 : 0), pool);
+      }
+      for (int i = 0; i < n_got; ++i) experts->release(layer, batch[i]);
+      return st;
+    };
+    int n_batch = 0;
+    for (int i = 0; i < n_active; ++i) {
+      if (experts->ready(layer, active[i]))
+        batch[n_batch++] = active[i];
+      else
+        pending[n_pending++] = active[i];
     }
+    STRATA_TRY(compute(n_batch, sh != nullptr));
     while (n_pending > 0) {
       const int k = experts->wait_any(layer, pending, n_pending);
       STRATA_ASSERT(k >= 0 && k < n_pending);
-      const int32_t e = pending[k];
+      n_batch = 0;
+      batch[n_batch++] = pending[k];
       pending[k] = pending[--n_pending];
-      STRATA_TRY(compute(e));
+      // Whatever else has landed meanwhile, unless the first has no read under way yet (its
+      // acquire() may then evict, so it goes alone, as at the minimum budget).
+      const bool landed = experts->ready(layer, batch[0]);
+      for (int i = 0; landed && i < n_pending;) {
+        if (experts->ready(layer, pending[i])) {
+          batch[n_batch++] = pending[i];
+          pending[i] = pending[--n_pending];
+        } else {
+          ++i;
+        }
+      }
+      STRATA_TRY(compute(n_batch, false));
     }
   }
   for (int64_t t = 0; t < n; ++t) {
@@ -427,7 +456,6 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
   }
 
   if (sh) {
-    if (experts) run_experts(shs, &kOnlyExpert, 1, pool);
     for (int64_t t = 0; t < n; ++t) {
       float g = 1.0f;
       if (w.gate_inp_shexp) {
