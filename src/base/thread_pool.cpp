@@ -33,7 +33,7 @@ void ThreadPool::worker(int idx) {
     // Spin briefly (steps come back to back during a forward pass), then sleep.
     uint32_t g = generation_.load(std::memory_order_acquire);
     for (int spin = 0; g == seen && spin < 20000; ++spin) {
-      __builtin_ia32_pause();
+      cpu_relax();
       g = generation_.load(std::memory_order_acquire);
     }
     while (g == seen) {
@@ -73,7 +73,7 @@ void ThreadPool::run(FunctionRef<void(int, int)> fn) {
   }
   int d = done_.load(std::memory_order_acquire);
   for (int spin = 0; d != by_workers && spin < 200000; ++spin) {
-    __builtin_ia32_pause();
+    cpu_relax();
     d = done_.load(std::memory_order_acquire);
   }
   while (d != by_workers) {

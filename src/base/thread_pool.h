@@ -20,6 +20,15 @@
 
 namespace strata {
 
+// The spin-wait hint for busy loops: PAUSE on x86, YIELD on AArch64, nothing elsewhere.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 class ThreadPool {
  public:
   // n_threads <= 0: std::thread::hardware_concurrency().

@@ -118,7 +118,7 @@ inline void wait_count(const std::atomic<int32_t>& c, int32_t target) {
   constexpr int kSpins = 200000;
   int32_t v = c.load(std::memory_order_acquire);
   for (int spin = 0; v < target && spin < kSpins; ++spin) {
-    __builtin_ia32_pause();
+    cpu_relax();
     v = c.load(std::memory_order_acquire);
   }
   while (v < target) {
