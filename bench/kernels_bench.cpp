@@ -140,6 +140,60 @@ void gemm_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond);
 
+// args: type id (Q4_K, Q6_K), tokens, kernel (0: 4×4 register tiles, 1: the AVX-512 panel), out
+// rows; one thread, in = 2048: 256 rows (0.3–0.4 MiB, in L2) show the kernel's compute, 2048 rows
+// (2.3–3.4 MiB) stream from L3/DRAM. Activations in Q8_K quantized outside the timed loop, so the numbers are
+// the product alone; tok·rows/s counts the outputs (tokens × rows) per second, GB/s the weight
+// bytes per call.
+void BM_GemmK(benchmark::State& state) {
+  const GgmlType t = static_cast<GgmlType>(state.range(0));
+  const int64_t nt = state.range(1), in = 2048, out = state.range(3);
+  const bool panel = state.range(2) != 0;
+  if (!isa_supported(Isa::avx512)) {
+    state.SkipWithError("CPU lacks AVX-512");
+    return;
+  }
+  KernelTraits k = kernel_traits(t, Isa::avx512);
+  if (!panel) k.gemm_panel = nullptr;
+  if (panel && k.gemm_panel == nullptr) {
+    state.SkipWithError("no panel kernel for this type");
+    return;
+  }
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> row(static_cast<size_t>(in));
+  const size_t rb = row_bytes(t, in), xb = row_bytes(GgmlType::q8_k, in);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(out)), xq(xb * static_cast<size_t>(nt));
+  // Rows repeat every 64 (the scalar K-quant quantizer is slow); their addresses do not.
+  for (int64_t r = 0; r < std::min<int64_t>(out, 64); ++r) {
+    for (auto& v : row) v = nd(rng);
+    quant_ref(t)->from_float(row.data(), w.data() + r * rb, in);
+  }
+  for (int64_t r = 64; r < out; ++r) std::memcpy(w.data() + r * rb, w.data() + (r % 64) * rb, rb);
+  for (int64_t i = 0; i < nt; ++i) {
+    for (auto& v : row) v = nd(rng);
+    quant_ref(GgmlType::q8_k)->from_float(row.data(), xq.data() + i * xb, in);
+  }
+  std::vector<float> y(static_cast<size_t>(out * nt));
+  for (auto _ : state) {
+    matmul_rows(k, in, w.data(), rb, 0, out, xq.data(), xb, nt, y.data(), out);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double it = double(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(double(w.size()) * it / 1e9, benchmark::Counter::kIsRate);
+  state.counters["tok_rows/s"] = benchmark::Counter(double(out * nt) * it, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(type_name(t)) + (panel ? "/panel" : "/tiles"));
+}
+
+void gemm_k_args(benchmark::internal::Benchmark* b) {
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k}) {
+    for (int64_t out : {256, 2048})
+      for (int64_t nt : {1, 4, 8, 16, 64})
+        for (int64_t panel : {0, 1}) b->Args({static_cast<int64_t>(t), nt, panel, out});
+  }
+}
+BENCHMARK(BM_GemmK)->Apply(gemm_k_args)->Unit(benchmark::kMillisecond);
+
 // args: type id, kernel (0: the register tile with one token, 1: the gemv kernel), out rows, isa.
 // One token, one thread, in = 1024: the decode product matmul_rows runs per work item (64 rows),
 // item after item. GB/s counts the weight bytes per call: 512 rows (74 KiB–1 MiB, in L2) show the

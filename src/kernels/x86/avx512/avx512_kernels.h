@@ -59,5 +59,10 @@ void gemm_q4_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* con
                     float* const* y);
 void gemm_q6_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y);
+// K-quant many-token panels against Q8_K, bit-identical to vec_dot, avx512_gemm_panel_k.cpp.
+void gemm_panel_q4_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                          float* const* y);
+void gemm_panel_q6_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                          float* const* y);
 
 }  // namespace strata::x86::avx512

@@ -33,6 +33,8 @@ void fill_avx512(KernelTraits* t) {
   at(GgmlType::q6_k).gemm = avx512::gemm_q6_k_q8_k;
   at(GgmlType::q4_k).gemv = avx512::gemv_q4_k_q8_k;
   at(GgmlType::q6_k).gemv = avx512::gemv_q6_k_q8_k;
+  at(GgmlType::q4_k).gemm_panel = avx512::gemm_panel_q4_k_q8_k;
+  at(GgmlType::q6_k).gemm_panel = avx512::gemm_panel_q6_k_q8_k;
 }
 
 }  // namespace strata::x86
