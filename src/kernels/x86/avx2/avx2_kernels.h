@@ -46,6 +46,15 @@ void gemm_q4_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* con
 void gemm_q6_k_q8_k(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt,
                     float* const* y);
 
+// Many-token panels (kernels/traits.h GemmPanelFn), avx2_gemm_panel.cpp; equal vec_dot up to f32
+// summation order (the AVX-512 panels' arithmetic).
+void gemm_panel_q8_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                          float* const* y);
+void gemm_panel_q4_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                          float* const* y);
+void gemm_panel_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                           float* const* y);
+
 // One-token products (kernels/traits.h GemvFn), avx2_gemv.cpp; equal vec_dot per row up to f32
 // summation order.
 void gemv_q8_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
