@@ -61,32 +61,12 @@ inline void transpose8x4(const uint8_t* const* p, size_t off, __m256i* r) {
   r[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-// 8 rows of 8 dwords → 8 registers, R_k lane l = dword k of row l.
-inline void transpose8x8(const uint8_t* const* p, size_t off, __m256i* r) {
-  __m256i z[8];
-  for (int l = 0; l < 8; ++l) z[l] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[l] + off));
-  __m256i u[8];
-  for (int h = 0; h < 2; ++h) {
-    const __m256i* zh = z + 4 * h;  // rows 4h..4h+3
-    const __m256i t0 = _mm256_unpacklo_epi32(zh[0], zh[1]), t1 = _mm256_unpackhi_epi32(zh[0], zh[1]);
-    const __m256i t2 = _mm256_unpacklo_epi32(zh[2], zh[3]), t3 = _mm256_unpackhi_epi32(zh[2], zh[3]);
-    u[4 * h + 0] = _mm256_unpacklo_epi64(t0, t2);  // 128-bit lanes: dword 0 | dword 4 of the 4 rows
-    u[4 * h + 1] = _mm256_unpackhi_epi64(t0, t2);
-    u[4 * h + 2] = _mm256_unpacklo_epi64(t1, t3);
-    u[4 * h + 3] = _mm256_unpackhi_epi64(t1, t3);
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
-    r[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
-  }
-}
-
-// The fp16 at byte offset off of each row's block i (blocks of B bytes) → 8 f32 lanes.
+// The scales of the 8 rows' block i → 8 f32 lanes (built in registers: 8 narrow stores and
+// one wide load would stall on store forwarding).
 template <class B>
 inline __m256 f16_scales8(const uint8_t* const* rows, int64_t i) {
-  alignas(16) uint16_t h[kRows];
-  for (int l = 0; l < kRows; ++l) h[l] = reinterpret_cast<const B*>(rows[l])[i].d;
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+  auto h = [&](int l) { return static_cast<short>(reinterpret_cast<const B*>(rows[l])[i].d); };
+  return _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)));
 }
 
 // Q8_0 weights: q[k] lane l = row l's (w[4k], w[4k+2]) as int16, q[8+k] = (w[4k+1], w[4k+3]);
@@ -98,7 +78,9 @@ struct PQ8_0 {
   static constexpr int kTok = 6;
   static void pack(const uint8_t* const* rows, int64_t i, __m256i* q, __m256* d) {
     __m256i r[8];
-    transpose8x8(rows, static_cast<size_t>(i) * sizeof(Block) + offsetof(Block, qs), r);
+    const size_t off = static_cast<size_t>(i) * sizeof(Block) + offsetof(Block, qs);
+    transpose8x4(rows, off, r);
+    transpose8x4(rows, off + 16, r + 4);
     for (int k = 0; k < 8; ++k) {
       q[k] = _mm256_srai_epi16(_mm256_slli_epi16(r[k], 8), 8);  // even bytes, sign-extended
       q[8 + k] = _mm256_srai_epi16(r[k], 8);                    // odd bytes
@@ -148,11 +130,8 @@ struct PMxfp4 : Nibbles<PMxfp4, BlockMxfp4> {
   // 2^(e−128) (quant/mxfp4's e8m0_to_f32_half) for 8 exponents: (e − 1) << 23 as f32 bits, or
   // the subnormal 0x00200000 << e for e < 2.
   static __m256 scales(const uint8_t* const* rows, int64_t i) {
-    alignas(8) uint8_t e8[kRows];
-    for (int l = 0; l < kRows; ++l) e8[l] = reinterpret_cast<const BlockMxfp4*>(rows[l])[i].e;
-    int64_t bits;
-    __builtin_memcpy(&bits, e8, sizeof bits);
-    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bits));
+    auto ex = [&](int l) { return static_cast<int>(reinterpret_cast<const BlockMxfp4*>(rows[l])[i].e); };
+    const __m256i e = _mm256_setr_epi32(ex(0), ex(1), ex(2), ex(3), ex(4), ex(5), ex(6), ex(7));
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
     const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
@@ -176,6 +155,12 @@ struct Side {
 struct SideQ8 {
   __m256i x[kGemmPanelTokens][PQ8_0::kChunk][2];  // [0] dword k = (x[4k], x[4k+2]), [1] (x[4k+1], x[4k+3])
 };
+
+// An empty asm the value passes through: GCC would otherwise reassociate a token's chain of
+// integer adds into a tree over all products of the tile, live at once and spilled (16 YMM).
+inline void pin(__m256i& v) {
+  asm("" : "+x"(v));
+}
 
 // Σ of a Q8_0 block's 32 quants.
 inline int32_t block_sum(const BlockQ8_0& b) {
@@ -224,6 +209,7 @@ void tokens_nib(const Panel<P>& p, int kc, const Side& s, const void* const* x, 
       for (int t = 0; t < T; ++t) {
         const __m256i pr = _mm256_maddubs_epi16(qj, bcast4(xb[t][i].qs + 4 * j));
         s16[t] = j % P::kGroup == 0 ? pr : _mm256_add_epi16(s16[t], pr);
+        pin(s16[t]);
         if (j % P::kGroup == P::kGroup - 1) {
           const __m256i g = _mm256_madd_epi16(s16[t], ones);
           s32[t] = j < P::kGroup ? _mm256_add_epi32(g, _mm256_set1_epi32(s.c[tl.t0 + t][i]))
@@ -261,6 +247,7 @@ void tokens_q8(const Panel<PQ8_0>& p, int kc, const Side& s, const SideQ8& sx, f
         const int32_t* xs = reinterpret_cast<const int32_t*>(&sx.x[tl.t0 + t][i][0]);
         const __m256i pr = _mm256_madd_epi16(qj, _mm256_set1_epi32(xs[j]));
         s32[t] = j == 0 ? pr : _mm256_add_epi32(s32[t], pr);
+        pin(s32[t]);
       }
     }
     const __m256 wd = p.d[i];
@@ -337,10 +324,14 @@ void gemm_panel(int64_t n, const void* w, size_t ws, int64_t nr, const void* con
         P::pack(rp, i0 + i, panel.q[i], &panel.d[i]);
       }
       const Tile base{0, i0, r0, rows, _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), lane), i0 == 0};
-      for (int t0 = 0; t0 < nt; t0 += P::kTok) {
+      // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): every tile reuses each panel load.
+      const int n_tiles = (nt + P::kTok - 1) / P::kTok;
+      for (int k = 0, t0 = 0; k < n_tiles; ++k) {
+        const int tt = (nt - t0) / (n_tiles - k);
         Tile tl = base;
         tl.t0 = t0;
-        run_tile<P>(std::min(P::kTok, nt - t0), panel, kc, side, sx, x, y, tl);
+        run_tile<P>(tt, panel, kc, side, sx, x, y, tl);
+        t0 += tt;
       }
     }
   }
