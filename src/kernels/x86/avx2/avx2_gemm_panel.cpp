@@ -50,6 +50,7 @@ inline __m256i bcast4(const void* p) {
 // 8 rows of 4 dwords (row l at p[l] + off) → 4 registers, R_k lane l = dword k of row l.
 inline void transpose8x4(const uint8_t* const* p, size_t off, __m256i* r) {
   __m256i z[4];
+#pragma GCC unroll 8
   for (int g = 0; g < 4; ++g)
     z[g] = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 4] + off)),
                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g] + off)));
@@ -81,6 +82,7 @@ struct PQ8_0 {
     const size_t off = static_cast<size_t>(i) * sizeof(Block) + offsetof(Block, qs);
     transpose8x4(rows, off, r);
     transpose8x4(rows, off + 16, r + 4);
+#pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       q[k] = _mm256_srai_epi16(_mm256_slli_epi16(r[k], 8), 8);  // even bytes, sign-extended
       q[8 + k] = _mm256_srai_epi16(r[k], 8);                    // odd bytes
@@ -100,6 +102,7 @@ struct Nibbles {
     __m256i r[4];
     transpose8x4(rows, static_cast<size_t>(i) * sizeof(Block) + offsetof(Block, qs), r);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 8
     for (int k = 0; k < 4; ++k) {
       q[k] = Derived::map(_mm256_and_si256(r[k], m4));
       q[4 + k] = Derived::map(_mm256_and_si256(_mm256_srli_epi16(r[k], 4), m4));
