@@ -20,12 +20,18 @@
 
 #include "kernels/x86/avx2/avx2_util.h"
 #include "kernels/x86/avx512/avx512_panel.h"
+#include "kernels/x86/avx512/avx512_panel_util.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx512 {
 namespace {
 
-constexpr int kRows = 16;         // rows per panel (one zmm of lanes)
+using panel::at;
+using panel::kRows;
+using panel::prefetch_rows;
+using panel::transpose16x4;
+using panel::transpose16x8;
+
 constexpr int kChunkBlocks = 32;  // K chunk: blocks per panel (1024 elements)
 constexpr int kTokTile = 8;       // tokens whose accumulators live in registers
 
@@ -35,9 +41,6 @@ inline __m512i bcast4(const int8_t* p) {
   int32_t v;
   __builtin_memcpy(&v, p, sizeof v);
   return _mm512_set1_epi32(v);
-}
-inline const uint8_t* at(const void* p, size_t off) {
-  return static_cast<const uint8_t*>(p) + off;
 }
 
 // 2^(e−128) (quant/mxfp4's e8m0_to_f32_half) for 16 exponents.
@@ -61,52 +64,6 @@ struct Side {
   float xd[kGemmPanelTokens][kChunkBlocks];
   int32_t c[kGemmPanelTokens][kChunkBlocks];
 };
-
-// 16 × 16-byte rows (row l at p[l]) → 4 registers, R_k lane l = dword k of row l.
-inline void transpose16x4(const uint8_t* const* p, __m512i* r) {
-  __m512i z[4];
-  for (int g = 0; g < 4; ++g) {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g])));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 4])), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 8])), 2);
-    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 12])), 3);
-  }
-  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-  r[0] = _mm512_unpacklo_epi64(t0, t2);
-  r[1] = _mm512_unpackhi_epi64(t0, t2);
-  r[2] = _mm512_unpacklo_epi64(t1, t3);
-  r[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
-// 16 × 32-byte rows → 8 registers, R_k lane l = dword k of row l.
-inline void transpose16x8(const uint8_t* const* p, __m512i* r) {
-  // z[g] = [row g | row g+4] for g < 4, z[4+g] = [row 8+g | row 12+g] (256-bit halves), so the
-  // final lane shuffle lands rows in natural order.
-  __m512i z[8];
-  for (int g = 0; g < 4; ++g) {
-    z[g] =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g]))),
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 4])), 1);
-    z[4 + g] = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 8]))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 12])), 1);
-  }
-  __m512i u[8];
-  for (int h = 0; h < 2; ++h) {
-    const __m512i* zh = z + 4 * h;
-    const __m512i t0 = _mm512_unpacklo_epi32(zh[0], zh[1]), t1 = _mm512_unpackhi_epi32(zh[0], zh[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(zh[2], zh[3]), t3 = _mm512_unpackhi_epi32(zh[2], zh[3]);
-    u[4 * h + 0] = _mm512_unpacklo_epi64(t0, t2);  // 128-bit lanes: dword 0 | dword 4 | ...
-    u[4 * h + 1] = _mm512_unpackhi_epi64(t0, t2);
-    u[4 * h + 2] = _mm512_unpacklo_epi64(t1, t3);
-    u[4 * h + 3] = _mm512_unpackhi_epi64(t1, t3);
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88);
-    r[4 + k] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xDD);
-  }
-}
 
 struct PQ8_0 {
   using Block = BlockQ8_0;
@@ -214,17 +171,6 @@ using PanelTokensFn = void (*)(const Panel&, int, const Side&, int, const void* 
 constexpr PanelTokensFn kPanelTokens[kTokTile] = {panel_tokens<1>, panel_tokens<2>, panel_tokens<3>,
                                                   panel_tokens<4>, panel_tokens<5>, panel_tokens<6>,
                                                   panel_tokens<7>, panel_tokens<8>};
-
-// Prefetch into L1 the bytes [off, off + len) of rows [r0, r1) (a call's first row group; later
-// groups are prefetched while the previous one is packed: 16 interleaved row streams defeat the
-// hardware prefetchers, and prefetches never fault, past nr included).
-inline void prefetch_rows(const void* w, size_t ws, int64_t r0, int64_t r1, size_t off, size_t len) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* p = at(w, static_cast<size_t>(r) * ws + off);
-    for (size_t b = 0; b < len; b += 64) _mm_prefetch(reinterpret_cast<const char*>(p + b), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p + len - 1), _MM_HINT_T0);
-  }
-}
 
 template <class P>
 void gemm_panel(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
