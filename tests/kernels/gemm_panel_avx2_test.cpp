@@ -1,13 +1,15 @@
 // The AVX2 many-token panels (KernelTraits::gemm_panel at Isa::avx2: Q8_0, Q4_0, MXFP4 against
 // Q8_0) against the scalar vec_dot. Weight blocks are raw random bytes (every quant byte and
-// nibble, −128 included; scales random finite halves / E8M0 exponents 0..254 with the subnormal
-// ones), activations the Q8_0 quantizer's output of Gaussian rows. Row counts around the 8-row
-// panel, every token count 1..64 (the 6- and 4-token tiles and their remainders), lengths up to
-// 4096 around the K chunks (8 and 16 blocks), padded row strides.
+// nibble, −128 included; scales random finite halves, E8M0 exponents 0..2 (subnormal scales) and
+// 100..149); activations alternately the Q8_0 quantizer's output of Gaussian rows and raw random
+// Q8_0 blocks (−128 included, which the quantizer never writes: the panels are exact for it).
+// Row counts around the 8-row panel, every token count 1..64 (the 6- and 4-token tiles and their
+// remainders), lengths up to 4096 around the K chunks (8 and 16 blocks), padded row strides.
 // Error limit as for the other tiles and panels: |Δ| ≤ 1e-5·Σ|w_i·x_i|. An element must not
 // depend on which rows and tokens share the call (bit-identical to a one-row, one-token call),
 // nothing outside [nr) × [nt) may be written, and where the CPU has AVX-512 the AVX2 panel must
-// give the AVX-512 panel's bits (same per-element arithmetic).
+// give the AVX-512 panel's bits (same per-element arithmetic). Extreme operands (every weight at
+// its largest or smallest code, every activation 127 or −128) reach the int16 sums' bounds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,8 +79,12 @@ TEST(GemmPanelAvx2, MatchesScalarVecDot) {
       const std::vector<uint8_t> w = random_rows(t, c.n, c.nr, ws, static_cast<uint32_t>(c.n * 31 + c.nr));
       const size_t xb = row_bytes(ref.vec_dot_type, c.n);
       std::vector<std::vector<uint8_t>> x(kGemmPanelTokens, std::vector<uint8_t>(xb));
-      for (int i = 0; i < kGemmPanelTokens; ++i)
-        xref.from_float(gaussian(c.n, static_cast<uint32_t>(7 * c.n + i + 100)).data(), x[i].data(), c.n);
+      for (int i = 0; i < kGemmPanelTokens; ++i) {
+        if (i % 2 == 0)
+          xref.from_float(gaussian(c.n, static_cast<uint32_t>(7 * c.n + i + 100)).data(), x[i].data(), c.n);
+        else
+          x[i] = random_rows(GgmlType::q8_0, c.n, 1, xb, static_cast<uint32_t>(5 * c.n + i));
+      }
       std::vector<std::vector<float>> want(kGemmPanelTokens, std::vector<float>(c.nr));
       std::vector<std::vector<double>> mag(kGemmPanelTokens, std::vector<double>(c.nr));
       for (int i = 0; i < kGemmPanelTokens; ++i)
@@ -137,6 +143,50 @@ TEST(GemmPanelAvx2, MatchesScalarVecDot) {
   EXPECT_GT(checked, 0);
   if (cross) {
     EXPECT_GT(crossed, 0);
+  }
+}
+
+// Every weight code at one extreme against every activation byte at one extreme: the int16 pair
+// sums of the nibble types reach their bounds (Q4_0: 8 dwords · 2 · 15 · 128 = 30720 < 32768),
+// Q8_0's int16 products 2 · 128 · 128. Scales 1 (2^0 for MXFP4: e = 128), so sums are exact.
+TEST(GemmPanelAvx2, ExtremeOperandsAreExact) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "CPU lacks avx2";
+  const int64_t n = 1024, nr = 9;
+  const int nt = 7;
+  for (GgmlType t : kTypes) {
+    const KernelTraits& k = kernel_traits(t, Isa::avx2);
+    ASSERT_NE(k.gemm_panel, nullptr);
+    const QuantRef& ref = *quant_ref(t);
+    const size_t rb = row_bytes(t, n), xb = row_bytes(GgmlType::q8_0, n);
+    for (const uint8_t wcode : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0x77}, uint8_t{0x80}}) {
+      for (const int8_t xv : {int8_t{127}, int8_t{-128}}) {
+        std::vector<uint8_t> w(rb * nr, wcode), x(xb);
+        for (int64_t i = 0; i < n / 32; ++i) {
+          auto& xbk = reinterpret_cast<BlockQ8_0*>(x.data())[i];
+          xbk.d = f32_to_fp16(1.0f);
+          for (auto& q : xbk.qs) q = xv;
+          for (int64_t r = 0; r < nr; ++r) {
+            uint8_t* blk = w.data() + r * rb;
+            if (t == GgmlType::mxfp4)
+              reinterpret_cast<BlockMxfp4*>(blk)[i].e = 128;
+            else if (t == GgmlType::q8_0)
+              reinterpret_cast<BlockQ8_0*>(blk)[i].d = f32_to_fp16(1.0f);
+            else
+              reinterpret_cast<BlockQ4_0*>(blk)[i].d = f32_to_fp16(1.0f);
+          }
+        }
+        std::vector<std::vector<float>> y(nt, std::vector<float>(nr));
+        std::vector<const void*> xs(nt, x.data());
+        std::vector<float*> ys(nt);
+        for (int i = 0; i < nt; ++i) ys[i] = y[i].data();
+        k.gemm_panel(n, w.data(), rb, nr, xs.data(), nt, ys.data());
+        const float want = ref.vec_dot(n, w.data(), x.data());
+        for (int i = 0; i < nt; ++i)
+          for (int64_t r = 0; r < nr; ++r)
+            ASSERT_EQ(y[i][r], want) << type_name(t) << " code 0x" << std::hex << int(wcode) << std::dec
+                                     << " x " << int(xv) << " r=" << r << " t=" << i;
+      }
+    }
   }
 }
 
