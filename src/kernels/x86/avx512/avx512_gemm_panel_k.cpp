@@ -8,9 +8,9 @@
 // token of the call then reuses it: per sub-block a chain of VPDPBUSD with the token's activation
 // dword broadcast to all lanes, one VPMULLD by the sub-block scales and an add, for 16 rows at
 // once. The 4/6-bit unpack, the 6-bit scale/min unpack and the fp16 conversions thus run once per
-// 16 rows and K chunk instead of once per 4×4 tile. That transpose costs about as much as eight
-// (Q4_K) or twelve (Q6_K) tokens' products, so calls with fewer tokens (a MoE expert's share of a
-// short prompt) run the 4×4 tiles instead.
+// 16 rows and K chunk instead of once per 4×4 tile. That transpose costs about as much as three
+// tokens' products, so calls with fewer than 4 tokens (a MoE expert's share of a short prompt)
+// run the 4×4 tiles instead.
 //
 // Exactness: every int32 sum is exact (wrapping, never saturating, so its order is free):
 //   Q4_K  sumi = Σ_j sc_j·Σ_k q·x,  summ = Σ_j m_j·(bsums_2j + bsums_2j+1) (VPDPWSSD on pairs),
@@ -51,6 +51,7 @@ inline __m512i bcast4(const int8_t* p) {
 // The 16 rows' fp16 at byte offset off of each row → f32 lanes.
 inline __m512 rows_f16(const uint8_t* const* rows, size_t off) {
   alignas(32) uint16_t h[kRows];
+#pragma GCC unroll 16
   for (int l = 0; l < kRows; ++l) __builtin_memcpy(&h[l], rows[l] + off, sizeof h[l]);
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
@@ -63,7 +64,7 @@ inline __m512i byte_of(__m512i v, int b) {
 struct PQ4K {
   using Block = BlockQ4_K;
   static constexpr GemmTileFn kTile = gemm_q4_k_q8_k;
-  static constexpr int kMinTokens = 8;  // below: by_tiles (bench/kernels_bench BM_GemmK)
+  static constexpr int kMinTokens = 4;  // below: by_tiles (bench/kernels_bench BM_GemmK)
   // One super-block of 16 rows: q[8j + k] lane l = row l's elements 32j + 4k .. +3 (0..15);
   // sc[j] lane l = scale of sub-block j; mn[k] lane l = (m_2k, m_2k+1) as int16 pair.
   struct Panel {
@@ -91,11 +92,14 @@ struct PQ4K {
     const size_t base = static_cast<size_t>(i) * sizeof(Block);
     const uint8_t* ptr[kRows];
     const __m512i m4 = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 16
     for (int c = 0; c < 4; ++c) {
       // 32 bytes: low nibbles are sub-block 2c, high nibbles sub-block 2c + 1.
+#pragma GCC unroll 16
       for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, qs) + 32 * c;
       __m512i r[8];
       panel::transpose16x8(ptr, r);
+#pragma GCC unroll 16
       for (int k = 0; k < 8; ++k) {
         p.q[16 * c + k] = _mm512_and_si512(r[k], m4);
         p.q[16 * c + 8 + k] = _mm512_and_si512(_mm512_srli_epi16(r[k], 4), m4);
@@ -103,6 +107,7 @@ struct PQ4K {
     }
     // The 12 scale bytes (16 loaded; the 4 after them are quants, unused) as dwords a, b, c:
     // quant/q4_k_scales.h's unpacking on 16 rows at once.
+#pragma GCC unroll 16
     for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, scales);
     __m512i s[4];
     panel::transpose16x4(ptr, s);
@@ -112,6 +117,7 @@ struct PQ4K {
         _mm512_or_si512(_mm512_and_si512(s[2], c0f), _mm512_and_si512(_mm512_srli_epi32(s[0], 2), c30));
     const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s[2], 4), c0f),
                                          _mm512_and_si512(_mm512_srli_epi32(s[1], 2), c30));
+#pragma GCC unroll 16
     for (int j = 0; j < 4; ++j) {
       p.sc[j] = byte_of(sc_lo, j);
       p.sc[4 + j] = byte_of(sc_hi, j);
@@ -119,6 +125,7 @@ struct PQ4K {
     // Bytes (m0, m1, m2, m3) → int16 pairs (m0, m1) and (m2, m3).
     const __m512i lo8 = _mm512_set1_epi32(0xff), hi8 = _mm512_set1_epi32(0xff0000);
     const __m512i mins[2] = {m_lo, m_hi};
+#pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const __m512i v = mins[h];
       p.mn[2 * h] = _mm512_or_si512(_mm512_and_si512(v, lo8), _mm512_and_si512(_mm512_slli_epi32(v, 8), hi8));
@@ -186,7 +193,7 @@ struct PQ4K {
 struct PQ6K {
   using Block = BlockQ6_K;
   static constexpr GemmTileFn kTile = gemm_q6_k_q8_k;
-  static constexpr int kMinTokens = 12;
+  static constexpr int kMinTokens = 4;
   // One super-block of 16 rows: q[4j + k] lane l = row l's elements 16j + 4k .. +3 (0..63);
   // sc[j] lane l = the int8 scale of sub-block j.
   struct Panel {
@@ -209,18 +216,23 @@ struct PQ6K {
     const size_t base = static_cast<size_t>(i) * sizeof(Block);
     const uint8_t* ptr[kRows];
     const __m512i m4 = _mm512_set1_epi8(0x0f), c30 = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       // Half h (elements 128h..): ql bytes 0..31 / 32..63 of the half give elements 0..31 / 32..63
       // (low nibbles) and 64..95 / 96..127 (high nibbles); qh byte b holds their top 2 bits in
       // bits 0-1 / 2-3 / 4-5 / 6-7 (quant/q6_k.cpp's layout).
       __m512i l0[8], l1[8], hb[8];
+#pragma GCC unroll 16
       for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, ql) + 64 * h;
       panel::transpose16x8(ptr, l0);
+#pragma GCC unroll 16
       for (int l = 0; l < kRows; ++l) ptr[l] += 32;
       panel::transpose16x8(ptr, l1);
+#pragma GCC unroll 16
       for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, qh) + 32 * h;
       panel::transpose16x8(ptr, hb);
       __m512i* q = p.q + 32 * h;
+#pragma GCC unroll 16
       for (int k = 0; k < 8; ++k) {
         const __m512i hk = hb[k];
         q[k] = _mm512_or_si512(_mm512_and_si512(l0[k], m4), _mm512_and_si512(_mm512_slli_epi16(hk, 4), c30));
@@ -232,10 +244,13 @@ struct PQ6K {
                                     _mm512_and_si512(_mm512_srli_epi16(hk, 2), c30));
       }
     }
+#pragma GCC unroll 16
     for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, scales);
     __m512i s[4];
     panel::transpose16x4(ptr, s);
+#pragma GCC unroll 16
     for (int k = 0; k < 4; ++k)
+#pragma GCC unroll 16
       for (int b = 0; b < 4; ++b)
         p.sc[4 * k + b] = _mm512_srai_epi32(_mm512_slli_epi32(s[k], 24 - 8 * b), 24);
     p.d = rows_f16(rows, base + offsetof(Block, d));

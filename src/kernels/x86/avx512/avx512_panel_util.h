@@ -19,6 +19,7 @@ inline const uint8_t* at(const void* p, size_t off) {
 // 16 × 16-byte rows (row l at p[l]) → 4 registers, R_k lane l = dword k of row l.
 [[gnu::always_inline]] inline void transpose16x4(const uint8_t* const* p, __m512i* r) {
   __m512i z[4];
+#pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g])));
     v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 4])), 1);
@@ -38,6 +39,7 @@ inline const uint8_t* at(const void* p, size_t off) {
   // z[g] = [row g | row g+4] for g < 4, z[4+g] = [row 8+g | row 12+g] (256-bit halves), so the
   // final lane shuffle lands rows in natural order.
   __m512i z[8];
+#pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     z[g] =
         _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g]))),
@@ -47,6 +49,7 @@ inline const uint8_t* at(const void* p, size_t off) {
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 12])), 1);
   }
   __m512i u[8];
+#pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     const __m512i* zh = z + 4 * h;
     const __m512i t0 = _mm512_unpacklo_epi32(zh[0], zh[1]), t1 = _mm512_unpackhi_epi32(zh[0], zh[1]);
@@ -56,6 +59,7 @@ inline const uint8_t* at(const void* p, size_t off) {
     u[4 * h + 2] = _mm512_unpacklo_epi64(t1, t3);
     u[4 * h + 3] = _mm512_unpackhi_epi64(t1, t3);
   }
+#pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     r[k] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88);
     r[4 + k] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xDD);
