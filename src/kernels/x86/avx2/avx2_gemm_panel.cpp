@@ -35,7 +35,7 @@ namespace strata::x86::avx2 {
 namespace {
 
 constexpr int kRows = 8;             // rows per panel (one ymm of int32 lanes)
-constexpr int kMaxChunkBlocks = 16;  // K chunk of the nibble types (512 elements)
+constexpr int kMaxChunkBlocks = 32;  // K chunk of the nibble types (1024 elements)
 
 inline const uint8_t* at(const void* p, size_t off) {
   return static_cast<const uint8_t*>(p) + off;
