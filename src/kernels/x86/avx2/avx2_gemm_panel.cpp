@@ -71,7 +71,8 @@ inline __m256 f16_scales8(const uint8_t* const* rows, int64_t i) {
 }
 
 // Q8_0 weights: q[k] lane l = row l's (w[4k], w[4k+2]) as int16, q[8+k] = (w[4k+1], w[4k+3]);
-// the activation side holds the same pairs of x (widen_x), so q[j] meets side dword j.
+// the activation side holds the same pairs of x (fill_side), so q[j] meets side dword j.
+// |product pair| ≤ 2·128·128 in int32: exact for every byte.
 struct PQ8_0 {
   using Block = BlockQ8_0;
   static constexpr int kRegs = 16;  // panel registers per block
@@ -111,7 +112,7 @@ struct Nibbles {
   }
 };
 
-// |pair sum| ≤ 2·15·127 = 3810: 8 dwords' sums fit int16 (30480).
+// |pair sum| ≤ 2·15·128 = 3840: 8 dwords' sums fit int16 (30720), for every activation byte.
 struct PQ4_0 : Nibbles<PQ4_0, BlockQ4_0> {
   static constexpr int kOffset = 8;  // value = nibble − 8
   static constexpr int kGroup = 8;
@@ -120,7 +121,7 @@ struct PQ4_0 : Nibbles<PQ4_0, BlockQ4_0> {
   static __m256 scales(const uint8_t* const* rows, int64_t i) { return f16_scales8<BlockQ4_0>(rows, i); }
 };
 
-// |pair sum| ≤ 2·24·127 = 6096: 4 dwords' sums fit int16 (24384), 8 would not.
+// |pair sum| ≤ 2·24·128 = 6144: 4 dwords' sums fit int16 (24576), 8 would not.
 struct PMxfp4 : Nibbles<PMxfp4, BlockMxfp4> {
   static constexpr int kOffset = 12;  // doubled E2M1 + 12 ∈ [0, 24], scale 2^(e−128)
   static constexpr int kGroup = 4;
