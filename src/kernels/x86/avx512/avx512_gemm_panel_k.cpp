@@ -48,14 +48,6 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// The 16 rows' fp16 at byte offset off of each row → f32 lanes.
-inline __m512 rows_f16(const uint8_t* const* rows, size_t off) {
-  alignas(32) uint16_t h[kRows];
-#pragma GCC unroll 16
-  for (int l = 0; l < kRows; ++l) __builtin_memcpy(&h[l], rows[l] + off, sizeof h[l]);
-  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
-}
-
 // Byte b of every dword, zero-extended.
 inline __m512i byte_of(__m512i v, int b) {
   return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xff));
@@ -90,34 +82,32 @@ struct PQ4K {
 
   static void pack(const uint8_t* const* rows, int64_t i, Panel& p) {
     const size_t base = static_cast<size_t>(i) * sizeof(Block);
-    const uint8_t* ptr[kRows];
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-#pragma GCC unroll 16
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       // 32 bytes: low nibbles are sub-block 2c, high nibbles sub-block 2c + 1.
-#pragma GCC unroll 16
-      for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, qs) + 32 * c;
       __m512i r[8];
-      panel::transpose16x8(ptr, r);
-#pragma GCC unroll 16
+      panel::transpose16x8(rows, r, base + offsetof(Block, qs) + 32 * c);
+#pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         p.q[16 * c + k] = _mm512_and_si512(r[k], m4);
         p.q[16 * c + 8 + k] = _mm512_and_si512(_mm512_srli_epi16(r[k], 4), m4);
       }
     }
-    // The 12 scale bytes (16 loaded; the 4 after them are quants, unused) as dwords a, b, c:
-    // quant/q4_k_scales.h's unpacking on 16 rows at once.
-#pragma GCC unroll 16
-    for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, scales);
+    // The block's first 16 bytes: d | dmin, then the 12 scale bytes as dwords a, b, c, unpacked
+    // as quant/q4_k_scales.h does, on 16 rows at once.
+    static_assert(offsetof(Block, dmin) == 2 && offsetof(Block, scales) == 4, "BlockQ4_K layout");
     __m512i s[4];
-    panel::transpose16x4(ptr, s);
+    panel::transpose16x4(rows, s, base);
+    p.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(s[0]));
+    p.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(s[0], 16)));
     const __m512i c3f = _mm512_set1_epi8(0x3f), c0f = _mm512_set1_epi8(0x0f), c30 = _mm512_set1_epi8(0x30);
-    const __m512i sc_lo = _mm512_and_si512(s[0], c3f), m_lo = _mm512_and_si512(s[1], c3f);
+    const __m512i sc_lo = _mm512_and_si512(s[1], c3f), m_lo = _mm512_and_si512(s[2], c3f);
     const __m512i sc_hi =
-        _mm512_or_si512(_mm512_and_si512(s[2], c0f), _mm512_and_si512(_mm512_srli_epi32(s[0], 2), c30));
-    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s[2], 4), c0f),
-                                         _mm512_and_si512(_mm512_srli_epi32(s[1], 2), c30));
-#pragma GCC unroll 16
+        _mm512_or_si512(_mm512_and_si512(s[3], c0f), _mm512_and_si512(_mm512_srli_epi32(s[1], 2), c30));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s[3], 4), c0f),
+                                         _mm512_and_si512(_mm512_srli_epi32(s[2], 2), c30));
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       p.sc[j] = byte_of(sc_lo, j);
       p.sc[4 + j] = byte_of(sc_hi, j);
@@ -125,15 +115,13 @@ struct PQ4K {
     // Bytes (m0, m1, m2, m3) → int16 pairs (m0, m1) and (m2, m3).
     const __m512i lo8 = _mm512_set1_epi32(0xff), hi8 = _mm512_set1_epi32(0xff0000);
     const __m512i mins[2] = {m_lo, m_hi};
-#pragma GCC unroll 16
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m512i v = mins[h];
       p.mn[2 * h] = _mm512_or_si512(_mm512_and_si512(v, lo8), _mm512_and_si512(_mm512_slli_epi32(v, 8), hi8));
       p.mn[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 16), lo8),
                                         _mm512_and_si512(_mm512_srli_epi32(v, 8), hi8));
     }
-    p.d = rows_f16(rows, base + offsetof(Block, d));
-    p.dmin = rows_f16(rows, base + offsetof(Block, dmin));
   }
 
   // T tokens (t0.. of the call) against kc panels from super-block i0: y[t][r0 + l] (+)= lane l
@@ -214,7 +202,6 @@ struct PQ6K {
 
   static void pack(const uint8_t* const* rows, int64_t i, Panel& p) {
     const size_t base = static_cast<size_t>(i) * sizeof(Block);
-    const uint8_t* ptr[kRows];
     const __m512i m4 = _mm512_set1_epi8(0x0f), c30 = _mm512_set1_epi8(0x30);
 #pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
@@ -222,15 +209,9 @@ struct PQ6K {
       // (low nibbles) and 64..95 / 96..127 (high nibbles); qh byte b holds their top 2 bits in
       // bits 0-1 / 2-3 / 4-5 / 6-7 (quant/q6_k.cpp's layout).
       __m512i l0[8], l1[8], hb[8];
-#pragma GCC unroll 16
-      for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, ql) + 64 * h;
-      panel::transpose16x8(ptr, l0);
-#pragma GCC unroll 16
-      for (int l = 0; l < kRows; ++l) ptr[l] += 32;
-      panel::transpose16x8(ptr, l1);
-#pragma GCC unroll 16
-      for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, qh) + 32 * h;
-      panel::transpose16x8(ptr, hb);
+      panel::transpose16x8(rows, l0, base + offsetof(Block, ql) + 64 * h);
+      panel::transpose16x8(rows, l1, base + offsetof(Block, ql) + 64 * h + 32);
+      panel::transpose16x8(rows, hb, base + offsetof(Block, qh) + 32 * h);
       __m512i* q = p.q + 32 * h;
 #pragma GCC unroll 16
       for (int k = 0; k < 8; ++k) {
@@ -244,16 +225,18 @@ struct PQ6K {
                                     _mm512_and_si512(_mm512_srli_epi16(hk, 2), c30));
       }
     }
-#pragma GCC unroll 16
-    for (int l = 0; l < kRows; ++l) ptr[l] = rows[l] + base + offsetof(Block, scales);
     __m512i s[4];
-    panel::transpose16x4(ptr, s);
+    panel::transpose16x4(rows, s, base + offsetof(Block, scales));
 #pragma GCC unroll 16
     for (int k = 0; k < 4; ++k)
 #pragma GCC unroll 16
       for (int b = 0; b < 4; ++b)
         p.sc[4 * k + b] = _mm512_srai_epi32(_mm512_slli_epi32(s[k], 24 - 8 * b), 24);
-    p.d = rows_f16(rows, base + offsetof(Block, d));
+    // d: the top half of dword 3 of the block's last 16 bytes (scales 2..15, then d).
+    static_assert(offsetof(Block, d) == sizeof(Block) - 2, "BlockQ6_K layout");
+    __m512i e[4];
+    panel::transpose16x4(rows, e, base + sizeof(Block) - 16);
+    p.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(e[3], 16)));
   }
 
   template <int T>

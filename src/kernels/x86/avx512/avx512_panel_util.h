@@ -16,15 +16,15 @@ inline const uint8_t* at(const void* p, size_t off) {
   return static_cast<const uint8_t*>(p) + off;
 }
 
-// 16 × 16-byte rows (row l at p[l]) → 4 registers, R_k lane l = dword k of row l.
-[[gnu::always_inline]] inline void transpose16x4(const uint8_t* const* p, __m512i* r) {
+// 16 × 16-byte rows (row l at p[l] + off) → 4 registers, R_k lane l = dword k of row l.
+[[gnu::always_inline]] inline void transpose16x4(const uint8_t* const* p, __m512i* r, size_t off = 0) {
   __m512i z[4];
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g])));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 4])), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 8])), 2);
-    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 12])), 3);
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g] + off)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 4] + off)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 8] + off)), 2);
+    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g + 12] + off)), 3);
   }
   const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
   const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
@@ -34,19 +34,19 @@ inline const uint8_t* at(const void* p, size_t off) {
   r[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// 16 × 32-byte rows → 8 registers, R_k lane l = dword k of row l.
-[[gnu::always_inline]] inline void transpose16x8(const uint8_t* const* p, __m512i* r) {
+// 16 × 32-byte rows (at p[l] + off) → 8 registers, R_k lane l = dword k of row l.
+[[gnu::always_inline]] inline void transpose16x8(const uint8_t* const* p, __m512i* r, size_t off = 0) {
   // z[g] = [row g | row g+4] for g < 4, z[4+g] = [row 8+g | row 12+g] (256-bit halves), so the
   // final lane shuffle lands rows in natural order.
   __m512i z[8];
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
-    z[g] =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g]))),
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 4])), 1);
+    z[g] = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g] + off))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 4] + off)), 1);
     z[4 + g] = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 8]))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 12])), 1);
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 8] + off))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[g + 12] + off)), 1);
   }
   __m512i u[8];
 #pragma GCC unroll 2
