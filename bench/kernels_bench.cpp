@@ -188,7 +188,7 @@ void BM_GemmK(benchmark::State& state) {
 void gemm_k_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k}) {
     for (int64_t out : {256, 2048})
-      for (int64_t nt : {1, 4, 8, 16, 64})
+      for (int64_t nt : {1, 2, 3, 4, 8, 16, 64})
         for (int64_t panel : {0, 1}) b->Args({static_cast<int64_t>(t), nt, panel, out});
   }
 }

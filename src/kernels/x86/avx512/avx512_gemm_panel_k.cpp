@@ -8,9 +8,9 @@
 // token of the call then reuses it: per sub-block a chain of VPDPBUSD with the token's activation
 // dword broadcast to all lanes, one VPMULLD by the sub-block scales and an add, for 16 rows at
 // once. The 4/6-bit unpack, the 6-bit scale/min unpack and the fp16 conversions thus run once per
-// 16 rows and K chunk instead of once per 4×4 tile. That transpose costs about as much as three
-// tokens' products, so calls with fewer than 4 tokens (a MoE expert's share of a short prompt)
-// run the 4×4 tiles instead.
+// 16 rows and K chunk instead of once per 4×4 tile. That transpose costs about as much as one
+// (Q4_K) or three (Q6_K) tokens' products, so calls with fewer than 2 / 4 tokens (a MoE expert's
+// share of a short prompt) run the 4×4 tiles instead.
 //
 // Exactness: every int32 sum is exact (wrapping, never saturating, so its order is free):
 //   Q4_K  sumi = Σ_j sc_j·Σ_k q·x,  summ = Σ_j m_j·(bsums_2j + bsums_2j+1) (VPDPWSSD on pairs),
@@ -61,7 +61,7 @@ inline __m512i byte_of(__m512i v, int b) {
 struct PQ4K {
   using Block = BlockQ4_K;
   static constexpr GemmTileFn kTile = gemm_q4_k_q8_k;
-  static constexpr int kMinTokens = 4;  // below: by_tiles (bench/kernels_bench BM_GemmK)
+  static constexpr int kMinTokens = 2;  // below: by_tiles (bench/kernels_bench BM_GemmK)
   // One super-block of 16 rows: q[8j + k] lane l = row l's elements 32j + 4k .. +3 (0..15);
   // sc[j] lane l = (sc_j, sc_j) as int16 pair; mn[k] lane l = (m_2k, m_2k+1) as int16 pair.
   struct Panel {
