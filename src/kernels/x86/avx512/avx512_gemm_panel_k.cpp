@@ -4,13 +4,13 @@
 // As for the 32-element types (avx512_gemm_panel.cpp), lanes hold weight rows: a group of 16
 // rows is unpacked and transposed once per K chunk (2 super-blocks) into a panel — per
 // super-block 64 registers of unsigned quants (lane l = row l's elements 4k..4k+3), the sub-block
-// scales as int32 per lane, Q4_K's mins as int16 pairs and the f32 super-block scales — and every
-// token of the call then reuses it: per sub-block a chain of VPDPBUSD with the token's activation
-// dword broadcast to all lanes, one VPMULLD by the sub-block scales and an add, for 16 rows at
-// once. The 4/6-bit unpack, the 6-bit scale/min unpack and the fp16 conversions thus run once per
-// 16 rows and K chunk instead of once per 4×4 tile. That transpose costs about as much as one
-// (Q4_K) or three (Q6_K) tokens' products, so calls with fewer than 2 / 4 tokens (a MoE expert's
-// share of a short prompt) run the 4×4 tiles instead.
+// scales per lane, Q4_K's mins as int16 pairs and the f32 super-block scales — and every token of
+// the call then reuses it: per sub-block VPDPBUSDs with the token's activation dword broadcast to
+// all lanes, then the sub-block scale (Q4_K: the two 16-element half sums as one int16 pair into
+// a VPDPWSSD; Q6_K: VPMULLD and an add), for 16 rows at once. The 4/6-bit unpack, the 6-bit scale/min unpack
+// and the fp16 conversions thus run once per 16 rows and K chunk instead of once per 4×4 tile. That transpose
+// costs about as much as one (Q4_K) or three (Q6_K) tokens' products, so calls with fewer than 2 / 4 tokens
+// (a MoE expert's share of a short prompt) run the 4×4 tiles instead.
 //
 // Exactness: every int32 sum is exact (wrapping, never saturating, so its order is free):
 //   Q4_K  sumi = Σ_j sc_j·Σ_k q·x,  summ = Σ_j m_j·(bsums_2j + bsums_2j+1) (VPDPWSSD on pairs),
