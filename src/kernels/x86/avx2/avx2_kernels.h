@@ -55,6 +55,12 @@ void gemm_panel_q4_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const
 void gemm_panel_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                            float* const* y);
 
+// K-quant many-token panels against Q8_K, bit-identical to vec_dot, avx2_gemm_panel_k.cpp.
+void gemm_panel_q4_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                          float* const* y);
+void gemm_panel_q6_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                          float* const* y);
+
 // One-token products (kernels/traits.h GemvFn), avx2_gemv.cpp; equal vec_dot per row up to f32
 // summation order.
 void gemv_q8_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
