@@ -1,7 +1,7 @@
 // The AVX2 K-quant many-token panels (KernelTraits::gemm_panel at Isa::avx2: Q4_K, Q6_K against
 // Q8_K) against the scalar vec_dot: row counts around the 8-row panel (odd ones included), every
 // token count 1..64 (the tile path below the type's threshold, the 4-token register tiles and their
-// remainders above it), lengths around the 2-super-block K chunk up to 4096, padded row strides.
+// remainders above it), lengths around the 4-super-block K chunk up to 4096, padded row strides.
 // Error limit: none. The panels keep vec_dot's exact int32 super-block sums and its f32 operation
 // order, so every output must be bit-identical to the scalar reference whatever rows and tokens
 // share the call; nothing outside [nr) × [nt) may be written.
@@ -151,7 +151,7 @@ TEST_P(GemmPanelAvx2K, EveryTokenCount) {
   ASSERT_NE(k, nullptr);
   int checked = 0;
   for (int nt = 1; nt <= kGemmPanelTokens; ++nt) {
-    check_case(GetParam(), *k, Case{768, 11, nt}, nt % 2 ? Data::random : Data::extreme, &checked);
+    check_case(GetParam(), *k, Case{1280, 11, nt}, nt % 2 ? Data::random : Data::extreme, &checked);
     if (HasFatalFailure()) return;
   }
   EXPECT_GT(checked, 0);
