@@ -38,4 +38,21 @@ void run_in_passes(int64_t len, const void* w, size_t ws, int nr, const void* co
   }
 }
 
+// A many-token product over any rows and up to kGemmPanelTokens tokens by a 4×4 tile kernel: the
+// panels' path for calls with too few tokens to pay for their transposes (the K-quant panels of
+// both ISAs). The tiles are bit-identical to vec_dot, as those panels are.
+template <GemmTileFn Tile>
+void gemm_by_tiles(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
+                   float* const* y) {
+  float* yt[kGemmTileTokens];
+  for (int64_t r = 0; r < nr; r += kGemmTileRows) {
+    const int rows = nr - r < kGemmTileRows ? static_cast<int>(nr - r) : kGemmTileRows;
+    for (int t0 = 0; t0 < nt; t0 += kGemmTileTokens) {
+      const int k = nt - t0 < kGemmTileTokens ? nt - t0 : kGemmTileTokens;
+      for (int i = 0; i < k; ++i) yt[i] = y[t0 + i] + r;
+      Tile(n, static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * ws, ws, rows, x + t0, k, yt);
+    }
+  }
+}
+
 }  // namespace strata::x86

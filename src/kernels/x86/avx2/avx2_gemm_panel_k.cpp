@@ -29,6 +29,7 @@
 #include "kernels/traits.h"
 #include "kernels/x86/avx2/avx2_kernels.h"
 #include "kernels/x86/avx2/avx2_util.h"
+#include "kernels/x86/tile_table.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx2 {
@@ -364,27 +365,11 @@ void run_tile(int tt, const typename P::Panel* pk, int kc, const typename P::Sid
   P::template tokens<T>(pk, kc, s, x, i0, y, a);
 }
 
-// Few tokens: the 4×4 tiles, which unpack a row per tile where the panel pays an 8-row transpose
-// per K chunk. Both are bit-identical to vec_dot, so an element's result does not depend on the path.
-template <GemmTileFn Tile>
-void by_tiles(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
-              float* const* y) {
-  float* yt[kGemmTileTokens];
-  for (int64_t r = 0; r < nr; r += kGemmTileRows) {
-    const int rows = static_cast<int>(std::min<int64_t>(kGemmTileRows, nr - r));
-    for (int t0 = 0; t0 < nt; t0 += kGemmTileTokens) {
-      const int k = std::min(kGemmTileTokens, nt - t0);
-      for (int i = 0; i < k; ++i) yt[i] = y[t0 + i] + r;
-      Tile(n, at(w, static_cast<size_t>(r) * ws), ws, rows, x + t0, k, yt);
-    }
-  }
-}
-
 template <class P>
 void gemm_panel_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                   float* const* y) {
   if (nt < P::kMinTokens) {
-    by_tiles<P::kTile>(n, w, ws, nr, x, nt, y);
+    gemm_by_tiles<P::kTile>(n, w, ws, nr, x, nt, y);
     return;
   }
   using Block = typename P::Block;

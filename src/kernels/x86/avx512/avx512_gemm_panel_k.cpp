@@ -30,6 +30,7 @@
 
 #include "kernels/x86/avx512/avx512_kernels.h"
 #include "kernels/x86/avx512/avx512_panel_util.h"
+#include "kernels/x86/tile_table.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx512 {
@@ -61,7 +62,7 @@ inline __m512i byte_of(__m512i v, int b) {
 struct PQ4K {
   using Block = BlockQ4_K;
   static constexpr GemmTileFn kTile = gemm_q4_k_q8_k;
-  static constexpr int kMinTokens = 2;  // below: by_tiles (bench/kernels_bench BM_GemmK)
+  static constexpr int kMinTokens = 2;  // below: gemm_by_tiles (bench/kernels_bench BM_GemmK)
   // One super-block of 16 rows: q[8j + k] lane l = row l's elements 32j + 4k .. +3 (0..15);
   // sc[j] lane l = (sc_j, sc_j) as int16 pair; mn[k] lane l = (m_2k, m_2k+1) as int16 pair.
   struct Panel {
@@ -296,27 +297,11 @@ constexpr TokensFn<P> kTokens[kTokTile] = {
     P::template tokens<1>, P::template tokens<2>, P::template tokens<3>, P::template tokens<4>,
     P::template tokens<5>, P::template tokens<6>, P::template tokens<7>, P::template tokens<8>};
 
-// Few tokens: the 4×4 tiles, which unpack a row per tile where the panel pays a 16-row transpose
-// per K chunk. Both are bit-identical to vec_dot, so an element's result does not depend on the path.
-template <GemmTileFn Tile>
-void by_tiles(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
-              float* const* y) {
-  float* yt[kGemmTileTokens];
-  for (int64_t r = 0; r < nr; r += kGemmTileRows) {
-    const int rows = static_cast<int>(std::min<int64_t>(kGemmTileRows, nr - r));
-    for (int t0 = 0; t0 < nt; t0 += kGemmTileTokens) {
-      const int k = std::min(kGemmTileTokens, nt - t0);
-      for (int i = 0; i < k; ++i) yt[i] = y[t0 + i] + r;
-      Tile(n, at(w, static_cast<size_t>(r) * ws), ws, rows, x + t0, k, yt);
-    }
-  }
-}
-
 template <class P>
 void gemm_panel_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                   float* const* y) {
   if (nt < P::kMinTokens) {
-    by_tiles<P::kTile>(n, w, ws, nr, x, nt, y);
+    gemm_by_tiles<P::kTile>(n, w, ws, nr, x, nt, y);
     return;
   }
   using Block = typename P::Block;
