@@ -1,6 +1,7 @@
 // One hand-built file per validation rule of the reader; each must fail with a message that
 // names the problem (and where it is).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -206,7 +207,8 @@ TEST(GgufErrors, OpenNamesThePath) {
   ASSERT_FALSE(dir.ok());
   EXPECT_NE(dir.message().find("not a regular file"), std::string::npos) << dir.message();
 
-  const std::string path = ::testing::TempDir() + "/strata_gguf_errors.gguf";
+  const std::string path =
+      ::testing::TempDir() + "/strata_gguf_errors_" + std::to_string(::getpid()) + ".gguf";
   { std::ofstream(path, std::ios::binary); }
   auto empty = GgufFile::open(path);
   ASSERT_FALSE(empty.ok());

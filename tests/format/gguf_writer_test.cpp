@@ -1,6 +1,7 @@
 // GgufWriter: write -> read gives identical metadata and tensor bytes; rewriting a llama.cpp-made
 // fixture reproduces it byte for byte (so llama.cpp's own reader accepts what we write).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -139,7 +140,8 @@ TEST(GgufWriter, RoundTripEveryValueTypeInMemory) {
 
 TEST(GgufWriter, WriteToFileMatchesMemory) {
   Sample s(32);
-  const std::string path = ::testing::TempDir() + "/strata_writer_test.gguf";
+  const std::string path =
+      ::testing::TempDir() + "/strata_writer_test_" + std::to_string(::getpid()) + ".gguf";
   ASSERT_TRUE(s.w.write(path).ok());
   std::vector<uint8_t> mem;
   ASSERT_TRUE(s.w.write_to_memory(&mem).ok());

@@ -29,6 +29,11 @@ class ExpertStoreTest : public ::testing::TestWithParam<const char*> {
     if (GetParam() == std::string("uring") && !io_uring_usable())
       GTEST_SKIP() << "io_uring is not available here (the threads backend is tested)";
   }
+  // A scratch path of this backend's case in this process: ctest runs the cases in parallel.
+  std::string tmp_name(const char* what, const char* ext) const {
+    return "/tmp/strata_store_" + std::string(what) + "_" + GetParam() + "_" + std::to_string(::getpid()) +
+           ext;
+  }
 
   Result<std::unique_ptr<ExpertStore>> open(int slots, bool prefetch, IoOpener opener = nullptr,
                                             const std::string& trace = "", const std::string& profile = "") {
@@ -207,7 +212,7 @@ TEST_P(ExpertStoreTest, ShortReadsGiveExactBytes) {
 
 TEST_P(ExpertStoreTest, ResidentModeServesTheMappingAndCounts) {
   ExpertStoreOptions o;
-  const std::string trace = "/tmp/strata_store_test_trace.jsonl";
+  const std::string trace = tmp_name("trace", ".jsonl");
   o.routing_trace_path = trace;
   auto s = ExpertStore::open(f(), 3, 8, 2, o, nullptr);
   ASSERT_TRUE(s.ok()) << s.message();
@@ -241,7 +246,7 @@ TEST_P(ExpertStoreTest, StatsAndProfileRoundTrip) {
   ASSERT_TRUE(s.ok());
   StoreDriver d(**s, f(), 3, 8, 2, 4);
   for (int step = 0; step < 10; ++step) ASSERT_TRUE(d.step());
-  const std::string json = "/tmp/strata_store_test_stats.json", csv = "/tmp/strata_store_test_prof.csv";
+  const std::string json = tmp_name("stats", ".json"), csv = tmp_name("prof", ".csv");
   ASSERT_TRUE((*s)->write_stats(json).ok());
   ASSERT_TRUE((*s)->save_profile(csv).ok());
   std::ifstream in(json);
@@ -321,7 +326,7 @@ TEST_P(ExpertStoreTest, SyncReadTimeIsStall) {
 // resident before the first token, with their exact bytes, counted apart from the per-token numbers;
 // a read error while warming fails open() naming the file and offset.
 TEST_P(ExpertStoreTest, ProfileWarmStartsTheHottestExperts) {
-  const std::string csv = "/tmp/strata_store_warm_" + std::string(GetParam()) + ".csv";
+  const std::string csv = tmp_name("warm", ".csv");
   {
     std::ofstream p(csv);
     p << "layer,expert,count\n0,3,50\n2,7,40\n1,1,30\n0,0,20\n2,2,10\n1,5,0\n";

@@ -2,6 +2,7 @@
 // ids, context overflow, missing / misshapen tensors, missing metadata, unknown architecture),
 // chunked evaluation equals one batch, reset(), last-row logits.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -171,7 +172,9 @@ TEST(ModelErrors, UnknownArchitecture) {
   for (const GgufKv& kv : f.value()->metadata())
     if (kv.key != "general.alignment" && kv.key != "general.architecture") w.set_value(kv.key, kv.value);
   w.set_string("general.architecture", "mamba9");
-  const std::string p = (std::filesystem::temp_directory_path() / "strata_model_test_arch.gguf").string();
+  const std::string p = (std::filesystem::temp_directory_path() /
+                         ("strata_model_test_arch_" + std::to_string(::getpid()) + ".gguf"))
+                            .string();
   ASSERT_TRUE(w.write(p).ok());
   auto m = Model::load(p, {});
   std::filesystem::remove(p);
