@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -272,7 +273,7 @@ TEST(ChatChoose, FixtureModelsAreChatml) {
   STRATA_REQUIRE_FIXTURES(dir);
   const std::vector<ChatMessage> conv = {
       {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
-  int models = 0;
+  int models = 0, tokenized = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir + "/models")) {
     if (entry.path().extension() != ".gguf") continue;
     SCOPED_TRACE(entry.path().string());
@@ -292,9 +293,15 @@ TEST(ChatChoose, FixtureModelsAreChatml) {
     auto prompt = chat_apply(c->format, conv, true);
     ASSERT_TRUE(prompt.ok());
     const std::vector<int32_t> ids = (*tok)->encode(*prompt, true, true);
-    EXPECT_EQ(std::count(ids.begin(), ids.end(), im_start), 5);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), im_start), 5);  // 4 messages + the assistant prompt
+    const int32_t im_end = (*tok)->find_token("<|im_end|>");
+    if (im_end >= 0) {
+      EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 4);
+    }
+    ++tokenized;
   }
   EXPECT_GE(models, 1);
+  std::printf("[ chat     ] %d fixture models: chatml; %d prompts tokenized\n", models, tokenized);
 }
 
 }  // namespace
