@@ -5,76 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "runtime/fake_session.h"
 #include "runtime/generate.h"
 
 namespace strata {
 namespace {
 
-constexpr int32_t kVocab = 260;  // 256 bytes + 4 specials; 259 = eos
-
-class ByteTokenizer : public Tokenizer {
- public:
-  std::vector<int32_t> encode(std::string_view text, bool add_special, bool) const override {
-    std::vector<int32_t> v;
-    if (add_special && bos_ >= 0) v.push_back(bos_);
-    for (unsigned char c : text) v.push_back(c);
-    return v;
-  }
-  std::string token_to_piece(int32_t id, bool special) const override {
-    if (id < 256) return std::string(1, static_cast<char>(id));
-    return special ? "<s" + std::to_string(id) + ">" : "";
-  }
-  int32_t n_vocab() const override { return kVocab; }
-  int32_t bos_id() const override { return bos_; }
-  int32_t eos_id() const override { return 259; }
-  bool add_bos() const override { return bos_ >= 0; }
-  bool is_eog(int32_t id) const override { return id == 259; }
-  const std::string& model_name() const override { return name_; }
-  const std::string& pre_name() const override { return name_; }
-  bool add_eos() const override { return false; }
-  int32_t eot_id() const override { return -1; }
-  int32_t eom_id() const override { return -1; }
-  int32_t unk_id() const override { return -1; }
-  int32_t pad_id() const override { return -1; }
-  bool add_space_prefix() const override { return false; }
-  bool is_control(int32_t id) const override { return id >= 256; }
-  text::TokenType token_type(int32_t id) const override {
-    return id >= 256 ? text::TokenType::control : text::TokenType::normal;
-  }
-  const std::string& token_text(int32_t) const override { return name_; }
-  int32_t find_token(std::string_view) const override { return -1; }
-  int32_t bos_ = -1;
-
- private:
-  std::string name_ = "bytes";
-};
-
-// Logits: the token scripted for the position after the last evaluated one gets 10, others 0.
-class ScriptSession : public Session {
- public:
-  ScriptSession(int n_ctx, std::vector<int32_t> script) : n_ctx_(n_ctx), script_(std::move(script)) {}
-  Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override {
-    if (n_past_ + static_cast<int>(tokens.size()) > n_ctx_) return err("context full");
-    EXPECT_FALSE(all_logits);
-    n_past_ += static_cast<int>(tokens.size());
-    seen.insert(seen.end(), tokens.begin(), tokens.end());
-    evals++;
-    for (int i = 0; i < kVocab; ++i) logits[i] = 0;
-    const size_t k = static_cast<size_t>(n_past_) % script_.size();
-    logits[script_[k]] = 10.0f;
-    return {};
-  }
-  int n_past() const override { return n_past_; }
-  int n_ctx() const override { return n_ctx_; }
-  void reset() override { n_past_ = 0; }
-  std::vector<int32_t> seen;
-  int evals = 0;
-
- private:
-  int n_ctx_;
-  int n_past_ = 0;
-  std::vector<int32_t> script_;
-};
+using testing_fakes::ByteTokenizer;
+using testing_fakes::kVocab;
+using testing_fakes::ScriptSession;
 
 GenerateOptions greedy(int n) {
   GenerateOptions o;

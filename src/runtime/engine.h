@@ -1,0 +1,135 @@
+// Engine: the serving core behind `strata serve`. It owns N slots (one Session each, created up
+// front so their KV memory is known at start) and one scheduler thread that interleaves the
+// requests placed in them, like llama-server's --parallel slots:
+//
+//   queue ──admit──► slot 0..N-1 ──► each scheduler turn, every busy slot advances:
+//                                     prefill: the next prompt chunk (at most prefill_chunk tokens)
+//                                     decode:  sample one token, release its text, evaluate it
+//
+// A turn runs the slots one after another (one forward at a time on the shared thread pool and
+// expert store); a long prompt is cut in chunks so it does not stall the other slots' decoding.
+// Requests are independent: a slot's tokens do not depend on what the other slots run.
+//
+//   auto e = Engine::create(factory, &model->tokenizer(), model->n_vocab(), {.n_slots = 4}).value();
+//   e->submit(params, [](const CompletionEvent& ev) { ...; return true; });  // false: cancel
+//
+// The sink is called on the scheduler thread and must not block for long.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "memory/expert_store.h"
+#include "model/model.h"
+#include "obs/latency_histogram.h"
+#include "runtime/sampler.h"
+#include "text/tokenizer.h"
+
+namespace strata {
+
+struct EngineOptions {
+  int n_slots = 4;          // sequences in flight (llama-server --parallel)
+  int max_queue = 64;       // requests waiting for a slot; beyond that submit() says the server is busy
+  int prefill_chunk = 512;  // prompt tokens a slot evaluates per turn
+  bool keep_alive = false;  // tests: run no scheduler thread; step() drives it
+};
+
+enum class FinishReason { stop, length, cancelled, error };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct CompletionParams {
+  std::vector<int32_t> prompt;  // token ids as evaluated (BOS included if the model wants one)
+  int n_predict = -1;           // < 0: until end of generation or a full context
+  SamplerParams sampling;
+  std::vector<std::string> stop;  // stop strings (not part of the output)
+  bool ignore_eos = false;
+};
+
+struct CompletionEvent {
+  std::string text;  // newly released text (complete UTF-8 characters; may be empty)
+  bool done = false;
+  FinishReason finish = FinishReason::stop;
+  std::string error;  // finish == error
+  // Filled on the last event:
+  int n_prompt = 0, n_gen = 0;
+  double queue_s = 0, prompt_s = 0, decode_s = 0, ttft_s = 0;
+};
+using CompletionSink = std::function<bool(const CompletionEvent&)>;
+
+struct EngineCounters {
+  uint64_t requests_ok = 0, requests_cancelled = 0, requests_failed = 0, requests_rejected = 0;
+  uint64_t prompt_tokens = 0, gen_tokens = 0;
+  int running = 0, waiting = 0;
+};
+
+class Engine {
+ public:
+  using SessionFactory = std::function<Result<std::unique_ptr<Session>>()>;
+
+  // tok may be null only for engines fed token ids whose text is not needed (tests).
+  static Result<std::unique_ptr<Engine>> create(const SessionFactory& make_session, const Tokenizer* tok,
+                                                int32_t n_vocab, const EngineOptions& opts,
+                                                ExpertStore* store = nullptr);
+  ~Engine();  // stops the scheduler; unfinished requests end with error "server shutting down"
+
+  // Checks the request (empty or too long prompt, token ids, sampler parameters, a full queue) and
+  // queues it; returns its id. The sink then receives the text as it is generated.
+  Result<uint64_t> submit(CompletionParams p, CompletionSink sink);
+
+  int n_ctx() const { return n_ctx_; }
+  int n_slots() const { return static_cast<int>(slots_.size()); }
+  uint64_t kv_bytes() const { return kv_bytes_; }  // all slots' KV caches
+
+  // Runs one scheduler turn on the calling thread (keep_alive engines only). False when idle.
+  bool step();
+
+  EngineCounters counters() const;
+  // Prometheus text: request counters, token counters, TTFT / time-per-output-token / queue /
+  // end-to-end histograms, slots, KV bytes and the expert store's hit rate, bytes and stall.
+  std::string metrics_text() const;
+  double ttft_percentile(double q) const { return ttft_.percentile(q); }
+  double tpot_percentile(double q) const { return tpot_.percentile(q); }
+
+ private:
+  struct Request;
+  struct Slot;
+  Engine() = default;
+  void loop();
+  bool turn();  // one pass over the busy slots; false when nothing was done
+  void admit();
+  void advance(Slot& s);
+  void finish(Slot& s, FinishReason r, const std::string& error = "");
+  bool emit(Slot& s, const std::string& text);
+  void refresh_store_stats();
+
+  const Tokenizer* tok_ = nullptr;
+  int32_t n_vocab_ = 0;
+  int n_ctx_ = 0;
+  uint64_t kv_bytes_ = 0;
+  EngineOptions opts_;
+  ExpertStore* store_ = nullptr;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mu_;  // queue_, counters_, stop_, store totals
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Request>> queue_;
+  EngineCounters counters_;
+  ExpertTotals store_totals_;
+  uint64_t next_id_ = 1;
+  bool stop_ = false;
+  int turns_ = 0;
+
+  LatencyHistogram ttft_, tpot_, queue_wait_, e2e_;
+  std::thread thread_;
+};
+
+}  // namespace strata

@@ -1,0 +1,207 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <ctime>
+
+#include "server/event_channel.h"
+#include "server/openai_api.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+
+namespace {
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json; charset=utf-8");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, error_body(message, status));
+}
+
+std::string sse(const json& j) {
+  return "data: " + j.dump() + "\n\n";
+}
+
+// A streamed response's state, shared by httplib's content provider and its releaser.
+struct Stream {
+  std::shared_ptr<EventChannel> ch;
+  ApiResponseHead head;
+  bool include_usage = false;
+  bool first = true;
+  bool finished = false;
+};
+
+}  // namespace
+
+HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat,
+                       ServerOptions opts)
+    : engine_(engine),
+      tok_(tok),
+      chat_(chat),
+      opts_(std::move(opts)),
+      http_(std::make_unique<httplib::Server>()) {
+  routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+Result<int> HttpServer::bind() {
+  if (opts_.port < 0 || opts_.port > 65535) return err("--port %d must be in [0, 65535]", opts_.port);
+  if (opts_.port == 0) {
+    const int p = http_->bind_to_any_port(opts_.host);
+    if (p < 0) return err("cannot bind %s on any port", opts_.host.c_str());
+    return p;
+  }
+  if (!http_->bind_to_port(opts_.host, opts_.port))
+    return err("cannot bind %s:%d (in use, or not an address of this machine)", opts_.host.c_str(),
+               opts_.port);
+  return opts_.port;
+}
+
+void HttpServer::run() {
+  http_->listen_after_bind();
+}
+
+void HttpServer::stop() {
+  if (http_) http_->stop();
+}
+
+void HttpServer::routes() {
+  httplib::Server& s = *http_;
+  s.set_payload_max_length(opts_.max_body_bytes);
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler already wrote its error
+    if (res.status == 404) return send_error(res, 404, "no route for " + req.method + " " + req.path);
+    if (res.status == 413) return send_error(res, 413, "request body is larger than the server's limit");
+    send_error(res, res.status, "HTTP error " + std::to_string(res.status));
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = std::string("internal error: ") + e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, what);
+  });
+  auto authorized = [this](const httplib::Request& req, httplib::Response& res) {
+    if (opts_.api_key.empty()) return true;
+    if (req.get_header_value("Authorization") == "Bearer " + opts_.api_key) return true;
+    send_error(res, 401, "missing or wrong API key (Authorization: Bearer KEY)");
+    return false;
+  };
+
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const EngineCounters c = engine_.counters();
+    send_json(res, 200,
+              json{{"status", "ok"},
+                   {"slots_idle", engine_.n_slots() - c.running},
+                   {"slots_processing", c.running},
+                   {"requests_waiting", c.waiting}});
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(engine_.metrics_text(), "text/plain; version=0.0.4");
+  });
+  auto models = [this, authorized](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    json m{{"id", opts_.model_name},
+           {"object", "model"},
+           {"created", static_cast<int64_t>(std::time(nullptr))},
+           {"owned_by", "strata"},
+           {"meta", {{"n_ctx_slot", engine_.n_ctx()}, {"n_slots", engine_.n_slots()}}}};
+    send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+  };
+  s.Get("/v1/models", models);
+  s.Get("/models", models);
+
+  auto completion = [this, authorized](const httplib::Request& req, httplib::Response& res, bool chat) {
+    if (!authorized(req, res)) return;
+    auto parsed = parse_request(req.body, chat);
+    if (!parsed.ok()) return send_error(res, 400, parsed.message());
+    ApiRequest& r = *parsed;
+    if (chat) {
+      if (!chat_)
+        return send_error(res, 400,
+                          "this model has no chat template strata knows; use /v1/completions or start the "
+                          "server with --chat-template NAME");
+      auto text = chat_apply(*chat_, r.messages, /*add_assistant_prompt=*/true);
+      if (!text.ok()) return send_error(res, 400, text.message());
+      r.prompt_text = std::move(*text);
+    }
+    if (r.prompt_tokens.empty()) r.prompt_tokens = tok_.encode(r.prompt_text, /*add_special=*/true, true);
+    r.params.prompt = std::move(r.prompt_tokens);
+    auto ch = std::make_shared<EventChannel>();
+    auto id = engine_.submit(std::move(r.params), EventChannel::sink(ch));
+    if (!id.ok()) {
+      const bool busy = id.message().rfind("server busy", 0) == 0 || id.message() == "server shutting down";
+      return send_error(res, busy ? 503 : 400, id.message());
+    }
+    ApiResponseHead head;
+    head.chat = chat;
+    head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+    head.model = opts_.model_name;
+    head.created = static_cast<int64_t>(std::time(nullptr));
+    if (!r.stream) {
+      std::string text;
+      for (;;) {
+        CompletionEvent ev = ch->pop();
+        text += ev.text;
+        if (!ev.done) continue;
+        if (ev.finish == FinishReason::error) return send_error(res, 500, ev.error);
+        return send_json(res, 200, completion_body(head, text, ev));
+      }
+    }
+    auto st = std::make_shared<Stream>();
+    st->ch = ch;
+    st->head = head;
+    st->include_usage = r.include_usage;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [st](size_t, httplib::DataSink& sink) {
+          if (st->finished) {
+            sink.done();
+            return true;
+          }
+          CompletionEvent ev = st->ch->pop();
+          std::string out;
+          if (!ev.text.empty()) {
+            out += sse(chunk_body(st->head, ev.text, nullptr, st->first));
+            st->first = false;
+          }
+          if (ev.done) {
+            if (ev.finish == FinishReason::error) {
+              out += sse(error_body(ev.error, 500));
+            } else {
+              out += sse(chunk_body(st->head, "", api_finish_reason(ev.finish), st->first));
+              if (st->include_usage) {
+                json u = chunk_body(st->head, "", nullptr, false);
+                u["choices"] = json::array();
+                u["usage"] = usage_body(ev);
+                u["timings"] = timings_body(ev);
+                out += sse(u);
+              }
+            }
+            out += "data: [DONE]\n\n";
+            st->finished = true;
+          }
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
+          if (st->finished) sink.done();
+          return true;
+        },
+        [st](bool) { st->ch->close(); });
+  };
+  for (const char* p : {"/v1/completions", "/completions"})
+    s.Post(p, [completion](const httplib::Request& q, httplib::Response& r) { completion(q, r, false); });
+  for (const char* p : {"/v1/chat/completions", "/chat/completions"})
+    s.Post(p, [completion](const httplib::Request& q, httplib::Response& r) { completion(q, r, true); });
+}
+
+}  // namespace strata::server

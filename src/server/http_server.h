@@ -1,0 +1,53 @@
+// HttpServer: the HTTP face of `strata serve` (cpp-httplib), OpenAI-compatible:
+//   POST /v1/completions, /v1/chat/completions   (also without /v1; "stream": true -> SSE)
+//   GET  /v1/models, /health, /metrics (Prometheus text)
+// Requests go to the Engine's slots; a client that disconnects cancels its request. Bad input
+// (invalid JSON, unsupported fields, a prompt longer than a slot's context, an unknown chat role)
+// is a 400 with {"error": {"message", "type", "code"}}; a full queue is a 503.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "runtime/engine.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace strata::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                    // 0: any free port (tests)
+  std::string model_name = "strata";  // reported by /v1/models and in every response
+  std::string api_key;                // non-empty: requests need "Authorization: Bearer KEY"
+  size_t max_body_bytes = 16u << 20;  // larger request bodies are refused (413)
+};
+
+class HttpServer {
+ public:
+  // chat: the format /v1/chat/completions renders messages with (absent: chat requests are a 400).
+  HttpServer(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, ServerOptions opts);
+  ~HttpServer();
+
+  Result<int> bind();  // binds host:port; returns the port (the chosen one when port was 0)
+  void run();          // serves until stop(); call after bind()
+  void stop();
+
+ private:
+  void routes();
+  Engine& engine_;
+  const Tokenizer& tok_;
+  std::optional<ChatFormat> chat_;
+  ServerOptions opts_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace strata::server

@@ -1,0 +1,264 @@
+#include "server/openai_api.h"
+
+#include <cmath>
+#include <limits>
+
+namespace strata::server {
+
+using nlohmann::json;
+
+namespace {
+
+const char* kind(const json& v) {
+  return v.type_name();
+}
+
+Status want_number(const json& body, const char* key, double lo, double hi, double* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return {};
+  if (!it->is_number()) return err("'%s' must be a number, got %s", key, kind(*it));
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) return err("'%s' is %g; it must be in [%g, %g]", key, v, lo, hi);
+  *out = v;
+  return {};
+}
+
+Status want_int(const json& body, const char* key, int64_t lo, int64_t hi, int64_t* out,
+                bool* present = nullptr) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return {};
+  if (!it->is_number_integer()) return err("'%s' must be an integer, got %s", key, kind(*it));
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi)
+    return err("'%s' is %lld; it must be in [%lld, %lld]", key, static_cast<long long>(v),
+               static_cast<long long>(lo), static_cast<long long>(hi));
+  *out = v;
+  if (present) *present = true;
+  return {};
+}
+
+Status want_bool(const json& body, const char* key, bool* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return {};
+  if (!it->is_boolean()) return err("'%s' must be true or false, got %s", key, kind(*it));
+  *out = it->get<bool>();
+  return {};
+}
+
+// A field that changes the output and that strata does not implement: absent, null or its
+// neutral value only.
+Status refuse_unless_neutral(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return {};
+  const bool neutral = (it->is_boolean() && !it->get<bool>()) ||
+                       (it->is_number() && it->get<double>() == 0) || (it->is_array() && it->empty());
+  if (neutral) return {};
+  return err("'%s' is not supported by strata serve", key);
+}
+
+Result<std::string> message_content(const json& m, size_t i) {
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array())
+    return err("messages[%zu].content must be a string or an array of parts, got %s", i, kind(*it));
+  std::string s;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& part = (*it)[k];
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      return err("messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are supported",
+                 i, k);
+    s += part["text"].get<std::string>();
+  }
+  return s;
+}
+
+Status parse_prompt(const json& body, ApiRequest* r) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return err("'prompt' is required");
+  if (it->is_string()) {
+    r->prompt_text = it->get<std::string>();
+    return {};
+  }
+  if (!it->is_array()) return err("'prompt' must be a string or an array of token ids, got %s", kind(*it));
+  if (it->size() == 1 && (*it)[0].is_string()) {
+    r->prompt_text = (*it)[0].get<std::string>();
+    return {};
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& v = (*it)[i];
+    if (v.is_string())
+      return err("'prompt': several prompts in one request are not supported (use n = 1 per request)");
+    if (!v.is_number_integer()) return err("'prompt'[%zu] must be a token id, got %s", i, kind(v));
+    const int64_t t = v.get<int64_t>();
+    if (t < 0 || t > std::numeric_limits<int32_t>::max())
+      return err("'prompt'[%zu] = %lld is not a token id", i, static_cast<long long>(t));
+    r->prompt_tokens.push_back(static_cast<int32_t>(t));
+  }
+  if (r->prompt_tokens.empty()) return err("'prompt' is empty");
+  return {};
+}
+
+Status parse_messages(const json& body, ApiRequest* r) {
+  auto it = body.find("messages");
+  if (it == body.end() || !it->is_array()) return err("'messages' is required: an array of {role, content}");
+  if (it->empty()) return err("'messages' is empty");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    if (!m.is_object()) return err("messages[%zu] must be an object, got %s", i, kind(m));
+    if (!m.contains("role") || !m["role"].is_string()) return err("messages[%zu].role must be a string", i);
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null())
+      return err("messages[%zu].tool_calls: tool calls are not supported by strata serve", i);
+    STRATA_ASSIGN(std::string content, message_content(m, i));
+    r->messages.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content)});
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<ApiRequest> parse_request(const std::string& text, bool chat) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return err("request body is not valid JSON");
+  if (!body.is_object()) return err("request body must be a JSON object, got %s", kind(body));
+  ApiRequest r;
+  r.chat = chat;
+  if (chat) {
+    STRATA_TRY(parse_messages(body, &r));
+  } else {
+    STRATA_TRY(parse_prompt(body, &r));
+  }
+  if (auto m = body.find("model"); m != body.end() && m->is_string()) r.model = m->get<std::string>();
+  CompletionParams& p = r.params;
+  SamplerParams& s = p.sampling;
+  int64_t n_predict = -1;
+  const int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+  STRATA_TRY(want_int(body, "n_predict", -1, kMaxTokens, &n_predict));
+  STRATA_TRY(want_int(body, "max_tokens", 0, kMaxTokens, &n_predict));
+  if (chat) STRATA_TRY(want_int(body, "max_completion_tokens", 0, kMaxTokens, &n_predict));
+  p.n_predict = static_cast<int>(n_predict);
+  double v = s.temp;
+  STRATA_TRY(want_number(body, "temperature", 0, 100, &v));
+  s.temp = static_cast<float>(v);
+  v = s.top_p;
+  STRATA_TRY(want_number(body, "top_p", 0, 1, &v));
+  if (v <= 0) return err("'top_p' is 0; it must be in (0, 1]");
+  s.top_p = static_cast<float>(v);
+  v = s.min_p;
+  STRATA_TRY(want_number(body, "min_p", 0, 1, &v));
+  s.min_p = static_cast<float>(v);
+  v = s.repeat_penalty;
+  STRATA_TRY(want_number(body, "repeat_penalty", 1e-3, 100, &v));
+  s.repeat_penalty = static_cast<float>(v);
+  int64_t i = s.top_k;
+  STRATA_TRY(want_int(body, "top_k", 0, kMaxTokens, &i));
+  s.top_k = static_cast<int32_t>(i);
+  i = s.repeat_last_n;
+  STRATA_TRY(want_int(body, "repeat_last_n", 0, kMaxTokens, &i));
+  s.repeat_last_n = static_cast<int32_t>(i);
+  bool seeded = false;
+  i = 0;
+  STRATA_TRY(want_int(body, "seed", 0, std::numeric_limits<uint32_t>::max() - 1, &i, &seeded));
+  if (seeded) s.seed = static_cast<uint32_t>(i);
+  int64_t n = 1;
+  STRATA_TRY(want_int(body, "n", 1, kMaxTokens, &n));
+  if (n != 1)
+    return err("'n' is %lld: strata serve returns one choice per request", static_cast<long long>(n));
+  STRATA_TRY(want_bool(body, "stream", &r.stream));
+  STRATA_TRY(want_bool(body, "ignore_eos", &p.ignore_eos));
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!so->is_object()) return err("'stream_options' must be an object, got %s", kind(*so));
+    STRATA_TRY(want_bool(*so, "include_usage", &r.include_usage));
+  }
+  if (auto st = body.find("stop"); st != body.end() && !st->is_null()) {
+    if (st->is_string()) {
+      p.stop.push_back(st->get<std::string>());
+    } else if (st->is_array()) {
+      for (size_t k = 0; k < st->size(); ++k) {
+        if (!(*st)[k].is_string()) return err("'stop'[%zu] must be a string, got %s", k, kind((*st)[k]));
+        p.stop.push_back((*st)[k].get<std::string>());
+      }
+    } else {
+      return err("'stop' must be a string or an array of strings, got %s", kind(*st));
+    }
+  }
+  for (const char* key : {"presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "echo",
+                          "best_of", "logit_bias", "tools", "suffix"}) {
+    if (std::string(key) == "best_of" && body.contains(key) && body[key].is_number_integer() &&
+        body[key].get<int64_t>() == 1)
+      continue;
+    STRATA_TRY(refuse_unless_neutral(body, key));
+  }
+  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
+    if (!rf->is_object() || rf->value("type", "") != "text")
+      return err("'response_format' other than {\"type\": \"text\"} is not supported by strata serve");
+  }
+  return r;
+}
+
+const char* api_finish_reason(FinishReason r) {
+  return r == FinishReason::length ? "length" : "stop";
+}
+
+json usage_body(const CompletionEvent& last) {
+  return json{{"prompt_tokens", last.n_prompt},
+              {"completion_tokens", last.n_gen},
+              {"total_tokens", last.n_prompt + last.n_gen}};
+}
+
+json timings_body(const CompletionEvent& last) {
+  const int n_decode = std::max(0, last.n_gen - 1);
+  return json{{"prompt_n", last.n_prompt},
+              {"prompt_ms", last.prompt_s * 1e3},
+              {"prompt_per_second", last.prompt_s > 0 ? last.n_prompt / last.prompt_s : 0.0},
+              {"predicted_n", last.n_gen},
+              {"predicted_ms", last.decode_s * 1e3},
+              {"predicted_per_second", last.decode_s > 0 ? n_decode / last.decode_s : 0.0},
+              {"queue_ms", last.queue_s * 1e3},
+              {"ttft_ms", last.ttft_s * 1e3}};
+}
+
+json completion_body(const ApiResponseHead& h, const std::string& text, const CompletionEvent& last) {
+  json choice{{"index", 0}, {"finish_reason", api_finish_reason(last.finish)}};
+  if (h.chat) {
+    choice["message"] = json{{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  return json{{"id", h.id},
+              {"object", h.chat ? "chat.completion" : "text_completion"},
+              {"created", h.created},
+              {"model", h.model},
+              {"choices", json::array({choice})},
+              {"usage", usage_body(last)},
+              {"timings", timings_body(last)}};
+}
+
+json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first) {
+  json choice{{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+  if (h.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!finish) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  return json{{"id", h.id},
+              {"object", h.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", h.created},
+              {"model", h.model},
+              {"choices", json::array({choice})}};
+}
+
+json error_body(const std::string& message, int code) {
+  const char* type = code == 503   ? "unavailable_error"
+                     : code >= 500 ? "server_error"
+                                   : "invalid_request_error";
+  return json{{"error", {{"message", message}, {"type", type}, {"code", code}}}};
+}
+
+}  // namespace strata::server

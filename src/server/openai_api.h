@@ -1,0 +1,56 @@
+// The OpenAI-compatible request and response bodies of `strata serve` (/v1/completions,
+// /v1/chat/completions), kept apart from HTTP so they can be tested as plain JSON.
+//
+// Accepted fields: prompt (string, or token ids, or a one-string array) / messages (role +
+// content: a string or [{type: "text", text}]), max_tokens (max_completion_tokens, n_predict),
+// temperature, top_p, top_k, min_p, repeat_penalty, repeat_last_n, seed, stop (string or array),
+// stream, stream_options.include_usage, ignore_eos, n (1 only). Anything that would change the
+// output but is not supported (n > 1, logprobs, echo, non-zero presence/frequency penalties,
+// tools) is an error that names the field, never silently ignored.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/engine.h"
+#include "text/chat_template.h"
+
+namespace strata::server {
+
+struct ApiRequest {
+  bool chat = false;
+  std::string prompt_text;             // completions with a text prompt
+  std::vector<int32_t> prompt_tokens;  // completions with token ids
+  std::vector<ChatMessage> messages;   // chat
+  CompletionParams params;             // prompt filled by the caller after tokenizing
+  bool stream = false;
+  bool include_usage = false;
+  std::string model;
+};
+
+// Parses a request body. Errors name the field and what was expected.
+Result<ApiRequest> parse_request(const std::string& body, bool chat);
+
+// The shared identity of one response's chunks.
+struct ApiResponseHead {
+  std::string id;     // "cmpl-N" / "chatcmpl-N"
+  std::string model;  // echoed as the model name
+  int64_t created = 0;
+  bool chat = false;
+};
+
+// Non-streamed body: the whole text, finish reason, usage, and llama-server-style timings.
+nlohmann::json completion_body(const ApiResponseHead& h, const std::string& text,
+                               const CompletionEvent& last);
+// One SSE chunk: a text delta (finish == nullptr) or the final chunk (finish reason set).
+nlohmann::json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first);
+nlohmann::json usage_body(const CompletionEvent& last);
+nlohmann::json timings_body(const CompletionEvent& last);
+// {"error": {"message", "type", "code"}}
+nlohmann::json error_body(const std::string& message, int code);
+// OpenAI finish reasons: stop | length (cancelled/error never reach a client).
+const char* api_finish_reason(FinishReason r);
+
+}  // namespace strata::server

@@ -1,0 +1,149 @@
+// strata serve: an OpenAI-compatible HTTP server (server/http_server.h) over N slots of the
+// engine (runtime/engine.h), with the same model, expert-store and Engram flags as `run`.
+//   strata serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np|--parallel 4] [-c 4096] [--expert-budget
+//   8G]
+// SIGINT / SIGTERM stop it; the expert profile and statistics are written on the way out.
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/units.h"
+#include "command.h"
+#include "engram_flags.h"
+#include "expert_flags.h"
+#include "model/model.h"
+#include "runtime/engine.h"
+#include "server/http_server.h"
+#include "text/chat_template.h"
+
+namespace {
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "strata serve: error: %s\n", msg.c_str());
+  return code;
+}
+
+int cmd_serve(int argc, char** argv) {
+  std::string model_path, ctx = "0", chat_template, alias;
+  int threads = 0, n_batch = 512;
+  strata::EngineOptions eo;
+  strata::server::ServerOptions so;
+  CLI::App app{"Serve a model over an OpenAI-compatible HTTP API", "strata serve"};
+  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("--host", so.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", so.port, "port to listen on")->capture_default_str();
+  app.add_option("--parallel", eo.n_slots, "sequences in flight (slots)")->capture_default_str();
+  app.add_option("-c,--ctx-size", ctx, "context of each slot (K suffix ok; 0: model's, at most 4096)")
+      ->capture_default_str();
+  app.add_option("-b,--batch-size", n_batch, "max tokens per forward")->capture_default_str();
+  app.add_option("--prefill-chunk", eo.prefill_chunk, "prompt tokens a slot evaluates per scheduler turn")
+      ->capture_default_str();
+  app.add_option("--max-queue", eo.max_queue, "requests waiting for a slot before new ones get 503")
+      ->capture_default_str();
+  app.add_option("-t,--threads", threads, "threads (default: all cores)");
+  app.add_option("--alias", alias, "model name reported by the API (default: the file name)");
+  app.add_option("--api-key", so.api_key, "require Authorization: Bearer KEY");
+  app.add_option("--chat-template", chat_template,
+                 "chat format for /v1/chat/completions: a built-in name (" +
+                     strata::chat_format_names_joined() +
+                     ") or a Jinja template to recognise (default: the model's, else chatml)");
+  strata::cli::EngramFlags ef;
+  strata::cli::ExpertFlags xf;
+  xf.add(app);
+  ef.add(app);
+  // llama-server spells --parallel "-np"; CLI11 takes one-letter short names only.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args)
+    if (a == "-np") a = "--parallel";
+  std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what(), 2);
+  }
+  auto c = strata::parse_size(ctx);
+  if (!c.ok()) return fail("-c: " + c.message(), 2);
+  if (*c > (1u << 24)) return fail("-c " + ctx + " is too large", 2);
+  if (n_batch < 1) return fail("-b must be >= 1", 2);
+  if (so.port < 0 || so.port > 65535) return fail("--port must be in [0, 65535]", 2);
+
+  // Signals go to one thread that stops the server (httplib's stop() is not async-signal-safe).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  const double t0 = strata::now_seconds();
+  strata::LoadOptions lo{.n_threads = threads};
+  if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
+  auto model = strata::Model::load(model_path, lo);
+  if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
+  strata::Model& m = **model;
+  if (!m.has_tokenizer()) return fail(model_path + " has no tokenizer: the server needs text in and out", 2);
+  std::optional<strata::ChatFormat> chat;
+  if (auto ch = strata::chat_format_for_model(m.file(), chat_template); ch.ok()) {
+    chat = ch->format;
+    std::fprintf(stderr, "strata serve: chat format %s (from %s)\n", strata::chat_format_name(ch->format),
+                 strata::chat_format_source_name(ch->source));
+  } else if (!chat_template.empty()) {
+    return fail("--chat-template: " + ch.message(), 2);
+  } else {
+    std::fprintf(stderr,
+                 "strata serve: warning: %s; /v1/chat/completions is off (pass --chat-template NAME)\n",
+                 ch.message().c_str());
+  }
+  const strata::SessionOptions sopt{.n_ctx = static_cast<int>(*c), .n_batch = n_batch};
+  auto engine = strata::Engine::create([&] { return m.new_session(sopt); }, &m.tokenizer(), m.n_vocab(), eo,
+                                       m.expert_store());
+  if (!engine.ok()) return fail(engine.message(), 2);
+  if (alias.empty()) {
+    const size_t slash = model_path.find_last_of('/');
+    alias = slash == std::string::npos ? model_path : model_path.substr(slash + 1);
+  }
+  so.model_name = alias;
+  strata::server::HttpServer http(**engine, m.tokenizer(), chat, so);
+  auto port = http.bind();
+  if (!port.ok()) return fail(port.message());
+  std::fprintf(stderr,
+               "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; listening on "
+               "http://%s:%d\n",
+               alias.c_str(), m.arch_name().c_str(), strata::now_seconds() - t0, (*engine)->n_slots(),
+               (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20), so.host.c_str(),
+               *port);
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done.load()) {
+      const int sig = sigtimedwait(&sigs, nullptr, &tick);
+      if (sig == SIGINT || sig == SIGTERM) {
+        std::fprintf(stderr, "strata serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        http.stop();
+        return;
+      }
+    }
+  });
+  http.run();
+  done = true;
+  waiter.join();
+  engine->reset();
+  if (auto st = xf.finish(m); !st.ok()) return fail(st.message());
+  if (auto st = ef.finish(m, xf.stats_out, false); !st.ok()) return fail(st.message());
+  return 0;
+}
+
+const strata::cli::Registrar reg{"serve", "OpenAI-compatible HTTP server (completions, chat, metrics)",
+                                 &cmd_serve};
+
+}  // namespace
