@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace strata {
 
@@ -57,9 +58,11 @@ double LatencyHistogram::percentile(double q) const {
 
 namespace {
 
+// The shortest of %.15g / %.17g that reads back as v ("0.1", not "0.10000000000000001").
 std::string num(double v) {
   char b[64];
-  std::snprintf(b, sizeof b, "%.17g", v);
+  std::snprintf(b, sizeof b, "%.15g", v);
+  if (std::strtod(b, nullptr) != v) std::snprintf(b, sizeof b, "%.17g", v);
   return b;
 }
 
