@@ -51,7 +51,8 @@ Status refuse_unless_neutral(const json& body, const char* key) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return {};
   const bool neutral = (it->is_boolean() && !it->get<bool>()) ||
-                       (it->is_number() && it->get<double>() == 0) || (it->is_array() && it->empty());
+                       (it->is_number() && it->get<double>() == 0) ||
+                       ((it->is_array() || it->is_object()) && it->empty());
   if (neutral) return {};
   return err("'%s' is not supported by strata serve", key);
 }

@@ -1,0 +1,130 @@
+// OpenAI request parsing (fields, defaults, errors that name the field) and response bodies.
+#include "server/openai_api.h"
+
+#include <gtest/gtest.h>
+
+namespace strata::server {
+namespace {
+
+using nlohmann::json;
+
+std::string parse_error(const std::string& body, bool chat = false) {
+  auto r = parse_request(body, chat);
+  return r.ok() ? "" : r.message();
+}
+
+TEST(OpenAiRequest, CompletionFields) {
+  auto r = parse_request(R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+                             "top_k": 5, "min_p": 0.1, "seed": 42, "stop": ["a", "b"], "stream": true,
+                             "stream_options": {"include_usage": true}, "repeat_penalty": 1.1, "n": 1,
+                             "presence_penalty": 0, "logprobs": null, "ignore_eos": true})",
+                         false);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->prompt_text, "hi");
+  EXPECT_EQ(r->model, "m");
+  EXPECT_EQ(r->params.n_predict, 7);
+  EXPECT_FLOAT_EQ(r->params.sampling.temp, 0.5f);
+  EXPECT_FLOAT_EQ(r->params.sampling.top_p, 0.9f);
+  EXPECT_EQ(r->params.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(r->params.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r->params.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(r->params.sampling.seed, 42u);
+  EXPECT_EQ(r->params.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_TRUE(r->params.ignore_eos);
+  auto d = parse_request(R"({"prompt": [1, 2, 3], "stop": "x"})", false);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_EQ(d->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(d->params.n_predict, -1);  // no max_tokens: until end of text or a full context
+  EXPECT_EQ(d->params.sampling.seed, kSamplerRandomSeed);
+  EXPECT_FALSE(d->stream);
+  EXPECT_EQ(d->params.stop, std::vector<std::string>{"x"});
+  auto one = parse_request(R"({"prompt": ["only one"]})", false);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->prompt_text, "only one");
+}
+
+TEST(OpenAiRequest, ChatMessages) {
+  auto r = parse_request(R"({"messages": [{"role": "system", "content": "be brief"},
+                                          {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                       {"type": "text", "text": "b"}]}],
+                             "max_completion_tokens": 3})",
+                         true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(r->messages[1].content, "ab");
+  EXPECT_EQ(r->params.n_predict, 3);
+}
+
+TEST(OpenAiRequest, ErrorsNameTheField) {
+  EXPECT_EQ(parse_error("{nope"), "request body is not valid JSON");
+  EXPECT_NE(parse_error("[1]").find("must be a JSON object"), std::string::npos);
+  EXPECT_EQ(parse_error("{}"), "'prompt' is required");
+  EXPECT_NE(parse_error(R"({"prompt": 5})").find("'prompt' must be a string"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": ["a", "b"]})").find("several prompts"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": [1, -2]})").find("'prompt'[1] = -2"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": "x", "max_tokens": "7"})").find("'max_tokens' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": "x", "temperature": -1})").find("'temperature' is -1"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": "x", "top_p": 0})").find("'top_p'"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": "x", "n": 2})").find("'n' is 2"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": "x", "stream": "yes"})").find("'stream' must be true or false"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": "x", "stop": [1]})").find("'stop'[0] must be a string"),
+            std::string::npos);
+  for (const char* f : {"presence_penalty\": 0.5", "frequency_penalty\": 1", "logprobs\": true",
+                        "echo\": true", "logit_bias\": {\"1\": 2}", "best_of\": 3"}) {
+    const std::string body = std::string(R"({"prompt": "x", ")") + f + "}";
+    EXPECT_NE(parse_error(body).find("is not supported by strata serve"), std::string::npos) << body;
+  }
+  EXPECT_EQ(parse_error(R"({"prompt": "x", "best_of": 1})"), "");
+  EXPECT_NE(
+      parse_error(R"({"prompt": "x", "response_format": {"type": "json_object"}})").find("response_format"),
+      std::string::npos);
+  EXPECT_NE(parse_error("{}", true).find("'messages' is required"), std::string::npos);
+  EXPECT_EQ(parse_error(R"({"messages": []})", true), "'messages' is empty");
+  EXPECT_NE(parse_error(R"({"messages": [{"content": "x"}]})", true).find("messages[0].role"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true)
+                .find("messages[0].content[0]"),
+            std::string::npos);
+}
+
+TEST(OpenAiResponse, BodiesHaveTheOpenAiShape) {
+  CompletionEvent last;
+  last.done = true;
+  last.finish = FinishReason::length;
+  last.n_prompt = 4;
+  last.n_gen = 3;
+  last.decode_s = 0.5;
+  ApiResponseHead h{"cmpl-1", "m", 99, false};
+  json b = completion_body(h, "abc", last);
+  EXPECT_EQ(b["object"], "text_completion");
+  EXPECT_EQ(b["choices"][0]["text"], "abc");
+  EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(b["usage"]["total_tokens"], 7);
+  EXPECT_DOUBLE_EQ(b["timings"]["predicted_per_second"].get<double>(), 4.0);  // 2 decode evals in 0.5 s
+  h.chat = true;
+  b = completion_body(h, "abc", last);
+  EXPECT_EQ(b["object"], "chat.completion");
+  EXPECT_EQ(b["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(b["choices"][0]["message"]["content"], "abc");
+  json c = chunk_body(h, "x", nullptr, true);
+  EXPECT_EQ(c["object"], "chat.completion.chunk");
+  EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(c["choices"][0]["delta"]["content"], "x");
+  EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
+  c = chunk_body(h, "", "stop", false);
+  EXPECT_TRUE(c["choices"][0]["delta"].empty());
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+  json e = error_body("bad", 400);
+  EXPECT_EQ(e["error"]["message"], "bad");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(e["error"]["code"], 400);
+}
+
+}  // namespace
+}  // namespace strata::server
