@@ -1,7 +1,9 @@
-// Decode-shape matmul throughput per weight type × ISA, as GB/s of weight bytes streamed and as
-// a fraction of this machine's measured read bandwidth (style.md §4: every number says how far
-// from the limit it is).
+// Matmul throughput per weight type × ISA × kernel: decode shapes (BM_Matmul, BM_Gemv) as GB/s of
+// weight bytes streamed and as a fraction of this machine's measured read bandwidth (style.md §4:
+// every number says how far from the limit it is); prefill shapes (BM_Gemm, BM_GemmK) as GFLOP/s,
+// the AVX2 and AVX-512 kernels side by side (an AVX-512 CPU runs both).
 //   strata_bench_kernels --benchmark_filter=Matmul
+//   strata_bench_kernels --benchmark_filter='BM_Gemm/' --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -97,18 +99,43 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond);
 
-// args: type id, tokens, tiles (1: register tiles, 0: one vec_dot per output), one thread,
-// AVX-512. W {1024, 4096}; GFLOP/s counts 2·in·out·tokens, GB/s the weight bytes per call.
+// Which many-token kernel a case measures: the register tiles alone (the panel and gemv kernels
+// removed from the traits), the panel alone (gemv removed, so one token runs the panel too), or one
+// vec_dot per output (every multi-output kernel removed). The traits are those of `isa`, so the
+// AVX2 kernels are measured on an AVX-512 machine too.
+enum GemmKernel : int64_t { kGemmVecDot = 0, kGemmTiles = 1, kGemmPanel = 2 };
+const char* gemm_kernel_name(int64_t k) {
+  return k == kGemmVecDot ? "vec_dot" : k == kGemmTiles ? "tiles" : "panel";
+}
+
+// The traits of (t, isa) reduced to one kernel kind; false (and the state skipped) when that
+// kernel does not exist for the type on that ISA, or the CPU lacks the ISA.
+bool gemm_traits(benchmark::State& state, GgmlType t, Isa isa, int64_t kernel, KernelTraits* k) {
+  if (!isa_supported(isa)) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return false;
+  }
+  *k = kernel_traits(t, isa);
+  k->gemv = nullptr;
+  if (kernel == kGemmVecDot) k->gemm = nullptr;
+  if (kernel != kGemmPanel) k->gemm_panel = nullptr;
+  if ((kernel == kGemmPanel && k->gemm_panel == nullptr) || (kernel == kGemmTiles && k->gemm == nullptr)) {
+    state.SkipWithError("no such kernel for this type and ISA");
+    return false;
+  }
+  return true;
+}
+
+// args: type id, tokens, kernel (GemmKernel), isa; one thread. W {1024, 4096} (2–8 MiB: L2/L3);
+// activations converted inside the timed loop, as matmul does. GFLOP/s counts 2·in·out·tokens,
+// GB/s the weight bytes per call.
 void BM_Gemm(benchmark::State& state) {
   const GgmlType t = static_cast<GgmlType>(state.range(0));
   const int64_t nt = state.range(1), in = 1024, out = 4096;
-  if (!isa_supported(Isa::avx512)) {
-    state.SkipWithError("CPU lacks AVX-512");
-    return;
-  }
-  KernelTraits k = kernel_traits(t, Isa::avx512);
-  if (state.range(2) == 0) k.gemm = nullptr;
-  const KernelTraits& kx = kernel_traits(k.vec_dot_type, Isa::avx512);
+  const Isa isa = static_cast<Isa>(state.range(3));
+  KernelTraits k;
+  if (!gemm_traits(state, t, isa, state.range(2), &k)) return;
+  const KernelTraits& kx = kernel_traits(k.vec_dot_type, isa);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> row(static_cast<size_t>(in)), x(static_cast<size_t>(in * nt));
@@ -128,37 +155,36 @@ void BM_Gemm(benchmark::State& state) {
   const double it = double(state.iterations());
   state.counters["GB/s"] = benchmark::Counter(double(w.size()) * it / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * in * out * nt * it / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(type_name(t)) + (state.range(2) ? "/tiles" : "/vec_dot"));
+  state.SetLabel(std::string(type_name(t)) + "/" + isa_name(isa) + "/" + gemm_kernel_name(state.range(2)));
 }
 
+// Per type and token count, AVX2 tiles / AVX2 panel / AVX-512 tiles / AVX-512 panel side by
+// side (vec_dot at one token only: the floor every kernel must beat).
 void gemm_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
-    for (int64_t nt : {1, 64}) {
-      for (int64_t tiles : {0, 1}) b->Args({static_cast<int64_t>(t), nt, tiles});
+    for (int64_t nt : {1, 8, 64}) {
+      for (Isa isa : {Isa::avx2, Isa::avx512}) {
+        for (int64_t kernel : {kGemmVecDot, kGemmTiles, kGemmPanel}) {
+          if (kernel == kGemmVecDot && nt != 1) continue;
+          b->Args({static_cast<int64_t>(t), nt, kernel, static_cast<int64_t>(isa)});
+        }
+      }
     }
   }
 }
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->Unit(benchmark::kMillisecond);
 
-// args: type id (Q4_K, Q6_K), tokens, kernel (0: 4×4 register tiles, 1: the AVX-512 panel), out
-// rows; one thread, in = 2048: 256 rows (0.3–0.4 MiB, in L2) show the kernel's compute, 2048 rows
-// (2.3–3.4 MiB) stream from L3/DRAM. Activations in Q8_K quantized outside the timed loop, so the numbers are
-// the product alone; tok·rows/s counts the outputs (tokens × rows) per second, GB/s the weight
-// bytes per call.
+// args: type id (Q4_K, Q6_K), tokens, kernel (GemmKernel: tiles or panel), out rows, isa; one
+// thread, in = 2048: 256 rows (0.3–0.4 MiB, in L2) show the kernel's compute, 2048 rows (2.3–3.4 MiB)
+// stream from L3/DRAM. Activations in Q8_K quantized outside the timed loop, so the numbers are the
+// product alone; tok·rows/s counts the outputs (tokens × rows) per second, GFLOP/s 2·in per output,
+// GB/s the weight bytes per call.
 void BM_GemmK(benchmark::State& state) {
   const GgmlType t = static_cast<GgmlType>(state.range(0));
   const int64_t nt = state.range(1), in = 2048, out = state.range(3);
-  const bool panel = state.range(2) != 0;
-  if (!isa_supported(Isa::avx512)) {
-    state.SkipWithError("CPU lacks AVX-512");
-    return;
-  }
-  KernelTraits k = kernel_traits(t, Isa::avx512);
-  if (!panel) k.gemm_panel = nullptr;
-  if (panel && k.gemm_panel == nullptr) {
-    state.SkipWithError("no panel kernel for this type");
-    return;
-  }
+  const Isa isa = static_cast<Isa>(state.range(4));
+  KernelTraits k;
+  if (!gemm_traits(state, t, isa, state.range(2), &k)) return;
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> row(static_cast<size_t>(in));
@@ -182,14 +208,17 @@ void BM_GemmK(benchmark::State& state) {
   const double it = double(state.iterations());
   state.counters["GB/s"] = benchmark::Counter(double(w.size()) * it / 1e9, benchmark::Counter::kIsRate);
   state.counters["tok_rows/s"] = benchmark::Counter(double(out * nt) * it, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(type_name(t)) + (panel ? "/panel" : "/tiles"));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * in * out * nt * it / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(type_name(t)) + "/" + isa_name(isa) + "/" + gemm_kernel_name(state.range(2)));
 }
 
 void gemm_k_args(benchmark::internal::Benchmark* b) {
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k}) {
     for (int64_t out : {256, 2048})
       for (int64_t nt : {1, 2, 3, 4, 8, 16, 64})
-        for (int64_t panel : {0, 1}) b->Args({static_cast<int64_t>(t), nt, panel, out});
+        for (Isa isa : {Isa::avx2, Isa::avx512})
+          for (int64_t kernel : {kGemmTiles, kGemmPanel})
+            b->Args({static_cast<int64_t>(t), nt, kernel, out, static_cast<int64_t>(isa)});
   }
 }
 BENCHMARK(BM_GemmK)->Apply(gemm_k_args)->Unit(benchmark::kMillisecond);
