@@ -76,6 +76,10 @@ int cmd_serve(int argc, char** argv) {
   if (*c > (1u << 24)) return fail("-c " + ctx + " is too large", 2);
   if (n_batch < 1) return fail("-b must be >= 1", 2);
   if (so.port < 0 || so.port > 65535) return fail("--port must be in [0, 65535]", 2);
+  if (eo.n_slots < 1 || eo.n_slots > 256)
+    return fail("--parallel " + std::to_string(eo.n_slots) + " must be in [1, 256]", 2);
+  if (eo.prefill_chunk < 1) return fail("--prefill-chunk must be >= 1", 2);
+  if (eo.max_queue < 0) return fail("--max-queue must be >= 0", 2);
 
   // Signals go to one thread that stops the server (httplib's stop() is not async-signal-safe).
   sigset_t sigs;
@@ -93,16 +97,15 @@ int cmd_serve(int argc, char** argv) {
   strata::Model& m = **model;
   if (!m.has_tokenizer()) return fail(model_path + " has no tokenizer: the server needs text in and out", 2);
   std::optional<strata::ChatFormat> chat;
+  std::string chat_note;
   if (auto ch = strata::chat_format_for_model(m.file(), chat_template); ch.ok()) {
     chat = ch->format;
-    std::fprintf(stderr, "strata serve: chat format %s (from %s)\n", strata::chat_format_name(ch->format),
-                 strata::chat_format_source_name(ch->source));
+    chat_note = std::string("chat format ") + strata::chat_format_name(ch->format) + " (from " +
+                strata::chat_format_source_name(ch->source) + ")";
   } else if (!chat_template.empty()) {
-    return fail("--chat-template: " + ch.message(), 2);
+    return fail(ch.message(), 2);
   } else {
-    std::fprintf(stderr,
-                 "strata serve: warning: %s; /v1/chat/completions is off (pass --chat-template NAME)\n",
-                 ch.message().c_str());
+    chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
   const strata::SessionOptions sopt{.n_ctx = static_cast<int>(*c), .n_batch = n_batch};
   auto engine = strata::Engine::create([&] { return m.new_session(sopt); }, &m.tokenizer(), m.n_vocab(), eo,
@@ -116,6 +119,7 @@ int cmd_serve(int argc, char** argv) {
   strata::server::HttpServer http(**engine, m.tokenizer(), chat, so);
   auto port = http.bind();
   if (!port.ok()) return fail(port.message());
+  std::fprintf(stderr, "strata serve: %s\n", chat_note.c_str());
   std::fprintf(stderr,
                "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; listening on "
                "http://%s:%d\n",
