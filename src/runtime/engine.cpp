@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/clock.h"
+#include "obs/proc_mem.h"
 #include "runtime/stop_strings.h"
 #include "runtime/utf8_stream.h"
 
@@ -299,6 +300,10 @@ std::string Engine::metrics_text() const {
   gauge("strata_requests_waiting", "requests waiting for a slot", c.waiting);
   gauge("strata_slots", "slots (sequences in flight at most)", static_cast<double>(slots_.size()));
   gauge("strata_kv_cache_bytes", "KV cache bytes of all slots", static_cast<double>(kv_bytes_));
+  gauge("strata_process_resident_bytes", "resident set of the process (VmRSS)",
+        static_cast<double>(rss_bytes()));
+  gauge("strata_process_peak_resident_bytes", "peak resident set of the process (VmHWM)",
+        static_cast<double>(peak_rss_bytes()));
   ttft_.prometheus("strata_time_to_first_token_seconds", "request arrival to its first token", &o);
   tpot_.prometheus("strata_time_per_output_token_seconds", "time between two tokens of a request", &o);
   queue_wait_.prometheus("strata_queue_wait_seconds", "request arrival to its slot", &o);

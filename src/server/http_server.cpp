@@ -75,6 +75,7 @@ void HttpServer::stop() {
 void HttpServer::routes() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(opts_.max_body_bytes);
+  s.set_tcp_nodelay(true);  // SSE: one small write per token must not wait for the last one's ACK
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote its error
     if (res.status == 404) return send_error(res, 404, "no route for " + req.method + " " + req.path);

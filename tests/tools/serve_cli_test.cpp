@@ -96,3 +96,23 @@ TEST_F(ServeCli, ServesAndStopsOnSigterm) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(ServeCli, LoadtestInProcessReportsPercentiles) {
+  const std::string json = (dir_ / "lt.json").string();
+  Proc p = strata("loadtest -m " + model() + " --parallel 2 -c 128 -t 1 --concurrency 2 --requests 4 -n 3 " +
+                  "--classes a:3,b:20 --json " + json);
+  ASSERT_EQ(p.code, 0) << p.err << p.out;
+  EXPECT_NE(p.out.find("ttft50"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("server: 2 slots x 128 context"), std::string::npos) << p.out;
+  auto j = nlohmann::json::parse(strata::testing::slurp(json));
+  EXPECT_EQ(j["classes"][2]["gen_tokens"], 12);
+  EXPECT_EQ(j["server"]["slots"], 2);
+  strata::testing::expect_one_line_error(strata("loadtest"), "give either --url", true);
+  strata::testing::expect_one_line_error(strata("loadtest --url ftp://x:1"), "is not http://HOST:PORT", true);
+  strata::testing::expect_one_line_error(strata("loadtest -m " + model() + " --classes short"), "--classes",
+                                         true);
+}
+
+}  // namespace

@@ -1,0 +1,266 @@
+#include "server/load_test.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "base/clock.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+
+LatencySummary summarize_latency(std::vector<double> v) {
+  LatencySummary s;
+  s.n = static_cast<int>(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) {
+    size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::clamp<size_t>(k, 1, v.size()) - 1];
+  };
+  s.p50 = rank(0.50);
+  s.p95 = rank(0.95);
+  s.p99 = rank(0.99);
+  s.max = v.back();
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  return s;
+}
+
+std::string load_prompt(int words, uint32_t seed) {
+  static const char* kWords[] = {
+      "the",   "river", "of",     "time",    "and",    "a",     "small",  "house", "stood",  "near",
+      "old",   "road",  "where",  "people",  "walked", "every", "day",    "to",    "market", "with",
+      "bread", "stone", "light",  "morning", "quiet",  "field", "under",  "sky",   "long",   "story",
+      "told",  "by",    "friend", "who",     "knew",   "many",  "things", "about", "world",  "in",
+      "which", "we",    "live",   "after",   "rain",   "came",  "garden", "grew"};
+  constexpr uint32_t n = sizeof(kWords) / sizeof(kWords[0]);
+  uint32_t x = seed * 2654435761u + 12345u;
+  std::string s;
+  for (int i = 0; i < words; ++i) {
+    x = x * 1664525u + 1013904223u;
+    if (i) s += ' ';
+    s += kWords[(x >> 8) % n];
+  }
+  return s;
+}
+
+namespace {
+
+struct Sample {
+  int cls = 0;
+  bool ok = false;
+  std::string error;
+  double ttft = 0, latency = 0, tpot = -1;
+  int64_t prompt_tokens = 0, gen_tokens = 0;
+};
+
+// One streamed request: times the first text chunk and the end, reads usage from the last chunk.
+Sample one_request(httplib::Client& cli, const LoadTestOptions& o, int cls, const std::string& prompt) {
+  Sample s;
+  s.cls = cls;
+  json body{{"prompt", prompt},
+            {"max_tokens", o.max_tokens},
+            {"temperature", o.temperature},
+            {"stream", true},
+            {"stream_options", {{"include_usage", true}}},
+            {"ignore_eos", o.ignore_eos}};
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  if (!o.api_key.empty()) req.set_header("Authorization", "Bearer " + o.api_key);
+  std::string buf, raw;
+  bool done = false;
+  int text_chunks = 0;
+  double t_first = 0;
+  const double t0 = now_seconds();
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    raw.append(data, len);
+    buf.append(data, len);
+    size_t end;
+    while ((end = buf.find("\n\n")) != std::string::npos) {
+      const std::string ev = buf.substr(0, end);
+      buf.erase(0, end + 2);
+      if (ev.rfind("data: ", 0) != 0) continue;
+      const std::string payload = ev.substr(6);
+      if (payload == "[DONE]") {
+        done = true;
+        continue;
+      }
+      json j = json::parse(payload, nullptr, false);
+      if (j.is_discarded()) continue;
+      if (j.contains("error")) s.error = j["error"].value("message", "error");
+      if (j.contains("usage") && j["usage"].is_object()) {
+        s.prompt_tokens = j["usage"].value("prompt_tokens", 0);
+        s.gen_tokens = j["usage"].value("completion_tokens", 0);
+      }
+      if (j.contains("choices") && !j["choices"].empty()) {
+        const json& c = j["choices"][0];
+        const std::string text =
+            c.contains("text") && c["text"].is_string() ? c["text"].get<std::string>() : "";
+        if (!text.empty() && ++text_chunks == 1) t_first = now_seconds();
+      }
+    }
+    return true;
+  };
+  auto res = cli.send(req);
+  const double t_end = now_seconds();
+  if (!res) {
+    s.error = "HTTP request failed: " + httplib::to_string(res.error());
+    return s;
+  }
+  if (res->status != 200) {
+    json j = json::parse(raw.empty() ? res->body : raw, nullptr, false);
+    s.error = "HTTP " + std::to_string(res->status) + ": " +
+              (!j.is_discarded() && j.contains("error") ? j["error"].value("message", "") : raw);
+    return s;
+  }
+  if (!s.error.empty()) return s;
+  if (!done) {
+    s.error = "stream ended without [DONE]";
+    return s;
+  }
+  s.ok = true;
+  s.latency = t_end - t0;
+  s.ttft = (t_first > 0 ? t_first : t_end) - t0;
+  if (s.gen_tokens > 1 && t_first > 0) s.tpot = (t_end - t_first) / static_cast<double>(s.gen_tokens - 1);
+  return s;
+}
+
+ClassReport report_of(const std::string& name, const std::vector<Sample>& all, int cls) {
+  ClassReport r;
+  r.name = name;
+  std::vector<double> ttft, tpot, lat;
+  for (const Sample& s : all) {
+    if (cls >= 0 && s.cls != cls) continue;
+    ++r.requests;
+    if (!s.ok) {
+      ++r.failed;
+      continue;
+    }
+    r.prompt_tokens += s.prompt_tokens;
+    r.gen_tokens += s.gen_tokens;
+    ttft.push_back(s.ttft);
+    lat.push_back(s.latency);
+    if (s.tpot >= 0) tpot.push_back(s.tpot);
+  }
+  r.ttft = summarize_latency(std::move(ttft));
+  r.tpot = summarize_latency(std::move(tpot));
+  r.latency = summarize_latency(std::move(lat));
+  return r;
+}
+
+}  // namespace
+
+double LoadReport::gen_tok_s() const {
+  return classes.empty() || wall_s <= 0 ? 0 : static_cast<double>(classes.back().gen_tokens) / wall_s;
+}
+
+double LoadReport::req_s() const {
+  return classes.empty() || wall_s <= 0 ? 0 : (classes.back().requests - classes.back().failed) / wall_s;
+}
+
+Result<LoadReport> run_load_test(const LoadTestOptions& o) {
+  if (o.concurrency < 1 || o.concurrency > 1024)
+    return err("--concurrency %d must be in [1, 1024]", o.concurrency);
+  if (o.requests < 1) return err("--requests %d must be >= 1", o.requests);
+  if (o.max_tokens < 1) return err("--max-tokens %d must be >= 1", o.max_tokens);
+  if (o.classes.empty()) return err("no prompt classes");
+  for (const auto& c : o.classes)
+    if (c.words < 1) return err("prompt class '%s': %d words (must be >= 1)", c.name.c_str(), c.words);
+  {
+    httplib::Client probe(o.host, o.port);
+    probe.set_connection_timeout(5, 0);
+    auto h = probe.Get("/v1/models");
+    if (!h)
+      return err("cannot reach http://%s:%d (%s)", o.host.c_str(), o.port,
+                 httplib::to_string(h.error()).c_str());
+  }
+  std::vector<Sample> samples(static_cast<size_t>(o.requests));
+  std::atomic<int> next{0};
+  const double t0 = now_seconds();
+  std::vector<std::thread> clients;
+  const int n_cls = static_cast<int>(o.classes.size());
+  for (int c = 0; c < std::min(o.concurrency, o.requests); ++c) {
+    clients.emplace_back([&] {
+      httplib::Client cli(o.host, o.port);
+      cli.set_tcp_nodelay(true);
+      const time_t secs = static_cast<time_t>(o.timeout_s);
+      cli.set_read_timeout(secs, 0);
+      cli.set_write_timeout(secs, 0);
+      for (int i; (i = next.fetch_add(1)) < o.requests;) {
+        const int cls = i % n_cls;
+        const std::string prompt =
+            load_prompt(o.classes[static_cast<size_t>(cls)].words, o.seed + static_cast<uint32_t>(i));
+        samples[static_cast<size_t>(i)] = one_request(cli, o, cls, prompt);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  LoadReport rep;
+  rep.wall_s = now_seconds() - t0;
+  rep.concurrency = o.concurrency;
+  for (int c = 0; c < n_cls; ++c)
+    rep.classes.push_back(report_of(o.classes[static_cast<size_t>(c)].name, samples, c));
+  rep.classes.push_back(report_of("all", samples, -1));
+  for (const Sample& s : samples)
+    if (!s.ok && rep.errors.size() < 5) rep.errors.push_back(s.error);
+  return rep;
+}
+
+std::string load_report_text(const LoadReport& r) {
+  std::string o;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-8s %5s %5s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s %8s\n", "class",
+                "reqs", "fail", "prompt", "gen", "ttft50", "ttft95", "ttft99", "tpot50", "tpot95", "tpot99",
+                "lat50", "lat99");
+  o += line;
+  for (const ClassReport& c : r.classes) {
+    const double np =
+        c.requests - c.failed > 0 ? static_cast<double>(c.prompt_tokens) / (c.requests - c.failed) : 0;
+    const double ng =
+        c.requests - c.failed > 0 ? static_cast<double>(c.gen_tokens) / (c.requests - c.failed) : 0;
+    std::snprintf(
+        line, sizeof line, "%-8s %5d %5d %8.1f %8.1f | %8.1f %8.1f %8.1f | %8.2f %8.2f %8.2f | %8.1f %8.1f\n",
+        c.name.c_str(), c.requests, c.failed, np, ng, c.ttft.p50 * 1e3, c.ttft.p95 * 1e3, c.ttft.p99 * 1e3,
+        c.tpot.p50 * 1e3, c.tpot.p95 * 1e3, c.tpot.p99 * 1e3, c.latency.p50 * 1e3, c.latency.p99 * 1e3);
+    o += line;
+  }
+  std::snprintf(
+      line, sizeof line,
+      "(ms; prompt/gen: mean tokens per request) %d clients, %.2f s wall, %.2f requests/s, %.1f generated "
+      "tokens/s\n",
+      r.concurrency, r.wall_s, r.req_s(), r.gen_tok_s());
+  o += line;
+  for (const auto& e : r.errors) o += "error: " + e + "\n";
+  return o;
+}
+
+json load_report_json(const LoadReport& r) {
+  auto lat = [](const LatencySummary& s) {
+    return json{{"n", s.n}, {"p50", s.p50}, {"p95", s.p95}, {"p99", s.p99}, {"mean", s.mean}, {"max", s.max}};
+  };
+  json classes = json::array();
+  for (const ClassReport& c : r.classes)
+    classes.push_back(json{{"class", c.name},
+                           {"requests", c.requests},
+                           {"failed", c.failed},
+                           {"prompt_tokens", c.prompt_tokens},
+                           {"gen_tokens", c.gen_tokens},
+                           {"ttft_s", lat(c.ttft)},
+                           {"tpot_s", lat(c.tpot)},
+                           {"latency_s", lat(c.latency)}});
+  return json{{"concurrency", r.concurrency}, {"wall_s", r.wall_s}, {"requests_per_s", r.req_s()},
+              {"gen_tok_s", r.gen_tok_s()},   {"classes", classes}, {"errors", r.errors}};
+}
+
+}  // namespace strata::server

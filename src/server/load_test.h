@@ -1,0 +1,68 @@
+// A load generator for an OpenAI-compatible server (strata serve, llama-server, vLLM): C clients
+// send N streamed completion requests drawn from prompt classes (e.g. short and long), and the
+// report gives, per class and overall, P50/P95/P99 of time to first token, time per output token
+// and request latency, plus throughput — the numbers deployers ask load tests for.
+//
+//   LoadTestOptions o; o.host = "127.0.0.1"; o.port = 8080; o.concurrency = 4; o.requests = 32;
+//   o.classes = {{"short", 32}, {"long", 512}};   // prompt lengths in words
+//   auto rep = run_load_test(o);                  // then load_report_text(*rep) / load_report_json(*rep)
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace strata::server {
+
+struct PromptClass {
+  std::string name;
+  int words = 32;  // prompt length in words (the server reports the token count)
+};
+
+struct LoadTestOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  int concurrency = 4;  // clients sending at once
+  int requests = 32;    // in all; classes take turns
+  int max_tokens = 64;
+  bool ignore_eos = true;  // fixed output lengths make runs comparable
+  float temperature = 0;
+  std::vector<PromptClass> classes = {{"short", 32}, {"long", 256}};
+  uint32_t seed = 1;  // prompt words
+  double timeout_s = 600;
+};
+
+struct LatencySummary {
+  int n = 0;
+  double p50 = 0, p95 = 0, p99 = 0, mean = 0, max = 0;
+};
+
+struct ClassReport {
+  std::string name;
+  int requests = 0, failed = 0;
+  int64_t prompt_tokens = 0, gen_tokens = 0;
+  LatencySummary ttft, tpot, latency;  // seconds
+};
+
+struct LoadReport {
+  double wall_s = 0;
+  int concurrency = 0;
+  std::vector<ClassReport> classes;  // per class, then "all" last
+  std::vector<std::string> errors;   // the first few failure messages
+  double gen_tok_s() const;          // generated tokens / wall time (all classes)
+  double req_s() const;
+};
+
+// Nearest-rank percentiles (in place: sorts `v`).
+LatencySummary summarize_latency(std::vector<double> v);
+// A deterministic prompt of `words` words.
+std::string load_prompt(int words, uint32_t seed);
+
+Result<LoadReport> run_load_test(const LoadTestOptions& o);
+std::string load_report_text(const LoadReport& r);
+nlohmann::json load_report_json(const LoadReport& r);
+
+}  // namespace strata::server

@@ -1,0 +1,172 @@
+// strata loadtest: streamed completion requests from C concurrent clients against an
+// OpenAI-compatible server (--url), or against `strata serve` started in this process on a free
+// port (-m MODEL, with serve's slot and expert flags). Reports TTFT, time per output token and
+// request latency percentiles per prompt class (short / long) and throughput; with -m also the
+// server side: slots, KV bytes, peak RSS, expert hit rate.
+//   strata loadtest -m MODEL.gguf -np 4 --concurrency 4 --requests 32 --classes short:32,long:256 -n 64
+//   strata loadtest --url http://127.0.0.1:8080 --concurrency 8 --json report.json
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "base/units.h"
+#include "command.h"
+#include "engram_flags.h"
+#include "expert_flags.h"
+#include "model/model.h"
+#include "obs/proc_mem.h"
+#include "runtime/engine.h"
+#include "server/http_server.h"
+#include "server/load_test.h"
+
+namespace {
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "strata loadtest: error: %s\n", msg.c_str());
+  return code;
+}
+
+// "short:32,long:256" -> classes.
+strata::Result<std::vector<strata::server::PromptClass>> parse_classes(const std::string& s) {
+  std::vector<strata::server::PromptClass> v;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos || colon == 0)
+      return strata::err("--classes: '%s' is not NAME:WORDS", item.c_str());
+    char* end = nullptr;
+    const long w = std::strtol(item.c_str() + colon + 1, &end, 10);
+    if (!end || *end || w < 1 || w > 1000000)
+      return strata::err("--classes: bad word count in '%s'", item.c_str());
+    v.push_back({item.substr(0, colon), static_cast<int>(w)});
+    at = comma + 1;
+  }
+  return v;
+}
+
+int cmd_loadtest(int argc, char** argv) {
+  strata::server::LoadTestOptions o;
+  std::string url, model_path, classes = "short:32,long:256", json_out, ctx = "0";
+  int slots = 4, threads = 0;
+  CLI::App app{"Load-test an OpenAI-compatible server", "strata loadtest"};
+  app.add_option("--url", url, "server to test, http://HOST:PORT");
+  app.add_option("-m,--model", model_path, "start `strata serve` on this model in-process and test it");
+  app.add_option("--parallel", slots, "with -m: slots")->capture_default_str();
+  app.add_option("-c,--ctx-size", ctx, "with -m: context of each slot (0: model's, at most 4096)")
+      ->capture_default_str();
+  app.add_option("-t,--threads", threads, "with -m: threads (default: all cores)");
+  app.add_option("--concurrency", o.concurrency, "clients sending at once")->capture_default_str();
+  app.add_option("--requests", o.requests, "requests in all (classes take turns)")->capture_default_str();
+  app.add_option("-n,--max-tokens", o.max_tokens, "tokens per request")->capture_default_str();
+  app.add_option("--classes", classes, "prompt classes NAME:WORDS,...")->capture_default_str();
+  app.add_option("--temp", o.temperature, "temperature")->capture_default_str();
+  app.add_option("--api-key", o.api_key, "Authorization: Bearer KEY");
+  app.add_option("--json", json_out, "write the report as JSON to this file");
+  strata::cli::EngramFlags ef;
+  strata::cli::ExpertFlags xf;
+  xf.add(app);
+  ef.add(app);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args)
+    if (a == "-np") a = "--parallel";
+  std::reverse(args.begin(), args.end());
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what(), 2);
+  }
+  if (url.empty() == model_path.empty()) return fail("give either --url http://HOST:PORT or -m MODEL", 2);
+  auto cls = parse_classes(classes);
+  if (!cls.ok()) return fail(cls.message(), 2);
+  o.classes = *cls;
+  if (o.concurrency < 1 || o.concurrency > 1024) return fail("--concurrency must be in [1, 1024]", 2);
+  if (o.requests < 1) return fail("--requests must be >= 1", 2);
+  if (o.max_tokens < 1) return fail("--max-tokens must be >= 1", 2);
+
+  std::unique_ptr<strata::Model> model;
+  std::unique_ptr<strata::Engine> engine;
+  std::unique_ptr<strata::server::HttpServer> http;
+  std::thread server_thread;
+  if (!url.empty()) {
+    std::smatch m;
+    if (!std::regex_match(url, m, std::regex("http://([^:/]+):([0-9]+)/?")))
+      return fail("--url '" + url + "' is not http://HOST:PORT", 2);
+    o.host = m[1];
+    o.port = std::stoi(m[2]);
+  } else {
+    auto c = strata::parse_size(ctx);
+    if (!c.ok()) return fail("-c: " + c.message(), 2);
+    if (slots < 1 || slots > 256) return fail("--parallel must be in [1, 256]", 2);
+    strata::LoadOptions lo{.n_threads = threads};
+    if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
+    if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
+    auto m = strata::Model::load(model_path, lo);
+    if (!m.ok()) return fail("loading " + model_path + ": " + m.message());
+    model = std::move(*m);
+    if (!model->has_tokenizer()) return fail(model_path + " has no tokenizer", 2);
+    strata::EngineOptions eo;
+    eo.n_slots = slots;
+    eo.max_queue = o.requests;
+    const strata::SessionOptions so{.n_ctx = static_cast<int>(*c)};
+    auto e = strata::Engine::create([&] { return model->new_session(so); }, &model->tokenizer(),
+                                    model->n_vocab(), eo, model->expert_store());
+    if (!e.ok()) return fail(e.message(), 2);
+    engine = std::move(*e);
+    strata::server::ServerOptions sopt;
+    sopt.port = 0;
+    sopt.model_name = model_path;
+    http = std::make_unique<strata::server::HttpServer>(*engine, model->tokenizer(), std::nullopt, sopt);
+    auto port = http->bind();
+    if (!port.ok()) return fail(port.message());
+    o.port = *port;
+    server_thread = std::thread([&] { http->run(); });
+  }
+  auto rep = strata::server::run_load_test(o);
+  if (http) {
+    http->stop();
+    server_thread.join();
+  }
+  if (!rep.ok()) return fail(rep.message());
+  std::fputs(strata::server::load_report_text(*rep).c_str(), stdout);
+  if (engine) {
+    const strata::EngineCounters c = engine->counters();
+    std::printf(
+        "server: %d slots x %d context, KV %.1f MiB, peak RSS %.1f MiB, %llu prompt + %llu generated tokens",
+        engine->n_slots(), engine->n_ctx(), static_cast<double>(engine->kv_bytes()) / (1 << 20),
+        static_cast<double>(strata::peak_rss_bytes()) / (1 << 20),
+        static_cast<unsigned long long>(c.prompt_tokens), static_cast<unsigned long long>(c.gen_tokens));
+    if (const strata::ExpertStore* st = model->expert_store())
+      std::printf(", expert hit rate %.1f%%", 100.0 * st->stats().totals().hit_rate());
+    std::printf("\n");
+  }
+  if (!json_out.empty()) {
+    nlohmann::json j = strata::server::load_report_json(*rep);
+    if (engine) {
+      j["server"] = {{"slots", engine->n_slots()},
+                     {"n_ctx", engine->n_ctx()},
+                     {"kv_bytes", engine->kv_bytes()},
+                     {"peak_rss_bytes", strata::peak_rss_bytes()}};
+      if (const strata::ExpertStore* st = model->expert_store())
+        j["server"]["expert_hit_rate"] = st->stats().totals().hit_rate();
+    }
+    std::ofstream f(json_out);
+    if (!(f << j.dump(2) << "\n")) return fail("cannot write '" + json_out + "'");
+  }
+  engine.reset();
+  if (model) {
+    if (auto st = xf.finish(*model); !st.ok()) return fail(st.message());
+  }
+  const auto& all = rep->classes.back();
+  return all.failed ? 1 : 0;
+}
+
+const strata::cli::Registrar reg{
+    "loadtest", "load-test an OpenAI-compatible server: TTFT / TPOT / latency percentiles", &cmd_loadtest};
+
+}  // namespace
