@@ -22,6 +22,11 @@ std::span<const ArchEntry> arch_registry() {
   return kArchs;
 }
 
+Status Architecture::forward_decode_batch(std::span<ArchState* const>, std::span<const int32_t>,
+                                          std::span<const int64_t>, float*, ThreadPool&) const {
+  return err("architecture '%s' has no batched decode", hparams().arch.c_str());
+}
+
 const ArchEntry* arch_find(std::string_view name) {
   for (const ArchEntry& e : kArchs)
     if (name == e.name) return &e;

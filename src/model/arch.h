@@ -63,6 +63,16 @@ class Architecture {
   // continue the sequence (pos0 = tokens already evaluated), ids < n_vocab.
   // logits: [n][n_vocab] when b.all_logits, else [n_vocab] (last token).
   virtual Status forward(ArchState& st, const Batch& b, float* logits, ThreadPool& pool) const = 0;
+
+  // Batched decode across sequences (the engine's slots): token i is the next token of the
+  // sequence in states[i] (made by this architecture, all distinct), at position pos[i]. One
+  // forward for all of them, so each weight is read once per step instead of once per sequence.
+  // logits: [n][n_vocab]. Each row equals what forward() gives that sequence alone (up to the
+  // kernels' summation order, which may differ with the row count).
+  // PRECOND (checked by Model::decode_batch): n <= every state's n_batch, pos[i] < its n_ctx.
+  virtual bool can_decode_batch() const { return false; }
+  virtual Status forward_decode_batch(std::span<ArchState* const> states, std::span<const int32_t> tokens,
+                                      std::span<const int64_t> pos, float* logits, ThreadPool& pool) const;
 };
 
 using ArchFactory = Result<std::unique_ptr<Architecture>> (*)(const GgufFile& f);

@@ -117,17 +117,34 @@ void attention_core(const AttnConfig& c, const float* q, int64_t n, int64_t pos0
 // runs on both threads between the projections.
 void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
                        int64_t pos0, float* out, ThreadPool& pool, Arena& arena) {
+  const AttnSegment seg{&kv, pos0, 0, n};
+  attention_forward_segments(c, w, std::span<const AttnSegment>(&seg, 1), x, n, out, pool, arena);
+}
+
+void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::span<const AttnSegment> segs,
+                                const float* x, int64_t n, float* out, ThreadPool& pool, Arena& arena) {
   if (n <= 0) return;
   const int hdk = c.head_dim_k, hdv = c.head_dim_v, n_kv = c.n_head_kv;
   const int64_t q_w = int64_t{c.n_head} * hdk;
   const int64_t k_w = int64_t{n_kv} * hdk;
   const int64_t v_w = int64_t{n_kv} * hdv;
   const int64_t o_w = int64_t{c.n_head} * hdv;
-  const int ki = kv.find(KvPartKind::kv_part_k), vi = kv.find(KvPartKind::kv_part_v);
-  STRATA_ASSERT(ki >= 0 && vi >= 0);
-  RowCache& kc = kv.part(ki);
-  RowCache& vc = kv.part(vi);
-  STRATA_ASSERT(kc.width() == k_w && vc.width() == v_w);
+  STRATA_ASSERT(!segs.empty());
+  const int n_seg = static_cast<int>(segs.size());
+  RowCache** kcs = arena.alloc<RowCache*>(static_cast<size_t>(n_seg));
+  RowCache** vcs = arena.alloc<RowCache*>(static_cast<size_t>(n_seg));
+  int64_t covered = 0;
+  for (int s = 0; s < n_seg; ++s) {
+    KvLayer& kv = *segs[s].kv;
+    const int ki = kv.find(KvPartKind::kv_part_k), vi = kv.find(KvPartKind::kv_part_v);
+    STRATA_ASSERT(ki >= 0 && vi >= 0);
+    kcs[s] = &kv.part(ki);
+    vcs[s] = &kv.part(vi);
+    STRATA_ASSERT(kcs[s]->width() == k_w && vcs[s]->width() == v_w);
+    STRATA_ASSERT(segs[s].t0 == covered && segs[s].n >= 1);
+    covered += segs[s].n;
+  }
+  STRATA_ASSERT(covered == n);
   STRATA_ASSERT(n_kv > 0 && c.n_head % n_kv == 0);
   const int group = c.n_head / n_kv;
   STRATA_ASSERT(group <= kMaxItemRows);
@@ -145,8 +162,19 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   const LinearOut o_out{w.wo, out, w.bo};
   const LinearPlan proj(arena, &o_out, 1, o, n, 2 * int64_t{pool.size()});  // the region ends on these
 
+  // Query blocks never cross a segment: block b covers rows [qb_t0[b], qb_t1[b]) of segment qb_seg[b].
   const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
-  const int64_t n_qb = (n + qb - 1) / qb;
+  int64_t n_qb = 0;
+  for (const AttnSegment& sg : segs) n_qb += (sg.n + qb - 1) / qb;
+  int64_t* qb_t0 = arena.alloc<int64_t>(static_cast<size_t>(n_qb));
+  int64_t* qb_t1 = arena.alloc<int64_t>(static_cast<size_t>(n_qb));
+  int* qb_seg = arena.alloc<int>(static_cast<size_t>(n_qb));
+  for (int s = 0, b = 0; s < n_seg; ++s)
+    for (int64_t t = segs[s].t0; t < segs[s].t0 + segs[s].n; t += qb, ++b) {
+      qb_t0[b] = t;
+      qb_t1[b] = std::min(segs[s].t0 + segs[s].n, t + qb);
+      qb_seg[b] = s;
+    }
   const bool fused = n_qb == 1;
   const int64_t per_head = fused ? 1 : 1 + n_qb;  // step 2, then step 3's items
   const int64_t e1 = qkv.items(), e2 = e1 + n_kv * per_head;
@@ -162,29 +190,36 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
   // One cos/sin table per token, shared by every kv head's step 2.
   const int n_rot = c.rope.n_rot, rope_w = std::max(n_rot, 1);
   float* rope_tab = arena.alloc<float>(static_cast<size_t>(n) * rope_w);
-  for (int64_t t = 0; t < n; ++t) rope_cache(c.rope, pos0 + t, 1.0f, rope_tab + t * rope_w);
+  int64_t max_keys = 0;
+  for (const AttnSegment& sg : segs) {
+    for (int64_t i = 0; i < sg.n; ++i) rope_cache(c.rope, sg.pos0 + i, 1.0f, rope_tab + (sg.t0 + i) * rope_w);
+    const int64_t end = sg.pos0 + sg.n;
+    max_keys = std::max(max_keys, c.window > 0 ? std::min<int64_t>(c.window, end) : end);
+  }
 
   auto wait_rows = [&](int i, int64_t r0, int64_t r1) {
     for (int64_t it = qkv.item_of(i, r0); it <= qkv.item_of(i, r1 - 1); ++it) wait_count(done[it], 1);
   };
   // Step 2 for kv head hk: per token its q heads, its k head, the cache.
   auto rope_head = [&](int hk) {
-    for (int64_t t = 0; t < n; ++t) {
-      const float* cache = rope_tab + t * rope_w;
-      for (int h = hk * group; h < (hk + 1) * group; ++h) {
-        float* qh = q + t * q_w + int64_t{h} * hdk;
-        if (w.q_norm) rms_norm(qh, w.q_norm, qh, hdk, c.eps);
-        rope_apply(c.rope_style, n_rot, cache, qh);
+    for (int s = 0; s < n_seg; ++s)
+      for (int64_t i = 0; i < segs[s].n; ++i) {
+        const int64_t t = segs[s].t0 + i, pos = segs[s].pos0 + i;
+        const float* cache = rope_tab + t * rope_w;
+        for (int h = hk * group; h < (hk + 1) * group; ++h) {
+          float* qh = q + t * q_w + int64_t{h} * hdk;
+          if (w.q_norm) rms_norm(qh, w.q_norm, qh, hdk, c.eps);
+          rope_apply(c.rope_style, n_rot, cache, qh);
+        }
+        float* kh = k + t * k_w + int64_t{hk} * hdk;
+        if (w.k_norm) rms_norm(kh, w.k_norm, kh, hdk, c.eps);
+        rope_apply(c.rope_style, n_rot, cache, kh);
+        std::memcpy(kcs[s]->row(pos) + int64_t{hk} * hdk, kh, sizeof(float) * hdk);
+        std::memcpy(vcs[s]->row(pos) + int64_t{hk} * hdv, v + t * v_w + int64_t{hk} * hdv,
+                    sizeof(float) * hdv);
       }
-      float* kh = k + t * k_w + int64_t{hk} * hdk;
-      if (w.k_norm) rms_norm(kh, w.k_norm, kh, hdk, c.eps);
-      rope_apply(c.rope_style, n_rot, cache, kh);
-      std::memcpy(kc.row(pos0 + t) + int64_t{hk} * hdk, kh, sizeof(float) * hdk);
-      std::memcpy(vc.row(pos0 + t) + int64_t{hk} * hdv, v + t * v_w + int64_t{hk} * hdv, sizeof(float) * hdv);
-    }
   };
 
-  const int64_t max_keys = c.window > 0 ? std::min<int64_t>(c.window, pos0 + n) : pos0 + n;
   const int64_t work = qkv.work() + proj.work() + n * c.n_head * max_keys * (hdk + hdv);
   const bool par = pool.size() > 1 && work >= kMinParallelWork;
   parallel_items(pool, n_items, par, [&](int64_t item, int) {
@@ -207,10 +242,13 @@ void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, c
         wait_count(roped[hk], 1);
       }
       const int64_t b = fused ? 0 : j - 1;
-      attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, w.sinks, o);
+      const AttnSegment& sg = segs[qb_seg[b]];
+      // attend_item takes row t at position pos0 + t: the segment's rows start at sg.t0.
+      attend_item(c, q, qb_t0[b], qb_t1[b], hk, sg.pos0 - sg.t0, *kcs[qb_seg[b]], *vcs[qb_seg[b]], w.sinks,
+                  o);
       // acq_rel: the last head's item sees every other head's o rows before converting them.
       if (attended[b].fetch_add(1, std::memory_order_acq_rel) + 1 == n_kv) {
-        proj.convert(b * qb, std::min(n, (b + 1) * qb));
+        proj.convert(qb_t0[b], qb_t1[b]);
         count_done(converted);
       }
     } else {

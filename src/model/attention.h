@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
@@ -53,6 +54,22 @@ struct AttnConfig {
 // the visible earlier ones must be written.
 void attention_core(const AttnConfig& cfg, const float* q, int64_t n, int64_t pos0, const RowCache& kc,
                     const RowCache& vc, const float* sinks, float* o, ThreadPool& pool);
+
+// A run of consecutive tokens of one sequence inside a multi-sequence batch: rows t0 .. t0+n-1 of
+// x / out sit at positions pos0 .. pos0+n-1 of the sequence whose cache is `kv`.
+struct AttnSegment {
+  KvLayer* kv = nullptr;
+  int64_t pos0 = 0;
+  int64_t t0 = 0;
+  int64_t n = 0;
+};
+
+// Several sequences in one block (batched decode of the engine's slots): the projections run once
+// over all rows; RoPE, the cache rows and the attention of each row follow its segment. Segments
+// cover rows 0..n-1 in order. Every row's result equals the single-sequence call's.
+void attention_forward_segments(const AttnConfig& cfg, const AttnWeights& w,
+                                std::span<const AttnSegment> segs, const float* x, int64_t n, float* out,
+                                ThreadPool& pool, Arena& arena);
 
 // x: [n][n_embd] (already normed) at positions pos0.. ; out: [n][n_embd].
 // kv: part kv_part_k rows [n_head_kv*hd_k], part kv_part_v rows [n_head_kv*hd_v]; rows for

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "base/aligned.h"
 #include "kernels/ops.h"
@@ -42,6 +43,7 @@ class DecoderState final : public ArchState {
     x = aligned_alloc_array<float>(nb * d);
     h = aligned_alloc_array<float>(nb * d);
     y = aligned_alloc_array<float>(nb * d);
+    segs.reserve(static_cast<size_t>(nb));
   }
 
   ArchMemory memory() const override {
@@ -55,9 +57,10 @@ class DecoderState final : public ArchState {
   int64_t n_embd = 0;
   ExpertSource* experts;
   Arena arena;
-  AlignedPtr<float> x;  // [n_batch][n_embd] residual
-  AlignedPtr<float> h;  // [n_batch][n_embd] normed block input
-  AlignedPtr<float> y;  // [n_batch][n_embd] block output
+  AlignedPtr<float> x;            // [n_batch][n_embd] residual
+  AlignedPtr<float> h;            // [n_batch][n_embd] normed block input
+  AlignedPtr<float> y;            // [n_batch][n_embd] block output
+  std::vector<AttnSegment> segs;  // forward_decode_batch: one attention segment per sequence
 };
 
 class Decoder final : public Architecture {
@@ -107,6 +110,54 @@ class Decoder final : public Architecture {
     const int64_t r0 = b.all_logits ? 0 : n - 1;
     for (int64_t t = r0; t < n; ++t) rms_norm(x + t * d, w_.output_norm, h + t * d, d, hp_.rms_eps);
     linear(pool, st.arena, *w_.output, h + r0 * d, n - r0, logits);
+    return {};
+  }
+
+  bool can_decode_batch() const override { return true; }
+
+  // The same layer loop as forward() over one row per sequence; attention keeps each row with its
+  // own cache and position (attention_forward_segments). The first state's scratch serves the step.
+  Status forward_decode_batch(std::span<ArchState* const> states, std::span<const int32_t> tokens,
+                              std::span<const int64_t> pos, float* logits, ThreadPool& pool) const override {
+    const int64_t n = static_cast<int64_t>(tokens.size()), d = hp_.n_embd;
+    STRATA_ASSERT(n >= 1 && states.size() == tokens.size() && pos.size() == tokens.size());
+    auto& st = static_cast<DecoderState&>(*states[0]);
+    STRATA_ASSERT(n <= st.n_batch);
+    float* x = st.x.get();
+    float* h = st.h.get();
+    float* y = st.y.get();
+    st.arena.reset();
+    struct StepScope {
+      ExpertSource* s;
+      ~StepScope() {
+        if (s) s->end_step();
+      }
+    } scope{st.experts};
+    if (st.experts) st.experts->begin_step(n);
+    for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, tokens[t], x + t * d);
+    std::vector<AttnSegment>& segs = st.segs;  // sized n_batch at construction: no allocation here
+    segs.resize(static_cast<size_t>(n));
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      const DecoderLayer& l = w_.layers[il];
+      for (int64_t t = 0; t < n; ++t) {
+        auto& s = static_cast<DecoderState&>(*states[t]);
+        STRATA_ASSERT(pos[t] >= 0 && pos[t] < s.n_ctx);
+        segs[t] = AttnSegment{&s.kv.layer(il), pos[t], t, 1};
+        rms_norm(x + t * d, l.attn_norm, h + t * d, d, hp_.rms_eps);
+      }
+      attention_forward_segments(l.attn, l.attn_w, segs, h, n, y, pool, st.arena);
+      vec_add(x, y, n * d);
+      for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
+      if (l.moe) {
+        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, st.arena, st.experts, il));
+      } else {
+        ffn_swiglu_forward(*l.ffn_gate, *l.ffn_up, *l.ffn_down, h, n, y, pool, st.arena);
+      }
+      vec_add(x, y, n * d);
+      st.arena.reset();
+    }
+    for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, w_.output_norm, h + t * d, d, hp_.rms_eps);
+    linear(pool, st.arena, *w_.output, h, n, logits);
     return {};
   }
 

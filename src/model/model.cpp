@@ -2,6 +2,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "format/safetensors_dir.h"
 #include "model/arch.h"
@@ -61,6 +62,11 @@ class SessionImpl final : public Session {
     st_->reset();
   }
 
+  const Model& model() const { return m_; }
+  ArchState& state() { return *st_; }
+  int n_batch() const { return n_batch_; }
+  void advance() { ++n_past_; }
+
  private:
   const Model& m_;
   std::unique_ptr<ArchState> st_;
@@ -72,6 +78,38 @@ class SessionImpl final : public Session {
 }  // namespace
 
 Model::~Model() = default;
+
+bool Model::can_decode_batch() const {
+  return arch_->can_decode_batch();
+}
+
+Status Model::decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                           float* logits) const {
+  const size_t n = sessions.size();
+  if (n == 0 || tokens.size() != n) return err("decode_batch: %zu sessions but %zu tokens", n, tokens.size());
+  if (!logits) return err("decode_batch: logits is null");
+  if (!arch_->can_decode_batch()) return err("architecture '%s' has no batched decode", arch_name().c_str());
+  std::vector<ArchState*> states(n);
+  std::vector<int64_t> pos(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto* s = dynamic_cast<SessionImpl*>(sessions[i]);
+    if (!s || &s->model() != this) return err("decode_batch: session %zu is not a session of this model", i);
+    for (size_t j = 0; j < i; ++j)
+      if (sessions[j] == sessions[i]) return err("decode_batch: session %zu is listed twice", i);
+    if (tokens[i] < 0 || tokens[i] >= n_vocab())
+      return err("decode_batch: token id %d of session %zu is out of range [0, %d)", tokens[i], i, n_vocab());
+    if (s->n_past() >= s->n_ctx())
+      return err("decode_batch: session %zu: context full (n_ctx %d)", i, s->n_ctx());
+    if (static_cast<int>(n) > s->n_batch())
+      return err("decode_batch: %zu sequences but session %zu takes at most %d tokens per step", n, i,
+                 s->n_batch());
+    states[i] = &s->state();
+    pos[i] = s->n_past();
+  }
+  STRATA_TRY(arch_->forward_decode_batch(states, tokens, pos, logits, *pool_));
+  for (size_t i = 0; i < n; ++i) static_cast<SessionImpl*>(sessions[i])->advance();
+  return {};
+}
 
 const EngramStore* Model::engram_store() const {
   return engram_ ? &engram_->store() : nullptr;

@@ -73,6 +73,16 @@ class Model {
 
   Result<std::unique_ptr<Session>> new_session(const SessionOptions& opts) const;
 
+  // Batched decode (the server's slots): tokens[i] is appended to sessions[i] (distinct sessions of
+  // this model) and all are evaluated in one forward; logits: [n][n_vocab], row i for sessions[i].
+  // Each row equals what sessions[i]->eval({tokens[i]}) gives, up to the kernels' summation order.
+  // Errors (nothing appended): an architecture without it (can_decode_batch()), a session of
+  // another model or listed twice, a bad token id, a full context, more tokens than a session's
+  // n_batch.
+  bool can_decode_batch() const;
+  Status decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens,
+                      float* logits) const;
+
  private:
   friend class Session;
   Model() = default;
