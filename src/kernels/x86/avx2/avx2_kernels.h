@@ -61,8 +61,8 @@ void gemm_panel_q4_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const
 void gemm_panel_q6_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                           float* const* y);
 
-// F16 many-token panel, avx2_gemm_panel_f16.cpp: the AVX-512 F16 panel's bits (equal to vec_dot up
-// to f32 summation order).
+// F16 and BF16 many-token panels, avx2_gemm_panel_f16.cpp: F16 gives the AVX-512 F16 panel's
+// bits; both equal vec_dot up to f32 summation order.
 void gemm_panel_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                     float* const* y);
 void gemm_panel_bf16(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
