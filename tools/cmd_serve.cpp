@@ -32,7 +32,7 @@ int fail(const std::string& msg, int code = 1) {
 }
 
 int cmd_serve(int argc, char** argv) {
-  std::string model_path, ctx = "0", chat_template, alias;
+  std::string model_path, ctx = "0", chat_template, alias, decode_batch = "on";
   int threads = 0, n_batch = 512;
   strata::EngineOptions eo;
   strata::server::ServerOptions so;
@@ -46,6 +46,10 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("-b,--batch-size", n_batch, "max tokens per forward")->capture_default_str();
   app.add_option("--prefill-chunk", eo.prefill_chunk, "prompt tokens a slot evaluates per scheduler turn")
       ->capture_default_str();
+  app.add_option("--decode-batch", decode_batch,
+                 "on: decode all slots' next tokens in one forward; off: one per slot")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--max-queue", eo.max_queue, "requests waiting for a slot before new ones get 503")
       ->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (default: all cores)");
@@ -80,6 +84,7 @@ int cmd_serve(int argc, char** argv) {
     return fail("--parallel " + std::to_string(eo.n_slots) + " must be in [1, 256]", 2);
   if (eo.prefill_chunk < 1) return fail("--prefill-chunk must be >= 1", 2);
   if (eo.max_queue < 0) return fail("--max-queue must be >= 0", 2);
+  eo.batch_decode = decode_batch == "on";
 
   // Signals go to one thread that stops the server (httplib's stop() is not async-signal-safe).
   sigset_t sigs;
@@ -108,8 +113,7 @@ int cmd_serve(int argc, char** argv) {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
   const strata::SessionOptions sopt{.n_ctx = static_cast<int>(*c), .n_batch = n_batch};
-  auto engine = strata::Engine::create([&] { return m.new_session(sopt); }, &m.tokenizer(), m.n_vocab(), eo,
-                                       m.expert_store());
+  auto engine = strata::Engine::for_model(m, sopt, eo);
   if (!engine.ok()) return fail(engine.message(), 2);
   if (alias.empty()) {
     const size_t slash = model_path.find_last_of('/');

@@ -38,13 +38,14 @@ struct Engine::Slot {
   Utf8Stream utf8;
   std::vector<float> logits;
   size_t n_eval = 0;  // prompt tokens evaluated
+  int32_t next = 0;   // the sampled token waiting for its forward
   int n_gen = 0;
   double t_admit = 0, t_first = 0, t_last = 0, prompt_s = 0, decode_s = 0;
 };
 
 Result<std::unique_ptr<Engine>> Engine::create(const SessionFactory& make_session, const Tokenizer* tok,
-                                               int32_t n_vocab, const EngineOptions& opts,
-                                               ExpertStore* store) {
+                                               int32_t n_vocab, const EngineOptions& opts, ExpertStore* store,
+                                               BatchDecode batch_decode) {
   if (opts.n_slots < 1 || opts.n_slots > 256) return err("--parallel %d must be in [1, 256]", opts.n_slots);
   if (opts.max_queue < 0) return err("queue size %d must be >= 0", opts.max_queue);
   if (opts.prefill_chunk < 1) return err("prefill chunk %d must be >= 1", opts.prefill_chunk);
@@ -54,6 +55,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const SessionFactory& make_sessio
   e->n_vocab_ = n_vocab;
   e->opts_ = opts;
   e->store_ = store;
+  if (opts.batch_decode && batch_decode) {
+    e->batch_decode_ = std::move(batch_decode);
+    e->batch_logits_.resize(static_cast<size_t>(opts.n_slots) * static_cast<size_t>(n_vocab));
+  }
   for (int i = 0; i < opts.n_slots; ++i) {
     auto s = std::make_unique<Slot>();
     auto sess = make_session();
@@ -64,8 +69,20 @@ Result<std::unique_ptr<Engine>> Engine::create(const SessionFactory& make_sessio
     e->kv_bytes_ += s->session->memory().kv_cache;
     e->slots_.push_back(std::move(s));
   }
-  if (!opts.keep_alive) e->thread_ = std::thread([p = e.get()] { p->loop(); });
+  if (!opts.manual_step) e->thread_ = std::thread([p = e.get()] { p->loop(); });
   return e;
+}
+
+Result<std::unique_ptr<Engine>> Engine::for_model(const Model& m, const SessionOptions& so,
+                                                  const EngineOptions& opts) {
+  if (!m.has_tokenizer()) return err("the model has no tokenizer: the engine needs text in and out");
+  BatchDecode batch;
+  if (m.can_decode_batch())
+    batch = [&m](std::span<Session* const> s, std::span<const int32_t> t, float* l) {
+      return m.decode_batch(s, t, l);
+    };
+  return create([&m, so] { return m.new_session(so); }, &m.tokenizer(), m.n_vocab(), opts, m.expert_store(),
+                std::move(batch));
 }
 
 Engine::~Engine() {
@@ -167,11 +184,13 @@ void Engine::admit() {
 bool Engine::turn() {
   admit();
   bool did = false;
+  pending_.clear();
   for (auto& s : slots_) {
     if (!s->req) continue;
-    advance(*s);
+    if (advance(*s)) pending_.push_back(s.get());
     did = true;
   }
+  decode_pending();
   if (did && ++turns_ % 8 == 0) refresh_store_stats();
   if (!did) refresh_store_stats();
   return did;
@@ -184,7 +203,7 @@ bool Engine::emit(Slot& s, const std::string& text) {
   return s.req->sink(ev);
 }
 
-void Engine::advance(Slot& s) {
+bool Engine::advance(Slot& s) {
   Request& r = *s.req;
   const std::vector<int32_t>& prompt = r.p.prompt;
   if (s.n_eval < prompt.size()) {  // prefill: the next chunk
@@ -193,11 +212,12 @@ void Engine::advance(Slot& s) {
     Status st =
         s.session->eval(std::span<const int32_t>(prompt.data() + s.n_eval, n), s.logits.data(), false);
     s.prompt_s += now_seconds() - t0;
-    if (!st.ok()) return finish(s, FinishReason::error, st.message());
+    if (!st.ok()) return finish(s, FinishReason::error, st.message()), false;
     s.n_eval += n;
-    if (s.n_eval < prompt.size()) return;  // more chunks on later turns
+    if (s.n_eval < prompt.size()) return false;  // more chunks on later turns
   }
-  // Decode: sample from the last logits, release the text, evaluate the token.
+  // Decode: sample from the last logits and release the text; the token is evaluated with the
+  // other slots' at the end of the turn (decode_pending).
   const int32_t tok = s.sampler->sample(s.logits.data());
   s.sampler->accept(tok);
   ++s.n_gen;
@@ -209,19 +229,55 @@ void Engine::advance(Slot& s) {
     tpot_.add(now - s.t_last);
   }
   s.t_last = now;
-  if (tok_ && tok_->is_eog(tok) && !r.p.ignore_eos) return finish(s, FinishReason::stop);
+  if (tok_ && tok_->is_eog(tok) && !r.p.ignore_eos) return finish(s, FinishReason::stop), false;
   std::string out;
   if (tok_) {
     const bool hit = s.stops->push(s.utf8.push(tok_->token_to_piece(tok, false)), &out);
-    if (!emit(s, out)) return finish(s, FinishReason::cancelled);
-    if (hit) return finish(s, FinishReason::stop);
+    if (!emit(s, out)) return finish(s, FinishReason::cancelled), false;
+    if (hit) return finish(s, FinishReason::stop), false;
   }
-  if (r.p.n_predict >= 0 && s.n_gen >= r.p.n_predict) return finish(s, FinishReason::length);
-  if (s.session->n_past() >= s.session->n_ctx()) return finish(s, FinishReason::length);
-  const double t0 = now_seconds();
-  Status st = s.session->eval(std::span<const int32_t>(&tok, 1), s.logits.data(), false);
-  s.decode_s += now_seconds() - t0;
-  if (!st.ok()) return finish(s, FinishReason::error, st.message());
+  if (r.p.n_predict >= 0 && s.n_gen >= r.p.n_predict) return finish(s, FinishReason::length), false;
+  if (s.session->n_past() >= s.session->n_ctx()) return finish(s, FinishReason::length), false;
+  s.next = tok;
+  return true;
+}
+
+// The turn's sampled tokens: one batched forward when the model has one and two or more slots
+// are decoding, else one eval per slot.
+void Engine::decode_pending() {
+  if (pending_.empty()) return;
+  const bool batched = batch_decode_ && pending_.size() > 1;
+  if (batched) {
+    pending_sessions_.clear();
+    pending_tokens_.clear();
+    for (Slot* s : pending_) {
+      pending_sessions_.push_back(s->session.get());
+      pending_tokens_.push_back(s->next);
+    }
+    const double t0 = now_seconds();
+    Status st = batch_decode_(pending_sessions_, pending_tokens_, batch_logits_.data());
+    const double dt = now_seconds() - t0;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      Slot& s = *pending_[i];
+      s.decode_s += dt;
+      if (!st.ok()) {
+        finish(s, FinishReason::error, st.message());
+        continue;
+      }
+      const float* row = batch_logits_.data() + i * static_cast<size_t>(n_vocab_);
+      std::copy(row, row + n_vocab_, s.logits.begin());
+    }
+  } else {
+    for (Slot* s : pending_) {
+      const double t0 = now_seconds();
+      Status st = s->session->eval(std::span<const int32_t>(&s->next, 1), s->logits.data(), false);
+      s->decode_s += now_seconds() - t0;
+      if (!st.ok()) finish(*s, FinishReason::error, st.message());
+    }
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  counters_.decode_steps += batched ? 1 : pending_.size();
+  counters_.decode_rows += pending_.size();
 }
 
 void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
@@ -299,6 +355,10 @@ std::string Engine::metrics_text() const {
   gauge("strata_requests_running", "requests in a slot", c.running);
   gauge("strata_requests_waiting", "requests waiting for a slot", c.waiting);
   gauge("strata_slots", "slots (sequences in flight at most)", static_cast<double>(slots_.size()));
+  counter("strata_decode_steps_total", "forwards that evaluated sampled tokens (one per turn when batched)",
+          static_cast<double>(c.decode_steps));
+  counter("strata_decode_rows_total", "sampled tokens evaluated by those forwards",
+          static_cast<double>(c.decode_rows));
   gauge("strata_kv_cache_bytes", "KV cache bytes of all slots", static_cast<double>(kv_bytes_));
   gauge("strata_process_resident_bytes", "resident set of the process (VmRSS)",
         static_cast<double>(rss_bytes()));

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,10 +38,11 @@
 namespace strata {
 
 struct EngineOptions {
-  int n_slots = 4;          // sequences in flight (llama-server --parallel)
-  int max_queue = 64;       // requests waiting for a slot; beyond that submit() says the server is busy
-  int prefill_chunk = 512;  // prompt tokens a slot evaluates per turn
-  bool keep_alive = false;  // tests: run no scheduler thread; step() drives it
+  int n_slots = 4;           // sequences in flight (llama-server --parallel)
+  int max_queue = 64;        // requests waiting for a slot; beyond that submit() says the server is busy
+  int prefill_chunk = 512;   // prompt tokens a slot evaluates per turn
+  bool manual_step = false;  // tests: run no scheduler thread; step() drives it
+  bool batch_decode = true;  // decode the slots' next tokens in one forward (when the model can)
 };
 
 enum class FinishReason { stop, length, cancelled, error };
@@ -68,17 +70,24 @@ using CompletionSink = std::function<bool(const CompletionEvent&)>;
 struct EngineCounters {
   uint64_t requests_ok = 0, requests_cancelled = 0, requests_failed = 0, requests_rejected = 0;
   uint64_t prompt_tokens = 0, gen_tokens = 0;
+  uint64_t decode_steps = 0, decode_rows = 0;  // forwards that evaluated sampled tokens, and their tokens
   int running = 0, waiting = 0;
 };
 
 class Engine {
  public:
   using SessionFactory = std::function<Result<std::unique_ptr<Session>>()>;
+  // One forward for the next token of several sessions (Model::decode_batch); logits [n][n_vocab].
+  using BatchDecode = std::function<Status(std::span<Session* const>, std::span<const int32_t>, float*)>;
 
   // tok may be null only for engines fed token ids whose text is not needed (tests).
   static Result<std::unique_ptr<Engine>> create(const SessionFactory& make_session, const Tokenizer* tok,
                                                 int32_t n_vocab, const EngineOptions& opts,
-                                                ExpertStore* store = nullptr);
+                                                ExpertStore* store = nullptr,
+                                                BatchDecode batch_decode = nullptr);
+  // The same for a model's sessions, with its batched decode when the architecture has one.
+  static Result<std::unique_ptr<Engine>> for_model(const Model& m, const SessionOptions& so,
+                                                   const EngineOptions& opts);
   ~Engine();  // stops the scheduler; unfinished requests end with error "server shutting down"
 
   // Checks the request (empty or too long prompt, token ids, sampler parameters, a full queue) and
@@ -89,7 +98,7 @@ class Engine {
   int n_slots() const { return static_cast<int>(slots_.size()); }
   uint64_t kv_bytes() const { return kv_bytes_; }  // all slots' KV caches
 
-  // Runs one scheduler turn on the calling thread (keep_alive engines only). False when idle.
+  // Runs one scheduler turn on the calling thread (manual_step engines only). False when idle.
   bool step();
 
   EngineCounters counters() const;
@@ -106,7 +115,8 @@ class Engine {
   void loop();
   bool turn();  // one pass over the busy slots; false when nothing was done
   void admit();
-  void advance(Slot& s);
+  bool advance(Slot& s);  // true: s has a sampled token to evaluate (pending_)
+  void decode_pending();
   void finish(Slot& s, FinishReason r, const std::string& error = "");
   bool emit(Slot& s, const std::string& text);
   void refresh_store_stats();
@@ -118,6 +128,11 @@ class Engine {
   EngineOptions opts_;
   ExpertStore* store_ = nullptr;
   std::vector<std::unique_ptr<Slot>> slots_;
+  BatchDecode batch_decode_;
+  std::vector<Slot*> pending_;  // slots whose sampled token is evaluated at the end of the turn
+  std::vector<Session*> pending_sessions_;
+  std::vector<int32_t> pending_tokens_;
+  std::vector<float> batch_logits_;  // [n_slots][n_vocab]
 
   mutable std::mutex mu_;  // queue_, counters_, stop_, store totals
   std::condition_variable cv_;

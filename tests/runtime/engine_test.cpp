@@ -1,7 +1,7 @@
 // Engine: slots, the scheduler's turns (chunked prefill interleaved with decoding), finish
 // reasons, stop strings, cancellation, validation and the queue limit — on a scripted fake model
 // (driven turn by turn) and on the bundled model (scheduler thread: concurrent requests must give
-// exactly what one request at a time gives).
+// exactly what one request at a time gives, with the slots decoded one by one or in one batch).
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
@@ -55,16 +55,17 @@ struct FakeEngine {
   ByteTokenizer tok;
   std::vector<ScriptSession*> sessions;
   std::unique_ptr<Engine> e;
-  FakeEngine(int slots, std::vector<int32_t> script, EngineOptions o = {}, int n_ctx = 64) {
+  FakeEngine(int slots, std::vector<int32_t> script, EngineOptions o = {}, int n_ctx = 64,
+             Engine::BatchDecode batch = nullptr) {
     o.n_slots = slots;
-    o.keep_alive = true;
+    o.manual_step = true;
     auto r = Engine::create(
         [&, script]() -> Result<std::unique_ptr<Session>> {
           auto s = std::make_unique<ScriptSession>(n_ctx, script);
           sessions.push_back(s.get());
           return std::unique_ptr<Session>(std::move(s));
         },
-        &tok, kVocab, o);
+        &tok, kVocab, o, nullptr, std::move(batch));
     EXPECT_TRUE(r.ok()) << r.message();
     e = std::move(*r);
   }
@@ -98,6 +99,40 @@ TEST(Engine, SlotsRunRequestsAndTheQueueWaits) {
   EXPECT_EQ(c.running, 0);
   EXPECT_EQ(f.e->metrics_text().find("strata_expert_hit_rate"), std::string::npos);  // no store
   EXPECT_NE(f.e->metrics_text().find("strata_generation_tokens_total 12\n"), std::string::npos);
+}
+
+// With a batched decode, the slots that sampled a token this turn share one call; the text is the
+// same as with one eval per slot.
+TEST(Engine, DecodingSlotsShareOneForwardPerTurn) {
+  std::vector<size_t> calls;
+  Engine::BatchDecode batch = [&](std::span<Session* const> s, std::span<const int32_t> t,
+                                  float* logits) -> Status {
+    calls.push_back(s.size());
+    for (size_t i = 0; i < s.size(); ++i) STRATA_TRY(s[i]->eval(t.subspan(i, 1), logits + i * kVocab, false));
+    return Status{};
+  };
+  FakeEngine f(3, {'a', 'b', 'c', 'd'}, {}, 64, batch);
+  Got g[3];
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.e->submit(params({'x', 'y'}, 3 + i), g[i].sink()).ok());
+  f.run();
+  EXPECT_EQ(g[0].text, "cda");
+  EXPECT_EQ(g[1].text, "cdab");
+  EXPECT_EQ(g[2].text, "cdabc");
+  // Turns 1-2: three slots decode together; turn 3: two (the first ended); turn 4: one (no batch).
+  EXPECT_EQ(calls, (std::vector<size_t>{3, 3, 2}));
+  const EngineCounters c = f.e->counters();
+  EXPECT_EQ(c.decode_steps, 4u);  // three batched forwards + one single eval
+  EXPECT_EQ(c.decode_rows, 9u);
+  EngineOptions off;
+  off.batch_decode = false;
+  calls.clear();
+  FakeEngine u(3, {'a', 'b', 'c', 'd'}, off, 64, batch);
+  Got h;
+  ASSERT_TRUE(u.e->submit(params({'x', 'y'}, 3), h.sink()).ok());
+  ASSERT_TRUE(u.e->submit(params({'x', 'y'}, 3), g[0].sink()).ok());
+  u.run();
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(h.text, "cda");
 }
 
 TEST(Engine, LongPromptsArePrefilledInChunksBetweenOtherSlotsTokens) {
@@ -244,38 +279,47 @@ TEST(EngineModel, ConcurrentRequestsMatchOneAtATime) {
     });
     ASSERT_TRUE(r.ok()) << r.message();
   }
-  EngineOptions eo;
-  eo.n_slots = 2;
-  eo.prefill_chunk = 4;
-  auto e = Engine::create([&] { return model.new_session({.n_ctx = 128}); }, &tok, model.n_vocab(), eo);
-  ASSERT_TRUE(e.ok()) << e.message();
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> got(3);
-  int done = 0;
-  for (size_t i = 0; i < 3; ++i) {
-    CompletionParams p;
-    p.prompt = tok.encode(prompts[i], true, true);
-    p.n_predict = 20;
-    p.sampling = sp[i];
-    auto id = (*e)->submit(p, [&, i](const CompletionEvent& ev) {
-      std::lock_guard<std::mutex> lk(mu);
-      got[i] += ev.text;
-      if (ev.done) {
-        EXPECT_EQ(ev.finish, FinishReason::length) << ev.error;
-        EXPECT_EQ(ev.n_gen, 20);
-        ++done;
-        cv.notify_all();
-      }
-      return true;
-    });
-    ASSERT_TRUE(id.ok()) << id.message();
+  for (bool batched : {false, true}) {
+    SCOPED_TRACE(batched ? "batched decode" : "one eval per slot");
+    EngineOptions eo;
+    eo.n_slots = 2;
+    eo.prefill_chunk = 4;
+    eo.batch_decode = batched;
+    auto e = Engine::for_model(model, {.n_ctx = 128}, eo);
+    ASSERT_TRUE(e.ok()) << e.message();
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> got(3);
+    int done = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      CompletionParams p;
+      p.prompt = tok.encode(prompts[i], true, true);
+      p.n_predict = 20;
+      p.sampling = sp[i];
+      auto id = (*e)->submit(p, [&, i](const CompletionEvent& ev) {
+        std::lock_guard<std::mutex> lk(mu);
+        got[i] += ev.text;
+        if (ev.done) {
+          EXPECT_EQ(ev.finish, FinishReason::length) << ev.error;
+          EXPECT_EQ(ev.n_gen, 20);
+          ++done;
+          cv.notify_all();
+        }
+        return true;
+      });
+      ASSERT_TRUE(id.ok()) << id.message();
+    }
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(120), [&] { return done == 3; }));
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
+    EXPECT_GT((*e)->kv_bytes(), 0u);
+    EXPECT_GT((*e)->ttft_percentile(0.5), 0.0);
+    const EngineCounters c = (*e)->counters();
+    if (batched)
+      EXPECT_LT(c.decode_steps, c.decode_rows);
+    else
+      EXPECT_EQ(c.decode_steps, c.decode_rows);
   }
-  std::unique_lock<std::mutex> lk(mu);
-  ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(120), [&] { return done == 3; }));
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "request " << i;
-  EXPECT_GT((*e)->kv_bytes(), 0u);
-  EXPECT_GT((*e)->ttft_percentile(0.5), 0.0);
 }
 
 }  // namespace
