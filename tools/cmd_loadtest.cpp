@@ -160,7 +160,8 @@ int cmd_loadtest(int argc, char** argv) {
         j["server"]["expert_hit_rate"] = st->stats().totals().hit_rate();
     }
     std::ofstream f(json_out);
-    if (!(f << j.dump(2) << "\n")) return fail("cannot write '" + json_out + "'");
+    if (!(f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"))
+      return fail("cannot write '" + json_out + "'");
   }
   engine.reset();
   if (model) {

@@ -13,9 +13,15 @@ using nlohmann::json;
 
 namespace {
 
+// Model text is bytes: a token may end inside a UTF-8 character or hold an invalid sequence.
+// JSON needs valid UTF-8, so invalid bytes become U+FFFD (never an exception on a server thread).
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json; charset=utf-8");
+  res.set_content(dump(body), "application/json; charset=utf-8");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
@@ -23,7 +29,7 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
 }
 
 std::string sse(const json& j) {
-  return "data: " + j.dump() + "\n\n";
+  return "data: " + dump(j) + "\n\n";
 }
 
 // A streamed response's state, shared by httplib's content provider and its releaser.
@@ -34,6 +40,40 @@ struct Stream {
   bool first = true;
   bool finished = false;
 };
+
+// One call of a streamed response's content provider: waits for the next event, writes its SSE
+// chunks; false when the client is gone.
+bool stream_step(Stream& st, httplib::DataSink& sink) {
+  if (st.finished) {
+    sink.done();
+    return true;
+  }
+  CompletionEvent ev = st.ch->pop();
+  std::string out;
+  if (!ev.text.empty()) {
+    out += sse(chunk_body(st.head, ev.text, nullptr, st.first));
+    st.first = false;
+  }
+  if (ev.done) {
+    if (ev.finish == FinishReason::error) {
+      out += sse(error_body(ev.error, 500));
+    } else {
+      out += sse(chunk_body(st.head, "", api_finish_reason(ev.finish), st.first));
+      if (st.include_usage) {
+        json u = chunk_body(st.head, "", nullptr, false);
+        u["choices"] = json::array();
+        u["usage"] = usage_body(ev);
+        u["timings"] = timings_body(ev);
+        out += sse(u);
+      }
+    }
+    out += "data: [DONE]\n\n";
+    st.finished = true;
+  }
+  if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
+  if (st.finished) sink.done();
+  return true;
+}
 
 }  // namespace
 
@@ -167,38 +207,15 @@ void HttpServer::routes() {
     res.set_chunked_content_provider(
         "text/event-stream",
         [st](size_t, httplib::DataSink& sink) {
-          if (st->finished) {
-            sink.done();
-            return true;
+          try {
+            return stream_step(*st, sink);
+          } catch (...) {  // never let an exception end the process from a server thread
+            return false;
           }
-          CompletionEvent ev = st->ch->pop();
-          std::string out;
-          if (!ev.text.empty()) {
-            out += sse(chunk_body(st->head, ev.text, nullptr, st->first));
-            st->first = false;
-          }
-          if (ev.done) {
-            if (ev.finish == FinishReason::error) {
-              out += sse(error_body(ev.error, 500));
-            } else {
-              out += sse(chunk_body(st->head, "", api_finish_reason(ev.finish), st->first));
-              if (st->include_usage) {
-                json u = chunk_body(st->head, "", nullptr, false);
-                u["choices"] = json::array();
-                u["usage"] = usage_body(ev);
-                u["timings"] = timings_body(ev);
-                out += sse(u);
-              }
-            }
-            out += "data: [DONE]\n\n";
-            st->finished = true;
-          }
-          if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
-          if (st->finished) sink.done();
-          return true;
         },
         [st](bool) { st->ch->close(); });
   };
+
   for (const char* p : {"/v1/completions", "/completions"})
     s.Post(p, [completion](const httplib::Request& q, httplib::Response& r) { completion(q, r, false); });
   for (const char* p : {"/v1/chat/completions", "/chat/completions"})
