@@ -1,30 +1,24 @@
-// AVX2 many-token products (KernelTraits::gemm_panel) for F16 weights against F16 activations
-// and BF16 against BF16, for CPUs without AVX-512.
+// AVX2 many-token product (KernelTraits::gemm_panel) for F16 weights against F16 activations, for
+// CPUs without AVX-512.
 //
-// The AVX-512 F16 panel (avx512_gemm_panel_f16.cpp) at half width, with its bits: there, each
-// (row, token) element sums its products in one 16-lane f32 accumulator, lane j taking the
-// positions ≡ j (mod 16) of a 1024-element K chunk, reduced per chunk into y. Here lane j < 8 and
-// lane j ≥ 8 are two 8-lane sums that never meet before the reduction, so a register tile
-// computes them one after the other — the "lo" pass over positions 16g..16g+7, the "hi" pass
-// over 16g+8..16g+15 — and adds hi + lo lane by lane before the horizontal sum (the order of
-// _mm512_reduce_add_ps). Same products, same chunk boundaries, same zero-padded tail, same
-// reduction: bit-identical to the AVX-512 panel, and like it equal to vec_dot up to f32
-// summation order; an element's arithmetic does not depend on nr, nt or on which rows and
-// tokens share the call. BF16 runs the same code with a shift for the widening (exact too); it
-// has no AVX-512 panel, so the AVX-512 table inherits this one (as fast as the AVX-512 BF16
-// tiles at 8 tokens, faster at 64: BM_Gemm).
+// Per element, the arithmetic of the AVX2 one-token kernel gemv_f16 (avx2_gemv.cpp), so prefill
+// and decode give the same bits (a MoE's near-tied routing cannot tip differently between them):
+// per 2048-element segment of K, one 8-lane f32 accumulator of FMAs over the segment's multiple
+// of 8, its horizontal sum, the segment's last n % 8 products added in scalar f32, and y = the
+// first segment's sum, then y + each further one. (For n ≤ 2048 also the bits of the 4 × 4 tiles
+// of avx2_gemm.cpp.) An element's arithmetic does not depend on nr, nt or on which rows and tokens
+// share the call, and equals vec_dot up to f32 summation order.
 //
-// The activations of up to 6 tokens are widened to f32 once per K chunk into an L1 scratch,
-// each token's chunk de-interleaved into its lo and hi halves so both passes read it in order.
-// 16 YMM registers: a tile of R rows × T tokens keeps R·T accumulators, R converted weight
-// vectors and one activation vector live; per 8 positions it spends R conversions of weights
-// and R·T FMAs (2 × 6 for the full tile: 2 conversions per 12 FMAs, where the 4 × 2 tiles of
-// avx2_gemm.cpp convert 6 per 8). Tiles of fewer tokens take more rows, so that they still
-// keep 8–12 independent FMA chains in flight.
+// The activations of up to 6 tokens are widened to f32 once per 1024-element sub-segment into an
+// L1 scratch (6 × 4 KiB); when a segment has two, the accumulators of a block of 48 rows carry
+// from the first to the second through a small buffer. 16 YMM registers: a register tile of
+// R rows × T tokens keeps R·T accumulators, R converted weight vectors and one activation vector
+// live; per 8 positions it spends R VCVTPH2PS on the weights and R·T FMAs (2 × 6 for the full
+// tile: 2 conversions per 12 FMAs, where the 4 × 2 passes of avx2_gemm.cpp convert 6 per 8).
+// Tiles of fewer tokens take more rows, so that they still keep 8–12 FMA chains in flight.
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/traits.h"
 #include "kernels/x86/avx2/avx2_kernels.h"
@@ -33,10 +27,12 @@
 namespace strata::x86::avx2 {
 namespace {
 
-constexpr int kMaxT = 6;          // tokens per register tile
-constexpr int kMaxR = 4;          // rows per register tile (tiles of few tokens)
-constexpr int64_t kChunk = 1024;  // K chunk: the AVX-512 panel's (its reduction points)
-constexpr int64_t kHalf = kChunk / 2;
+constexpr int kMaxT = 6;        // tokens per register tile
+constexpr int kMaxR = 4;        // rows per register tile (tiles of few tokens)
+constexpr int64_t kSeg = 2048;  // K segment: avx2_gemv.cpp's kFloatSeg (where y takes a partial sum)
+constexpr int64_t kSub = 1024;  // activations widened per sub-segment: 6 tokens × 4 KiB stay in L1
+constexpr int64_t kBlock = 48;  // rows whose accumulators carry across a segment's sub-segments
+static_assert(kSeg == 2 * kSub && kBlock % 12 == 0, "two sub-segments; blocks of whole 2-, 3-, 4-row tiles");
 
 // Rows per tile for T tokens: R·T accumulators + R weights + 1 activation ≤ 16 registers.
 constexpr int rows_for(int t) {
@@ -49,160 +45,137 @@ inline void pin(__m256& v) {
   asm("" : "+x"(v));
 }
 
-// 8 halves or bfloat16s at p → 8 f32 (exact).
-struct F16 {
-  static __m256 load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-};
-struct Bf16 {
-  static __m256 load8(const uint16_t* p) {
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-  }
+inline __m256 f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// One register tile's share of a sub-segment.
+struct Step {
+  int64_t vlen;            // positions in 8-lane steps (a multiple of 8)
+  int64_t tail;            // scalar positions after them (the segment's n % 8; last sub-segment only)
+  const float* xs;         // token t's widened sub-segment at xs + t·kSub (vlen + tail values)
+  __m256 (*carry)[kMaxT];  // accumulators carried across sub-segments, [row][token] (null: none)
+  bool resume;             // start from carry (else from zero)
+  bool last;               // the segment's last sub-segment: finish into y (else store to carry)
+  bool add;                // not the first segment: y += the sum (else y = it)
+  const uint8_t* pf;       // the next tile's first row at this sub-segment (null: none)
 };
 
-// One half (Half 0: lo, 1: hi) of a tile's chunk: acc[r][t] = Σ_g w_r[16g + 8·Half + j]·x_t[same],
-// lane j, over the chunk's groups of 16 positions, the last one zero-padded (wt, when rest).
-// xh + t·kChunk: token t's widened half. pf: see tile.
-template <class C, int R, int T, int Half>
-inline void pass(int64_t groups, bool rest, const uint16_t* const* wr, const uint16_t (*wt)[16],
-                 const float* xh, const uint8_t* pf, size_t ws, __m256 (&acc)[R][T]) {
+// Rows w + r·ws (f16, at the sub-segment's start) × tokens: the segment's sums into y[t][r0 + r].
+// The prefetch takes a line per row every 32 positions, so the next tile's weights arrive from
+// memory while this one computes.
+template <int R, int T>
+void tile(const uint8_t* w, size_t ws, float* const* y, int64_t r0, const Step& s) {
+  const uint16_t* wr[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(r) * ws);
+  __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 6
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    if (Half == 0 && pf != nullptr && g % 2 == 0)
+    for (int t = 0; t < T; ++t) acc[r][t] = s.resume ? s.carry[r][t] : _mm256_setzero_ps();
+  for (int64_t i = 0; i < s.vlen; i += 8) {
+    if (s.pf != nullptr && i % 32 == 0)
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + static_cast<size_t>(r) * ws + 32 * g), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(s.pf + static_cast<size_t>(r) * ws + 2 * i), _MM_HINT_T0);
     __m256 wv[R];
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) wv[r] = C::load8(wr[r] + 16 * g + 8 * Half);
+    for (int r = 0; r < R; ++r) wv[r] = f16x8(wr[r] + i);
 #pragma GCC unroll 6
     for (int t = 0; t < T; ++t) {
-      __m256 xv = _mm256_load_ps(xh + t * kChunk + 8 * g);
+      __m256 xv = _mm256_load_ps(s.xs + t * kSub + i);
       pin(xv);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
-  if (rest) {
-    __m256 wv[R];
+  if (!s.last) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) wv[r] = C::load8(wt[r] + 8 * Half);
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 6
-    for (int t = 0; t < T; ++t) {
-      const __m256 xv = _mm256_load_ps(xh + t * kChunk + 8 * groups);
+      for (int t = 0; t < T; ++t) s.carry[r][t] = acc[r][t];
+    return;
+  }
+  // gemv_f16's finish, expression for expression.
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    const float* xf = s.xs + t * kSub + s.vlen;
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    for (int r = 0; r < R; ++r) {
+      float sum = hsum_f32x8(acc[r][t]);
+      for (int64_t j = 0; j < s.tail; ++j) sum += h2f(wr[r][s.vlen + j]) * xf[j];
+      float* yr = y[t] + r0 + r;
+      *yr = s.add ? *yr + sum : sum;
     }
   }
 }
 
-// y[t][r0 + r] (+)= Σ_k w_r[k]·x_t[k] over one chunk of len elements; w_r = w + r·ws (f16);
-// xs + t·kChunk is token t's widened chunk, lo halves first ([8g, 8g+8) = positions
-// 16g..16g+7), then hi halves at kHalf, zero-padded to a multiple of 16 positions.
-// pf: the next tile's first row (same chunk offset), prefetched a line per row every 32 positions
-// of the lo pass (null: none).
-template <class C, int R, int T>
-void tile(int64_t len, const uint8_t* w, size_t ws, const float* xs, float* const* y, int64_t r0, bool first,
-          const uint8_t* pf) {
-  const uint16_t* wr[R];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(r) * ws);
-  const int64_t groups = len / 16, rest = len % 16;
-  // The partial last group's weights, zero-padded (the AVX-512 panel's masked load).
-  alignas(16) uint16_t wt[R][16];
-  if (rest != 0) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      std::memset(wt[r], 0, sizeof wt[r]);
-      std::memcpy(wt[r], wr[r] + groups * 16, static_cast<size_t>(rest) * sizeof(uint16_t));
-    }
-  }
-  __m256 lo[R][T], hi[R][T];
-  pass<C, R, T, 0>(groups, rest != 0, wr, wt, xs, pf, ws, lo);
-  pass<C, R, T, 1>(groups, rest != 0, wr, wt, xs + kHalf, pf, ws, hi);
-#pragma GCC unroll 6
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const float s = hsum_f32x8(_mm256_add_ps(hi[r][t], lo[r][t]));
-      y[t][r0 + r] = first ? s : y[t][r0 + r] + s;
-    }
-}
-
-using TileFn = void (*)(int64_t, const uint8_t*, size_t, const float*, float* const*, int64_t, bool,
-                        const uint8_t*);
+using TileFn = void (*)(const uint8_t*, size_t, float* const*, int64_t, const Step&);
 
 // kTiles[T − 1][R − 1] for R ≤ rows_for(T) (null above).
-template <class C, int R, int T>
+template <int R, int T>
 constexpr TileFn tile_or_null() {
   if constexpr (R <= rows_for(T))
-    return tile<C, R, T>;
+    return tile<R, T>;
   else
     return nullptr;
 }
-template <class C, int T>
-constexpr TileFn kRow[kMaxR] = {tile_or_null<C, 1, T>(), tile_or_null<C, 2, T>(), tile_or_null<C, 3, T>(),
-                                tile_or_null<C, 4, T>()};
+template <int T>
+constexpr TileFn kRow[kMaxR] = {tile_or_null<1, T>(), tile_or_null<2, T>(), tile_or_null<3, T>(),
+                                tile_or_null<4, T>()};
 static_assert(kMaxT == 6 && kMaxR == 4, "tile table is 6 tokens × 4 rows");
-template <class C>
-constexpr const TileFn* kTiles[kMaxT] = {kRow<C, 1>, kRow<C, 2>, kRow<C, 3>,
-                                         kRow<C, 4>, kRow<C, 5>, kRow<C, 6>};
+constexpr const TileFn* kTiles[kMaxT] = {kRow<1>, kRow<2>, kRow<3>, kRow<4>, kRow<5>, kRow<6>};
 
-// Token t's elements [k0, k0 + len) as f32, lo halves then hi halves (see tile), zero-padded.
-template <class C>
+// len halves → f32 (exact), 8 at a time, the rest one by one.
 void widen(const uint16_t* xh, int64_t len, float* dst) {
-  const int64_t groups = len / 16, rest = len % 16;
-  for (int64_t g = 0; g < groups; ++g) {
-    _mm256_store_ps(dst + 8 * g, C::load8(xh + 16 * g));
-    _mm256_store_ps(dst + kHalf + 8 * g, C::load8(xh + 16 * g + 8));
-  }
-  if (rest != 0) {
-    alignas(16) uint16_t t[16] = {};
-    std::memcpy(t, xh + 16 * groups, static_cast<size_t>(rest) * sizeof(uint16_t));
-    _mm256_store_ps(dst + 8 * groups, C::load8(t));
-    _mm256_store_ps(dst + kHalf + 8 * groups, C::load8(t + 8));
-  }
-}
-
-template <class C>
-void gemm_panel(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
-                float* const* y) {
-  alignas(32) float xs[kMaxT * kChunk];
-  const uint8_t* wb = static_cast<const uint8_t*>(w);
-  // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): each tile reuses its weight vectors.
-  const int n_tiles = (nt + kMaxT - 1) / kMaxT;
-  for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
-    const int64_t len = std::min(kChunk, n - k0);
-    for (int k = 0, t0 = 0; k < n_tiles; ++k) {
-      const int tt = (nt - t0) / (n_tiles - k);
-      for (int t = 0; t < tt; ++t)
-        widen<C>(static_cast<const uint16_t*>(x[t0 + t]) + k0, len, xs + t * kChunk);
-      const int rmax = rows_for(tt);
-      for (int64_t r = 0; r < nr; r += rmax) {
-        const int rr = static_cast<int>(std::min<int64_t>(rmax, nr - r));
-        const uint8_t* wr = wb + static_cast<size_t>(r) * ws + static_cast<size_t>(k0) * 2;
-        const uint8_t* pf = r + 2 * rmax <= nr ? wr + rmax * ws : nullptr;
-        kTiles<C>[tt - 1][rr - 1](len, wr, ws, xs, y + t0, r, k0 == 0, pf);
-      }
-      t0 += tt;
-    }
-  }
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) _mm256_store_ps(dst + i, f16x8(xh + i));
+  for (; i < len; ++i) dst[i] = h2f(xh[i]);
 }
 
 }  // namespace
 
 void gemm_panel_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                     float* const* y) {
-  gemm_panel<F16>(n, w, ws, nr, x, nt, y);
-}
-void gemm_panel_bf16(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
-                     float* const* y) {
-  gemm_panel<Bf16>(n, w, ws, nr, x, nt, y);
+  alignas(32) float xs[kMaxT * kSub];
+  alignas(32) __m256 carry[kBlock][kMaxT];
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): each tile reuses its weight vectors.
+  const int n_tiles = (nt + kMaxT - 1) / kMaxT;
+  for (int64_t k0 = 0; k0 < n; k0 += kSeg) {
+    const int64_t len = std::min(kSeg, n - k0), len8 = len / 8 * 8;
+    // One sub-segment: no carry, so no row blocks either (the activations are widened once).
+    const int64_t block = len <= kSub ? nr : kBlock;
+    for (int k = 0, t0 = 0; k < n_tiles; ++k) {
+      const int tt = (nt - t0) / (n_tiles - k);
+      const int rmax = rows_for(tt);
+      for (int64_t b0 = 0; b0 < nr; b0 += block) {
+        const int64_t b1 = std::min(nr, b0 + block);
+        for (int64_t s0 = 0; s0 < len; s0 += kSub) {
+          const int64_t s1 = std::min(len, s0 + kSub);
+          for (int t = 0; t < tt; ++t)
+            widen(static_cast<const uint16_t*>(x[t0 + t]) + k0 + s0, s1 - s0, xs + t * kSub);
+          Step st;
+          st.vlen = std::min(len8, s1) - s0;
+          st.tail = s1 == len ? len - len8 : 0;
+          st.xs = xs;
+          st.resume = s0 > 0;
+          st.last = s1 == len;
+          st.add = k0 > 0;
+          const uint8_t* wseg = wb + static_cast<size_t>(k0 + s0) * 2;
+          for (int64_t r = b0; r < b1; r += rmax) {
+            const int rr = static_cast<int>(std::min<int64_t>(rmax, b1 - r));
+            const uint8_t* wr = wseg + static_cast<size_t>(r) * ws;
+            st.carry = len <= kSub ? nullptr : carry + (r - b0);
+            st.pf = r + 2 * rmax <= nr ? wr + rmax * ws : nullptr;
+            kTiles[tt - 1][rr - 1](wr, ws, y + t0, r, st);
+          }
+        }
+      }
+      t0 += tt;
+    }
+  }
 }
 
 }  // namespace strata::x86::avx2

@@ -61,12 +61,10 @@ void gemm_panel_q4_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const
 void gemm_panel_q6_k_q8_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                           float* const* y);
 
-// F16 and BF16 many-token panels, avx2_gemm_panel_f16.cpp: F16 gives the AVX-512 F16 panel's
-// bits; both equal vec_dot up to f32 summation order.
+// F16 many-token panel, avx2_gemm_panel_f16.cpp: gemv_f16's bits per element (decode and prefill
+// agree), equal to vec_dot up to f32 summation order.
 void gemm_panel_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
                     float* const* y);
-void gemm_panel_bf16(int64_t n, const void* w, size_t ws, int64_t nr, const void* const* x, int nt,
-                     float* const* y);
 
 // One-token products (kernels/traits.h GemvFn), avx2_gemv.cpp; equal vec_dot per row up to f32
 // summation order.

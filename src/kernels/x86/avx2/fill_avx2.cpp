@@ -31,7 +31,6 @@ void fill_avx2(KernelTraits* t) {
   at(GgmlType::q4_k).gemm_panel = avx2::gemm_panel_q4_k_q8_k;
   at(GgmlType::q6_k).gemm_panel = avx2::gemm_panel_q6_k_q8_k;
   at(GgmlType::f16).gemm_panel = avx2::gemm_panel_f16;
-  at(GgmlType::bf16).gemm_panel = avx2::gemm_panel_bf16;
   at(GgmlType::q8_0).gemv = avx2::gemv_q8_0_q8_0;
   at(GgmlType::q4_0).gemv = avx2::gemv_q4_0_q8_0;
   at(GgmlType::mxfp4).gemv = avx2::gemv_mxfp4_q8_0;
