@@ -223,7 +223,7 @@ TEST_F(HttpServerTest, ApiKeyIsRequiredWhenSet) {
 }
 
 TEST_F(HttpServerTest, MetricsCountRequestsAndAHangUpCancels) {
-  start({}, {}, /*eval_delay_ms=*/5);  // 80 tokens take > 400 ms: the hang-up comes first
+  start({}, {}, /*eval_delay_ms=*/10);  // 90 tokens take > 900 ms: the hang-up comes first
   auto c = client();
   auto r = c.Post("/v1/completions", R"({"prompt": "The", "max_tokens": 5, "temperature": 0})",
                   "application/json");
@@ -234,7 +234,7 @@ TEST_F(HttpServerTest, MetricsCountRequestsAndAHangUpCancels) {
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
-  req.body = R"({"prompt": "The", "max_tokens": 80, "temperature": 0, "ignore_eos": true, "stream": true})";
+  req.body = R"({"prompt": "The", "max_tokens": 90, "temperature": 0, "ignore_eos": true, "stream": true})";
   req.set_header("Content-Type", "application/json");
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
   hang.send(req);
