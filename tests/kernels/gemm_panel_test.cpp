@@ -76,5 +76,29 @@ TEST(GemmPanel, MatchesScalarVecDot) {
   EXPECT_GT(checked, 0) << "no AVX-512 panel kernels registered";
 }
 
+// Decode (gemv) and prefill (panel) of F16 weights give the same bits on AVX-512, also past the
+// panel's 1024-element K chunk (the gemv summed 2048-element segments until they were aligned).
+TEST(GemmPanel, F16PanelEqualsGemvBits) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "CPU lacks avx512";
+  const KernelTraits& k = kernel_traits(GgmlType::f16, Isa::avx512);
+  ASSERT_NE(k.gemm_panel, nullptr);
+  ASSERT_NE(k.gemv, nullptr);
+  const QuantRef& ref = *quant_ref(GgmlType::f16);
+  for (int64_t n : {512, 1024, 1040, 2048, 3000, 4096}) {
+    const int64_t nr = 9;
+    const size_t rb = row_bytes(GgmlType::f16, n);
+    std::vector<uint8_t> w(rb * nr), x(rb);
+    for (int64_t r = 0; r < nr; ++r)
+      ref.from_float(gaussian(n, static_cast<uint32_t>(n + r)).data(), w.data() + r * rb, n);
+    ref.from_float(gaussian(n, static_cast<uint32_t>(3 * n)).data(), x.data(), n);
+    std::vector<float> g(nr), p(nr);
+    k.gemv(n, w.data(), rb, nr, x.data(), g.data());
+    const void* xp = x.data();
+    float* yp = p.data();
+    k.gemm_panel(n, w.data(), rb, nr, &xp, 1, &yp);
+    for (int64_t r = 0; r < nr; ++r) EXPECT_EQ(g[r], p[r]) << "n=" << n << " r=" << r;
+  }
+}
+
 }  // namespace
 }  // namespace strata
