@@ -60,7 +60,7 @@ class DecoderState final : public ArchState {
   AlignedPtr<float> x;            // [n_batch][n_embd] residual
   AlignedPtr<float> h;            // [n_batch][n_embd] normed block input
   AlignedPtr<float> y;            // [n_batch][n_embd] block output
-  std::vector<AttnSegment> segs;  // forward_decode_batch: one attention segment per sequence
+  std::vector<AttnSegment> segs;  // the step's attention segments (one per sequence in it)
 };
 
 class Decoder final : public Architecture {
@@ -75,11 +75,43 @@ class Decoder final : public Architecture {
 
   Status forward(ArchState& base, const Batch& b, float* logits, ThreadPool& pool) const override {
     auto& st = static_cast<DecoderState&>(base);
-    const int64_t n = static_cast<int64_t>(b.tokens.size()), d = hp_.n_embd;
+    const int64_t n = static_cast<int64_t>(b.tokens.size());
+    STRATA_ASSERT(n >= 1 && n <= st.n_batch && b.pos0 >= 0 && b.pos0 + n <= st.n_ctx);
+    return run(st, b.tokens, b.all_logits ? 0 : n - 1, logits, pool, [&](int il) {
+      st.segs.assign(1, AttnSegment{&st.kv.layer(il), b.pos0, 0, n});
+    });
+  }
+
+  bool can_decode_batch() const override { return true; }
+
+  // One row per sequence; attention keeps each row with its own cache and position. The first
+  // state's scratch serves the step.
+  Status forward_decode_batch(std::span<ArchState* const> states, std::span<const int32_t> tokens,
+                              std::span<const int64_t> pos, float* logits, ThreadPool& pool) const override {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    STRATA_ASSERT(n >= 1 && states.size() == tokens.size() && pos.size() == tokens.size());
+    auto& st = static_cast<DecoderState&>(*states[0]);
+    STRATA_ASSERT(n <= st.n_batch);
+    for (int64_t t = 0; t < n; ++t)
+      STRATA_ASSERT(pos[t] >= 0 && pos[t] < static_cast<DecoderState&>(*states[t]).n_ctx);
+    return run(st, tokens, 0, logits, pool, [&](int il) {
+      st.segs.resize(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t)
+        st.segs[t] = AttnSegment{&static_cast<DecoderState&>(*states[t]).kv.layer(il), pos[t], t, 1};
+    });
+  }
+
+ private:
+  // The step shared by forward() and forward_decode_batch(): embeddings, the layers, then logits of
+  // rows r0..n-1. segs_of(il) fills st.segs with layer il's attention segments (one sequence, or one
+  // row per sequence); st.segs is reserved for n_batch rows, so nothing allocates here.
+  template <class SegsOf>
+  Status run(DecoderState& st, std::span<const int32_t> tokens, int64_t r0, float* logits, ThreadPool& pool,
+             SegsOf segs_of) const {
+    const int64_t n = static_cast<int64_t>(tokens.size()), d = hp_.n_embd;
     float* x = st.x.get();
     float* h = st.h.get();
     float* y = st.y.get();
-    STRATA_ASSERT(n >= 1 && n <= st.n_batch && b.pos0 >= 0 && b.pos0 + n <= st.n_ctx);
     st.arena.reset();
     // One expert-store step per forward (its logical clock counts tokens), closed on every path.
     struct StepScope {
@@ -89,12 +121,13 @@ class Decoder final : public Architecture {
       }
     } scope{st.experts};
     if (st.experts) st.experts->begin_step(n);
-    for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, b.tokens[t], x + t * d);
+    for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, tokens[t], x + t * d);
 
     for (int il = 0; il < hp_.n_layer; ++il) {
       const DecoderLayer& l = w_.layers[il];
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.attn_norm, h + t * d, d, hp_.rms_eps);
-      attention_forward(l.attn, l.attn_w, st.kv.layer(il), h, n, b.pos0, y, pool, st.arena);
+      segs_of(il);
+      attention_forward_segments(l.attn, l.attn_w, st.segs, h, n, y, pool, st.arena);
       vec_add(x, y, n * d);
 
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
@@ -107,61 +140,11 @@ class Decoder final : public Architecture {
       st.arena.reset();
     }
 
-    const int64_t r0 = b.all_logits ? 0 : n - 1;
     for (int64_t t = r0; t < n; ++t) rms_norm(x + t * d, w_.output_norm, h + t * d, d, hp_.rms_eps);
     linear(pool, st.arena, *w_.output, h + r0 * d, n - r0, logits);
     return {};
   }
 
-  bool can_decode_batch() const override { return true; }
-
-  // The same layer loop as forward() over one row per sequence; attention keeps each row with its
-  // own cache and position (attention_forward_segments). The first state's scratch serves the step.
-  Status forward_decode_batch(std::span<ArchState* const> states, std::span<const int32_t> tokens,
-                              std::span<const int64_t> pos, float* logits, ThreadPool& pool) const override {
-    const int64_t n = static_cast<int64_t>(tokens.size()), d = hp_.n_embd;
-    STRATA_ASSERT(n >= 1 && states.size() == tokens.size() && pos.size() == tokens.size());
-    auto& st = static_cast<DecoderState&>(*states[0]);
-    STRATA_ASSERT(n <= st.n_batch);
-    float* x = st.x.get();
-    float* h = st.h.get();
-    float* y = st.y.get();
-    st.arena.reset();
-    struct StepScope {
-      ExpertSource* s;
-      ~StepScope() {
-        if (s) s->end_step();
-      }
-    } scope{st.experts};
-    if (st.experts) st.experts->begin_step(n);
-    for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, tokens[t], x + t * d);
-    std::vector<AttnSegment>& segs = st.segs;  // sized n_batch at construction: no allocation here
-    segs.resize(static_cast<size_t>(n));
-    for (int il = 0; il < hp_.n_layer; ++il) {
-      const DecoderLayer& l = w_.layers[il];
-      for (int64_t t = 0; t < n; ++t) {
-        auto& s = static_cast<DecoderState&>(*states[t]);
-        STRATA_ASSERT(pos[t] >= 0 && pos[t] < s.n_ctx);
-        segs[t] = AttnSegment{&s.kv.layer(il), pos[t], t, 1};
-        rms_norm(x + t * d, l.attn_norm, h + t * d, d, hp_.rms_eps);
-      }
-      attention_forward_segments(l.attn, l.attn_w, segs, h, n, y, pool, st.arena);
-      vec_add(x, y, n * d);
-      for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
-      if (l.moe) {
-        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, st.arena, st.experts, il));
-      } else {
-        ffn_swiglu_forward(*l.ffn_gate, *l.ffn_up, *l.ffn_down, h, n, y, pool, st.arena);
-      }
-      vec_add(x, y, n * d);
-      st.arena.reset();
-    }
-    for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, w_.output_norm, h + t * d, d, hp_.rms_eps);
-    linear(pool, st.arena, *w_.output, h, n, logits);
-    return {};
-  }
-
- private:
   HParams hp_;
   DecoderWeights w_;
 };
