@@ -6,12 +6,13 @@
 //   strata loadtest -m MODEL.gguf -np 4 --concurrency 4 --requests 32 --classes short:32,long:256 -n 64
 //   strata loadtest --url http://127.0.0.1:8080 --concurrency 8 --json report.json
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <utility>
 #include <thread>
 
-#include "base/units.h"
+#include "cli_args.h"
 #include "command.h"
 #include "engram_flags.h"
 #include "expert_flags.h"
@@ -93,17 +94,7 @@ int cmd_loadtest(int argc, char** argv) {
   strata::cli::ExpertFlags xf;
   xf.add(app);
   ef.add(app);
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (auto& a : args)
-    if (a == "-np") a = "--parallel";
-  std::reverse(args.begin(), args.end());
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what(), 2);
-  }
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "loadtest")) return *rc;
   if (url.empty() == model_path.empty()) return fail("give either --url http://HOST:PORT or -m MODEL", 2);
   auto cls = parse_classes(classes);
   if (!cls.ok()) return fail(cls.message(), 2);
@@ -122,8 +113,8 @@ int cmd_loadtest(int argc, char** argv) {
     o.host = hp->first;
     o.port = hp->second;
   } else {
-    auto c = strata::parse_size(ctx);
-    if (!c.ok()) return fail("-c: " + c.message(), 2);
+    auto c = strata::cli::parse_ctx(ctx);
+    if (!c.ok()) return fail(c.message(), 2);
     if (slots < 1 || slots > 256) return fail("--parallel must be in [1, 256]", 2);
     strata::LoadOptions lo{.n_threads = threads};
     if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
@@ -136,7 +127,7 @@ int cmd_loadtest(int argc, char** argv) {
     eo.n_slots = slots;
     eo.max_queue = o.requests;
     eo.batch_decode = decode_batch == "on";
-    const strata::SessionOptions so{.n_ctx = static_cast<int>(*c)};
+    const strata::SessionOptions so{.n_ctx = *c};
     auto e = strata::Engine::for_model(*model, so, eo);
     if (!e.ok()) return fail(e.message(), 2);
     engine = std::move(*e);

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "base/clock.h"
-#include "base/units.h"
+#include "cli_args.h"
 #include "command.h"
 #include "engram_flags.h"
 #include "expert_flags.h"
@@ -109,16 +109,9 @@ int cmd_run(int argc, char** argv) {
   strata::cli::ExpertFlags xf;
   xf.add(app);
   ef.add(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what(), 2);
-  }
-  auto c = strata::parse_size(ctx);
-  if (!c.ok()) return fail("-c: " + c.message(), 2);
-  if (*c > (1u << 24)) return fail("-c " + ctx + " is too large", 2);
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "run")) return *rc;
+  auto c = strata::cli::parse_ctx(ctx);
+  if (!c.ok()) return fail(c.message(), 2);
   if (n_batch < 1) return fail("-b must be >= 1", 2);
   if (!prompt_file.empty()) {
     std::ifstream in(prompt_file, std::ios::binary);
@@ -143,7 +136,7 @@ int cmd_run(int argc, char** argv) {
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
-  auto sess = (*model)->new_session({.n_ctx = static_cast<int>(*c), .n_batch = n_batch});
+  auto sess = (*model)->new_session({.n_ctx = *c, .n_batch = n_batch});
   if (!sess.ok()) return fail(sess.message());
   const double load_s = strata::now_seconds() - t_load0;
   if (!tokens_str.empty()) {

@@ -9,13 +9,12 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
-#include <algorithm>
 #include <cstdio>
 #include <vector>
 #include <thread>
 
 #include "base/clock.h"
-#include "base/units.h"
+#include "cli_args.h"
 #include "command.h"
 #include "engram_flags.h"
 #include "expert_flags.h"
@@ -63,21 +62,9 @@ int cmd_serve(int argc, char** argv) {
   strata::cli::ExpertFlags xf;
   xf.add(app);
   ef.add(app);
-  // llama-server spells --parallel "-np"; CLI11 takes one-letter short names only.
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (auto& a : args)
-    if (a == "-np") a = "--parallel";
-  std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what(), 2);
-  }
-  auto c = strata::parse_size(ctx);
-  if (!c.ok()) return fail("-c: " + c.message(), 2);
-  if (*c > (1u << 24)) return fail("-c " + ctx + " is too large", 2);
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "serve")) return *rc;
+  auto c = strata::cli::parse_ctx(ctx);
+  if (!c.ok()) return fail(c.message(), 2);
   if (n_batch < 1) return fail("-b must be >= 1", 2);
   if (so.port < 0 || so.port > 65535) return fail("--port must be in [0, 65535]", 2);
   if (eo.n_slots < 1 || eo.n_slots > 256)
@@ -112,7 +99,7 @@ int cmd_serve(int argc, char** argv) {
   } else {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
-  const strata::SessionOptions sopt{.n_ctx = static_cast<int>(*c), .n_batch = n_batch};
+  const strata::SessionOptions sopt{.n_ctx = *c, .n_batch = n_batch};
   auto engine = strata::Engine::for_model(m, sopt, eo);
   if (!engine.ok()) return fail(engine.message(), 2);
   if (alias.empty()) {
