@@ -11,12 +11,15 @@
 #include <string>
 
 #include "common/fixtures.h"
+#include "text/text_test_util.h"
 #include "format/gguf.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace strata {
 namespace {
+
+using testing::MemGguf;
 
 std::string detected(std::string_view tmpl) {
   auto f = chat_format_detect(tmpl);
@@ -210,22 +213,8 @@ TEST(ChatChoose, OverrideModelTemplateAndFallback) {
   EXPECT_NE(bad_model.message().find("pass --chat-template NAME"), std::string::npos) << bad_model.message();
 }
 
-struct MemGguf {
-  std::vector<uint8_t> bytes;
-  std::unique_ptr<GgufFile> file;
-};
-
 MemGguf gguf_with(const std::function<void(GgufWriter&)>& fill) {
-  GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  fill(w);
-  MemGguf m;
-  Status s = w.write_to_memory(&m.bytes);
-  EXPECT_TRUE(s.ok()) << s.message();
-  auto f = GgufFile::from_memory(m.bytes.data(), m.bytes.size(), "chat.gguf");
-  EXPECT_TRUE(f.ok());
-  if (f.ok()) m.file = std::move(f).value();
-  return m;
+  return testing::mem_gguf(fill, "chat.gguf");
 }
 
 TEST(ChatChoose, FromGgufMetadata) {

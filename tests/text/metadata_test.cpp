@@ -12,26 +12,13 @@
 namespace strata {
 namespace {
 
+using testing::MemGguf;
 using testing::tiny_bpe_data;
 using text::TokenType;
 
-// Writes VocabData-like metadata into an in-memory GGUF; `edit` may change the writer first.
-struct MemGguf {
-  std::vector<uint8_t> bytes;
-  std::unique_ptr<GgufFile> file;
-};
-
+// An in-memory GGUF with the metadata `fill` writes.
 MemGguf write_gguf(const std::function<void(GgufWriter&)>& fill) {
-  GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  fill(w);
-  MemGguf m;
-  Status s = w.write_to_memory(&m.bytes);
-  EXPECT_TRUE(s.ok()) << s.message();
-  auto f = GgufFile::from_memory(m.bytes.data(), m.bytes.size(), "test.gguf");
-  EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.message());
-  if (f.ok()) m.file = std::move(f).value();
-  return m;
+  return testing::mem_gguf(fill, "test.gguf");
 }
 
 void put_bpe(GgufWriter& w, const text::VocabData& d) {

@@ -92,3 +92,20 @@ text::VocabData tiny_bpe_data(const std::vector<std::string>& merges, const std:
 }
 
 }  // namespace strata::testing
+
+namespace strata::testing {
+
+MemGguf mem_gguf(const std::function<void(GgufWriter&)>& fill, const std::string& name) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  fill(w);
+  MemGguf m;
+  Status s = w.write_to_memory(&m.bytes);
+  EXPECT_TRUE(s.ok()) << s.message();
+  auto f = GgufFile::from_memory(m.bytes.data(), m.bytes.size(), name);
+  EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.message());
+  if (f.ok()) m.file = std::move(f).value();
+  return m;
+}
+
+}  // namespace strata::testing

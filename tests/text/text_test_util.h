@@ -1,8 +1,12 @@
 // Helpers shared by the text/ tests: the llama.cpp vocab fixtures, loaded once per test binary.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "format/gguf.h"
 
 #include "text/tokenizer.h"
 
@@ -33,5 +37,12 @@ struct ExtraToken {
 };
 text::VocabData tiny_bpe_data(const std::vector<std::string>& merges,
                               const std::vector<ExtraToken>& extra = {}, const std::string& pre = "gpt-2");
+
+// An in-memory GGUF of architecture "llama" with whatever `fill` writes (metadata tests).
+struct MemGguf {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<GgufFile> file;  // null (with a test failure) when it does not parse
+};
+MemGguf mem_gguf(const std::function<void(GgufWriter&)>& fill, const std::string& name = "test.gguf");
 
 }  // namespace strata::testing
