@@ -327,7 +327,8 @@ void mx_rows(const MxActs& xa, int64_t nb, const uint8_t* w, size_t ws, float* y
 // step to f32 against f32 activations (converted once per segment); BF16 takes 32 weights per
 // VDPBF16PS against the bf16 activations as they come.
 
-constexpr int64_t kF16Seg = 1024;  // f32 activations held per segment (4 KiB): the F16 panel's K chunk, so decode and prefill agree
+constexpr int64_t kF16Seg =
+    1024;  // f32 activations held per segment (4 KiB): the F16 panel's K chunk, so decode and prefill agree
 
 struct StepF16 {
   using X = float;
