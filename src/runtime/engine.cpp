@@ -311,8 +311,8 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
     counters_.prompt_tokens += s.n_eval;
     counters_.gen_tokens += static_cast<uint64_t>(s.n_gen);
     counters_.running = std::max(0, counters_.running - 1);
+    s.req.reset();  // under mu_: submit() counts free slots from other threads
   }
-  s.req.reset();
   s.sampler.reset();
   s.stops.reset();
 }
