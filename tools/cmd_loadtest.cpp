@@ -155,7 +155,7 @@ int cmd_loadtest(int argc, char** argv) {
         static_cast<double>(strata::peak_rss_bytes()) / (1 << 20),
         static_cast<unsigned long long>(c.prompt_tokens), static_cast<unsigned long long>(c.gen_tokens));
     if (const strata::ExpertStore* st = model->expert_store())
-      std::printf(", expert hit rate %.1f%%", 100.0 * st->stats().totals().hit_rate());
+      std::printf(", expert hit rate %.1f%%", 100.0 * st->totals().hit_rate());
     std::printf("\n");
   }
   if (!json_out.empty()) {
@@ -166,7 +166,7 @@ int cmd_loadtest(int argc, char** argv) {
                      {"kv_bytes", engine->kv_bytes()},
                      {"peak_rss_bytes", strata::peak_rss_bytes()}};
       if (const strata::ExpertStore* st = model->expert_store())
-        j["server"]["expert_hit_rate"] = st->stats().totals().hit_rate();
+        j["server"]["expert_hit_rate"] = st->totals().hit_rate();
     }
     std::ofstream f(json_out);
     if (!(f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"))

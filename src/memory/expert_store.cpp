@@ -564,6 +564,11 @@ ExpertStats ExpertStore::stats() const {
   return stats_;
 }
 
+ExpertTotals ExpertStore::totals() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_.totals();
+}
+
 Status ExpertStore::write_stats(const std::string& path) const {
   return stats().write(path, info_);
 }

@@ -98,6 +98,7 @@ class ExpertStore final : public ExpertSource {
   const ExpertCatalog& catalog() const { return catalog_; }
   // Snapshot of the statistics (locks; call between steps for consistent numbers).
   ExpertStats stats() const;
+  ExpertTotals totals() const;  // stats().totals() without copying the per-expert counts (any thread)
   // Writes the statistics: .csv → per-(layer, expert) counts, else JSON.
   Status write_stats(const std::string& path) const;
   // Writes the activation profile (counts loaded from --expert-profile plus this run's).

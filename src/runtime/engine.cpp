@@ -150,12 +150,8 @@ void Engine::loop() {
       });
       if (stop_) return;
     }
-    turn();
+    step();
   }
-}
-
-bool Engine::step() {
-  return turn();
 }
 
 void Engine::admit() {
@@ -181,7 +177,8 @@ void Engine::admit() {
   counters_.waiting = static_cast<int>(queue_.size());
 }
 
-bool Engine::turn() {
+// One turn: admit, advance every busy slot, evaluate the sampled tokens.
+bool Engine::step() {
   admit();
   bool did = false;
   pending_.clear();
@@ -191,8 +188,6 @@ bool Engine::turn() {
     did = true;
   }
   decode_pending();
-  if (did && ++turns_ % 8 == 0) refresh_store_stats();
-  if (!did) refresh_store_stats();
   return did;
 }
 
@@ -317,26 +312,14 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   s.stops.reset();
 }
 
-void Engine::refresh_store_stats() {
-  if (!store_) return;
-  const ExpertTotals t = store_->stats().totals();
-  std::lock_guard<std::mutex> lk(mu_);
-  store_totals_ = t;
-}
-
 EngineCounters Engine::counters() const {
   std::lock_guard<std::mutex> lk(mu_);
   return counters_;
 }
 
 std::string Engine::metrics_text() const {
-  EngineCounters c;
-  ExpertTotals t;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    c = counters_;
-    t = store_totals_;
-  }
+  const EngineCounters c = counters();
+  const ExpertTotals t = store_ ? store_->totals() : ExpertTotals{};  // the store locks its own statistics
   std::string o;
   auto counter = [&](const char* n, const char* help, double v) {
     prometheus_scalar(n, "counter", help, v, &o);

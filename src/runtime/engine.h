@@ -16,7 +16,6 @@
 // The sink is called on the scheduler thread and must not block for long.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -113,13 +112,11 @@ class Engine {
   struct Slot;
   Engine() = default;
   void loop();
-  bool turn();  // one pass over the busy slots; false when nothing was done
   void admit();
   bool advance(Slot& s);  // true: s has a sampled token to evaluate (pending_)
   void decode_pending();
   void finish(Slot& s, FinishReason r, const std::string& error = "");
   bool emit(Slot& s, const std::string& text);
-  void refresh_store_stats();
 
   const Tokenizer* tok_ = nullptr;
   int32_t n_vocab_ = 0;
@@ -134,14 +131,12 @@ class Engine {
   std::vector<int32_t> pending_tokens_;
   std::vector<float> batch_logits_;  // [n_slots][n_vocab]
 
-  mutable std::mutex mu_;  // queue_, counters_, stop_, store totals
+  mutable std::mutex mu_;  // queue_, counters_, stop_, the slots' req
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Request>> queue_;
   EngineCounters counters_;
-  ExpertTotals store_totals_;
   uint64_t next_id_ = 1;
   bool stop_ = false;
-  int turns_ = 0;
 
   LatencyHistogram ttft_, tpot_, queue_wait_, e2e_;
   std::thread thread_;
