@@ -26,4 +26,11 @@ SampleStats summarize(std::span<const double> samples) {
   return s;
 }
 
+double nearest_rank(std::span<const double> sorted, double q) {
+  if (sorted.empty()) return 0;
+  q = std::clamp(q, 0.0, 1.0);
+  const size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(k, 1, sorted.size()) - 1];
+}
+
 }  // namespace strata

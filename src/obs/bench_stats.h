@@ -16,4 +16,8 @@ struct SampleStats {
 // Empty input gives all zeros.
 SampleStats summarize(std::span<const double> samples);
 
+// Nearest-rank percentile of ascending `sorted` (q in [0, 1]): the smallest sample with at least
+// q of the samples at or below it; 0 when empty. Latency reports (P50/P95/P99) use it.
+double nearest_rank(std::span<const double> sorted, double q);
+
 }  // namespace strata

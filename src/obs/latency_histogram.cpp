@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "obs/bench_stats.h"
+
 namespace strata {
 
 LatencyHistogram::LatencyHistogram()
@@ -47,13 +49,8 @@ double LatencyHistogram::percentile(double q) const {
     std::lock_guard<std::mutex> lk(mu_);
     v = recent_;
   }
-  if (v.empty()) return 0;
-  q = std::clamp(q, 0.0, 1.0);
-  // Nearest rank: the smallest sample with at least q of the samples at or below it.
-  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  rank = std::clamp<size_t>(rank, 1, v.size());
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(rank - 1), v.end());
-  return v[rank - 1];
+  std::sort(v.begin(), v.end());
+  return nearest_rank(v, q);
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "obs/bench_stats.h"
 
 namespace strata::server {
 
@@ -20,17 +21,11 @@ LatencySummary summarize_latency(std::vector<double> v) {
   s.n = static_cast<int>(v.size());
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
-  auto rank = [&](double q) {
-    size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-    return v[std::clamp<size_t>(k, 1, v.size()) - 1];
-  };
-  s.p50 = rank(0.50);
-  s.p95 = rank(0.95);
-  s.p99 = rank(0.99);
+  s.p50 = nearest_rank(v, 0.50);
+  s.p95 = nearest_rank(v, 0.95);
+  s.p99 = nearest_rank(v, 0.99);
   s.max = v.back();
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / static_cast<double>(v.size());
+  s.mean = summarize(v).mean;
   return s;
 }
 
