@@ -38,6 +38,18 @@ void run_in_passes(int64_t len, const void* w, size_t ws, int nr, const void* co
   }
 }
 
+// Splits nt tokens into ceil(nt / max_t) tiles of near-equal size (5 tokens by 4: 3 + 2, not
+// 4 + 1), so every tile reuses each weight load; calls f(t0, tt) for each, in order.
+template <class F>
+void for_each_balanced_tile(int nt, int max_t, F&& f) {
+  const int n_tiles = (nt + max_t - 1) / max_t;
+  for (int k = 0, t0 = 0; k < n_tiles; ++k) {
+    const int tt = (nt - t0) / (n_tiles - k);
+    f(t0, tt);
+    t0 += tt;
+  }
+}
+
 // A many-token product over any rows and up to kGemmPanelTokens tokens by a 4×4 tile kernel: the
 // panels' path for calls with too few tokens to pay for their transposes (the K-quant panels of
 // both ISAs). The tiles are bit-identical to vec_dot, as those panels are.

@@ -29,6 +29,7 @@
 #include "kernels/traits.h"
 #include "kernels/x86/avx2/avx2_kernels.h"
 #include "kernels/x86/avx2/avx2_util.h"
+#include "kernels/x86/tile_table.h"
 #include "quant/quant_ref.h"
 
 namespace strata::x86::avx2 {
@@ -328,15 +329,11 @@ void gemm_panel(int64_t n, const void* w, size_t ws, int64_t nr, const void* con
         P::pack(rp, i0 + i, panel.q[i], &panel.d[i]);
       }
       const Tile base{0, i0, r0, rows, _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), lane), i0 == 0};
-      // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): every tile reuses each panel load.
-      const int n_tiles = (nt + P::kTok - 1) / P::kTok;
-      for (int k = 0, t0 = 0; k < n_tiles; ++k) {
-        const int tt = (nt - t0) / (n_tiles - k);
+      for_each_balanced_tile(nt, P::kTok, [&](int t0, int tt) {
         Tile tl = base;
         tl.t0 = t0;
         run_tile<P>(tt, panel, kc, side, sx, x, y, tl);
-        t0 += tt;
-      }
+      });
     }
   }
 }

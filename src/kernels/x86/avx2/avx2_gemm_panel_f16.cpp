@@ -23,6 +23,7 @@
 #include "kernels/traits.h"
 #include "kernels/x86/avx2/avx2_kernels.h"
 #include "kernels/x86/avx2/avx2_util.h"
+#include "kernels/x86/tile_table.h"
 
 namespace strata::x86::avx2 {
 namespace {
@@ -141,14 +142,12 @@ void gemm_panel_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void*
   alignas(32) float xs[kMaxT * kSub];
   alignas(32) __m256 carry[kBlock][kMaxT];
   const uint8_t* wb = static_cast<const uint8_t*>(w);
-  // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): each tile reuses its weight vectors.
-  const int n_tiles = (nt + kMaxT - 1) / kMaxT;
   for (int64_t k0 = 0; k0 < n; k0 += kSeg) {
     const int64_t len = std::min(kSeg, n - k0), len8 = len / 8 * 8;
     // One sub-segment: no carry, so no row blocks either (the activations are widened once).
     const int64_t block = len <= kSub ? nr : kBlock;
-    for (int k = 0, t0 = 0; k < n_tiles; ++k) {
-      const int tt = (nt - t0) / (n_tiles - k);
+    // Tiles of near-equal size (8 tokens: 4 + 4, not 6 + 2): each tile reuses its weight vectors.
+    for_each_balanced_tile(nt, kMaxT, [&](int t0, int tt) {
       const int rmax = rows_for(tt);
       for (int64_t b0 = 0; b0 < nr; b0 += block) {
         const int64_t b1 = std::min(nr, b0 + block);
@@ -173,8 +172,7 @@ void gemm_panel_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void*
           }
         }
       }
-      t0 += tt;
-    }
+    });
   }
 }
 

@@ -399,14 +399,10 @@ void gemm_panel_k(int64_t n, const void* w, size_t ws, int64_t nr, const void* c
         P::pack(rp, i0 + i, pk[i]);
       }
       Acc a{0, r0, rows, _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), lane), i0 == 0};
-      // Tiles of near-equal size (5 tokens: 3 + 2, not 4 + 1): every tile reuses each panel load.
-      const int n_tiles = (nt + P::kTok - 1) / P::kTok;
-      for (int k = 0, t0 = 0; k < n_tiles; ++k) {
-        const int tt = (nt - t0) / (n_tiles - k);
+      for_each_balanced_tile(nt, P::kTok, [&](int t0, int tt) {
         a.t0 = t0;
         run_tile<P>(tt, pk, kc, side, x, i0, y, a);
-        t0 += tt;
-      }
+      });
     }
   }
 }
