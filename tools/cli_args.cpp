@@ -10,8 +10,13 @@ namespace strata::cli {
 
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const char* cmd) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  for (auto& a : args)
+  for (auto& a : args) {  // llama.cpp's two-letter spellings
     if (a == "-np") a = "--parallel";
+    if (a == "-ub") a = "--ubatch-size";
+    if (a == "-npl") a = "--npl";
+    if (a == "-npp") a = "--npp";
+    if (a == "-ntg") a = "--ntg";
+  }
   std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
   try {
     app.parse(args);

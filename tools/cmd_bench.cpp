@@ -2,7 +2,10 @@
 // eval from an empty context) and generation (tg: N single-token evals from an empty context),
 // median and spread over repetitions after one warm-up — plus the weight bandwidth tg achieves
 // against this machine's measured read bandwidth (obs/membw.h). `--membw` measures only that.
-//   strata bench -m model.gguf -p 64 -n 32 -t 2 -r 5 [--json]
+// -d DEPTH (llama-bench's -d) measures after DEPTH tokens already in the context; -npl runs
+// llama-batched-bench's test instead (tools/bench_batched.h).
+//   strata bench -m model.gguf -p 64 -n 32 -t 2 -r 5 [-d 512] [--json]
+//   strata bench -m model.gguf -npl 1,4,16 -npp 16 -ntg 32 [--json]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
@@ -14,10 +17,13 @@
 
 #include "base/clock.h"
 #include "base/units.h"
+#include "bench_batched.h"
+#include "bench_itl.h"
+#include "cli_args.h"
 #include "command.h"
 #include "expert_flags.h"
 #include "mem_report.h"
-#include "memory/expert_store.h"
+#include "memory/experts/expert_store.h"
 #include "obs/proc_mem.h"
 #include "model/hparams.h"
 #include "model/model.h"
@@ -86,14 +92,15 @@ strata::ExpertTotals expert_decode_totals(const strata::ExpertStore& es) {
   return t;
 }
 
-// reps timed runs after one warm-up; each run starts from an empty context. `after_warmup` runs
-// once the warm-up is done.
+// reps timed runs after one warm-up; each run starts from a context holding the `depth` tokens
+// (evaluated untimed). `after_warmup` runs once the warm-up is done.
 strata::Status time_runs(strata::Session& s, const std::vector<int32_t>& tokens, bool one_by_one, int reps,
-                         std::vector<float>& logits, RunResult& out,
+                         std::vector<float>& logits, RunResult& out, const std::vector<int32_t>& depth,
                          const std::function<void()>& after_warmup = nullptr) {
   for (int r = -1; r < reps; ++r) {
     if (r == 0 && after_warmup) after_warmup();
     s.reset();
+    if (!depth.empty()) STRATA_TRY(s.eval(depth, logits.data(), false));
     const double t0 = strata::now_seconds();
     if (one_by_one) {
       for (size_t i = 0; i < tokens.size(); ++i) STRATA_TRY(s.eval({&tokens[i], 1}, logits.data(), false));
@@ -112,8 +119,8 @@ nlohmann::json stats_json(const strata::SampleStats& s, const std::vector<double
 }
 
 int cmd_bench(int argc, char** argv) {
-  std::string model_path, membw_size = "1G";
-  int n_prompt = 64, n_gen = 32, threads = 0, reps = 5;
+  std::string model_path, membw_size = "auto", npl_list;
+  int n_prompt = 64, n_gen = 32, threads = 0, reps = 5, depth = 0, npp = 128, ntg = 128;
   bool json = false, membw_only = false;
   CLI::App app{"Measure prompt (pp) and generation (tg) speed, and the machine's read bandwidth",
                "strata bench"};
@@ -122,23 +129,35 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-n,--n-gen", n_gen, "generated tokens per tg run (0: skip tg)")->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (default: all cores)");
   app.add_option("-r,--repetitions", reps, "timed repetitions of each test")->capture_default_str();
+  app.add_option("-d,--n-depth", depth, "tokens already in the context when pp / tg are timed")
+      ->capture_default_str();
+  app.add_option(
+      "--npl", npl_list,
+      "-npl B1,B2,..: llama-batched-bench: B sequences prefill -npp tokens each in one batch, then "
+      "decode -ntg steps of B tokens");
+  app.add_option("--npp", npp, "-npp: prompt tokens per sequence (with -npl)")->capture_default_str();
+  app.add_option("--ntg", ntg, "-ntg: decode steps (with -npl)")->capture_default_str();
+  int itl_prompt = 0, itl_decoders = 4;
+  std::string itl_ctx = "4096";
+  app.add_option("--itl", itl_prompt,
+                 "through the serving engine: a prompt of this many tokens arriving while --itl-decoders "
+                 "sequences decode (their inter-token latency, its TTFT, each against running alone)");
+  app.add_option("--itl-decoders", itl_decoders, "decoding sequences for --itl")->capture_default_str();
+  app.add_option("-c,--ctx-size", itl_ctx, "context of each sequence for --itl")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.add_flag("--membw", membw_only, "only measure the read bandwidth");
   strata::cli::ExpertFlags xf;
   xf.add(app);
-  app.add_option("--membw-size", membw_size, "bandwidth buffer size (K/M/G suffixes; >> last-level cache)")
+  app.add_option("--membw-size", membw_size,
+                 "bandwidth buffer size (K/M/G suffixes; auto: 4x the last-level cache, at least 1G)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what(), 2);
-  }
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "bench")) return *rc;
+  if (depth < 0) return fail("-d must be >= 0", 2);
   if (reps < 1 || reps > 1000) return fail("-r must be in 1..1000", 2);
   if (n_prompt < 0 || n_gen < 0) return fail("-p and -n must be >= 0", 2);
   if (threads < 0 || threads > 1024) return fail("-t must be in 0..1024", 2);
-  auto bw_bytes = strata::parse_size(membw_size);
+  auto bw_bytes = membw_size == "auto" ? strata::Result<uint64_t>(strata::membw_default_bytes())
+                                       : strata::parse_size(membw_size);
   if (!bw_bytes.ok()) return fail("--membw-size: " + bw_bytes.message(), 2);
   if (*bw_bytes < (1u << 20) || *bw_bytes > (uint64_t{64} << 30))
     return fail("--membw-size must be 1M..64G", 2);
@@ -153,7 +172,7 @@ int cmd_bench(int argc, char** argv) {
     return bw;
   };
   if (membw_only) {
-    strata::ThreadPool pool(threads);
+    strata::ThreadPool pool(0);  // every core: the machine's best, whatever -t says
     const strata::MembwResult bw = run_membw(pool);
     if (json) {
       std::printf("%s\n", j.dump().c_str());
@@ -169,19 +188,64 @@ int cmd_bench(int argc, char** argv) {
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
-  const int n_ctx = std::max(n_prompt + n_gen, 1);
-  auto sess = m.new_session({.n_ctx = n_ctx, .n_batch = std::max(n_prompt, 1)});
+  if (itl_prompt > 0) {
+    auto c = strata::cli::parse_ctx(itl_ctx);
+    if (!c.ok()) return fail(c.message(), 2);
+    auto r = strata::cli::itl_bench(m, itl_prompt, itl_decoders, *c);
+    if (!r.ok()) return fail(r.message());
+    if (json) {
+      j["model"] = model_path;
+      j["threads"] = m.pool().size();
+      j["itl"] = strata::cli::itl_bench_json(*r);
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::fputs(strata::cli::itl_bench_text(*r).c_str(), stdout);
+    }
+    return 0;
+  }
+  if (!npl_list.empty()) {
+    std::vector<int> npl;
+    for (size_t a = 0; a < npl_list.size();) {
+      size_t b = npl_list.find(',', a);
+      if (b == std::string::npos) b = npl_list.size();
+      try {
+        npl.push_back(std::stoi(npl_list.substr(a, b - a)));
+      } catch (const std::exception&) {
+        return fail("-npl: '" + npl_list + "' is not a list of sequence counts like 1,4,16", 2);
+      }
+      a = b + 1;
+    }
+    if (npp < 0 || ntg < 1) return fail("-npp must be >= 0 and -ntg >= 1", 2);
+    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps);
+    if (!rows.ok()) return fail(rows.message());
+    if (json) {
+      j["model"] = model_path;
+      j["threads"] = m.pool().size();
+      j["reps"] = reps;
+      j["batched"] = strata::cli::batched_bench_json(*rows);
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("threads %d, median of %d repetitions after one warm-up\n\n%s", m.pool().size(), reps,
+                  strata::cli::batched_bench_table(*rows).c_str());
+    }
+    return 0;
+  }
+  const int n_ctx = std::max(depth + n_prompt + n_gen, 1);
+  auto sess = m.new_session({.n_ctx = n_ctx, .n_batch = std::max(std::max(n_prompt, depth), 1)});
   if (!sess.ok()) return fail(sess.message());
   // Random token ids like llama-bench: the content does not change the work per token.
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(0, m.n_vocab() - 1);
   std::vector<float> logits(static_cast<size_t>(m.n_vocab()));
   RunResult pp, tg;
+  std::vector<int32_t> depth_toks(static_cast<size_t>(depth));
+  for (auto& t : depth_toks) t = tok(rng);
   strata::ExpertTotals tg_warm;  // the store's decode totals after the tg warm-up
   if (n_prompt > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
     for (auto& t : toks) t = tok(rng);
-    if (auto st = time_runs(**sess, toks, false, reps, logits, pp); !st.ok()) return fail(st.message());
+    if (auto st = time_runs(**sess, toks, false, reps, logits, pp, depth_toks); !st.ok())
+      return fail(st.message());
   }
   if (n_gen > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_gen));
@@ -189,12 +253,14 @@ int cmd_bench(int argc, char** argv) {
     auto snapshot = [&] {
       if (const strata::ExpertStore* es = m.expert_store()) tg_warm = expert_decode_totals(*es);
     };
-    if (auto st = time_runs(**sess, toks, true, reps, logits, tg, snapshot); !st.ok())
+    if (auto st = time_runs(**sess, toks, true, reps, logits, tg, depth_toks, snapshot); !st.ok())
       return fail(st.message());
   }
   // Measured before the bandwidth probe, whose buffer would otherwise be the peak RSS.
   const strata::cli::MemReport mem = strata::cli::mem_report(m, **sess, std::max(n_prompt, 1));
-  const strata::MembwResult bw = run_membw(m.pool());
+  const uint64_t peak_rss = strata::peak_rss_bytes();
+  strata::ThreadPool all_cores(0);
+  const strata::MembwResult bw = run_membw(all_cores);
   const WeightTraffic wt = weight_traffic(m);
   const strata::SampleStats pps = strata::summarize(pp.tok_s), tgs = strata::summarize(tg.tok_s);
   const double tg_gbps = tgs.median * wt.bytes_per_token / 1e9;
@@ -217,7 +283,8 @@ int cmd_bench(int argc, char** argv) {
     j["tg_weight_bytes_kind"] = traffic_kind;
     j["tg_gbps"] = tg_gbps;
     j["tg_fraction_of_membw"] = frac;
-    j["peak_rss_bytes"] = strata::peak_rss_bytes();
+    j["peak_rss_bytes"] = peak_rss;  // the run's, before the bandwidth probe
+    j["n_depth"] = depth;
     if (const strata::ExpertStore* es = m.expert_store()) {
       // The timed tg repetitions only (decode steps, warm-up excluded): the tokens tg_tok_s is about.
       const strata::ExpertTotals t = expert_decode_totals(*es).since(tg_warm);
@@ -243,8 +310,11 @@ int cmd_bench(int argc, char** argv) {
   std::string name = model_path.substr(model_path.find_last_of('/') + 1);
   if (name.size() > 24) name = name.substr(0, 21) + "...";
   auto row = [&](const char* test, int count, const strata::SampleStats& s) {
-    char tname[32];
-    std::snprintf(tname, sizeof tname, "%s%d", test, count);
+    char tname[64];
+    if (depth > 0)
+      std::snprintf(tname, sizeof tname, "%s%d@d%d", test, count, depth);
+    else
+      std::snprintf(tname, sizeof tname, "%s%d", test, count);
     std::printf("| %-24s | %-6s | %10s | %7.1fM | %7d | %6s | %10.2f | %8.2f | %8.2f .. %8.2f |\n",
                 name.c_str(), wt.main_type.c_str(), strata::format_bytes(wt.total_bytes).c_str(),
                 wt.n_params / 1e6, m.pool().size(), tname, s.median, s.stddev, s.min, s.max);

@@ -70,7 +70,7 @@ strata::Result<std::pair<std::string, int>> parse_url(const std::string& url) {
 
 int cmd_loadtest(int argc, char** argv) {
   strata::server::LoadTestOptions o;
-  std::string url, model_path, classes = "short:32,long:256", json_out, ctx = "0", decode_batch = "on";
+  std::string url, model_path, classes = "short:32,long:256", json_out, ctx = "0";
   int slots = 4, threads = 0;
   CLI::App app{"Load-test an OpenAI-compatible server", "strata loadtest"};
   app.add_option("--url", url, "server to test, http://HOST:PORT");
@@ -79,10 +79,10 @@ int cmd_loadtest(int argc, char** argv) {
   app.add_option("-c,--ctx-size", ctx, "with -m: context of each slot (0: model's, at most 4096)")
       ->capture_default_str();
   app.add_option("-t,--threads", threads, "with -m: threads (default: all cores)");
-  app.add_option("--decode-batch", decode_batch,
-                 "with -m: on: the slots' next tokens in one forward; off: one each")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+  strata::EngineOptions eo;
+  app.add_option("-b,--batch-size", eo.n_batch, "with -m: tokens of one scheduler turn at most")
+      ->capture_default_str();
+  app.add_option("--ubatch-size", eo.n_ubatch, "with -m: tokens per forward step")->capture_default_str();
   app.add_option("--concurrency", o.concurrency, "clients sending at once")->capture_default_str();
   app.add_option("--requests", o.requests, "requests in all (classes take turns)")->capture_default_str();
   app.add_option("-n,--max-tokens", o.max_tokens, "tokens per request")->capture_default_str();
@@ -123,10 +123,8 @@ int cmd_loadtest(int argc, char** argv) {
     if (!m.ok()) return fail("loading " + model_path + ": " + m.message());
     model = std::move(*m);
     if (!model->has_tokenizer()) return fail(model_path + " has no tokenizer", 2);
-    strata::EngineOptions eo;
     eo.n_slots = slots;
     eo.max_queue = o.requests;
-    eo.batch_decode = decode_batch == "on";
     const strata::SessionOptions so{.n_ctx = *c};
     auto e = strata::Engine::for_model(*model, so, eo);
     if (!e.ok()) return fail(e.message(), 2);

@@ -9,7 +9,7 @@
 #include "base/units.h"
 #include "command.h"
 #include "format/gguf.h"
-#include "memory/pack.h"
+#include "memory/experts/pack.h"
 
 static int cmd_pack(int argc, char** argv) {
   std::string model, out, trace_path;

@@ -8,8 +8,8 @@
 #include "base/units.h"
 #include "command.h"
 #include "format/gguf.h"
-#include "memory/io_engine.h"
-#include "memory/planner.h"
+#include "memory/io/io_engine.h"
+#include "memory/plan/planner.h"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "command.h"
-#include "memory/expert_stats.h"
-#include "memory/heatmap.h"
-#include "memory/replay.h"
-#include "memory/replay_predict.h"
+#include "memory/experts/expert_stats.h"
+#include "memory/experts/heatmap.h"
+#include "analysis/replay.h"
+#include "analysis/replay_predict.h"
 
 namespace {
 

@@ -31,8 +31,8 @@ int fail(const std::string& msg, int code = 1) {
 }
 
 int cmd_serve(int argc, char** argv) {
-  std::string model_path, ctx = "0", chat_template, alias, decode_batch = "on";
-  int threads = 0, n_batch = 512;
+  std::string model_path, ctx = "0", chat_template, alias;
+  int threads = 0;
   strata::EngineOptions eo;
   strata::server::ServerOptions so;
   CLI::App app{"Serve a model over an OpenAI-compatible HTTP API", "strata serve"};
@@ -42,13 +42,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--parallel", eo.n_slots, "sequences in flight (slots)")->capture_default_str();
   app.add_option("-c,--ctx-size", ctx, "context of each slot (K suffix ok; 0: model's, at most 4096)")
       ->capture_default_str();
-  app.add_option("-b,--batch-size", n_batch, "max tokens per forward")->capture_default_str();
-  app.add_option("--prefill-chunk", eo.prefill_chunk, "prompt tokens a slot evaluates per scheduler turn")
+  app.add_option("-b,--batch-size", eo.n_batch,
+                 "tokens of one scheduler turn's batch at most (the slots' decode tokens + prompt chunks)")
       ->capture_default_str();
-  app.add_option("--decode-batch", decode_batch,
-                 "on: decode all slots' next tokens in one forward; off: one per slot")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--ubatch-size", eo.n_ubatch, "tokens per forward step (a turn's batch is split)")
+      ->capture_default_str();
   app.add_option("--max-queue", eo.max_queue, "requests waiting for a slot before new ones get 503")
       ->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (default: all cores)");
@@ -65,13 +63,12 @@ int cmd_serve(int argc, char** argv) {
   if (auto rc = strata::cli::parse_args(app, argc, argv, "serve")) return *rc;
   auto c = strata::cli::parse_ctx(ctx);
   if (!c.ok()) return fail(c.message(), 2);
-  if (n_batch < 1) return fail("-b must be >= 1", 2);
   if (so.port < 0 || so.port > 65535) return fail("--port must be in [0, 65535]", 2);
   if (eo.n_slots < 1 || eo.n_slots > 256)
     return fail("--parallel " + std::to_string(eo.n_slots) + " must be in [1, 256]", 2);
-  if (eo.prefill_chunk < 1) return fail("--prefill-chunk must be >= 1", 2);
   if (eo.max_queue < 0) return fail("--max-queue must be >= 0", 2);
-  eo.batch_decode = decode_batch == "on";
+  if (eo.n_ubatch < 1) return fail("-ub must be >= 1", 2);
+  if (eo.n_batch < eo.n_slots) return fail("-b must be at least --parallel (one decode token per slot)", 2);
 
   // Signals go to one thread that stops the server (httplib's stop() is not async-signal-safe).
   sigset_t sigs;
@@ -99,7 +96,7 @@ int cmd_serve(int argc, char** argv) {
   } else {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
-  const strata::SessionOptions sopt{.n_ctx = *c, .n_batch = n_batch};
+  const strata::SessionOptions sopt{.n_ctx = *c};
   auto engine = strata::Engine::for_model(m, sopt, eo);
   if (!engine.ok()) return fail(engine.message(), 2);
   if (alias.empty()) {

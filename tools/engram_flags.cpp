@@ -3,9 +3,9 @@
 #include <cstdio>
 
 #include "base/units.h"
-#include "memory/engram_store.h"
-#include "memory/expert_stats.h"
-#include "model/v41_arch.h"
+#include "memory/engram/engram_store.h"
+#include "memory/experts/expert_stats.h"
+#include "model/deepseek_v41/v41_arch.h"
 
 namespace strata::cli {
 

@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "base/units.h"
-#include "memory/expert_store.h"
-#include "memory/heatmap.h"
+#include "memory/experts/expert_store.h"
+#include "memory/experts/heatmap.h"
 #include "obs/proc_mem.h"
 
 namespace strata::cli {

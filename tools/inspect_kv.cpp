@@ -9,7 +9,7 @@
 #include <string>
 
 #include "format/gguf.h"
-#include "memory/kv_bill.h"
+#include "memory/plan/kv_bill.h"
 
 int inspect_kv_main(int argc, char** argv) {
   std::string model, config;

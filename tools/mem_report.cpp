@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "base/units.h"
-#include "memory/expert_store.h"
-#include "memory/mem_resident.h"
-#include "memory/planner.h"
+#include "memory/experts/expert_store.h"
+#include "memory/tier/mem_resident.h"
+#include "memory/plan/planner.h"
 #include "obs/proc_mem.h"
 
 namespace strata::cli {

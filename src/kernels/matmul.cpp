@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 namespace strata {
@@ -67,17 +68,18 @@ Status check_weight_2d(const TensorView& w, const KernelTraits& kt, const Quanti
 }
 
 // Rows [r0, r1) of W (rows ws bytes apart from w0) against nt activation rows: y_of(t)[r] =
-// W_r · x_of(t). One token with a gemv kernel: one gemv call. Else, with a panel kernel, one call per
-// kGemmPanelTokens tokens (also for one token: prefill and decode then share every element's
-// arithmetic, so a MoE's near-tied routing cannot tip differently between them). With a tile kernel, rows go
-// in chunks of kRowChunk (held in L2 while every token passes) and within a chunk tile by tile, so a tile's
-// activations stay in L1 across the chunk's row groups; else one vec_dot per output.
+// W_r · x_of(t). One token with a gemv kernel: one gemv call, when that gemv gives the many-token
+// path's bits or batch invariance is off (else one token takes the many-token path too). Else, with a panel
+// kernel, one call per kGemmPanelTokens tokens (also for one token: prefill and decode then share every
+// element's arithmetic, so a MoE's near-tied routing cannot tip differently between them). With a tile
+// kernel, rows go in chunks of kRowChunk (held in L2 while every token passes) and within a chunk tile by
+// tile, so a tile's activations stay in L1 across the chunk's row groups; else one vec_dot per output.
 constexpr int64_t kRowChunk = 32;
 
 template <class XOf, class YOf>
 void product_rows(const KernelTraits& kt, int64_t n, const uint8_t* w0, size_t ws, int64_t r0, int64_t r1,
                   int64_t nt, XOf x_of, YOf y_of) {
-  if (nt == 1 && kt.gemv != nullptr && r1 > r0) {
+  if (nt == 1 && kt.gemv != nullptr && r1 > r0 && (kt.gemv_invariant || !batch_invariant())) {
     kt.gemv(n, w0 + static_cast<size_t>(r0) * ws, ws, r1 - r0, x_of(0), y_of(0) + r0);
     return;
   }
@@ -117,7 +119,23 @@ void product_rows(const KernelTraits& kt, int64_t n, const uint8_t* w0, size_t w
   }
 }
 
+std::atomic<bool>& invariant_flag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("STRATA_BATCH_INVARIANT");
+    return !(e && (std::string(e) == "0" || std::string(e) == "off"));
+  }()};
+  return on;
+}
+
 }  // namespace
+
+bool batch_invariant() {
+  return invariant_flag().load(std::memory_order_relaxed);
+}
+
+void set_batch_invariant(bool on) {
+  invariant_flag().store(on, std::memory_order_relaxed);
+}
 
 Status quantize_activations(GgmlType type, const float* x, int64_t n_tokens, int64_t n, QuantizedActs& out,
                             ThreadPool* pool) {

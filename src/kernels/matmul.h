@@ -28,6 +28,15 @@
 
 namespace strata {
 
+// Batch invariance (design.md principle 3), on by default: every output's bits are the same for any
+// number of tokens in the call (decode, prefill chunks, mixed batches), any row range and any
+// thread count, so a sequence's logits do not depend on what shares its batch. It costs one-token
+// products their gemv where that gemv's arithmetic differs from the many-token path's
+// (KernelTraits::gemv_invariant). Off (set_batch_invariant(false), or STRATA_BATCH_INVARIANT=0 in
+// the environment) is for measuring that cost.
+bool batch_invariant();
+void set_batch_invariant(bool on);
+
 // Activation rows converted to a vec_dot_type. For f32 no copy is made: data points at the
 // caller's x, which must then outlive every matmul_q that uses these acts.
 struct QuantizedActs {

@@ -45,7 +45,11 @@ struct KernelTraits {
   GemmTileFn gemm = nullptr;         // tile of vec_dots; null: callers loop over vec_dot
   GemvFn gemv = nullptr;             // one-token rows (decode); null: gemm tiles or vec_dot
   GemmPanelFn gemm_panel = nullptr;  // many tokens (prefill); null: gemm tiles or vec_dot
-  Isa isa = Isa::scalar;             // the ISA level of this table
+  // gemv gives, per element, the bits of the many-token path (gemm_panel, else the tiles, else
+  // vec_dot), so a batch-invariant matmul may use it for one token (tests/kernels
+  // batch_invariance_test holds every table to it). False: one token goes the many-token way.
+  bool gemv_invariant = false;
+  Isa isa = Isa::scalar;  // the ISA level of this table
 
   bool supported() const { return to_float != nullptr; }
   bool can_matmul() const { return vec_dot != nullptr; }

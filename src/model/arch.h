@@ -2,9 +2,9 @@
 // `general.architecture` name in the registry (arch.cpp).
 //
 // An Architecture binds its weights at load (immutable afterwards, shared by sessions) and
-// makes per-session ArchState objects: the caches (kv/KvCache with whatever parts each layer
-// needs) and the preallocated scratch of a step. forward() evaluates a Batch of consecutive
-// positions of one sequence — prefill and decode are the same call, n is just a dimension.
+// makes per-sequence ArchState objects: the caches (kv/KvCache with whatever parts each layer
+// needs) and the preallocated scratch of a step. forward() evaluates a Batch: runs of consecutive
+// positions of any number of sequences — prefill and decode, alone or together, are the same call.
 // The residual layout is the architecture's business (one row per token for the standard
 // decoders, 4 hyper-connection streams per token for deepseek4): nothing outside the arch
 // file assumes a shape for it.
@@ -15,24 +15,20 @@
 #include <span>
 #include <string_view>
 
+#include "base/function_ref.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
-#include "memory/expert_source.h"
+#include "memory/experts/expert_source.h"
 #include "model/hparams.h"
 
 namespace strata {
 
-// Tokens of one sequence at positions pos0 .. pos0 + n - 1.
-struct Batch {
-  std::span<const int32_t> tokens;  // [n], ids already validated against n_vocab
-  int64_t pos0 = 0;
-  bool all_logits = true;  // logits of every token, else of the last one only
-};
+struct Batch;
 
 struct StateOptions {
   int n_ctx = 0;    // max positions of the sequence
-  int n_batch = 0;  // max tokens per forward()
+  int n_batch = 0;  // max tokens per forward() when this state's scratch serves the step
   int n_threads = 1;
   ExpertSource* experts = nullptr;  // routed experts from a tiered store; null: the mmapped tensors
 };
@@ -43,13 +39,32 @@ struct ArchMemory {
   uint64_t scratch = 0;
 };
 
-// Per-session state (caches + scratch). Opaque outside the architecture that made it.
+// Per-sequence state (caches + the scratch of a step). Opaque outside the architecture that made it.
 class ArchState {
  public:
   virtual ~ArchState() = default;
   // Forget the sequence; keep allocations. Rows of the caches are overwritten before reuse.
   virtual void reset() {}
   virtual ArchMemory memory() const { return {}; }
+};
+
+// One run of a batch: n consecutive tokens of one sequence, rows t0 .. t0+n-1 of the batch, at
+// positions pos0 .. pos0+n-1 of the sequence whose caches are `state` (pos0 = positions it holds).
+struct SeqRun {
+  ArchState* state = nullptr;
+  int64_t pos0 = 0;
+  int64_t t0 = 0;
+  int64_t n = 0;
+};
+
+// A batch as an architecture sees it (built and checked by Model::forward from a TokenBatch):
+// tokens of any number of sequences, one run per sequence, runs in row order covering every row;
+// out_rows: the rows whose logits are wanted, ascending.
+struct Batch {
+  std::span<const int32_t> tokens;    // [n], ids already validated against n_vocab
+  std::span<const SeqRun> runs;       // distinct states
+  std::span<const int32_t> out_rows;  // logits: [out_rows.size()][n_vocab], row k for out_rows[k]
+  int64_t n() const { return static_cast<int64_t>(tokens.size()); }
 };
 
 class Architecture {
@@ -59,21 +74,28 @@ class Architecture {
 
   virtual Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const = 0;
 
-  // PRECOND (checked by Session): 1 <= n <= opts.n_batch, pos0 + n <= opts.n_ctx, positions
-  // continue the sequence (pos0 = tokens already evaluated), ids < n_vocab.
-  // logits: [n][n_vocab] when b.all_logits, else [n_vocab] (last token).
-  virtual Status forward(ArchState& st, const Batch& b, float* logits, ThreadPool& pool) const = 0;
-
-  // Batched decode across sequences (the engine's slots): token i is the next token of the
-  // sequence in states[i] (made by this architecture, all distinct), at position pos[i]. One
-  // forward for all of them, so each weight is read once per step instead of once per sequence.
-  // logits: [n][n_vocab]. Each row equals what forward() gives that sequence alone (up to the
-  // kernels' summation order, which may differ with the row count).
-  // PRECOND (checked by Model::decode_batch): n <= every state's n_batch, pos[i] < its n_ctx.
-  virtual bool can_decode_batch() const { return false; }
-  virtual Status forward_decode_batch(std::span<ArchState* const> states, std::span<const int32_t> tokens,
-                                      std::span<const int64_t> pos, float* logits, ThreadPool& pool) const;
+  // The one forward: prefill and decode, one sequence or many, mixed. The first run's state
+  // lends its scratch to the step. Each sequence's logits and cache rows are bit-identical
+  // whatever else shares the batch and however its tokens were split into batches (within one
+  // ISA and any thread count): kernels/ and the blocks compute every row with the same arithmetic.
+  // PRECOND (checked by Model::forward): 1 <= n <= runs[0].state's n_batch, every run's
+  // pos0 + n <= its n_ctx and continues its sequence, ids < n_vocab.
+  virtual Status forward(const Batch& b, float* logits, ThreadPool& pool) const = 0;
 };
+
+// For an architecture whose step evaluates one sequence (deepseek4, deepseek_v41): the batch's
+// runs in order through seq_forward(state, tokens, pos0, all_logits, logits), which writes
+// [n][n_vocab] when all_logits, else the last row. A run whose wanted rows are neither all nor
+// only the last is an error; a run that wants none writes its last row into `discard` [n_vocab].
+using SeqForwardFn = FunctionRef<Status(ArchState& st, std::span<const int32_t> tokens, int64_t pos0,
+                                        bool all_logits, float* logits)>;
+// One sequence through the one forward: tokens at pos0.. of st (logits [n][n_vocab] when
+// all_logits, else the last row). Tests and tools that hold an ArchState use it.
+Status forward_one(const Architecture& arch, ArchState& st, std::span<const int32_t> tokens, int64_t pos0,
+                   bool all_logits, float* logits, ThreadPool& pool);
+
+Status forward_run_by_run(const Batch& b, int n_vocab, float* logits, float* discard,
+                          SeqForwardFn seq_forward);
 
 using ArchFactory = Result<std::unique_ptr<Architecture>> (*)(const GgufFile& f);
 

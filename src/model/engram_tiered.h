@@ -10,9 +10,9 @@
 
 #include <memory>
 
-#include "memory/engram_store.h"
-#include "model/v41_config.h"
-#include "model/v41_engram.h"
+#include "memory/engram/engram_store.h"
+#include "model/deepseek_v41/v41_config.h"
+#include "model/deepseek_v41/v41_engram.h"
 
 namespace strata {
 

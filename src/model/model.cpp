@@ -8,11 +8,9 @@
 #include "model/arch.h"
 #include "model/hparams.h"
 #include "model/engram_tiered.h"
-#include "model/v41_arch.h"
+#include "model/deepseek_v41/v41_arch.h"
 
 namespace strata {
-
-namespace {
 
 class SessionImpl final : public Session {
  public:
@@ -20,35 +18,17 @@ class SessionImpl final : public Session {
       : m_(m), st_(std::move(st)), n_ctx_(n_ctx), n_batch_(n_batch) {}
 
   Status eval(std::span<const int32_t> tokens, float* logits_out, bool all_logits) override {
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    if (n == 0) return err("eval: no tokens");
+    if (tokens.empty()) return err("eval: no tokens");
     if (!logits_out) return err("eval: logits_out is null");
-    const int n_vocab = m_.n_vocab();
-    for (int64_t i = 0; i < n; ++i) {
-      if (tokens[i] < 0 || tokens[i] >= n_vocab)
-        return err("eval: token id %d at position %lld is out of range [0, %d)", tokens[i],
-                   static_cast<long long>(n_past_ + i), n_vocab);
+    TokenBatch b;
+    b.tokens = tokens;
+    std::vector<uint8_t> want;
+    if (all_logits) {
+      want.assign(tokens.size(), 1);
+      b.logits = want;
     }
-    if (n_past_ + n > n_ctx_)
-      return err("eval: context full: %d positions used + %lld new tokens > n_ctx %d", n_past_,
-                 static_cast<long long>(n), n_ctx_);
-    // Split into chunks of n_batch; every chunk is the same forward path.
-    for (int64_t i0 = 0; i0 < n; i0 += n_batch_) {
-      const int64_t m = std::min<int64_t>(n_batch_, n - i0);
-      Batch b;
-      b.tokens = tokens.subspan(i0, m);
-      b.pos0 = n_past_;
-      b.all_logits = all_logits;
-      // Without all_logits every chunk writes its last row to logits_out; the final chunk's wins.
-      float* dst = all_logits ? logits_out + i0 * n_vocab : logits_out;
-      Status s = m_.arch().forward(*st_, b, dst, m_.pool());
-      if (!s.ok()) {
-        // A failed step may have written cache rows past n_past_: they are simply overwritten later.
-        return s;
-      }
-      n_past_ += static_cast<int>(m);
-    }
-    return {};
+    Session* self = this;
+    return m_.forward(std::span<Session* const>(&self, 1), b, logits_out);
   }
 
   Memory memory() const override {
@@ -65,9 +45,10 @@ class SessionImpl final : public Session {
   const Model& model() const { return m_; }
   ArchState& state() { return *st_; }
   int n_batch() const { return n_batch_; }
-  void advance() { ++n_past_; }
+  void advance(int n) { n_past_ += n; }
 
  private:
+  SessionImpl* impl() override { return this; }
   const Model& m_;
   std::unique_ptr<ArchState> st_;
   int n_ctx_;
@@ -75,39 +56,99 @@ class SessionImpl final : public Session {
   int n_past_ = 0;
 };
 
-}  // namespace
-
 Model::~Model() = default;
 
-bool Model::can_decode_batch() const {
-  return arch_->can_decode_batch();
-}
-
-Status Model::decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens,
-                           float* logits) const {
-  const size_t n = sessions.size();
-  if (n == 0 || tokens.size() != n) return err("decode_batch: %zu sessions but %zu tokens", n, tokens.size());
-  if (!logits) return err("decode_batch: logits is null");
-  if (!arch_->can_decode_batch()) return err("architecture '%s' has no batched decode", arch_name().c_str());
-  std::vector<ArchState*> states(n);
-  std::vector<int64_t> pos(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto* s = dynamic_cast<SessionImpl*>(sessions[i]);
-    if (!s || &s->model() != this) return err("decode_batch: session %zu is not a session of this model", i);
+Status Model::forward(std::span<Session* const> sessions, const TokenBatch& b, float* logits) const {
+  const size_t n = b.tokens.size(), n_seq = sessions.size();
+  if (n == 0) return err("forward: empty batch");
+  if (n_seq == 0) return err("forward: no sessions");
+  if (!logits) return err("forward: logits is null");
+  if ((!b.seq.empty() && b.seq.size() != n) || (!b.pos.empty() && b.pos.size() != n) ||
+      (!b.logits.empty() && b.logits.size() != n))
+    return err("forward: %zu tokens but %zu sequence ids, %zu positions and %zu logit flags", n, b.seq.size(),
+               b.pos.size(), b.logits.size());
+  std::vector<SessionImpl*> impl(n_seq);
+  for (size_t i = 0; i < n_seq; ++i) {
+    impl[i] = sessions[i] ? sessions[i]->impl() : nullptr;
+    if (!impl[i] || &impl[i]->model() != this)
+      return err("forward: session %zu is not a session of this model", i);
     for (size_t j = 0; j < i; ++j)
-      if (sessions[j] == sessions[i]) return err("decode_batch: session %zu is listed twice", i);
-    if (tokens[i] < 0 || tokens[i] >= n_vocab())
-      return err("decode_batch: token id %d of session %zu is out of range [0, %d)", tokens[i], i, n_vocab());
-    if (s->n_past() >= s->n_ctx())
-      return err("decode_batch: session %zu: context full (n_ctx %d)", i, s->n_ctx());
-    if (static_cast<int>(n) > s->n_batch())
-      return err("decode_batch: %zu sequences but session %zu takes at most %d tokens per step", n, i,
-                 s->n_batch());
-    states[i] = &s->state();
-    pos[i] = s->n_past();
+      if (sessions[j] == sessions[i]) return err("forward: session %zu is listed twice", i);
   }
-  STRATA_TRY(arch_->forward_decode_batch(states, tokens, pos, logits, *pool_));
-  for (size_t i = 0; i < n; ++i) static_cast<SessionImpl*>(sessions[i])->advance();
+  // Runs: one per sequence, its tokens contiguous, its positions continuing it.
+  struct Run {
+    size_t s, t0, n;
+  };
+  std::vector<Run> runs;
+  std::vector<uint8_t> seen(n_seq, 0);
+  for (size_t t = 0; t < n; ++t) {
+    const int32_t sq = b.seq.empty() ? 0 : b.seq[t];
+    if (sq < 0 || static_cast<size_t>(sq) >= n_seq)
+      return err("forward: token %zu names sequence %d, but the batch has %zu sessions", t, sq, n_seq);
+    const size_t s = static_cast<size_t>(sq);
+    if (runs.empty() || runs.back().s != s) {
+      if (seen[s]) return err("forward: the tokens of sequence %zu are not contiguous in the batch", s);
+      seen[s] = 1;
+      runs.push_back({s, t, 0});
+    }
+    const int64_t want_pos = impl[s]->n_past() + static_cast<int64_t>(runs.back().n);
+    if (!b.pos.empty() && b.pos[t] != want_pos)
+      return err("forward: token %zu of sequence %zu is at position %lld, but the sequence continues at %lld",
+                 t, s, static_cast<long long>(b.pos[t]), static_cast<long long>(want_pos));
+    const int32_t id = b.tokens[t];
+    if (id < 0 || id >= n_vocab())
+      return err("token id %d at position %lld (sequence %zu, batch row %zu) is out of range [0, %d)", id,
+                 static_cast<long long>(want_pos), s, t, n_vocab());
+    ++runs.back().n;
+  }
+  for (const Run& r : runs) {
+    const SessionImpl& si = *impl[r.s];
+    if (si.n_past() + static_cast<int64_t>(r.n) > si.n_ctx())
+      return err("context full: %d positions used + %zu new tokens > n_ctx %d (sequence %zu)", si.n_past(),
+                 r.n, si.n_ctx(), r.s);
+  }
+  std::vector<int32_t> out_rows;
+  for (const Run& r : runs)
+    for (size_t t = r.t0; t < r.t0 + r.n; ++t)
+      if (b.logits.empty() ? t == r.t0 + r.n - 1 : b.logits[t] != 0)
+        out_rows.push_back(static_cast<int32_t>(t));
+
+  // Steps of at most n_batch tokens of every session in the batch (a step's first run lends its
+  // scratch); a run cut by a step boundary continues in the next.
+  size_t cap = n;
+  for (const Run& ru : runs) cap = std::min(cap, static_cast<size_t>(impl[ru.s]->n_batch()));
+  std::vector<SeqRun> step_runs;
+  std::vector<int32_t> step_out;
+  size_t r = 0, r_done = 0, k = 0;  // run r has r_done tokens evaluated; k: next out row
+  for (size_t t0 = 0; t0 < n; t0 += cap) {
+    const size_t t1 = std::min(n, t0 + cap);
+    step_runs.clear();
+    step_out.clear();
+    std::vector<std::pair<size_t, size_t>> adv;  // (session, tokens) appended by this step
+    while (r < runs.size() && runs[r].t0 + r_done < t1) {
+      const Run& ru = runs[r];
+      const size_t a = ru.t0 + r_done, e = std::min(t1, ru.t0 + ru.n);
+      step_runs.push_back(SeqRun{&impl[ru.s]->state(), impl[ru.s]->n_past(), static_cast<int64_t>(a - t0),
+                                 static_cast<int64_t>(e - a)});
+      adv.emplace_back(ru.s, e - a);
+      if (e == ru.t0 + ru.n) {
+        ++r;
+        r_done = 0;
+      } else {
+        r_done = e - ru.t0;
+      }
+    }
+    while (k < out_rows.size() && static_cast<size_t>(out_rows[k]) < t1)
+      step_out.push_back(out_rows[k++] - static_cast<int32_t>(t0));
+    Batch sb;
+    sb.tokens = b.tokens.subspan(t0, t1 - t0);
+    sb.runs = step_runs;
+    sb.out_rows = step_out;
+    float* dst = logits + (k - step_out.size()) * static_cast<size_t>(n_vocab());
+    // A failed step may have written cache rows past n_past: they are simply overwritten later.
+    STRATA_TRY(arch_->forward(sb, dst, *pool_));
+    for (auto [s, m] : adv) impl[s]->advance(static_cast<int>(m));
+  }
   return {};
 }
 

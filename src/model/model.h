@@ -20,8 +20,8 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
-#include "memory/engram_store.h"
-#include "memory/expert_store.h"
+#include "memory/engram/engram_store.h"
+#include "memory/experts/expert_store.h"
 #include "text/tokenizer.h"
 
 namespace strata {
@@ -29,6 +29,7 @@ namespace strata {
 struct HParams;  // model/hparams.h
 class Architecture;
 class Session;
+class SessionImpl;       // model.cpp: the sessions a Model makes
 class SafetensorsDir;    // format/safetensors_dir.h
 class TieredEngramRows;  // model/engram_tiered.h
 
@@ -49,7 +50,29 @@ struct SessionOptions {
   int n_batch = 512;  // max tokens per eval call (longer inputs are split internally)
 };
 
-class Model {
+// A batch as callers build it (llama.cpp's llama_batch): per token its id, the sequence it belongs
+// to (an index into the sessions passed with the batch), optionally its position (must be the
+// next position of that sequence: rewinding is not supported) and whether its logits are wanted.
+struct TokenBatch {
+  TokenBatch() = default;
+  TokenBatch(std::span<const int32_t> t, std::span<const int32_t> s = {}, std::span<const int64_t> p = {},
+             std::span<const uint8_t> l = {})
+      : tokens(t), seq(s), pos(p), logits(l) {}
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> seq;     // [n]; empty: every token belongs to sequence 0
+  std::span<const int64_t> pos;     // [n]; empty: each sequence continues where it stands
+  std::span<const uint8_t> logits;  // [n]; empty: the last token of each sequence
+};
+
+// What runs batches of sessions' tokens: a Model, or a test double. logits receives one row of
+// n_vocab per wanted token, in batch order.
+class BatchRunner {
+ public:
+  virtual ~BatchRunner() = default;
+  virtual Status forward(std::span<Session* const> sessions, const TokenBatch& b, float* logits) const = 0;
+};
+
+class Model final : public BatchRunner {
  public:
   // `path`: a GGUF file, or a checkpoint directory with config.json (DeepSeek-V4.1 official
   // layout: *.safetensors + engram_meta.json). A directory model has no GGUF and no tokenizer:
@@ -73,15 +96,13 @@ class Model {
 
   Result<std::unique_ptr<Session>> new_session(const SessionOptions& opts) const;
 
-  // Batched decode (the server's slots): tokens[i] is appended to sessions[i] (distinct sessions of
-  // this model) and all are evaluated in one forward; logits: [n][n_vocab], row i for sessions[i].
-  // Each row equals what sessions[i]->eval({tokens[i]}) gives, up to the kernels' summation order.
-  // Errors (nothing appended): an architecture without it (can_decode_batch()), a session of
-  // another model or listed twice, a bad token id, a full context, more tokens than a session's
-  // n_batch.
-  bool can_decode_batch() const;
-  Status decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens,
-                      float* logits) const;
+  // The one forward (BatchRunner): tokens of any number of these sessions in one step. Each
+  // sequence's tokens must be contiguous in the batch; they are appended to its session. Batches
+  // larger than the sessions' n_batch are split into steps of at most that many tokens (a split
+  // changes no bits: forward is batch-invariant). Errors (nothing appended): a session of another
+  // model or listed twice, a sequence index out of range or split over the batch, a position that
+  // does not continue its sequence, a bad token id, a full context (names both numbers).
+  Status forward(std::span<Session* const> sessions, const TokenBatch& b, float* logits) const override;
 
  private:
   friend class Session;
@@ -99,7 +120,8 @@ class Session {
  public:
   virtual ~Session() = default;
 
-  // Appends `tokens` at positions n_past() .. n_past()+n-1 and evaluates them causally.
+  // Appends `tokens` at positions n_past() .. n_past()+n-1 and evaluates them causally: a batch of
+  // this sequence alone through the model's one forward (Model::forward).
   // all_logits: logits_out receives [n][n_vocab] (one row per token); else only the last
   // token's row [n_vocab]. Token ids are validated (error names the id and position).
   // Exceeding n_ctx is an error, with nothing appended.
@@ -113,6 +135,10 @@ class Session {
     uint64_t kv_cache = 0, scratch = 0;  // 0: not reported by the architecture
   };
   virtual Memory memory() const { return {}; }
+
+ private:
+  friend class Model;
+  virtual SessionImpl* impl() { return nullptr; }  // a Model's own sessions (not test doubles)
 };
 
 }  // namespace strata

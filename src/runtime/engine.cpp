@@ -37,31 +37,35 @@ struct Engine::Slot {
   std::unique_ptr<StopStrings> stops;
   Utf8Stream utf8;
   std::vector<float> logits;
-  size_t n_eval = 0;  // prompt tokens evaluated
-  int32_t next = 0;   // the sampled token waiting for its forward
+  size_t n_eval = 0;   // prompt tokens evaluated
+  size_t n_chunk = 0;  // prompt tokens in this turn's batch
+  bool ready = false;  // logits hold the next token's distribution (prompt done)
+  int32_t next = 0;    // the sampled token in this turn's batch
   int n_gen = 0;
   double t_admit = 0, t_first = 0, t_last = 0, prompt_s = 0, decode_s = 0;
 };
 
-Result<std::unique_ptr<Engine>> Engine::create(const SessionFactory& make_session, const Tokenizer* tok,
-                                               int32_t n_vocab, const EngineOptions& opts, ExpertStore* store,
-                                               BatchDecode batch_decode) {
+Result<std::unique_ptr<Engine>> Engine::create(const BatchRunner& runner, const SessionFactory& make_session,
+                                               const Tokenizer* tok, int32_t n_vocab,
+                                               const EngineOptions& opts, ExpertStore* store) {
   if (opts.n_slots < 1 || opts.n_slots > 256) return err("--parallel %d must be in [1, 256]", opts.n_slots);
   if (opts.max_queue < 0) return err("queue size %d must be >= 0", opts.max_queue);
-  if (opts.prefill_chunk < 1) return err("prefill chunk %d must be >= 1", opts.prefill_chunk);
+  if (opts.n_ubatch < 1) return err("--ubatch-size %d must be >= 1", opts.n_ubatch);
+  if (opts.n_batch < opts.n_slots)
+    return err("--batch-size %d must be at least --parallel %d (one decode token per slot)", opts.n_batch,
+               opts.n_slots);
+  if (opts.prefill_chunk < 0) return err("prefill chunk %d must be >= 0", opts.prefill_chunk);
   if (n_vocab <= 0) return err("model has an empty vocabulary");
   std::unique_ptr<Engine> e(new Engine());
+  e->runner_ = &runner;
   e->tok_ = tok;
   e->n_vocab_ = n_vocab;
   e->opts_ = opts;
   e->store_ = store;
-  if (opts.batch_decode && batch_decode) {
-    e->batch_decode_ = std::move(batch_decode);
-    e->batch_logits_.resize(static_cast<size_t>(opts.n_slots) * static_cast<size_t>(n_vocab));
-  }
+  e->batch_logits_.resize(static_cast<size_t>(opts.n_slots) * static_cast<size_t>(n_vocab));
   for (int i = 0; i < opts.n_slots; ++i) {
     auto s = std::make_unique<Slot>();
-    auto sess = make_session();
+    auto sess = make_session(opts.n_ubatch);
     if (!sess.ok()) return err_context("slot " + std::to_string(i), sess.error());
     s->session = std::move(*sess);
     s->logits.resize(static_cast<size_t>(n_vocab));
@@ -76,13 +80,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const SessionFactory& make_sessio
 Result<std::unique_ptr<Engine>> Engine::for_model(const Model& m, const SessionOptions& so,
                                                   const EngineOptions& opts) {
   if (!m.has_tokenizer()) return err("the model has no tokenizer: the engine needs text in and out");
-  BatchDecode batch;
-  if (m.can_decode_batch())
-    batch = [&m](std::span<Session* const> s, std::span<const int32_t> t, float* l) {
-      return m.decode_batch(s, t, l);
-    };
-  return create([&m, so] { return m.new_session(so); }, &m.tokenizer(), m.n_vocab(), opts, m.expert_store(),
-                std::move(batch));
+  return create(
+      m,
+      [&m, so](int n_batch) {
+        SessionOptions o = so;
+        o.n_batch = n_batch;
+        return m.new_session(o);
+      },
+      &m.tokenizer(), m.n_vocab(), opts, m.expert_store());
 }
 
 Engine::~Engine() {
@@ -166,6 +171,7 @@ void Engine::admit() {
     s->stops = std::make_unique<StopStrings>(s->req->p.stop);
     s->utf8 = Utf8Stream();
     s->n_eval = 0;
+    s->ready = false;
     s->n_gen = 0;
     s->t_admit = now_seconds();
     s->t_first = s->t_last = s->prompt_s = s->decode_s = 0;
@@ -177,18 +183,106 @@ void Engine::admit() {
   counters_.waiting = static_cast<int>(queue_.size());
 }
 
-// One turn: admit, advance every busy slot, evaluate the sampled tokens.
+// Prompt tokens this turn may take beside n_decode decode tokens. Alone, a prompt takes the whole
+// batch. Beside decoding slots, the budget is what fits in about one decode-only step's time (so a
+// turn costs ~2x a decode turn), from the measured step times; at least 16 tokens so the prompt
+// advances at a panel-efficient width.
+int Engine::prefill_budget(int n_decode) const {
+  const int room = opts_.n_batch - n_decode;
+  if (n_decode == 0 || room <= 0) return std::max(room, 0);
+  if (opts_.prefill_chunk > 0) return std::min(room, opts_.prefill_chunk);
+  constexpr int kMinChunk = 16, kFirstChunk = 32;
+  if (t_decode_step_ <= 0 || t_prefill_token_ <= 0) return std::min(room, kFirstChunk);
+  const double n = t_decode_step_ / t_prefill_token_;
+  return std::clamp(static_cast<int>(n), std::min(room, kMinChunk), room);
+}
+
+// One turn: admit; every decoding slot samples its next token into the batch; prompt chunks fill
+// the rest of the budget; one forward for all of it.
 bool Engine::step() {
   admit();
   bool did = false;
-  pending_.clear();
+  batch_slots_.clear();
+  batch_sessions_.clear();
+  batch_tokens_.clear();
+  batch_seq_.clear();
+  batch_want_.clear();
+  auto add = [&](Slot& s, std::span<const int32_t> toks, bool want_last) {
+    const int32_t seq = static_cast<int32_t>(batch_sessions_.size());
+    batch_slots_.push_back(&s);
+    batch_sessions_.push_back(s.session.get());
+    for (size_t i = 0; i < toks.size(); ++i) {
+      batch_tokens_.push_back(toks[i]);
+      batch_seq_.push_back(seq);
+      batch_want_.push_back(want_last && i + 1 == toks.size() ? 1 : 0);
+    }
+  };
+  int n_decode = 0;
   for (auto& s : slots_) {
-    if (!s->req) continue;
-    if (advance(*s)) pending_.push_back(s.get());
+    if (!s->req || !s->ready) continue;
     did = true;
+    s->n_chunk = 0;
+    if (sample(*s)) {
+      add(*s, std::span<const int32_t>(&s->next, 1), true);
+      ++n_decode;
+    }
   }
-  decode_pending();
+  int budget = prefill_budget(n_decode), n_prefill = 0;
+  for (auto& s : slots_) {
+    if (!s->req || s->ready) continue;
+    did = true;
+    s->n_chunk = 0;
+    const std::vector<int32_t>& prompt = s->req->p.prompt;
+    const size_t n = std::min(prompt.size() - s->n_eval, static_cast<size_t>(std::max(budget, 0)));
+    if (n == 0) continue;
+    s->n_chunk = n;
+    add(*s, std::span<const int32_t>(prompt.data() + s->n_eval, n), s->n_eval + n == prompt.size());
+    budget -= static_cast<int>(n);
+    n_prefill += static_cast<int>(n);
+  }
+  if (!batch_tokens_.empty()) run_batch(n_decode, n_prefill);
   return did;
+}
+
+void Engine::run_batch(int n_decode, int n_prefill) {
+  TokenBatch b;
+  b.tokens = batch_tokens_;
+  b.seq = batch_seq_;
+  b.logits = batch_want_;
+  const double t0 = now_seconds();
+  const Status st = runner_->forward(batch_sessions_, b, batch_logits_.data());
+  const double dt = now_seconds() - t0;
+  // The step-time model: decode-only turns give the decode step; mixed turns the prompt token's
+  // cost beyond it.
+  constexpr double kAlpha = 0.25;
+  auto ema = [&](double& v, double x) { v = v > 0 ? v + kAlpha * (x - v) : x; };
+  if (st.ok() && n_prefill == 0) ema(t_decode_step_, dt);
+  if (st.ok() && n_prefill > 0 && n_decode > 0 && t_decode_step_ > 0)
+    ema(t_prefill_token_, std::max(dt - t_decode_step_, 0.0) / n_prefill);
+  if (st.ok() && n_prefill > 0 && n_decode == 0 && t_prefill_token_ <= 0) t_prefill_token_ = dt / n_prefill;
+  size_t row = 0;
+  for (Slot* s : batch_slots_) {
+    const bool decoding = s->n_chunk == 0;
+    (decoding ? s->decode_s : s->prompt_s) += dt;
+    if (!st.ok()) {
+      finish(*s, FinishReason::error, st.message());
+      continue;
+    }
+    s->n_eval += s->n_chunk;
+    if (decoding || s->n_eval == s->req->p.prompt.size()) {
+      const float* src = batch_logits_.data() + row * static_cast<size_t>(n_vocab_);
+      std::copy(src, src + n_vocab_, s->logits.begin());
+      s->ready = true;
+      ++row;
+    }
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  ++counters_.batches;
+  counters_.batch_tokens += batch_tokens_.size();
+  if (n_decode > 0) {
+    ++counters_.decode_steps;
+    counters_.decode_rows += static_cast<uint64_t>(n_decode);
+  }
 }
 
 bool Engine::emit(Slot& s, const std::string& text) {
@@ -198,21 +292,9 @@ bool Engine::emit(Slot& s, const std::string& text) {
   return s.req->sink(ev);
 }
 
-bool Engine::advance(Slot& s) {
+// Samples from the slot's logits and releases the text; true when the token is to be evaluated.
+bool Engine::sample(Slot& s) {
   Request& r = *s.req;
-  const std::vector<int32_t>& prompt = r.p.prompt;
-  if (s.n_eval < prompt.size()) {  // prefill: the next chunk
-    const size_t n = std::min(prompt.size() - s.n_eval, static_cast<size_t>(opts_.prefill_chunk));
-    const double t0 = now_seconds();
-    Status st =
-        s.session->eval(std::span<const int32_t>(prompt.data() + s.n_eval, n), s.logits.data(), false);
-    s.prompt_s += now_seconds() - t0;
-    if (!st.ok()) return finish(s, FinishReason::error, st.message()), false;
-    s.n_eval += n;
-    if (s.n_eval < prompt.size()) return false;  // more chunks on later turns
-  }
-  // Decode: sample from the last logits and release the text; the token is evaluated with the
-  // other slots' at the end of the turn (decode_pending).
   const int32_t tok = s.sampler->sample(s.logits.data());
   s.sampler->accept(tok);
   ++s.n_gen;
@@ -235,44 +317,6 @@ bool Engine::advance(Slot& s) {
   if (s.session->n_past() >= s.session->n_ctx()) return finish(s, FinishReason::length), false;
   s.next = tok;
   return true;
-}
-
-// The turn's sampled tokens: one batched forward when the model has one and two or more slots
-// are decoding, else one eval per slot.
-void Engine::decode_pending() {
-  if (pending_.empty()) return;
-  const bool batched = batch_decode_ && pending_.size() > 1;
-  if (batched) {
-    pending_sessions_.clear();
-    pending_tokens_.clear();
-    for (Slot* s : pending_) {
-      pending_sessions_.push_back(s->session.get());
-      pending_tokens_.push_back(s->next);
-    }
-    const double t0 = now_seconds();
-    Status st = batch_decode_(pending_sessions_, pending_tokens_, batch_logits_.data());
-    const double dt = now_seconds() - t0;
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      Slot& s = *pending_[i];
-      s.decode_s += dt;
-      if (!st.ok()) {
-        finish(s, FinishReason::error, st.message());
-        continue;
-      }
-      const float* row = batch_logits_.data() + i * static_cast<size_t>(n_vocab_);
-      std::copy(row, row + n_vocab_, s.logits.begin());
-    }
-  } else {
-    for (Slot* s : pending_) {
-      const double t0 = now_seconds();
-      Status st = s->session->eval(std::span<const int32_t>(&s->next, 1), s->logits.data(), false);
-      s->decode_s += now_seconds() - t0;
-      if (!st.ok()) finish(*s, FinishReason::error, st.message());
-    }
-  }
-  std::lock_guard<std::mutex> lk(mu_);
-  counters_.decode_steps += batched ? 1 : pending_.size();
-  counters_.decode_rows += pending_.size();
 }
 
 void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
@@ -338,10 +382,13 @@ std::string Engine::metrics_text() const {
   gauge("strata_requests_running", "requests in a slot", c.running);
   gauge("strata_requests_waiting", "requests waiting for a slot", c.waiting);
   gauge("strata_slots", "slots (sequences in flight at most)", static_cast<double>(slots_.size()));
-  counter("strata_decode_steps_total", "forwards that evaluated sampled tokens (one per turn when batched)",
+  counter("strata_decode_steps_total", "turns that evaluated sampled tokens (one batch each)",
           static_cast<double>(c.decode_steps));
-  counter("strata_decode_rows_total", "sampled tokens evaluated by those forwards",
+  counter("strata_decode_rows_total", "sampled tokens evaluated by those turns",
           static_cast<double>(c.decode_rows));
+  counter("strata_batches_total", "turns' batches (decode tokens and prompt chunks in one forward)",
+          static_cast<double>(c.batches));
+  counter("strata_batch_tokens_total", "tokens in those batches", static_cast<double>(c.batch_tokens));
   gauge("strata_kv_cache_bytes", "KV cache bytes of all slots", static_cast<double>(kv_bytes_));
   gauge("strata_process_resident_bytes", "resident set of the process (VmRSS)",
         static_cast<double>(rss_bytes()));

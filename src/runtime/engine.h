@@ -1,16 +1,20 @@
-// Engine: the serving core behind `strata serve`. It owns N slots (one Session each, created up
-// front so their KV memory is known at start) and one scheduler thread that interleaves the
-// requests placed in them, like llama-server's --parallel slots:
+// Engine: the serving core behind `strata serve` (and `strata run`, with one slot). It owns N slots
+// (one Session each, created up front so their KV memory is known at start) and one scheduler
+// thread that interleaves the requests placed in them, like llama-server's --parallel slots:
 //
-//   queue ──admit──► slot 0..N-1 ──► each scheduler turn, every busy slot advances:
-//                                     prefill: the next prompt chunk (at most prefill_chunk tokens)
-//                                     decode:  sample one token, release its text, evaluate it
+//   queue ──admit──► slot 0..N-1 ──► each scheduler turn builds ONE batch:
+//                                     decode:  every decoding slot samples a token, releases its
+//                                              text, and puts the token in the batch
+//                                     prefill: prompt chunks of the other slots, under a token budget
+//                                   ──► one BatchRunner::forward (split in steps of n_ubatch tokens)
 //
-// A turn runs the slots one after another (one forward at a time on the shared thread pool and
-// expert store); a long prompt is cut in chunks so it does not stall the other slots' decoding.
-// Requests are independent: a slot's tokens do not depend on what the other slots run.
+// While slots decode, the prefill budget of a turn is sized from measured step times so that a
+// turn costs about twice a decode-only turn (decoding slots keep their pace while a long prompt
+// arrives); with nothing decoding a turn takes up to n_batch prompt tokens. The forward is
+// batch-invariant, so a request's tokens do not depend on what the other slots run, nor on how its
+// prompt was chunked: a seeded request gives the same text on a busy server as alone.
 //
-//   auto e = Engine::create(factory, &model->tokenizer(), model->n_vocab(), {.n_slots = 4}).value();
+//   auto e = Engine::create(*model, factory, &model->tokenizer(), model->n_vocab(), {.n_slots = 4}).value();
 //   e->submit(params, [](const CompletionEvent& ev) { ...; return true; });  // false: cancel
 //
 // The sink is called on the scheduler thread and must not block for long.
@@ -28,7 +32,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "memory/expert_store.h"
+#include "memory/experts/expert_store.h"
 #include "model/model.h"
 #include "obs/latency_histogram.h"
 #include "runtime/sampler.h"
@@ -37,11 +41,12 @@
 namespace strata {
 
 struct EngineOptions {
-  int n_slots = 4;           // sequences in flight (llama-server --parallel)
-  int max_queue = 64;        // requests waiting for a slot; beyond that submit() says the server is busy
-  int prefill_chunk = 512;   // prompt tokens a slot evaluates per turn
+  int n_slots = 4;        // sequences in flight (llama-server --parallel)
+  int max_queue = 64;     // requests waiting for a slot; beyond that submit() says the server is busy
+  int n_batch = 2048;     // -b: tokens of one turn's batch at most (decodes + prompt chunks)
+  int n_ubatch = 512;     // -ub: tokens per forward step (the sessions' scratch); a turn's batch is split
+  int prefill_chunk = 0;  // > 0: fixed prompt tokens per turn while slots decode (tests); 0: from step times
   bool manual_step = false;  // tests: run no scheduler thread; step() drives it
-  bool batch_decode = true;  // decode the slots' next tokens in one forward (when the model can)
 };
 
 enum class FinishReason { stop, length, cancelled, error };
@@ -69,22 +74,22 @@ using CompletionSink = std::function<bool(const CompletionEvent&)>;
 struct EngineCounters {
   uint64_t requests_ok = 0, requests_cancelled = 0, requests_failed = 0, requests_rejected = 0;
   uint64_t prompt_tokens = 0, gen_tokens = 0;
-  uint64_t decode_steps = 0, decode_rows = 0;  // forwards that evaluated sampled tokens, and their tokens
+  uint64_t decode_steps = 0, decode_rows = 0;  // turns that evaluated sampled tokens, and those tokens
+  uint64_t batches = 0, batch_tokens = 0;      // turns' batches (one forward call each) and their tokens
   int running = 0, waiting = 0;
 };
 
 class Engine {
  public:
-  using SessionFactory = std::function<Result<std::unique_ptr<Session>>()>;
-  // One forward for the next token of several sessions (Model::decode_batch); logits [n][n_vocab].
-  using BatchDecode = std::function<Status(std::span<Session* const>, std::span<const int32_t>, float*)>;
+  // Makes a slot's session; n_batch: the tokens one forward step takes (opts.n_ubatch).
+  using SessionFactory = std::function<Result<std::unique_ptr<Session>>(int n_batch)>;
 
-  // tok may be null only for engines fed token ids whose text is not needed (tests).
-  static Result<std::unique_ptr<Engine>> create(const SessionFactory& make_session, const Tokenizer* tok,
-                                                int32_t n_vocab, const EngineOptions& opts,
-                                                ExpertStore* store = nullptr,
-                                                BatchDecode batch_decode = nullptr);
-  // The same for a model's sessions, with its batched decode when the architecture has one.
+  // runner evaluates the sessions' batches (a Model; must outlive the engine). tok may be null only
+  // for engines fed token ids whose text is not needed (tests).
+  static Result<std::unique_ptr<Engine>> create(const BatchRunner& runner, const SessionFactory& make_session,
+                                                const Tokenizer* tok, int32_t n_vocab,
+                                                const EngineOptions& opts, ExpertStore* store = nullptr);
+  // The same for a model's sessions (so.n_batch is replaced by opts.n_ubatch).
   static Result<std::unique_ptr<Engine>> for_model(const Model& m, const SessionOptions& so,
                                                    const EngineOptions& opts);
   ~Engine();  // stops the scheduler; unfinished requests end with error "server shutting down"
@@ -113,8 +118,9 @@ class Engine {
   Engine() = default;
   void loop();
   void admit();
-  bool advance(Slot& s);  // true: s has a sampled token to evaluate (pending_)
-  void decode_pending();
+  bool sample(Slot& s);  // true: s has a sampled token to evaluate in this turn's batch
+  int prefill_budget(int n_decode) const;
+  void run_batch(int n_decode, int n_prefill);
   void finish(Slot& s, FinishReason r, const std::string& error = "");
   bool emit(Slot& s, const std::string& text);
 
@@ -125,11 +131,17 @@ class Engine {
   EngineOptions opts_;
   ExpertStore* store_ = nullptr;
   std::vector<std::unique_ptr<Slot>> slots_;
-  BatchDecode batch_decode_;
-  std::vector<Slot*> pending_;  // slots whose sampled token is evaluated at the end of the turn
-  std::vector<Session*> pending_sessions_;
-  std::vector<int32_t> pending_tokens_;
+  const BatchRunner* runner_ = nullptr;
+  // The turn's batch (reused): its slots in batch order, their sessions, and per token id, sequence
+  // index and wants-logits flag.
+  std::vector<Slot*> batch_slots_;
+  std::vector<Session*> batch_sessions_;
+  std::vector<int32_t> batch_tokens_, batch_seq_;
+  std::vector<uint8_t> batch_want_;
   std::vector<float> batch_logits_;  // [n_slots][n_vocab]
+  // Step-time model for the prefill budget (seconds, exponential moving averages).
+  double t_decode_step_ = 0;    // a turn with only decode tokens
+  double t_prefill_token_ = 0;  // per prompt token, beyond the decode part of a mixed turn
 
   mutable std::mutex mu_;  // queue_, counters_, stop_, the slots' req
   std::condition_variable cv_;

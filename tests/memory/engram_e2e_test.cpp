@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/fixtures.h"
-#include "model/v41_arch.h"
+#include "model/deepseek_v41/v41_arch.h"
 
 namespace strata {
 namespace {
@@ -30,16 +30,15 @@ Logits run_both(const Architecture& arch, const std::vector<int32_t>& toks, int 
   ThreadPool pool(1);
   auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
   EXPECT_TRUE(st.ok());
-  Status s = arch.forward(**st, Batch{std::span<const int32_t>(toks), 0, true}, r.prefill.data(), pool);
+  Status s = forward_one(arch, **st, std::span<const int32_t>(toks), 0, true, r.prefill.data(), pool);
   EXPECT_TRUE(s.ok()) << s.message();
   auto sd = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
   EXPECT_TRUE(sd.ok());
-  s = arch.forward(**sd, Batch{std::span<const int32_t>(toks).subspan(0, P0), 0, true}, r.decode.data(),
-                   pool);
+  s = forward_one(arch, **sd, std::span<const int32_t>(toks).subspan(0, P0), 0, true, r.decode.data(), pool);
   EXPECT_TRUE(s.ok()) << s.message();
   for (int i = P0; i < n; ++i) {
-    s = arch.forward(**sd, Batch{std::span<const int32_t>(toks).subspan(i, 1), i, true},
-                     r.decode.data() + static_cast<size_t>(i) * V, pool);
+    s = forward_one(arch, **sd, std::span<const int32_t>(toks).subspan(i, 1), i, true,
+                    r.decode.data() + static_cast<size_t>(i) * V, pool);
     EXPECT_TRUE(s.ok()) << s.message();
   }
   return r;

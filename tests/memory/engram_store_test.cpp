@@ -14,9 +14,9 @@
 
 #include "common/fixtures.h"
 #include "format/safetensors_dir.h"
-#include "memory/engram_store.h"
+#include "memory/engram/engram_store.h"
 #include "memory/io_test_util.h"
-#include "model/v41_engram.h"
+#include "model/deepseek_v41/v41_engram.h"
 
 namespace strata {
 namespace {

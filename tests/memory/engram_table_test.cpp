@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "format/safetensors_dir.h"
-#include "memory/engram_store.h"
-#include "model/v41_engram.h"
-#include "model/v41_quant.h"
+#include "memory/engram/engram_store.h"
+#include "model/deepseek_v41/v41_engram.h"
+#include "model/deepseek_v41/v41_quant.h"
 
 namespace strata {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "common/fixtures.h"
 #include "format/safetensors_dir.h"
-#include "model/v41_arch.h"
+#include "model/deepseek_v41/v41_arch.h"
 #include "obs/proc_mem.h"
 
 namespace strata {
@@ -108,7 +108,7 @@ std::vector<float> forward(const Architecture& arch, const std::vector<int32_t>&
   ThreadPool pool(1);
   auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
   EXPECT_TRUE(st.ok());
-  const Status s = arch.forward(**st, Batch{std::span<const int32_t>(toks), 0, true}, logits.data(), pool);
+  const Status s = forward_one(arch, **st, std::span<const int32_t>(toks), 0, true, logits.data(), pool);
   EXPECT_TRUE(s.ok()) << s.message();
   return logits;
 }

@@ -2,7 +2,7 @@
 // still count every step (all steps, and decode steps alone).
 #include <gtest/gtest.h>
 
-#include "memory/expert_stats.h"
+#include "memory/experts/expert_stats.h"
 
 namespace strata {
 namespace {

@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "memory/expert_store.h"
+#include "memory/experts/expert_store.h"
 #include "memory/io_test_util.h"
 #include "memory/store_test_util.h"
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "memory/io_engine.h"
+#include "memory/io/io_engine.h"
 #include "memory/io_test_util.h"
 
 namespace strata {

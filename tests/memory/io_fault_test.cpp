@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/io_file.h"
+#include "memory/io/io_file.h"
 #include "memory/io_test_util.h"
 
 namespace strata {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/io_file.h"
+#include "memory/io/io_file.h"
 
 namespace strata {
 

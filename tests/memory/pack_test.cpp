@@ -9,7 +9,7 @@
 #include <fstream>
 #include <set>
 
-#include "memory/pack.h"
+#include "memory/experts/pack.h"
 #include "model/synth.h"
 
 namespace strata {

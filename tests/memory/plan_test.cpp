@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fixtures.h"
-#include "memory/engram_table.h"
-#include "memory/io_engine.h"
-#include "memory/planner.h"
+#include "memory/engram/engram_table.h"
+#include "memory/io/io_engine.h"
+#include "memory/plan/planner.h"
 #include "model/synth.h"
-#include "model/v41_arch.h"
+#include "model/deepseek_v41/v41_arch.h"
 
 namespace strata {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "memory/expert_policy.h"
+#include "memory/experts/expert_policy.h"
 
 namespace strata {
 namespace {

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "memory/prefetch.h"
+#include "memory/experts/prefetch.h"
 #include "memory/store_test_util.h"
 #include "quant/quant_ref.h"
 

@@ -1,7 +1,7 @@
 // SVG heatmap: one cell per activated (layer, expert), tooltips with counts, legend max, errors.
 #include <gtest/gtest.h>
 
-#include "memory/heatmap.h"
+#include "memory/experts/heatmap.h"
 
 namespace strata {
 namespace {

@@ -7,7 +7,7 @@
 #include <map>
 #include <random>
 
-#include "memory/replay.h"
+#include "analysis/replay.h"
 
 namespace strata {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "memory/routing_trace.h"
+#include "memory/experts/routing_trace.h"
 
 namespace strata {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <string>
 
-#include "memory/expert_store.h"
+#include "memory/experts/expert_store.h"
 #include "memory/io_test_util.h"
-#include "memory/pack.h"
+#include "memory/experts/pack.h"
 #include "memory/store_test_util.h"
 
 namespace strata {

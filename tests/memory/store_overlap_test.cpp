@@ -12,9 +12,9 @@
 #include <sstream>
 #include <thread>
 
-#include "memory/expert_store.h"
+#include "memory/experts/expert_store.h"
 #include "memory/io_test_util.h"
-#include "memory/mem_resident.h"
+#include "memory/tier/mem_resident.h"
 #include "memory/store_test_util.h"
 
 namespace strata {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "format/gguf.h"
-#include "memory/expert_store.h"
+#include "memory/experts/expert_store.h"
 #include "model/synth.h"
 
 namespace strata {

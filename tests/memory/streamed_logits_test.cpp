@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/fixtures.h"
-#include "memory/expert_store.h"
+#include "memory/experts/expert_store.h"
 #include "memory/store_test_util.h"
 #include "model/hparams.h"
 #include "model/model.h"

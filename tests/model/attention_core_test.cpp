@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "model/attention.h"
+#include "model/blocks/attention.h"
 
 namespace strata {
 namespace {

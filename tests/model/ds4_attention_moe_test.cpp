@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "model/ds4_attention.h"
-#include "model/ds4_moe.h"
+#include "model/deepseek4/ds4_attention.h"
+#include "model/deepseek4/ds4_moe.h"
 #include "model/ds4_test_util.h"
 
 namespace strata::ds4 {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "model/ds4_compressor.h"
+#include "model/deepseek4/ds4_compressor.h"
 #include "model/ds4_test_util.h"
 
 namespace strata::ds4 {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/fixtures.h"
-#include "model/ds4_arch.h"
+#include "model/deepseek4/ds4_arch.h"
 #include "model/fixture_metrics.h"
 
 namespace strata {
@@ -75,8 +75,8 @@ std::vector<float> run(const Architecture& arch, const std::vector<int32_t>& tok
   if (!st.ok()) return out;
   for (int i = 0; i < n; i += chunk) {
     const int m = std::min(chunk, n - i);
-    Batch b{std::span<const int32_t>(tokens.data() + i, m), i, true};
-    Status s = arch.forward(**st, b, out.data() + static_cast<size_t>(i) * V, pool);
+    Status s = forward_one(arch, **st, std::span<const int32_t>(tokens.data() + i, m), i, true,
+                           out.data() + static_cast<size_t>(i) * V, pool);
     EXPECT_TRUE(s.ok()) << s.message();
     if (!s.ok()) break;
   }

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "model/ds4_indexer.h"
+#include "model/deepseek4/ds4_indexer.h"
 #include "model/ds4_test_util.h"
 
 namespace strata::ds4 {

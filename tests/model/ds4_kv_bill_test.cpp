@@ -8,7 +8,7 @@
 
 #include "common/fixtures.h"
 #include "format/gguf.h"
-#include "memory/kv_bill.h"
+#include "memory/plan/kv_bill.h"
 
 namespace strata {
 namespace {

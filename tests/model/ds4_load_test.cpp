@@ -10,7 +10,7 @@
 
 #include "common/fixtures.h"
 #include "format/gguf.h"
-#include "model/ds4_arch.h"
+#include "model/deepseek4/ds4_arch.h"
 
 namespace strata {
 namespace {

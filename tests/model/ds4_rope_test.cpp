@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "model/ds4_rope.h"
+#include "model/deepseek4/ds4_rope.h"
 #include "model/ds4_test_util.h"
 
 namespace strata::ds4 {

@@ -11,10 +11,10 @@
 #include <random>
 
 #include "common/fixtures.h"
-#include "model/v41_arch.h"
-#include "model/v41_engram.h"
-#include "model/v41_quant.h"
-#include "model/v41_select.h"
+#include "model/deepseek_v41/v41_arch.h"
+#include "model/deepseek_v41/v41_engram.h"
+#include "model/deepseek_v41/v41_quant.h"
+#include "model/deepseek_v41/v41_select.h"
 
 namespace strata::v41 {
 namespace {

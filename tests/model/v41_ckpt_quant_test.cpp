@@ -17,8 +17,8 @@
 #include "base/thread_pool.h"
 #include "common/fixtures.h"
 #include "format/safetensors.h"
-#include "model/v41_arch.h"
-#include "model/v41_ckpt_quant.h"
+#include "model/deepseek_v41/v41_arch.h"
+#include "model/deepseek_v41/v41_ckpt_quant.h"
 
 namespace strata {
 namespace {
@@ -220,8 +220,7 @@ TEST(V41CkptQuant, Fp8AndFp4CheckpointGiveTheBf16Logits) {
     auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
     ASSERT_TRUE(st.ok());
     std::vector<float> l(static_cast<size_t>(n) * arch.hparams().n_vocab);
-    Batch b{std::span<const int32_t>(toks), 0, true};
-    ASSERT_TRUE(arch.forward(*st.value(), b, l.data(), pool).ok());
+    ASSERT_TRUE(forward_one(arch, *st.value(), std::span<const int32_t>(toks), 0, true, l.data(), pool).ok());
     logits.push_back(std::move(l));
   }
   EXPECT_EQ(logits[0], logits[1]);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/fixtures.h"
-#include "model/v41_arch.h"
+#include "model/deepseek_v41/v41_arch.h"
 
 namespace strata {
 namespace {
@@ -74,18 +74,20 @@ TEST_P(V41Fixture, PrefillAndDecode) {
   {
     auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
     ASSERT_TRUE(st.ok());
-    Batch b{std::span<const int32_t>(toks), 0, true};
-    ASSERT_TRUE(arch.forward(*st.value(), b, lp.data(), pool).ok());
+    ASSERT_TRUE(
+        forward_one(arch, *st.value(), std::span<const int32_t>(toks), 0, true, lp.data(), pool).ok());
   }
   // Decode: P0 tokens, then one per step.
   {
     auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
     ASSERT_TRUE(st.ok());
-    Batch b{std::span<const int32_t>(toks).subspan(0, P0), 0, true};
-    ASSERT_TRUE(arch.forward(*st.value(), b, ld.data(), pool).ok());
+    ASSERT_TRUE(forward_one(arch, *st.value(), std::span<const int32_t>(toks).subspan(0, P0), 0, true,
+                            ld.data(), pool)
+                    .ok());
     for (int i = P0; i < n; ++i) {
-      Batch bi{std::span<const int32_t>(toks).subspan(i, 1), i, true};
-      ASSERT_TRUE(arch.forward(*st.value(), bi, ld.data() + static_cast<size_t>(i) * V, pool).ok());
+      ASSERT_TRUE(forward_one(arch, *st.value(), std::span<const int32_t>(toks).subspan(i, 1), i, true,
+                              ld.data() + static_cast<size_t>(i) * V, pool)
+                      .ok());
     }
   }
   float max_strict_p = 0, max_strict_d = 0, max_all_p = 0, max_all_d = 0;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/fp16.h"
-#include "model/v41_blocks.h"
-#include "model/v41_quant.h"
+#include "model/deepseek_v41/v41_blocks.h"
+#include "model/deepseek_v41/v41_quant.h"
 
 namespace strata::v41 {
 namespace {

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "model/ds4_mhc.h"
-#include "model/v41_blocks.h"
-#include "model/v41_quant.h"
+#include "model/deepseek4/ds4_mhc.h"
+#include "model/deepseek_v41/v41_blocks.h"
+#include "model/deepseek_v41/v41_quant.h"
 
 namespace strata::v41 {
 namespace {

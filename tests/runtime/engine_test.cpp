@@ -19,6 +19,7 @@ namespace strata {
 namespace {
 
 using testing_fakes::ByteTokenizer;
+using testing_fakes::EvalRunner;
 using testing_fakes::kVocab;
 using testing_fakes::ScriptSession;
 
@@ -53,19 +54,20 @@ CompletionParams params(std::vector<int32_t> prompt, int n_predict) {
 
 struct FakeEngine {
   ByteTokenizer tok;
+  EvalRunner runner;
   std::vector<ScriptSession*> sessions;
   std::unique_ptr<Engine> e;
-  FakeEngine(int slots, std::vector<int32_t> script, EngineOptions o = {}, int n_ctx = 64,
-             Engine::BatchDecode batch = nullptr) {
+  FakeEngine(int slots, std::vector<int32_t> script, EngineOptions o = {}, int n_ctx = 64) {
     o.n_slots = slots;
     o.manual_step = true;
     auto r = Engine::create(
-        [&, script]() -> Result<std::unique_ptr<Session>> {
+        runner,
+        [&, script](int) -> Result<std::unique_ptr<Session>> {
           auto s = std::make_unique<ScriptSession>(n_ctx, script);
           sessions.push_back(s.get());
           return std::unique_ptr<Session>(std::move(s));
         },
-        &tok, kVocab, o, nullptr, std::move(batch));
+        &tok, kVocab, o, nullptr);
     EXPECT_TRUE(r.ok()) << r.message();
     e = std::move(*r);
   }
@@ -101,51 +103,41 @@ TEST(Engine, SlotsRunRequestsAndTheQueueWaits) {
   EXPECT_NE(f.e->metrics_text().find("strata_generation_tokens_total 12\n"), std::string::npos);
 }
 
-// With a batched decode, the slots that sampled a token this turn share one call; the text is the
-// same as with one eval per slot.
-TEST(Engine, DecodingSlotsShareOneForwardPerTurn) {
-  std::vector<size_t> calls;
-  Engine::BatchDecode batch = [&](std::span<Session* const> s, std::span<const int32_t> t,
-                                  float* logits) -> Status {
-    calls.push_back(s.size());
-    for (size_t i = 0; i < s.size(); ++i) STRATA_TRY(s[i]->eval(t.subspan(i, 1), logits + i * kVocab, false));
-    return Status{};
-  };
-  FakeEngine f(3, {'a', 'b', 'c', 'd'}, {}, 64, batch);
+// Every turn is one forward: the prompts together, then the slots that sampled a token.
+TEST(Engine, EachTurnIsOneForward) {
+  FakeEngine f(3, {'a', 'b', 'c', 'd'});
   Got g[3];
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.e->submit(params({'x', 'y'}, 3 + i), g[i].sink()).ok());
   f.run();
   EXPECT_EQ(g[0].text, "cda");
   EXPECT_EQ(g[1].text, "cdab");
   EXPECT_EQ(g[2].text, "cdabc");
-  // Turns 1-2: three slots decode together; turn 3: two (the first ended); turn 4: one (no batch).
-  EXPECT_EQ(calls, (std::vector<size_t>{3, 3, 2}));
+  // (tokens, sequences): the three prompts, three decoding slots twice, then two, then one.
+  using C = std::pair<size_t, size_t>;
+  EXPECT_EQ(f.runner.calls, (std::vector<C>{{6, 3}, {3, 3}, {3, 3}, {2, 2}, {1, 1}}));
   const EngineCounters c = f.e->counters();
-  EXPECT_EQ(c.decode_steps, 4u);  // three batched forwards + one single eval
+  EXPECT_EQ(c.batches, 5u);
+  EXPECT_EQ(c.batch_tokens, 15u);
+  EXPECT_EQ(c.decode_steps, 4u);
   EXPECT_EQ(c.decode_rows, 9u);
-  EngineOptions off;
-  off.batch_decode = false;
-  calls.clear();
-  FakeEngine u(3, {'a', 'b', 'c', 'd'}, off, 64, batch);
-  Got h;
-  ASSERT_TRUE(u.e->submit(params({'x', 'y'}, 3), h.sink()).ok());
-  ASSERT_TRUE(u.e->submit(params({'x', 'y'}, 3), g[0].sink()).ok());
-  u.run();
-  EXPECT_TRUE(calls.empty());
-  EXPECT_EQ(h.text, "cda");
 }
 
-TEST(Engine, LongPromptsArePrefilledInChunksBetweenOtherSlotsTokens) {
+// A prompt that arrives while another slot decodes is cut in chunks that share the decoding slot's
+// turns (a fixed chunk here; by default sized from step times).
+TEST(Engine, LongPromptsArePrefilledInChunksBesideDecodingSlots) {
   EngineOptions o;
   o.prefill_chunk = 3;
   FakeEngine f(2, {'a', 'b', 'c', 'd'}, o);
   Got shortp, longp;
   ASSERT_TRUE(f.e->submit(params({'x'}, 10), shortp.sink()).ok());
+  f.e->step();  // short: prefill
   ASSERT_TRUE(f.e->submit(params(std::vector<int32_t>(8, 'z'), 2), longp.sink()).ok());
-  f.e->step();  // short: prefill + first token; long: chunk 1 (3 tokens)
+  f.e->step();  // short: token 1; long: chunk 1 (3 tokens), one batch
   f.e->step();  // short: token 2; long: chunk 2
   EXPECT_EQ(shortp.text, "bc");
   EXPECT_TRUE(longp.text.empty());
+  using C = std::pair<size_t, size_t>;
+  EXPECT_EQ(f.runner.calls, (std::vector<C>{{1, 1}, {4, 2}, {4, 2}}));
   f.run();
   ScriptSession* s_long = f.sessions[1];
   EXPECT_EQ(s_long->evals, 4);  // chunks of 3, 3, 2, then one decode token
@@ -279,12 +271,11 @@ TEST(EngineModel, ConcurrentRequestsMatchOneAtATime) {
     });
     ASSERT_TRUE(r.ok()) << r.message();
   }
-  for (bool batched : {false, true}) {
-    SCOPED_TRACE(batched ? "batched decode" : "one eval per slot");
+  for (int chunk : {4, 0}) {
+    SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
     EngineOptions eo;
     eo.n_slots = 2;
-    eo.prefill_chunk = 4;
-    eo.batch_decode = batched;
+    eo.prefill_chunk = chunk;
     auto e = Engine::for_model(model, {.n_ctx = 128}, eo);
     ASSERT_TRUE(e.ok()) << e.message();
     std::mutex mu;
@@ -315,10 +306,7 @@ TEST(EngineModel, ConcurrentRequestsMatchOneAtATime) {
     EXPECT_GT((*e)->kv_bytes(), 0u);
     EXPECT_GT((*e)->ttft_percentile(0.5), 0.0);
     const EngineCounters c = (*e)->counters();
-    if (batched)
-      EXPECT_LT(c.decode_steps, c.decode_rows);
-    else
-      EXPECT_EQ(c.decode_steps, c.decode_rows);
+    EXPECT_LT(c.decode_steps, c.decode_rows);  // the two slots decoded in shared turns
   }
 }
 

@@ -78,4 +78,31 @@ class ScriptSession : public Session {
   std::vector<int32_t> script_;
 };
 
+// A BatchRunner over sessions that evaluate themselves (test doubles): each sequence's run of the
+// batch is one eval of that session; wanted rows must be the run's last token. Records every
+// call's size and sequence count.
+class EvalRunner : public BatchRunner {
+ public:
+  Status forward(std::span<Session* const> sessions, const TokenBatch& b, float* logits) const override {
+    calls.push_back({b.tokens.size(), 0});
+    std::vector<float> discard(kVocab);
+    size_t out = 0;
+    for (size_t t0 = 0; t0 < b.tokens.size();) {
+      const int32_t sq = b.seq.empty() ? 0 : b.seq[t0];
+      size_t t1 = t0;
+      while (t1 < b.tokens.size() && (b.seq.empty() ? 0 : b.seq[t1]) == sq) ++t1;
+      const bool want = b.logits.empty() || b.logits[t1 - 1] != 0;
+      for (size_t t = t0; t + 1 < t1; ++t)
+        if (!b.logits.empty() && b.logits[t]) return err("EvalRunner: logits of a run's inner token");
+      float* dst = want ? logits + out * kVocab : discard.data();
+      STRATA_TRY(sessions[static_cast<size_t>(sq)]->eval(b.tokens.subspan(t0, t1 - t0), dst, false));
+      out += want ? 1 : 0;
+      ++calls.back().second;
+      t0 = t1;
+    }
+    return {};
+  }
+  mutable std::vector<std::pair<size_t, size_t>> calls;  // (tokens, sequences) per forward
+};
+
 }  // namespace strata::testing_fakes

@@ -21,8 +21,10 @@ TEST(HttpServerBytes, InvalidUtf8BecomesReplacementCharacters) {
   EngineOptions eo;
   eo.n_slots = 1;
   // After a 1-token prompt: 0xC3 (a lead byte) then ' ' (not a continuation), then "ok".
+  testing_fakes::EvalRunner runner;
   auto e = Engine::create(
-      [] {
+      runner,
+      [](int) {
         return Result<std::unique_ptr<Session>>(
             std::make_unique<ScriptSession>(64, std::vector<int32_t>{'x', 0xC3, ' ', 'o', 'k'}));
       },

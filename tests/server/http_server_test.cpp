@@ -19,21 +19,18 @@ namespace {
 
 using nlohmann::json;
 
-// A real session that sleeps before each eval: generation slow enough for a client to hang up
-// while its request still runs.
-class SlowSession : public Session {
+// The model's forward, slept before: generation slow enough for a client to hang up while its
+// request still runs.
+class SlowRunner : public BatchRunner {
  public:
-  SlowSession(std::unique_ptr<Session> s, int ms) : s_(std::move(s)), ms_(ms) {}
-  Status eval(std::span<const int32_t> t, float* logits, bool all) override {
+  SlowRunner(const Model& m, int ms) : m_(m), ms_(ms) {}
+  Status forward(std::span<Session* const> s, const TokenBatch& b, float* logits) const override {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
-    return s_->eval(t, logits, all);
+    return m_.forward(s, b, logits);
   }
-  int n_past() const override { return s_->n_past(); }
-  int n_ctx() const override { return s_->n_ctx(); }
-  void reset() override { s_->reset(); }
 
  private:
-  std::unique_ptr<Session> s_;
+  const Model& m_;
   int ms_;
 };
 
@@ -50,12 +47,9 @@ class HttpServerTest : public ::testing::Test {
   }
   void start(ServerOptions so = {}, EngineOptions eo = {}, int eval_delay_ms = 0) {
     eo.n_slots = 2;
+    runner_ = std::make_unique<SlowRunner>(*model_, eval_delay_ms);
     auto e = Engine::create(
-        [eval_delay_ms]() -> Result<std::unique_ptr<Session>> {
-          auto s = model_->new_session({.n_ctx = 96});
-          if (!s.ok() || eval_delay_ms == 0) return s;
-          return std::unique_ptr<Session>(std::make_unique<SlowSession>(std::move(*s), eval_delay_ms));
-        },
+        *runner_, [](int n_batch) { return model_->new_session({.n_ctx = 96, .n_batch = n_batch}); },
         &model_->tokenizer(), model_->n_vocab(), eo);
     ASSERT_TRUE(e.ok()) << e.message();
     engine_ = std::move(*e);
@@ -93,6 +87,7 @@ class HttpServerTest : public ::testing::Test {
     return out;
   }
   static Model* model_;
+  std::unique_ptr<SlowRunner> runner_;  // before engine_: destroyed after it
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;

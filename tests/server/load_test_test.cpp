@@ -41,8 +41,9 @@ TEST(LoadTest, RunAgainstAServerCountsEveryToken) {
   ASSERT_TRUE(m.ok()) << m.message();
   EngineOptions eo;
   eo.n_slots = 2;
-  auto e = Engine::create([&] { return (*m)->new_session({.n_ctx = 160}); }, &(*m)->tokenizer(),
-                          (*m)->n_vocab(), eo);
+  auto e = Engine::create(
+      **m, [&](int n_batch) { return (*m)->new_session({.n_ctx = 160, .n_batch = n_batch}); },
+      &(*m)->tokenizer(), (*m)->n_vocab(), eo);
   ASSERT_TRUE(e.ok()) << e.message();
   ServerOptions so;
   so.port = 0;

@@ -35,6 +35,10 @@ void fill_avx512(KernelTraits* t) {
   at(GgmlType::q6_k).gemv = avx512::gemv_q6_k_q8_k;
   at(GgmlType::q4_k).gemm_panel = avx512::gemm_panel_q4_k_q8_k;
   at(GgmlType::q6_k).gemm_panel = avx512::gemm_panel_q6_k_q8_k;
+  // The table starts from AVX2's: no AVX2 gemv's claim holds for the AVX-512 gemvs set above.
+  // F16's gemv sums in the panel's 1024-element chunks (GemmPanel.F16PanelEqualsGemvBits).
+  for (size_t i = 0; i < static_cast<size_t>(GgmlType::count); ++i) t[i].gemv_invariant = false;
+  at(GgmlType::f16).gemv_invariant = true;
 }
 
 }  // namespace strata::x86

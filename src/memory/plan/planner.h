@@ -1,0 +1,145 @@
+// The memory bill (`strata plan`): what a model needs in RAM before it runs, by category, and the
+// expert budget to give the tiered expert store for a RAM size (design.md principle 1: "2.1 GB of
+// experts resident" is exact and predicted before the run).
+//
+//   total = dense_weights + expert_weights_resident + kv_cache + scratch + io_buffers + runtime
+//
+//  * dense_weights: every non-routed tensor (always resident), by class;
+//  * expert_weights_resident: all routed experts when no budget applies (served from the mapped
+//    file), else the fast tier: n_slots x slot_bytes, a slot holding one expert's gate+up+down
+//    as 4 KiB-aligned covers of its file ranges (the expert store's layout, for O_DIRECT reads);
+//  * kv_cache: memory/kv_bill's bill for one sequence of n_ctx tokens, x n_seq sequences;
+//  * scratch: the forward's per-step buffers at n_ubatch tokens per step (the session arena,
+//    residual rows, one logits row), estimated from hyper-parameters the way model/ sizes them;
+//  * io_buffers: what the I/O engine holds besides the slots (reads land in the slots themselves,
+//    O_DIRECT into the tier, so no staging copies; no registered buffers): io_engine_planned_bytes
+//    (memory/io_engine.h): the io_uring rings for --io-depth reads as mapped, the engine's tables
+//    and one thread's stack, or 64 KiB per pread thread, or nothing for the sync engine; only with
+//    a budget;
+//  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks);
+//  * engram_tables (V4.1): the Engram n-gram tables at their checkpoint storage (FP8 + UE8M0 per
+//    32), placed like memory/engram_store places them: no --engram-budget or a budget that holds
+//    them -> RAM tier (all of them), else the SSD tier with a row cache of budget / (row +
+//    bookkeeping) rows (its I/O staging in io_buffers).
+// The recommended budget = RAM - everything else - a safety margin, rounded down to whole slots;
+// below one layer's top-k slots the plan does not fit (an error naming the minimum).
+//
+// The model facts come from a GGUF (exact tensor bytes) or from a Hugging Face config.json (bytes
+// estimated from the shapes the architecture implies at assumed storage types).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "format/gguf.h"
+#include "memory/io/io_engine.h"
+#include "memory/plan/kv_bill.h"
+#include "quant/qtypes.h"
+
+namespace strata {
+
+enum PlanClass {
+  plan_class_embed_output,  // token_embd, output
+  plan_class_attention,     // attention projections, compressors, indexer
+  plan_class_shared,        // shared experts
+  plan_class_dense_ffn,     // FFNs of dense layers
+  plan_class_norms_router,  // norms, routers, biases, hyper-connection mixers, everything else
+  plan_class_engram_proj,   // V4.1 Engram projections (wkv, q/k weights); the tables are apart
+  plan_class_routed,        // routed experts
+  plan_class_count,
+};
+const char* plan_class_name(int c);
+
+struct PlanModel {
+  std::string arch, source;
+  bool from_config = false;
+  std::string types;  // "from the file", or the assumed storage types of a config estimate
+  int n_layer = 0, n_embd = 0, n_vocab = 0;
+  int n_head = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
+  int n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0, n_ff = 0;
+  int n_moe_layers = 0;
+  int hc = 0, n_indexer_head = 0, indexer_head_dim = 0;  // deepseek4
+  uint64_t class_bytes[plan_class_count] = {};
+  uint64_t class_params[plan_class_count] = {};
+  uint64_t expert_bytes = 0;  // one expert's gate+up+down (the largest layer's)
+  uint64_t slot_bytes = 0;    // its slot in the fast tier (multiple of 4096)
+  KvModelSpec kv;
+  // V4.1 Engram tables (0 tables for other models)
+  int engram_tables = 0;
+  int engram_cols = 0;              // rows read per token per table
+  int64_t engram_rows = 0;          // all tables
+  uint64_t engram_row_bytes = 0;    // one row: values + scales as stored
+  uint64_t engram_table_bytes = 0;  // all tables
+
+  uint64_t dense_bytes() const;
+};
+
+// Storage types assumed for a config.json estimate.
+struct PlanTypes {
+  GgmlType expert = GgmlType::count;  // count: the architecture's default (mxfp4 for deepseek-v4, else q8_0)
+  GgmlType dense = GgmlType::q8_0;    // other matrices and embeddings
+};
+
+Result<PlanModel> plan_model_from_gguf(const GgufFile& f);
+Result<PlanModel> plan_model_from_hf_config_text(const std::string& text, const std::string& source,
+                                                 const PlanTypes& types = {});
+Result<PlanModel> plan_model_from_hf_config(const std::string& path, const PlanTypes& types = {});
+
+struct PlanOptions {
+  uint64_t ram = 0;    // 0: no RAM limit given (all experts resident)
+  int64_t n_ctx = 0;   // 0: the model's training context, at most 4096 (as `strata run`)
+  int n_seq = 1;       // sequences (batch)
+  int n_ubatch = 512;  // tokens per forward step
+  KvType kv_type = KvType::f32;
+  int io_threads = 4;  // threads backend: reader threads
+  // The expert store's I/O engine: uring priced by its rings for io_depth reads, threads by their
+  // stacks, sync at nothing (the compute thread reads); auto as io_engine_make would pick here.
+  IoBackend io_backend = IoBackend::io_backend_threads;
+  int io_depth = 32;           // io_uring reads in flight
+  int n_threads = 0;           // 0: the machine's cores
+  uint64_t margin = 0;         // safety margin; 0: auto (32 MiB + 2% of ram)
+  uint64_t expert_budget = 0;  // --expert-budget to price (as run/bench would use it); 0: none
+  uint64_t engram_budget = 0;  // --engram-budget (V4.1); 0: the tables resident in RAM
+};
+
+struct PlanKvLine {
+  std::string name, what;
+  double bytes_per_token = 0;  // growth per token, one sequence
+  uint64_t bytes = 0;          // at n_ctx, all sequences
+};
+
+struct PlanBill {
+  PlanModel model;
+  PlanOptions opts;  // with defaults resolved
+  uint64_t dense_weights = 0;
+  uint64_t expert_weights_total = 0;
+  uint64_t expert_weights_resident = 0;
+  int64_t expert_slots = 0;  // 0: no budget (all resident from the mapping)
+  int64_t expert_count = 0;  // routed experts in all layers
+  uint64_t expert_min = 0;   // one layer's top-k slots
+  uint64_t kv_cache = 0;
+  std::vector<PlanKvLine> kv_lines;
+  uint64_t scratch = 0;
+  uint64_t io_buffers = 0;
+  uint64_t runtime = 0;
+  uint64_t engram_tables = 0;  // bytes the Engram tier takes in RAM (tables or row cache)
+  std::string engram_tier;     // "ram" | "ssd" | "" (no Engram)
+  int64_t engram_slots = 0;    // ssd tier: rows the cache holds
+  uint64_t engram_io = 0;      // ssd tier: its I/O staging buffers (part of io_buffers)
+  uint64_t total = 0;
+  // With a RAM size:
+  uint64_t margin = 0;
+  uint64_t recommended_budget = 0;  // --expert-budget to pass; 0 when all experts fit
+  bool fits = true;
+  std::string problem;  // why it does not fit (names the minimum)
+};
+
+// The bill. Errors for invalid options (n_ctx, n_seq, n_ubatch < 1 after defaults) and for an
+// expert_budget below one layer's top-k slots (naming the minimum).
+Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o);
+std::string plan_text(const PlanBill& b);
+std::string plan_json(const PlanBill& b);  // keys documented in plan_json (planner.cpp)
+
+}  // namespace strata

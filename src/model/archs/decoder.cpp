@@ -1,0 +1,229 @@
+#include "model/archs/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/aligned.h"
+#include "kernels/ops.h"
+#include "kv/kv_cache.h"
+#include "model/blocks/linear.h"
+#include "model/blocks/scratch.h"
+#include "model/weights.h"
+
+namespace strata {
+
+namespace {
+
+class DecoderState final : public ArchState {
+ public:
+  DecoderState(const HParams& hp, const DecoderWeights& w, const StateOptions& o)
+      : kv(hp.n_layer), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
+    const int64_t d = hp.n_embd, nb = o.n_batch;
+    int64_t per_tok = 0, max_in = d;
+    for (int il = 0; il < hp.n_layer; ++il) {
+      const DecoderLayer& l = w.layers[il];
+      const AttnConfig& a = l.attn;
+      kv.add_standard_layer(il, int64_t{a.n_head_kv} * a.head_dim_k, int64_t{a.n_head_kv} * a.head_dim_v,
+                            o.n_ctx, a.window, nb);
+      // q, o, k, v rows and the RoPE table (n_rot <= head_dim_k).
+      const int64_t attn = int64_t{a.n_head} * (a.head_dim_k + a.head_dim_v) +
+                           int64_t{a.n_head_kv} * (a.head_dim_k + a.head_dim_v) + a.head_dim_k;
+      const MoeConfig& m = l.moe_cfg;
+      const int64_t ffn = l.moe ? m.n_expert + 3 * m.n_used + int64_t{m.n_used} * d + 2 * d + 2 * m.n_ff +
+                                      2 * m.n_ff_shexp + d
+                                : 2 * l.ffn_gate->ne[1];
+      per_tok = std::max(per_tok, std::max(attn, ffn));
+      max_in = std::max({max_in, int64_t{a.n_head} * a.head_dim_v, int64_t{m.n_ff}, int64_t{m.n_ff_shexp}});
+    }
+    const size_t bytes = sizeof(float) * static_cast<size_t>(nb * per_tok + int64_t{o.n_threads} * o.n_ctx) +
+                         4 * static_cast<size_t>(nb * max_in) * sizeof(float) + (size_t{1} << 16);
+    arena = Arena(bytes);
+    n_embd = d;
+    x = aligned_alloc_array<float>(nb * d);
+    h = aligned_alloc_array<float>(nb * d);
+    y = aligned_alloc_array<float>(nb * d);
+    segs.reserve(static_cast<size_t>(nb));
+  }
+
+  ArchMemory memory() const override {
+    const size_t rows = 3 * sizeof(float) * static_cast<size_t>(n_batch) * static_cast<size_t>(n_embd);
+    return {kv.bytes(), arena.capacity() + rows};
+  }
+
+  KvCache kv;
+  int n_ctx;
+  int n_batch;
+  int64_t n_embd = 0;
+  ExpertSource* experts;
+  Arena arena;
+  AlignedPtr<float> x;            // [n_batch][n_embd] residual
+  AlignedPtr<float> h;            // [n_batch][n_embd] normed block input
+  AlignedPtr<float> y;            // [n_batch][n_embd] block output
+  std::vector<AttnSegment> segs;  // the step's attention segments (one per sequence in it)
+};
+
+class Decoder final : public Architecture {
+ public:
+  Decoder(HParams hp, DecoderWeights w) : hp_(std::move(hp)), w_(std::move(w)) {}
+  const HParams& hparams() const override { return hp_; }
+
+  Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
+    if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
+    return std::unique_ptr<ArchState>(new DecoderState(hp_, w_, o));
+  }
+
+  // Every run's rows go through the projections, norms and MoE together; attention keeps each run
+  // with its own cache and positions (one AttnSegment per run). The first run's state lends its
+  // scratch to the step, so nothing allocates here.
+  Status forward(const Batch& b, float* logits, ThreadPool& pool) const override {
+    const int64_t n = b.n(), d = hp_.n_embd;
+    STRATA_ASSERT(!b.runs.empty());
+    auto& st = static_cast<DecoderState&>(*b.runs[0].state);
+    STRATA_ASSERT(n >= 1 && n <= st.n_batch);
+    for (const SeqRun& r : b.runs) {
+      const auto& rs = static_cast<const DecoderState&>(*r.state);
+      STRATA_ASSERT(r.n >= 1 && r.pos0 >= 0 && r.pos0 + r.n <= rs.n_ctx);
+    }
+    float* x = st.x.get();
+    float* h = st.h.get();
+    float* y = st.y.get();
+    st.arena.reset();
+    // One expert-store step per forward (its logical clock counts tokens), closed on every path.
+    struct StepScope {
+      ExpertSource* s;
+      ~StepScope() {
+        if (s) s->end_step();
+      }
+    } scope{st.experts};
+    if (st.experts) st.experts->begin_step(n);
+    for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, b.tokens[t], x + t * d);
+
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      const DecoderLayer& l = w_.layers[il];
+      for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.attn_norm, h + t * d, d, hp_.rms_eps);
+      st.segs.clear();
+      for (const SeqRun& r : b.runs)
+        st.segs.push_back(AttnSegment{&static_cast<DecoderState&>(*r.state).kv.layer(il), r.pos0, r.t0, r.n});
+      attention_forward_segments(l.attn, l.attn_w, st.segs, h, n, y, pool, st.arena);
+      vec_add(x, y, n * d);
+
+      for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
+      if (l.moe) {
+        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, st.arena, st.experts, il));
+      } else {
+        ffn_swiglu_forward(*l.ffn_gate, *l.ffn_up, *l.ffn_down, h, n, y, pool, st.arena);
+      }
+      vec_add(x, y, n * d);
+      st.arena.reset();
+    }
+
+    // The wanted rows, gathered: h row k for out_rows[k].
+    const int64_t n_out = static_cast<int64_t>(b.out_rows.size());
+    for (int64_t k = 0; k < n_out; ++k)
+      rms_norm(x + b.out_rows[k] * d, w_.output_norm, h + k * d, d, hp_.rms_eps);
+    if (n_out > 0) linear(pool, st.arena, *w_.output, h, n_out, logits);
+    return {};
+  }
+
+ private:
+  HParams hp_;
+  DecoderWeights w_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Architecture>> make_decoder(HParams hp, DecoderWeights w) {
+  STRATA_TRY(hparams_validate(hp));
+  return std::unique_ptr<Architecture>(new Decoder(std::move(hp), std::move(w)));
+}
+
+AttnConfig attn_config_from(const HParams& hp, int il) {
+  const LayerParams& lp = hp.layers[il];
+  AttnConfig c;
+  c.n_embd = hp.n_embd;
+  c.n_head = lp.n_head;
+  c.n_head_kv = lp.n_head_kv;
+  c.head_dim_k = hp.head_dim_k;
+  c.head_dim_v = hp.head_dim_v;
+  c.rope_style = hp.rope_style;
+  c.rope = hp.rope;
+  c.window = lp.attn_kind == AttnKind::attn_kind_sliding ? lp.window : 0;
+  c.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  c.eps = hp.rms_eps;
+  return c;
+}
+
+Status bind_decoder_io(const WeightBinder& b, HParams& hp, DecoderWeights& w) {
+  const TensorView* te = b.find("token_embd.weight");
+  if (!te) return err("tensor 'token_embd.weight': missing");
+  const int64_t n_vocab = te->ne[1];
+  if (hp.n_vocab != 0 && hp.n_vocab != n_vocab)
+    return err("tensor 'token_embd.weight': %lld rows but %s.vocab_size = %d",
+               static_cast<long long>(n_vocab), hp.arch.c_str(), hp.n_vocab);
+  if (n_vocab < 1 || n_vocab > (int64_t{1} << 30)) return err("tensor 'token_embd.weight': bad vocab size");
+  hp.n_vocab = static_cast<int>(n_vocab);
+  STRATA_ASSIGN(w.token_embd, b.require("token_embd.weight", {hp.n_embd, n_vocab}, types_embedding()));
+  STRATA_ASSIGN(const TensorView* on, b.require("output_norm.weight", {hp.n_embd}, types_f32()));
+  w.output_norm = static_cast<const float*>(on->data);
+  STRATA_ASSIGN(w.output, b.optional("output.weight", {hp.n_embd, n_vocab}, types_matmul()));
+  if (!w.output) {
+    if (!types_matmul().has(w.token_embd->type))
+      return err("tensor 'token_embd.weight': type %s cannot serve as the tied output",
+                 type_name(w.token_embd->type));
+    w.output = w.token_embd;
+  }
+  w.layers.resize(hp.n_layer);
+  return {};
+}
+
+namespace {
+
+Result<const float*> f32_vec(const WeightBinder& b, const std::string& name, int64_t n, bool required) {
+  const TensorView* t = nullptr;
+  if (required) {
+    STRATA_ASSIGN(t, b.require(name, {n}, types_f32()));
+  } else {
+    STRATA_ASSIGN(t, b.optional(name, {n}, types_f32()));
+  }
+  return t ? static_cast<const float*>(t->data) : nullptr;
+}
+
+}  // namespace
+
+Status bind_attention(const WeightBinder& b, const HParams& hp, int il, bool biases, DecoderLayer& l) {
+  l.attn = attn_config_from(hp, il);
+  const AttnConfig& c = l.attn;
+  const int64_t q_w = int64_t{c.n_head} * c.head_dim_k, k_w = int64_t{c.n_head_kv} * c.head_dim_k,
+                v_w = int64_t{c.n_head_kv} * c.head_dim_v, o_w = int64_t{c.n_head} * c.head_dim_v;
+  STRATA_ASSIGN(l.attn_norm, f32_vec(b, blk_name(il, "attn_norm.weight"), hp.n_embd, true));
+  AttnWeights& w = l.attn_w;
+  STRATA_ASSIGN(w.wq, b.require(blk_name(il, "attn_q.weight"), {hp.n_embd, q_w}, types_matmul()));
+  STRATA_ASSIGN(w.wk, b.require(blk_name(il, "attn_k.weight"), {hp.n_embd, k_w}, types_matmul()));
+  STRATA_ASSIGN(w.wv, b.require(blk_name(il, "attn_v.weight"), {hp.n_embd, v_w}, types_matmul()));
+  STRATA_ASSIGN(w.wo, b.require(blk_name(il, "attn_output.weight"), {o_w, hp.n_embd}, types_matmul()));
+  STRATA_ASSIGN(w.bq, f32_vec(b, blk_name(il, "attn_q.bias"), q_w, biases));
+  STRATA_ASSIGN(w.bk, f32_vec(b, blk_name(il, "attn_k.bias"), k_w, biases));
+  STRATA_ASSIGN(w.bv, f32_vec(b, blk_name(il, "attn_v.bias"), v_w, biases));
+  STRATA_ASSIGN(w.bo, f32_vec(b, blk_name(il, "attn_output.bias"), hp.n_embd, false));
+  return {};
+}
+
+Status bind_moe(const WeightBinder& b, const HParams& hp, int il, const char* norm_name, DecoderLayer& l) {
+  const int64_t d = hp.n_embd, E = hp.n_expert, F = hp.layers[il].n_ff_exp;
+  STRATA_ASSIGN(l.ffn_norm, f32_vec(b, blk_name(il, norm_name), d, true));
+  l.moe = true;
+  MoeConfig& c = l.moe_cfg;
+  c.n_embd = hp.n_embd;
+  c.n_expert = hp.n_expert;
+  c.n_used = hp.n_expert_used;
+  c.n_ff = static_cast<int>(F);
+  MoeWeights& w = l.moe_w;
+  STRATA_ASSIGN(w.gate_inp, b.require(blk_name(il, "ffn_gate_inp.weight"), {d, E}, types_matmul()));
+  STRATA_ASSIGN(w.gate_exps, b.require(blk_name(il, "ffn_gate_exps.weight"), {d, F, E}, types_matmul()));
+  STRATA_ASSIGN(w.up_exps, b.require(blk_name(il, "ffn_up_exps.weight"), {d, F, E}, types_matmul()));
+  STRATA_ASSIGN(w.down_exps, b.require(blk_name(il, "ffn_down_exps.weight"), {F, d, E}, types_matmul()));
+  return {};
+}
+
+}  // namespace strata

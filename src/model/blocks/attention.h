@@ -1,0 +1,80 @@
+// The shared multi-head attention block of the standard decoders (qwen3moe, llama, qwen2moe,
+// gpt-oss): projections (+ optional biases), optional per-head q/k RMSNorm, RoPE (NORM / NEOX,
+// YaRN), GQA, causal mask with an optional sliding window, optional per-head sinks, output
+// projection (+ optional bias). K and V rows are appended to the layer's KvLayer parts.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "format/tensor_view.h"
+#include "kernels/ops.h"
+#include "kv/kv_cache.h"
+#include "model/blocks/scratch.h"
+
+namespace strata {
+
+struct AttnWeights {
+  const TensorView* wq = nullptr;  // {n_embd, n_head*hd_k}
+  const TensorView* wk = nullptr;  // {n_embd, n_head_kv*hd_k}
+  const TensorView* wv = nullptr;  // {n_embd, n_head_kv*hd_v}
+  const TensorView* wo = nullptr;  // {n_head*hd_v, n_embd}
+  const float* bq = nullptr;       // optional biases, same widths as the outputs
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* bo = nullptr;
+  const float* q_norm = nullptr;  // optional [hd_k] per-head RMSNorm weights (qwen3)
+  const float* k_norm = nullptr;
+  const float* sinks = nullptr;  // optional [n_head] sink logits (gpt-oss)
+};
+
+struct AttnConfig {
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim_k = 0;
+  int head_dim_v = 0;
+  RopeStyle rope_style = RopeStyle::rope_style_norm;
+  RopeParams rope;  // rope.n_rot <= head_dim_k, rotates the first n_rot dims of each head
+  int window = 0;   // > 0: key j visible from query p iff 0 <= p - j < window
+  float scale = 1.0f;
+  float eps = 1e-6f;
+};
+
+// The attention core: o[t][h] = Σ_j softmax_j(scale·q[t][h]·k_j[h/group]) · v_j[h/group] over the
+// keys j visible from position pos0+t (causal; with cfg.window > 0 only pos0+t − j < window), a
+// per-head sink logit joining the max and the denominator when `sinks` is non-null.
+// Blocked and one pass: work items are (query block, kv head); each key block is read once per
+// item while all its query rows (block tokens × the group's heads) pass over it, with an online
+// softmax (running max and denominator per row, accumulators rescaled when the max grows) — no
+// scores row over the whole context. Decode (n = 1) is the same loop with one query per head.
+// q: [n][n_head·hd_k], o: [n][n_head·hd_v]; kc/vc rows hold n_head_kv heads, rows pos0+n−1 and
+// the visible earlier ones must be written.
+void attention_core(const AttnConfig& cfg, const float* q, int64_t n, int64_t pos0, const RowCache& kc,
+                    const RowCache& vc, const float* sinks, float* o, ThreadPool& pool);
+
+// A run of consecutive tokens of one sequence inside a multi-sequence batch: rows t0 .. t0+n-1 of
+// x / out sit at positions pos0 .. pos0+n-1 of the sequence whose cache is `kv`.
+struct AttnSegment {
+  KvLayer* kv = nullptr;
+  int64_t pos0 = 0;
+  int64_t t0 = 0;
+  int64_t n = 0;
+};
+
+// Several sequences in one block (batched decode of the engine's slots): the projections run once
+// over all rows; RoPE, the cache rows and the attention of each row follow its segment. Segments
+// cover rows 0..n-1 in order. Every row's result equals the single-sequence call's.
+void attention_forward_segments(const AttnConfig& cfg, const AttnWeights& w,
+                                std::span<const AttnSegment> segs, const float* x, int64_t n, float* out,
+                                ThreadPool& pool, Arena& arena);
+
+// x: [n][n_embd] (already normed) at positions pos0.. ; out: [n][n_embd].
+// kv: part kv_part_k rows [n_head_kv*hd_k], part kv_part_v rows [n_head_kv*hd_v]; rows for
+// pos0..pos0+n-1 are written, rows < pos0 must hold the sequence's earlier keys.
+void attention_forward(const AttnConfig& cfg, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
+                       int64_t pos0, float* out, ThreadPool& pool, Arena& arena);
+
+}  // namespace strata

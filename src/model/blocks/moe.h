@@ -1,0 +1,70 @@
+// The shared mixture-of-experts FFN block and the dense SwiGLU FFN.
+//
+// Router variants (MoeRouter):
+//   softmax_topk_renorm  p = softmax(W_r·h) over all experts → top-k → w /= max(Σw, 2^-14)
+//                        (qwen3moe, Mixtral-style llama)
+//   softmax_topk         as above, weights not renormalised (qwen2moe)
+//   topk_softmax         top-k of the raw logits (+ router bias) → softmax over the k (gpt-oss)
+// The input is quantized once per layer; slots (token, choice) are grouped by expert so that each
+// expert's weights are read once per step whatever the batch: one pool region computes gate, up,
+// SwiGLU and the down input's quantization per (expert, row block), then down per (expert, row
+// block) as soon as that expert's first phase is done, the shared expert's items in the same
+// region. Expert outputs are summed per token in slot order (as llama.cpp does). Scratch comes
+// from the session's arena.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "format/tensor_view.h"
+#include "memory/experts/expert_source.h"
+#include "model/blocks/scratch.h"
+
+namespace strata {
+
+enum class MoeRouter { moe_router_softmax_topk_renorm, moe_router_softmax_topk, moe_router_topk_softmax };
+enum class ExpertAct {
+  expert_act_swiglu,      // silu(g) ⊙ u
+  expert_act_swiglu_oai,  // gpt-oss: min(g,L)·σ(α·min(g,L))·(clamp(u,-L,L) + 1)
+};
+
+struct MoeWeights {
+  const TensorView* gate_inp = nullptr;   // {n_embd, n_expert}
+  const float* gate_inp_b = nullptr;      // optional [n_expert]
+  const TensorView* gate_exps = nullptr;  // {n_embd, n_ff, n_expert}
+  const TensorView* up_exps = nullptr;    // {n_embd, n_ff, n_expert}
+  const TensorView* down_exps = nullptr;  // {n_ff, n_embd, n_expert}
+  const float* gate_exps_b = nullptr;     // optional [n_expert][n_ff]
+  const float* up_exps_b = nullptr;       // optional [n_expert][n_ff]
+  const float* down_exps_b = nullptr;     // optional [n_expert][n_embd]
+  // Shared expert (optional): always on, scaled by sigmoid(gate_inp_shexp · h) when present.
+  const TensorView* gate_shexp = nullptr;  // {n_embd, n_ff_shexp}
+  const TensorView* up_shexp = nullptr;
+  const TensorView* down_shexp = nullptr;  // {n_ff_shexp, n_embd}
+  const float* gate_inp_shexp = nullptr;   // optional [n_embd]
+};
+
+struct MoeConfig {
+  int n_embd = 0;
+  int n_expert = 0;
+  int n_used = 0;
+  int n_ff = 0;
+  int n_ff_shexp = 0;
+  MoeRouter router = MoeRouter::moe_router_softmax_topk_renorm;
+  ExpertAct act = ExpertAct::expert_act_swiglu;
+  float oai_alpha = 1.702f;
+  float oai_limit = 7.0f;
+};
+
+// x: [n][n_embd] normed input; out: [n][n_embd] = Σ_k w_k·expert_k(x) (+ gated shared expert).
+// experts: where routed experts' weights come from (memory/expert_source.h: a tiered store that
+// may have to read them); null = the mmapped tensors. `layer` names this block to it. Errors: a
+// failed expert read (names the file and offset); out is then unspecified.
+Status moe_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n, float* out,
+                   ThreadPool& pool, Arena& arena, ExpertSource* experts = nullptr, int layer = 0);
+
+// Dense SwiGLU FFN: out = down · (silu(gate·x) ⊙ up·x). x: [n][in], out: [n][down.ne1].
+void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
+                        int64_t n, float* out, ThreadPool& pool, Arena& arena);
+
+}  // namespace strata

@@ -1,0 +1,92 @@
+// deepseek4 (DeepSeek-V4): 4 hyper-connection streams per token (mHC), attention with one
+// shared K=V vector per token over a sliding window plus compressed entries (CSA ratio 4 with a
+// lightning indexer, HCA ratio 128), grouped low-rank output, sqrt-softplus MoE with hash-routed
+// first layers and clamped SwiGLU (deepseek-v4.md §2; fixtures README §7). The blocks live in
+// model/ds4_*.{h,cpp}; this file binds them to the Architecture interface.
+#include <memory>
+
+#include "model/deepseek4/ds4_arch.h"
+#include "model/deepseek4/ds4_forward.h"
+#include "model/deepseek4/ds4_hparams.h"
+#include "model/deepseek4/ds4_weights.h"
+
+namespace strata {
+
+namespace {
+
+class Deepseek4 : public Architecture {
+ public:
+  Deepseek4(HParams hp, ds4::Ds4Params p, ds4::Ds4Weights w)
+      : hp_(std::move(hp)), p_(std::move(p)), w_(std::move(w)) {}
+
+  const HParams& hparams() const override { return hp_; }
+
+  Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
+    if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek4: n_ctx and n_batch must be >= 1");
+    auto st = std::make_unique<ds4::Ds4State>(p_, opts.n_ctx, opts.n_batch);
+    st->experts = opts.experts;
+    st->discard.resize(static_cast<size_t>(p_.n_vocab));
+    return std::unique_ptr<ArchState>(std::move(st));
+  }
+
+  // One sequence at a time (the layers' blocks take one sequence's consecutive positions).
+  Status forward(const Batch& b, float* logits, ThreadPool& pool) const override {
+    float* discard = static_cast<ds4::Ds4State&>(*b.runs[0].state).discard.data();
+    return forward_run_by_run(
+        b, p_.n_vocab, logits, discard,
+        [&](ArchState& st, std::span<const int32_t> t, int64_t pos0, bool all, float* out) {
+          return ds4::ds4_forward(p_, w_, static_cast<ds4::Ds4State&>(st), t, pos0, all, out, pool);
+        });
+  }
+
+ private:
+  HParams hp_;
+  ds4::Ds4Params p_;
+  ds4::Ds4Weights w_;
+};
+
+// The generic HParams the rest of strata reads (n_vocab, n_ctx_train, per-layer attention kind).
+HParams generic_hparams(const ds4::Ds4Params& p) {
+  HParams hp;
+  hp.arch = "deepseek4";
+  hp.n_layer = p.n_layer;
+  hp.n_embd = p.n_embd;
+  hp.n_head = p.n_head;
+  hp.n_head_kv = 1;
+  hp.head_dim_k = hp.head_dim_v = p.head_dim;
+  hp.n_vocab = p.n_vocab;
+  hp.n_ctx_train = static_cast<int>(std::min<int64_t>(p.n_ctx_train, int64_t{1} << 30));
+  hp.rms_eps = p.eps;
+  hp.rope_style = RopeStyle::rope_style_norm;
+  hp.rope.n_rot = p.n_rot;
+  hp.rope.freq_base = p.rope_base;
+  hp.n_expert = p.n_expert;
+  hp.n_expert_used = p.n_used;
+  hp.n_ff_exp = p.n_ff_exp;
+  hp.n_ff_shexp = p.n_ff_exp * p.n_shared;
+  hp.sliding_window = p.n_swa;
+  hp.layers.resize(static_cast<size_t>(p.n_layer));
+  for (int il = 0; il < p.n_layer; ++il) {
+    LayerParams& l = hp.layers[il];
+    l.n_head = p.n_head;
+    l.n_head_kv = 1;
+    l.window = p.n_swa;
+    l.compress_ratio = p.ratios[il];
+    l.n_ff_exp = p.n_ff_exp;
+    l.attn_kind = p.ratios[il] == 4     ? AttnKind::attn_kind_csa
+                  : p.ratios[il] == 128 ? AttnKind::attn_kind_hca
+                                        : AttnKind::attn_kind_sliding;
+  }
+  return hp;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Architecture>> make_arch_deepseek4(const GgufFile& f) {
+  STRATA_ASSIGN(ds4::Ds4Params p, ds4::ds4_params_read(f));
+  STRATA_ASSIGN(ds4::Ds4Weights w, ds4::ds4_bind_weights(f, p));
+  HParams hp = generic_hparams(p);
+  return std::unique_ptr<Architecture>(new Deepseek4(std::move(hp), std::move(p), std::move(w)));
+}
+
+}  // namespace strata

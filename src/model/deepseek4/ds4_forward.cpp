@@ -1,0 +1,365 @@
+#include "model/deepseek4/ds4_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/deepseek4/ds4_attention.h"
+#include "model/deepseek4/ds4_indexer.h"
+#include "model/deepseek4/ds4_math.h"
+#include "model/deepseek4/ds4_mhc.h"
+#include "model/deepseek4/ds4_moe.h"
+#include "model/blocks/linear.h"
+
+namespace strata::ds4 {
+
+namespace {
+
+CompressorShape comp_shape(int ratio, int width) {
+  return CompressorShape{ratio, width, ratio == 4};
+}
+
+// Rows [r0, r0+nr) of a 2-D weight as a weight view (one output group of attn_output_a).
+TensorView row_slice(const TensorView& w, int64_t r0, int64_t nr) {
+  TensorView v = w;
+  v.n_dims = 2;
+  v.ne[1] = nr;
+  v.ne[2] = v.ne[3] = 1;
+  v.data = w.row(r0);
+  v.nb[2] = v.nb[3] = w.nb[1] * static_cast<size_t>(nr);
+  v.nbytes = v.nb[2];
+  return v;
+}
+
+struct Ctx {
+  const Ds4Params& p;
+  const Ds4Weights& w;
+  Ds4State& st;
+  ThreadPool& pool;
+  std::span<const int32_t> tokens;
+  int64_t pos0;
+  int64_t n;
+  Status status;  // first failure inside a block (an expert read); the forward returns it
+  template <class T>
+  T* alloc(size_t count) {
+    return st.arena.alloc<T>(count);
+  }
+  void lin(const TensorView& wt, const float* x, int64_t rows, float* y) {
+    linear(pool, st.arena, wt, x, rows, y);
+  }
+};
+
+// Runs one compressor over the batch; completed entries are normed, roped and stored in `part`.
+void run_compressor(Ctx& c, const Ds4Compressor& cw, CompressorState& state, int ratio, int width, int il,
+                    const float* x, RowCache& part, bool rotate) {
+  const CompressorShape s = comp_shape(ratio, width);
+  const int64_t in_w = s.in_width(), n = c.n;
+  const size_t mark = c.st.arena.mark();
+  float* a = c.alloc<float>(n * in_w);
+  float* b = c.alloc<float>(n * in_w);
+  c.lin(*cw.wkv, x, n, a);
+  c.lin(*cw.wgate, x, n, b);
+  const RopeParams rope = c.p.rope_for(il);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = c.pos0 + t;
+    float* bt = b + t * in_w;
+    const float* ape = cw.ape + (pos % ratio) * in_w;
+    for (int64_t i = 0; i < in_w; ++i) bt[i] += ape[i];
+    float* entry = part.row(pos / ratio);
+    if (state.push(pos, a + t * in_w, bt, entry)) {
+      compressor_finish(s, cw.norm, c.p.eps, rope, pos / ratio, entry);
+      if (rotate && c.st.hb > 0) hadamard_rotate(c.st.hadamard.data(), c.st.hb, entry, width);
+    }
+  }
+  c.st.arena.rewind(mark);
+}
+
+// Attention sub-layer: x [n][d] (normed input) -> y [n][d].
+void attention_block(Ctx& c, int il, const float* x, float* y) {
+  const Ds4Params& p = c.p;
+  const Ds4Layer& l = c.w.layers[il];
+  Ds4LayerState& ls = c.st.layers[il];
+  KvLayer& kvl = c.st.kv.layer(il);
+  const int64_t n = c.n, hd = p.head_dim, nh = p.n_head, r = p.ratios[il];
+  const RopeParams rope = p.rope_for(il);
+  const size_t mark = c.st.arena.mark();
+
+  float* qr = c.alloc<float>(n * p.q_lora);
+  c.lin(*l.wq_a, x, n, qr);
+  for (int64_t t = 0; t < n; ++t) rms_norm(qr + t * p.q_lora, l.q_a_norm, p.q_lora, p.eps, qr + t * p.q_lora);
+  float* q = c.alloc<float>(n * nh * hd);
+  c.lin(*l.wq_b, qr, n, q);
+  float* kv = c.alloc<float>(n * hd);
+  c.lin(*l.wkv, x, n, kv);
+  float* cs = c.alloc<float>(p.n_rot);
+  RowCache& window = kvl.part(ls.window);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = c.pos0 + t;
+    float* qt = q + t * nh * hd;
+    for (int64_t h = 0; h < nh; ++h) rms_norm(qt + h * hd, nullptr, hd, p.eps, qt + h * hd);
+    rope_cache(rope, pos, 1.0f, cs);
+    rope_rows_cached(cs, p.n_rot, qt, nh, hd);
+    float* kt = kv + t * hd;
+    rms_norm(kt, l.kv_norm, hd, p.eps, kt);
+    rope_rows_cached(cs, p.n_rot, kt, 1, hd);
+    std::memcpy(window.row(pos), kt, sizeof(float) * hd);
+  }
+
+  // compressed entries (and indexer keys) of every block this batch completes
+  float* qi = nullptr;
+  float* iw = nullptr;
+  if (r != 0)
+    run_compressor(c, l.comp, ls.comp_state, static_cast<int>(r), static_cast<int>(hd), il, x,
+                   kvl.part(ls.comp), false);
+  if (r == 4) {
+    run_compressor(c, l.idx_comp, ls.index_state, 4, p.ihd, il, x, kvl.part(ls.index), true);
+    qi = c.alloc<float>(n * p.ih * p.ihd);
+    c.lin(*l.idx_q_b, qr, n, qi);
+    iw = c.alloc<float>(n * p.ih);
+    c.lin(*l.idx_proj, x, n, iw);
+    const float iscale = 1.0f / std::sqrt(static_cast<float>(p.ihd * p.ih));
+    for (int64_t t = 0; t < n; ++t) {
+      float* qt = qi + t * p.ih * p.ihd;
+      rope_rows(rope, c.pos0 + t, qt, p.ih, p.ihd, false);
+      if (c.st.hb > 0) hadamard_rotate(c.st.hadamard.data(), c.st.hb, qt, int64_t{p.ih} * p.ihd);
+      for (int h = 0; h < p.ih; ++h) iw[t * p.ih + h] *= iscale;
+    }
+  }
+
+  // attention per token over window rows + visible / selected compressed entries
+  float* o = c.alloc<float>(n * nh * hd);
+  const int64_t max_comp = r ? (c.pos0 + n) / r : 0;
+  const float** keys = c.alloc<const float*>(p.n_swa + max_comp + 1);
+  float* scratch = c.alloc<float>(p.n_swa + max_comp + 1);
+  float* iscore = c.alloc<float>(max_comp + 1);
+  int32_t* sel = c.alloc<int32_t>(max_comp + 1);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = c.pos0 + t;
+    int64_t nk = 0;
+    for (int64_t j = std::max<int64_t>(0, pos - p.n_swa + 1); j <= pos; ++j) keys[nk++] = window.row(j);
+    if (r != 0) {
+      const int64_t vis = compressed_visible(pos, static_cast<int>(r));
+      RowCache& comp = kvl.part(ls.comp);
+      if (r == 128) {
+        for (int64_t j = 0; j < vis; ++j) keys[nk++] = comp.row(j);
+      } else if (vis > 0) {
+        RowCache& ik = kvl.part(ls.index);
+        // index keys are rows of a RowCache (not assumed contiguous): score one by one
+        for (int64_t j = 0; j < vis; ++j)
+          indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, ik.row(j), 1, p.ih, p.ihd, iscore + j);
+        const int64_t k = topk_indices(iscore, vis, p.itopk, sel);
+        std::sort(sel, sel + k);
+        for (int64_t i = 0; i < k; ++i) keys[nk++] = comp.row(sel[i]);
+      }
+    }
+    float* ot = o + t * nh * hd;
+    attend_with_sink(q + t * nh * hd, static_cast<int>(nh), static_cast<int>(hd), keys, nk, scale,
+                     l.attn_sinks, scratch, ot);
+    rope_rows(rope, pos, ot, nh, hd, /*inverse=*/true);
+  }
+
+  // grouped low-rank output: z_g = wo_a[g] . o_g, y = wo_b . concat(z)
+  const int64_t G = p.o_groups, gin = nh * hd / G, ol = p.o_lora;
+  float* og = c.alloc<float>(n * gin);
+  float* zg = c.alloc<float>(n * ol);
+  float* z = c.alloc<float>(n * G * ol);
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < n; ++t) std::memcpy(og + t * gin, o + t * nh * hd + g * gin, sizeof(float) * gin);
+    const TensorView wa = row_slice(*l.wo_a, g * ol, ol);
+    c.lin(wa, og, n, zg);
+    for (int64_t t = 0; t < n; ++t) std::memcpy(z + t * G * ol + g * ol, zg + t * ol, sizeof(float) * ol);
+  }
+  c.lin(*l.wo_b, z, n, y);
+  c.st.arena.rewind(mark);
+}
+
+// FFN sub-layer: x [n][d] (normed input) -> y [n][d] = routed experts + shared expert.
+void ffn_block(Ctx& c, int il, const float* x, float* y) {
+  const Ds4Params& p = c.p;
+  const Ds4Layer& l = c.w.layers[il];
+  const int64_t n = c.n, d = p.n_embd, E = p.n_expert, K = p.n_used, F = p.n_ff_exp;
+  const size_t mark = c.st.arena.mark();
+  float* lg = c.alloc<float>(n * E);
+  c.lin(*l.gate_inp, x, n, lg);
+  float* sc = c.alloc<float>(E);
+  int32_t* ids_all = c.alloc<int32_t>(n * K);  // [n][K]
+  float* wts_all = c.alloc<float>(n * K);      // [n][K]
+  float* g = c.alloc<float>(F);
+  float* u = c.alloc<float>(F);
+  float* out = c.alloc<float>(d);
+  for (int64_t t = 0; t < n; ++t) {
+    int32_t* ids = ids_all + t * K;
+    float* wts = wts_all + t * K;
+    sqrt_softplus_scores(lg + t * E, static_cast<int>(E), sc);
+    if (l.tid2eid) {
+      std::memcpy(ids, l.tid2eid + static_cast<int64_t>(c.tokens[t]) * K, sizeof(int32_t) * K);
+      route_weights(sc, ids, static_cast<int>(K), p.w_norm, p.w_scale, wts);
+    } else {
+      route_topk(sc, l.probs_b, static_cast<int>(E), static_cast<int>(K), p.w_norm, p.w_scale, ids, wts);
+    }
+  }
+  ExpertSource* src = c.st.experts;
+  if (src) src->on_route(il, x, n, ids_all, wts_all, static_cast<int>(K));
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t* ids = ids_all + t * K;
+    const float* wts = wts_all + t * K;
+    float* yt = y + t * d;
+    std::fill(yt, yt + d, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      ExpertViews v;
+      if (src) {
+        auto got = src->acquire(il, ids[k]);
+        if (!got.ok()) {
+          c.status = got.error();
+          c.st.arena.rewind(mark);
+          return;
+        }
+        v = std::move(got).value();
+      } else {
+        v = {l.gate_exps->slice2d(ids[k]), l.up_exps->slice2d(ids[k]), l.down_exps->slice2d(ids[k])};
+      }
+      c.lin(v.gate, x + t * d, 1, g);
+      c.lin(v.up, x + t * d, 1, u);
+      swiglu_clamped(g, u, F, p.clamp_exp[il], g);
+      c.lin(v.down, g, 1, out);
+      if (src) src->release(il, ids[k]);
+      for (int64_t i = 0; i < d; ++i) yt[i] += out[i] * wts[k];
+    }
+  }
+  const int64_t Fs = l.gate_shexp->ne[1];
+  float* gs = c.alloc<float>(n * Fs);
+  float* us = c.alloc<float>(n * Fs);
+  float* sh = c.alloc<float>(n * d);
+  c.lin(*l.gate_shexp, x, n, gs);
+  c.lin(*l.up_shexp, x, n, us);
+  swiglu_clamped(gs, us, n * Fs, p.clamp_shexp[il], gs);
+  c.lin(*l.down_shexp, gs, n, sh);
+  for (int64_t i = 0; i < n * d; ++i) y[i] += sh[i];
+  c.st.arena.rewind(mark);
+}
+
+// One mHC site around a sub-layer: H [n][hc][d] updated in place.
+template <class Block>
+void hc_site(Ctx& c, const Ds4HcSite& site, const float* norm_w, float* H, Block&& block) {
+  const Ds4Params& p = c.p;
+  const int64_t n = c.n, d = p.n_embd, hc = p.hc;
+  const size_t mark = c.st.arena.mark();
+  HcCoeffs* co = c.alloc<HcCoeffs>(n);
+  float* x = c.alloc<float>(n * d);
+  float* y = c.alloc<float>(n * d);
+  float* Hn = c.alloc<float>(hc * d);
+  float mixes[64];
+  for (int64_t t = 0; t < n; ++t) {
+    const float* Ht = H + t * hc * d;
+    hc_mixes(Ht, p.hc, d, site.fn, p.n_mix(), p.eps, mixes);
+    hc_coeffs(mixes, site.scale, site.base, p.hc, p.hc_iters, p.hc_eps, &co[t]);
+    hc_collapse(Ht, co[t].pre, p.hc, d, x + t * d);
+    rms_norm(x + t * d, norm_w, d, p.eps, x + t * d);
+  }
+  block(x, y);
+  for (int64_t t = 0; t < n; ++t) {
+    float* Ht = H + t * hc * d;
+    hc_post(y + t * d, Ht, co[t], p.hc, d, Hn);
+    std::memcpy(Ht, Hn, sizeof(float) * hc * d);
+  }
+  c.st.arena.rewind(mark);
+}
+
+}  // namespace
+
+Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
+    : kv(p.n_layer), layers(static_cast<size_t>(p.n_layer)), n_ctx(n_ctx_), n_batch(n_batch_) {
+  int64_t win_cap = n_ctx;
+  bool ring = false;
+  if (int64_t{p.n_swa} - 1 + n_batch < n_ctx) {
+    win_cap = p.n_swa - 1 + n_batch;
+    ring = true;
+  }
+  for (int il = 0; il < p.n_layer; ++il) {
+    KvLayer& kl = kv.layer(il);
+    Ds4LayerState& ls = layers[il];
+    ls.window = kl.add_part(KvPartKind::kv_part_k, "window", p.head_dim, win_cap, ring);
+    const int r = p.ratios[il];
+    if (r == 0) continue;
+    const int64_t rows = n_ctx / r + 1;
+    ls.comp = kl.add_part(KvPartKind::kv_part_compressed, "comp", p.head_dim, rows, false);
+    ls.comp_state.init(comp_shape(r, p.head_dim));
+    if (r == 4) {
+      ls.index = kl.add_part(KvPartKind::kv_part_indexer, "index", p.ihd, rows, false);
+      ls.index_state.init(comp_shape(4, p.ihd));
+    }
+  }
+  hb = hadamard_block(p.ihd);
+  if (hb > 0) hadamard = hadamard_matrix(hb);
+  // scratch of one step: a generous estimate; the arena grows once if it is short
+  const int64_t d = p.n_embd, nb = n_batch;
+  const size_t per_tok =
+      sizeof(float) * static_cast<size_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim +
+                                          4 * int64_t{p.ih} * p.ihd + 8 * p.n_expert + 8 * d);
+  arena = Arena(per_tok * static_cast<size_t>(nb) + (size_t{1} << 20));
+}
+
+void Ds4State::reset() {
+  for (auto& l : layers) {
+    if (l.comp >= 0) l.comp_state.reset();
+    if (l.index >= 0) l.index_state.reset();
+  }
+}
+
+size_t Ds4State::cache_bytes() const {
+  size_t b = kv.bytes();
+  for (const auto& l : layers) {
+    if (l.comp >= 0) b += l.comp_state.bytes();
+    if (l.index >= 0) b += l.index_state.bytes();
+  }
+  return b;
+}
+
+Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, Ds4State& st, std::span<const int32_t> tokens,
+                   int64_t pos0, bool all_logits, float* logits, ThreadPool& pool) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n < 1 || n > st.n_batch)
+    return err("deepseek4: batch of %lld tokens (n_batch %d)", (long long)n, st.n_batch);
+  if (pos0 + n > st.n_ctx)
+    return err("deepseek4: positions up to %lld exceed n_ctx %d", (long long)(pos0 + n), st.n_ctx);
+  st.arena.reset();
+  Ctx c{p, w, st, pool, tokens, pos0, n, {}};
+  // One expert-store step per forward, closed on every path.
+  struct StepScope {
+    ExpertSource* s;
+    ~StepScope() {
+      if (s) s->end_step();
+    }
+  } scope{st.experts};
+  if (st.experts) st.experts->begin_step(n);
+  const int64_t d = p.n_embd, hc = p.hc;
+  float* H = c.alloc<float>(n * hc * d);  // [n][hc][d] residual streams
+  for (int64_t t = 0; t < n; ++t) {
+    float* Ht = H + t * hc * d;
+    embedding_row(*w.token_embd, tokens[t], Ht);
+    for (int64_t s = 1; s < hc; ++s) std::memcpy(Ht + s * d, Ht, sizeof(float) * d);
+  }
+  for (int il = 0; il < p.n_layer; ++il) {
+    const Ds4Layer& l = w.layers[il];
+    hc_site(c, l.hc_attn, l.attn_norm, H, [&](const float* x, float* y) { attention_block(c, il, x, y); });
+    hc_site(c, l.hc_ffn, l.ffn_norm, H, [&](const float* x, float* y) { ffn_block(c, il, x, y); });
+    if (!c.status.ok()) return c.status;
+  }
+  // final collapse of the streams, norm, LM head
+  const int64_t t0 = all_logits ? 0 : n - 1, nout = n - t0;
+  float* h = c.alloc<float>(nout * d);
+  float mixes[64], pw[64];
+  for (int64_t t = t0; t < n; ++t) {
+    const float* Ht = H + t * hc * d;
+    hc_mixes(Ht, p.hc, d, w.head_fn, p.hc, p.eps, mixes);
+    hc_head_weights(mixes, w.head_scale, w.head_base, p.hc, p.hc_eps, pw);
+    float* ht = h + (t - t0) * d;
+    hc_collapse(Ht, pw, p.hc, d, ht);
+    rms_norm(ht, w.output_norm, d, p.eps, ht);
+  }
+  linear(pool, st.arena, *w.output, h, nout, logits);
+  return {};
+}
+
+}  // namespace strata::ds4

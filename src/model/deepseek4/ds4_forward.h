@@ -1,0 +1,49 @@
+// DeepSeek-V4 forward pass over a batch of consecutive positions of one sequence (prefill and
+// decode are the same code; n is a dimension). The per-sequence state lives in Ds4State:
+//   KvCache parts per layer (kv/): "window" ring of raw K=V rows (window-1+n_batch rows),
+//     "comp" compressed entries (CSA/HCA layers), "index" indexer keys (CSA layers);
+//   CompressorState per compressor (model/ds4_compressor.h): the rolling (kv, score) rows of
+//     the partial block and, for ratio 4, of the previous block — what lets token-by-token
+//     decoding reproduce the batch result.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/arch.h"
+#include "model/deepseek4/ds4_compressor.h"
+#include "model/deepseek4/ds4_hparams.h"
+#include "model/deepseek4/ds4_weights.h"
+#include "model/blocks/scratch.h"
+
+namespace strata::ds4 {
+
+struct Ds4LayerState {
+  int window = -1, comp = -1, index = -1;  // part indices in the KvLayer
+  CompressorState comp_state, index_state;
+};
+
+class Ds4State : public ArchState {
+ public:
+  Ds4State(const Ds4Params& p, int n_ctx, int n_batch);
+  void reset() override;
+
+  KvCache kv;
+  std::vector<Ds4LayerState> layers;
+  std::vector<float> hadamard;  // [hb][hb] for the indexer (hb = hadamard_block(ihd); empty: none)
+  int hb = 0;
+  Arena arena;
+  int n_ctx, n_batch;
+  ExpertSource* experts = nullptr;  // routed experts from a tiered store (null: mmapped)
+  std::vector<float> discard;       // [n_vocab]: the last row of a run whose logits nobody wants
+  size_t cache_bytes() const;       // KV parts + compressor states
+};
+
+// logits: [n][n_vocab] when all_logits, else [n_vocab] of the last token.
+Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, Ds4State& st, std::span<const int32_t> tokens,
+                   int64_t pos0, bool all_logits, float* logits, ThreadPool& pool);
+
+}  // namespace strata::ds4

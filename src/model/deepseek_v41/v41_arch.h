@@ -1,0 +1,33 @@
+// The deepseek_v41 (DeepSeek-V4.1-Flash) Architecture, loaded from an official-layout checkpoint
+// directory: config.json + *.safetensors (model.safetensors.index.json when sharded) +
+// engram_meta.json (when the config lists Engram layers). Model::load routes directories here.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "memory/engram/engram_store.h"
+#include "model/arch.h"
+#include "model/engram_tiered.h"
+#include "model/deepseek_v41/v41_forward.h"
+
+namespace strata {
+
+struct V41Loaded {
+  std::unique_ptr<SafetensorsDir> dir;  // keeps the shards mapped (weights are copied, see v41_weights.h)
+  std::unique_ptr<Architecture> arch;
+  const v41::V41Model* model = nullptr;  // owned by arch
+  // With an Engram budget: the store the model reads its Engram rows from (keep it alive as long
+  // as arch runs forwards); null when the tables are resident with the weights.
+  std::unique_ptr<TieredEngramRows> engram;
+};
+
+// engram.budget_bytes > 0: the Engram tables are not loaded with the weights; a tiered store of
+// that budget over the checkpoint file serves them (RAM tier when they fit, else the SSD tier
+// behind a row cache). 0: the tables are loaded with the weights (f32, resident).
+Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram = {});
+
+// True if `path` is a directory holding config.json (what Model::load should route here).
+bool is_v41_checkpoint_dir(const std::string& path);
+
+}  // namespace strata

@@ -1,0 +1,164 @@
+#include "bench_itl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "base/clock.h"
+#include "runtime/engine.h"
+
+namespace strata::cli {
+namespace {
+
+double pct(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+std::vector<int32_t> random_prompt(int n, int n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& t : v) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
+  return v;
+}
+
+// Requests in flight and what they saw: per request the times of its text events, and its TTFT.
+struct Watch {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<double>> times;
+  std::vector<double> ttft;
+  std::vector<int> done;
+  CompletionSink sink(size_t i) {
+    return [this, i](const CompletionEvent& ev) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!ev.text.empty()) times[i].push_back(now_seconds());
+      if (ev.done) {
+        ttft[i] = ev.ttft_s;
+        done[i] = 1;
+        cv.notify_all();
+      }
+      return true;
+    };
+  }
+  explicit Watch(size_t n) : times(n), ttft(n, 0), done(n, 0) {}
+};
+
+CompletionParams params(std::vector<int32_t> prompt, int n_predict) {
+  CompletionParams p;
+  p.prompt = std::move(prompt);
+  p.n_predict = n_predict;
+  p.sampling.temp = 0;
+  p.ignore_eos = true;
+  return p;
+}
+
+}  // namespace
+
+Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx) {
+  if (n_prompt < 1 || n_decoders < 1 || n_decoders > 64)
+    return err("--itl needs a prompt and 1..64 decoders");
+  if (n_prompt + 2 > n_ctx) return err("--itl %d does not fit in -c %d", n_prompt, n_ctx);
+  EngineOptions eo;
+  eo.n_slots = n_decoders + 1;
+  eo.max_queue = 4;
+  STRATA_ASSIGN(auto e, Engine::for_model(m, {.n_ctx = n_ctx}, eo));
+  const int V = m.n_vocab(), dec_prompt = 16, n_unloaded = 48;
+  const auto longp = random_prompt(n_prompt, V, 7);
+  auto wait_all = [](Watch& w, size_t n) {
+    std::unique_lock<std::mutex> lk(w.mu);
+    w.cv.wait(lk, [&] { return std::count(w.done.begin(), w.done.end(), 1) == static_cast<long>(n); });
+  };
+  ItlBenchResult r;
+  r.n_prompt = n_prompt;
+  r.n_decoders = n_decoders;
+  {  // warm-up, then the prompt alone (best of 2)
+    Watch w(3);
+    for (size_t i = 0; i < 3; ++i) {
+      STRATA_TRY(e->submit(params(longp, 1), w.sink(i)).status());
+      std::unique_lock<std::mutex> lk(w.mu);
+      w.cv.wait(lk, [&] { return w.done[i] == 1; });
+    }
+    r.ttft_idle_s = std::min(w.ttft[1], w.ttft[2]);
+  }
+  std::vector<double> gaps;
+  {  // the decoders alone
+    Watch w(static_cast<size_t>(n_decoders));
+    for (int i = 0; i < n_decoders; ++i)
+      STRATA_TRY(e->submit(params(random_prompt(dec_prompt, V, 100 + i), n_unloaded), w.sink(i)).status());
+    wait_all(w, static_cast<size_t>(n_decoders));
+    for (const auto& t : w.times)
+      for (size_t k = 4; k < t.size(); ++k) gaps.push_back(t[k] - t[k - 1]);  // past the first turns
+    r.itl_unloaded_p50 = pct(gaps, 0.5);
+    r.itl_unloaded_p99 = pct(gaps, 0.99);
+  }
+  {  // the decoders, and the prompt arriving once they are decoding
+    const size_t n = static_cast<size_t>(n_decoders) + 1;
+    Watch w(n);
+    const int n_long_gen = std::max(64, n_ctx - dec_prompt - 1);
+    for (int i = 0; i < n_decoders; ++i)
+      STRATA_TRY(e->submit(params(random_prompt(dec_prompt, V, 200 + i), n_long_gen), w.sink(i)).status());
+    for (;;) {  // every decoder past its first tokens
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard<std::mutex> lk(w.mu);
+      bool ready = true;
+      for (int i = 0; i < n_decoders; ++i) ready = ready && w.times[i].size() >= 6;
+      if (ready) break;
+    }
+    const double t_arrive = now_seconds();
+    STRATA_TRY(e->submit(params(longp, 1), w.sink(n - 1)).status());
+    {
+      std::unique_lock<std::mutex> lk(w.mu);
+      w.cv.wait(lk, [&] { return w.done[n - 1] == 1; });
+    }
+    const double t_done = now_seconds();
+    r.ttft_loaded_s = w.ttft[n - 1];
+    e.reset();  // ends the decoders
+    gaps.clear();
+    for (int i = 0; i < n_decoders; ++i) {
+      const auto& t = w.times[static_cast<size_t>(i)];
+      for (size_t k = 1; k < t.size(); ++k)
+        if (t[k] > t_arrive && t[k - 1] < t_done) gaps.push_back(t[k] - t[k - 1]);
+    }
+    r.loaded_gaps = static_cast<int>(gaps.size());
+    r.itl_loaded_p50 = pct(gaps, 0.5);
+    r.itl_loaded_p99 = pct(gaps, 0.99);
+  }
+  return r;
+}
+
+std::string itl_bench_text(const ItlBenchResult& r) {
+  char b[640];
+  std::snprintf(
+      b, sizeof b,
+      "%d-token prompt arriving while %d sequences decode (engine defaults):\n"
+      "  TTFT of the prompt:      idle %8.1f ms   beside the decoders %8.1f ms   (%.2fx)\n"
+      "  decoders' token gaps:    unloaded p50 %6.2f ms p99 %6.2f ms\n"
+      "                           during the prompt p50 %6.2f ms p99 %6.2f ms   (p99 %.2fx, %d gaps)\n",
+      r.n_prompt, r.n_decoders, r.ttft_idle_s * 1e3, r.ttft_loaded_s * 1e3,
+      r.ttft_idle_s > 0 ? r.ttft_loaded_s / r.ttft_idle_s : 0.0, r.itl_unloaded_p50 * 1e3,
+      r.itl_unloaded_p99 * 1e3, r.itl_loaded_p50 * 1e3, r.itl_loaded_p99 * 1e3,
+      r.itl_unloaded_p99 > 0 ? r.itl_loaded_p99 / r.itl_unloaded_p99 : 0.0, r.loaded_gaps);
+  return b;
+}
+
+nlohmann::json itl_bench_json(const ItlBenchResult& r) {
+  return {{"n_prompt", r.n_prompt},
+          {"n_decoders", r.n_decoders},
+          {"ttft_idle_s", r.ttft_idle_s},
+          {"ttft_loaded_s", r.ttft_loaded_s},
+          {"itl_unloaded_p50_s", r.itl_unloaded_p50},
+          {"itl_unloaded_p99_s", r.itl_unloaded_p99},
+          {"itl_loaded_p50_s", r.itl_loaded_p50},
+          {"itl_loaded_p99_s", r.itl_loaded_p99},
+          {"loaded_gaps", r.loaded_gaps}};
+}
+
+}  // namespace strata::cli
