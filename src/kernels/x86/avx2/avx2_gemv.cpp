@@ -4,8 +4,8 @@
 // weights from DRAM or L3; as avx512_gemv.cpp).
 //
 // 32-element block types against Q8_0 activations, per row and block: the int8 products through
-// VPMADDUBSW (unsigned × signed, pair sums in int16) and VPMADDWD into 8 int32 lanes, scaled by
-// dw·dx into one f32 accumulator per row:
+// VPMADDUBSW (unsigned × signed, pair sums in int16) and VPMADDWD into 8 int32 lanes, reduced to the
+// block's exact integer dot and scaled by dw·dx into the row's f32 sum (the panel's bits):
 //   Q4_0 nibbles in element order from one 16-byte broadcast, a VPSRLVD by 0 / 4 per half and an
 //     AND (a dword shift pulls the next byte's bits into the top nibble only, which the AND drops);
 //     they meet x unsigned, the offset 8·(x pair sums), shared by the 4 rows, is subtracted in int16;
@@ -95,16 +95,16 @@ struct DecMxfp4 {
 };
 
 // R rows (w: row 0, ws apart) over blocks [0, nb): y[r] = results. Per block the R rows' scales
-// are converted together (times dx) and broadcast from memory, off the vector ALU ports.
+// are converted together (times dx), and each row's exact integer dot is reduced before it is
+// scaled: acc_r = fma(isum_r, dw_r·dx, acc_r) block after block, the panel's arithmetic
+// (avx2_gemm_panel.cpp), so decode and a batch give every output the same bits. The 4 rows'
+// reductions share one HADD tree and their accumulators one register.
 template <class Dec, int R>
 void rows_q32(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_0* x, float* y) {
   using Block = typename Dec::Block;
   const __m256i ones = _mm256_set1_epi16(1);
   const size_t pf = static_cast<size_t>(kPrefetchGroups * kRows) * ws;
-  __m256 acc[R];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  alignas(16) float sc[4];
+  __m128 acc = _mm_setzero_ps();
   auto block = [&](int64_t i, bool fetch) {
     const __m256i xv = load256(x[i].qs);
     const __m256i corr = Dec::corr(xv);
@@ -112,13 +112,21 @@ void rows_q32(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_0* x, float
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r)
       b[r] = w + static_cast<size_t>(r < R ? r : 0) * ws + static_cast<size_t>(i) * sizeof(Block);
-    _mm_store_ps(sc, _mm_mul_ps(Dec::scales(b), _mm_set1_ps(h2f(x[i].d))));
+    const __m128 sc = _mm_mul_ps(Dec::scales(b), _mm_set1_ps(h2f(x[i].d)));
+    __m256i p[4];
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < 4; ++r) {
+      if (r >= R) {
+        p[r] = _mm256_setzero_si256();
+        continue;
+      }
       if (fetch) prefetch(b[r] + pf);
-      const __m256i p = _mm256_madd_epi16(Dec::pairs(*reinterpret_cast<const Block*>(b[r]), xv, corr), ones);
-      acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r]), _mm256_cvtepi32_ps(p), acc[r]);
+      p[r] = _mm256_madd_epi16(Dec::pairs(*reinterpret_cast<const Block*>(b[r]), xv, corr), ones);
     }
+    // Lane r of the sum = Σ of p[r]'s 8 lanes (exact in int32).
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), sc, acc);
   };
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {  // 2 blocks < 64 bytes: one prefetch per pair reaches every line
@@ -126,8 +134,10 @@ void rows_q32(int64_t nb, const uint8_t* w, size_t ws, const BlockQ8_0* x, float
     block(i + 1, false);
   }
   if (i < nb) block(i, true);
+  alignas(16) float out[4];
+  _mm_store_ps(out, acc);
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) y[r] = hsum_f32x8(acc[r]);
+  for (int r = 0; r < R; ++r) y[r] = out[r];
 }
 
 template <class Dec>

@@ -38,8 +38,12 @@ void fill_avx2(KernelTraits* t) {
   at(GgmlType::bf16).gemv = avx2::gemv_bf16;
   at(GgmlType::q4_k).gemv = avx2::gemv_q4_k_q8_k;
   at(GgmlType::q6_k).gemv = avx2::gemv_q6_k_q8_k;
-  // The gemvs with the bits of the many-token path: F16 (the panel's 1024-element chunks) and the
+  // The gemvs with the bits of the many-token path: the 32-element block types (per block the exact
+  // integer dot, then fma with dw·dx, as the panel), F16 (the panel's 1024-element chunks) and the
   // K-quants (whose panels hand few tokens to the tiles, which share the gemv's block order).
+  at(GgmlType::q8_0).gemv_invariant = true;
+  at(GgmlType::q4_0).gemv_invariant = true;
+  at(GgmlType::mxfp4).gemv_invariant = true;
   at(GgmlType::f16).gemv_invariant = true;
   at(GgmlType::q4_k).gemv_invariant = true;
   at(GgmlType::q6_k).gemv_invariant = true;
