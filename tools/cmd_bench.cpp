@@ -149,7 +149,7 @@ int cmd_bench(int argc, char** argv) {
   strata::cli::ExpertFlags xf;
   xf.add(app);
   app.add_option("--membw-size", membw_size,
-                 "bandwidth buffer size (K/M/G suffixes; auto: 4x the last-level cache, at least 1G)")
+                 "bandwidth buffer size (K/M/G suffixes; auto: 4x the last-level cache, at least 256M)")
       ->capture_default_str();
   if (auto rc = strata::cli::parse_args(app, argc, argv, "bench")) return *rc;
   if (depth < 0) return fail("-d must be >= 0", 2);
@@ -171,9 +171,15 @@ int cmd_bench(int argc, char** argv) {
     j["membw_buffer_bytes"] = bw.buffer_bytes;
     return bw;
   };
+  // The probe runs on every core (the machine's best, whatever -t says) before the model is
+  // loaded: its buffer is freed and the peak-RSS mark reset before the run, so neither the run's
+  // peak RSS nor a memory cgroup sized by `strata plan` sees it.
+  strata::MembwResult bw;
+  {
+    strata::ThreadPool pool(0);
+    bw = run_membw(pool);
+  }
   if (membw_only) {
-    strata::ThreadPool pool(0);  // every core: the machine's best, whatever -t says
-    const strata::MembwResult bw = run_membw(pool);
     if (json) {
       std::printf("%s\n", j.dump().c_str());
     } else {
@@ -259,8 +265,6 @@ int cmd_bench(int argc, char** argv) {
   // Measured before the bandwidth probe, whose buffer would otherwise be the peak RSS.
   const strata::cli::MemReport mem = strata::cli::mem_report(m, **sess, std::max(n_prompt, 1));
   const uint64_t peak_rss = strata::peak_rss_bytes();
-  strata::ThreadPool all_cores(0);
-  const strata::MembwResult bw = run_membw(all_cores);
   const WeightTraffic wt = weight_traffic(m);
   const strata::SampleStats pps = strata::summarize(pp.tok_s), tgs = strata::summarize(tg.tok_s);
   const double tg_gbps = tgs.median * wt.bytes_per_token / 1e9;
@@ -283,7 +287,7 @@ int cmd_bench(int argc, char** argv) {
     j["tg_weight_bytes_kind"] = traffic_kind;
     j["tg_gbps"] = tg_gbps;
     j["tg_fraction_of_membw"] = frac;
-    j["peak_rss_bytes"] = peak_rss;  // the run's, before the bandwidth probe
+    j["peak_rss_bytes"] = peak_rss;  // the run's (the probe's buffer was gone before it started)
     j["n_depth"] = depth;
     if (const strata::ExpertStore* es = m.expert_store()) {
       // The timed tg repetitions only (decode steps, warm-up excluded): the tokens tg_tok_s is about.

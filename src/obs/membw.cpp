@@ -81,7 +81,7 @@ size_t last_level_cache_bytes() {
 }
 
 size_t membw_default_bytes() {
-  return std::max<size_t>(size_t{1} << 30, 4 * last_level_cache_bytes());
+  return std::max<size_t>(size_t{256} << 20, 4 * last_level_cache_bytes());
 }
 
 MembwResult measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {

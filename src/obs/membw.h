@@ -22,7 +22,7 @@ struct MembwResult {
 MembwResult measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps);
 
 // The last-level cache's size (sysfs / sysconf; 0 when unknown) and the probe's default buffer:
-// 4x that, at least 1 GiB.
+// 4x that, at least 256 MiB.
 size_t last_level_cache_bytes();
 size_t membw_default_bytes();
 

@@ -25,18 +25,11 @@ class Deepseek4 : public Architecture {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek4: n_ctx and n_batch must be >= 1");
     auto st = std::make_unique<ds4::Ds4State>(p_, opts.n_ctx, opts.n_batch);
     st->experts = opts.experts;
-    st->discard.resize(static_cast<size_t>(p_.n_vocab));
     return std::unique_ptr<ArchState>(std::move(st));
   }
 
-  // One sequence at a time (the layers' blocks take one sequence's consecutive positions).
   Status forward(const Batch& b, float* logits, ThreadPool& pool) const override {
-    float* discard = static_cast<ds4::Ds4State&>(*b.runs[0].state).discard.data();
-    return forward_run_by_run(
-        b, p_.n_vocab, logits, discard,
-        [&](ArchState& st, std::span<const int32_t> t, int64_t pos0, bool all, float* out) {
-          return ds4::ds4_forward(p_, w_, static_cast<ds4::Ds4State&>(st), t, pos0, all, out, pool);
-        });
+    return ds4::ds4_forward(p_, w_, b, logits, pool);
   }
 
  private:

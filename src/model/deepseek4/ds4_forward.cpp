@@ -31,10 +31,14 @@ TensorView row_slice(const TensorView& w, int64_t r0, int64_t nr) {
   return v;
 }
 
+// A block's view of the step: the whole batch (the FFN, mHC, embeddings, head), or one sequence's
+// run of it (attention: st holds that sequence's caches). The scratch is always the arena of the
+// state that lends it to the step.
 struct Ctx {
   const Ds4Params& p;
   const Ds4Weights& w;
   Ds4State& st;
+  Arena& arena;
   ThreadPool& pool;
   std::span<const int32_t> tokens;
   int64_t pos0;
@@ -42,10 +46,10 @@ struct Ctx {
   Status status;  // first failure inside a block (an expert read); the forward returns it
   template <class T>
   T* alloc(size_t count) {
-    return st.arena.alloc<T>(count);
+    return arena.alloc<T>(count);
   }
   void lin(const TensorView& wt, const float* x, int64_t rows, float* y) {
-    linear(pool, st.arena, wt, x, rows, y);
+    linear(pool, arena, wt, x, rows, y);
   }
 };
 
@@ -54,7 +58,7 @@ void run_compressor(Ctx& c, const Ds4Compressor& cw, CompressorState& state, int
                     const float* x, RowCache& part, bool rotate) {
   const CompressorShape s = comp_shape(ratio, width);
   const int64_t in_w = s.in_width(), n = c.n;
-  const size_t mark = c.st.arena.mark();
+  const size_t mark = c.arena.mark();
   float* a = c.alloc<float>(n * in_w);
   float* b = c.alloc<float>(n * in_w);
   c.lin(*cw.wkv, x, n, a);
@@ -71,7 +75,7 @@ void run_compressor(Ctx& c, const Ds4Compressor& cw, CompressorState& state, int
       if (rotate && c.st.hb > 0) hadamard_rotate(c.st.hadamard.data(), c.st.hb, entry, width);
     }
   }
-  c.st.arena.rewind(mark);
+  c.arena.rewind(mark);
 }
 
 // Attention sub-layer: x [n][d] (normed input) -> y [n][d].
@@ -82,7 +86,7 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   KvLayer& kvl = c.st.kv.layer(il);
   const int64_t n = c.n, hd = p.head_dim, nh = p.n_head, r = p.ratios[il];
   const RopeParams rope = p.rope_for(il);
-  const size_t mark = c.st.arena.mark();
+  const size_t mark = c.arena.mark();
 
   float* qr = c.alloc<float>(n * p.q_lora);
   c.lin(*l.wq_a, x, n, qr);
@@ -171,7 +175,7 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
     for (int64_t t = 0; t < n; ++t) std::memcpy(z + t * G * ol + g * ol, zg + t * ol, sizeof(float) * ol);
   }
   c.lin(*l.wo_b, z, n, y);
-  c.st.arena.rewind(mark);
+  c.arena.rewind(mark);
 }
 
 // FFN sub-layer: x [n][d] (normed input) -> y [n][d] = routed experts + shared expert.
@@ -179,15 +183,12 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
   const Ds4Params& p = c.p;
   const Ds4Layer& l = c.w.layers[il];
   const int64_t n = c.n, d = p.n_embd, E = p.n_expert, K = p.n_used, F = p.n_ff_exp;
-  const size_t mark = c.st.arena.mark();
+  const size_t mark = c.arena.mark();
   float* lg = c.alloc<float>(n * E);
   c.lin(*l.gate_inp, x, n, lg);
   float* sc = c.alloc<float>(E);
   int32_t* ids_all = c.alloc<int32_t>(n * K);  // [n][K]
   float* wts_all = c.alloc<float>(n * K);      // [n][K]
-  float* g = c.alloc<float>(F);
-  float* u = c.alloc<float>(F);
-  float* out = c.alloc<float>(d);
   for (int64_t t = 0; t < n; ++t) {
     int32_t* ids = ids_all + t * K;
     float* wts = wts_all + t * K;
@@ -201,29 +202,56 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
   }
   ExpertSource* src = c.st.experts;
   if (src) src->on_route(il, x, n, ids_all, wts_all, static_cast<int>(K));
+  // Routed experts grouped by expert: each used expert's weights are acquired and read once for
+  // all the rows routed to it (one GEMM), its outputs land in their (token, choice) slots, then
+  // every token sums its slots in choice order. Row bits do not depend on the group size (batch
+  // invariance), so this equals one expert GEMV per token.
+  float* ys = c.alloc<float>(n * K * d);  // [n][K][d]
+  int32_t* slots = c.alloc<int32_t>(n * K);
+  int32_t* count = c.alloc<int32_t>(E + 1);
+  std::fill(count, count + E + 1, 0);
+  for (int64_t s = 0; s < n * K; ++s) ++count[ids_all[s] + 1];
+  for (int64_t e = 0; e < E; ++e) count[e + 1] += count[e];
+  {
+    int32_t* fill = c.alloc<int32_t>(E);
+    std::copy(count, count + E, fill);
+    for (int64_t s = 0; s < n * K; ++s) slots[fill[ids_all[s]]++] = static_cast<int32_t>(s);
+  }
+  float* xg = c.alloc<float>(n * K * d);
+  float* gg = c.alloc<float>(n * K * F);
+  float* ug = c.alloc<float>(n * K * F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t s0 = count[e], m = count[e + 1] - s0;
+    if (m == 0) continue;
+    ExpertViews v;
+    if (src) {
+      auto got = src->acquire(il, static_cast<int>(e));
+      if (!got.ok()) {
+        c.status = got.error();
+        c.arena.rewind(mark);
+        return;
+      }
+      v = std::move(got).value();
+    } else {
+      v = {l.gate_exps->slice2d(e), l.up_exps->slice2d(e), l.down_exps->slice2d(e)};
+    }
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(xg + j * d, x + (slots[s0 + j] / K) * d, sizeof(float) * static_cast<size_t>(d));
+    c.lin(v.gate, xg, m, gg);
+    c.lin(v.up, xg, m, ug);
+    swiglu_clamped(gg, ug, m * F, p.clamp_exp[il], gg);
+    c.lin(v.down, gg, m, xg);
+    if (src) src->release(il, static_cast<int>(e));
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(ys + static_cast<int64_t>(slots[s0 + j]) * d, xg + j * d,
+                  sizeof(float) * static_cast<size_t>(d));
+  }
   for (int64_t t = 0; t < n; ++t) {
-    const int32_t* ids = ids_all + t * K;
     const float* wts = wts_all + t * K;
     float* yt = y + t * d;
     std::fill(yt, yt + d, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
-      ExpertViews v;
-      if (src) {
-        auto got = src->acquire(il, ids[k]);
-        if (!got.ok()) {
-          c.status = got.error();
-          c.st.arena.rewind(mark);
-          return;
-        }
-        v = std::move(got).value();
-      } else {
-        v = {l.gate_exps->slice2d(ids[k]), l.up_exps->slice2d(ids[k]), l.down_exps->slice2d(ids[k])};
-      }
-      c.lin(v.gate, x + t * d, 1, g);
-      c.lin(v.up, x + t * d, 1, u);
-      swiglu_clamped(g, u, F, p.clamp_exp[il], g);
-      c.lin(v.down, g, 1, out);
-      if (src) src->release(il, ids[k]);
+      const float* out = ys + (t * K + k) * d;
       for (int64_t i = 0; i < d; ++i) yt[i] += out[i] * wts[k];
     }
   }
@@ -236,7 +264,7 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
   swiglu_clamped(gs, us, n * Fs, p.clamp_shexp[il], gs);
   c.lin(*l.down_shexp, gs, n, sh);
   for (int64_t i = 0; i < n * d; ++i) y[i] += sh[i];
-  c.st.arena.rewind(mark);
+  c.arena.rewind(mark);
 }
 
 // One mHC site around a sub-layer: H [n][hc][d] updated in place.
@@ -244,7 +272,7 @@ template <class Block>
 void hc_site(Ctx& c, const Ds4HcSite& site, const float* norm_w, float* H, Block&& block) {
   const Ds4Params& p = c.p;
   const int64_t n = c.n, d = p.n_embd, hc = p.hc;
-  const size_t mark = c.st.arena.mark();
+  const size_t mark = c.arena.mark();
   HcCoeffs* co = c.alloc<HcCoeffs>(n);
   float* x = c.alloc<float>(n * d);
   float* y = c.alloc<float>(n * d);
@@ -263,7 +291,7 @@ void hc_site(Ctx& c, const Ds4HcSite& site, const float* norm_w, float* H, Block
     hc_post(y + t * d, Ht, co[t], p.hc, d, Hn);
     std::memcpy(Ht, Hn, sizeof(float) * hc * d);
   }
-  c.st.arena.rewind(mark);
+  c.arena.rewind(mark);
 }
 
 }  // namespace
@@ -295,8 +323,9 @@ Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
   // scratch of one step: a generous estimate; the arena grows once if it is short
   const int64_t d = p.n_embd, nb = n_batch;
   const size_t per_tok =
-      sizeof(float) * static_cast<size_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim +
-                                          4 * int64_t{p.ih} * p.ihd + 8 * p.n_expert + 8 * d);
+      sizeof(float) *
+      static_cast<size_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim + 4 * int64_t{p.ih} * p.ihd +
+                          8 * p.n_expert + 8 * d + 2 * int64_t{p.n_used} * (d + p.n_ff_exp));
   arena = Arena(per_tok * static_cast<size_t>(nb) + (size_t{1} << 20));
 }
 
@@ -316,15 +345,19 @@ size_t Ds4State::cache_bytes() const {
   return b;
 }
 
-Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, Ds4State& st, std::span<const int32_t> tokens,
-                   int64_t pos0, bool all_logits, float* logits, ThreadPool& pool) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
+Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, float* logits, ThreadPool& pool) {
+  const int64_t n = b.n();
+  if (b.runs.empty()) return err("deepseek4: a batch without sequences");
+  Ds4State& st = static_cast<Ds4State&>(*b.runs[0].state);  // lends the step its scratch
   if (n < 1 || n > st.n_batch)
     return err("deepseek4: batch of %lld tokens (n_batch %d)", (long long)n, st.n_batch);
-  if (pos0 + n > st.n_ctx)
-    return err("deepseek4: positions up to %lld exceed n_ctx %d", (long long)(pos0 + n), st.n_ctx);
+  for (const SeqRun& r : b.runs) {
+    const auto& rs = static_cast<const Ds4State&>(*r.state);
+    if (r.pos0 + r.n > rs.n_ctx)
+      return err("deepseek4: positions up to %lld exceed n_ctx %d", (long long)(r.pos0 + r.n), rs.n_ctx);
+  }
   st.arena.reset();
-  Ctx c{p, w, st, pool, tokens, pos0, n, {}};
+  Ctx c{p, w, st, st.arena, pool, b.tokens, 0, n, {}};
   // One expert-store step per forward, closed on every path.
   struct StepScope {
     ExpertSource* s;
@@ -337,24 +370,33 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, Ds4State& st, std::s
   float* H = c.alloc<float>(n * hc * d);  // [n][hc][d] residual streams
   for (int64_t t = 0; t < n; ++t) {
     float* Ht = H + t * hc * d;
-    embedding_row(*w.token_embd, tokens[t], Ht);
+    embedding_row(*w.token_embd, b.tokens[t], Ht);
     for (int64_t s = 1; s < hc; ++s) std::memcpy(Ht + s * d, Ht, sizeof(float) * d);
   }
   for (int il = 0; il < p.n_layer; ++il) {
     const Ds4Layer& l = w.layers[il];
-    hc_site(c, l.hc_attn, l.attn_norm, H, [&](const float* x, float* y) { attention_block(c, il, x, y); });
+    // Attention per sequence (its window ring, compressors and indexer), everything else batched.
+    hc_site(c, l.hc_attn, l.attn_norm, H, [&](const float* x, float* y) {
+      for (const SeqRun& r : b.runs) {
+        Ctx rc{p,        w,    static_cast<Ds4State&>(*r.state),
+               st.arena, pool, b.tokens.subspan(static_cast<size_t>(r.t0), static_cast<size_t>(r.n)),
+               r.pos0,   r.n,  {}};
+        attention_block(rc, il, x + r.t0 * d, y + r.t0 * d);
+      }
+    });
     hc_site(c, l.hc_ffn, l.ffn_norm, H, [&](const float* x, float* y) { ffn_block(c, il, x, y); });
     if (!c.status.ok()) return c.status;
   }
-  // final collapse of the streams, norm, LM head
-  const int64_t t0 = all_logits ? 0 : n - 1, nout = n - t0;
+  // final collapse of the wanted rows' streams, norm, LM head
+  const int64_t nout = static_cast<int64_t>(b.out_rows.size());
+  if (nout == 0) return {};
   float* h = c.alloc<float>(nout * d);
   float mixes[64], pw[64];
-  for (int64_t t = t0; t < n; ++t) {
-    const float* Ht = H + t * hc * d;
+  for (int64_t k = 0; k < nout; ++k) {
+    const float* Ht = H + b.out_rows[k] * hc * d;
     hc_mixes(Ht, p.hc, d, w.head_fn, p.hc, p.eps, mixes);
     hc_head_weights(mixes, w.head_scale, w.head_base, p.hc, p.hc_eps, pw);
-    float* ht = h + (t - t0) * d;
+    float* ht = h + k * d;
     hc_collapse(Ht, pw, p.hc, d, ht);
     rms_norm(ht, w.output_norm, d, p.eps, ht);
   }

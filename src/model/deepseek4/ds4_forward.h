@@ -1,5 +1,5 @@
-// DeepSeek-V4 forward pass over a batch of consecutive positions of one sequence (prefill and
-// decode are the same code; n is a dimension). The per-sequence state lives in Ds4State:
+// DeepSeek-V4 forward pass over a batch of tokens of any number of sequences (prefill and decode
+// are the same code; n is a dimension). The per-sequence state lives in Ds4State:
 //   KvCache parts per layer (kv/): "window" ring of raw K=V rows (window-1+n_batch rows),
 //     "comp" compressed entries (CSA/HCA layers), "index" indexer keys (CSA layers);
 //   CompressorState per compressor (model/ds4_compressor.h): the rolling (kv, score) rows of
@@ -38,12 +38,13 @@ class Ds4State : public ArchState {
   Arena arena;
   int n_ctx, n_batch;
   ExpertSource* experts = nullptr;  // routed experts from a tiered store (null: mmapped)
-  std::vector<float> discard;       // [n_vocab]: the last row of a run whose logits nobody wants
   size_t cache_bytes() const;       // KV parts + compressor states
 };
 
-// logits: [n][n_vocab] when all_logits, else [n_vocab] of the last token.
-Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, Ds4State& st, std::span<const int32_t> tokens,
-                   int64_t pos0, bool all_logits, float* logits, ThreadPool& pool);
+// One step over a batch of any number of sequences (model/arch.h Batch; every run's state a
+// Ds4State): each layer's attention per sequence (its caches and positions), the mHC sites, the
+// MoE (routed experts grouped by expert over all rows) and the head over the whole batch; the
+// first run's state lends its scratch. logits: [out_rows][n_vocab].
+Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, float* logits, ThreadPool& pool);
 
 }  // namespace strata::ds4
