@@ -70,7 +70,7 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
   eo.n_slots = n_decoders + 1;
   eo.max_queue = 4;
   STRATA_ASSIGN(auto e, Engine::for_model(m, {.n_ctx = n_ctx}, eo));
-  const int V = m.n_vocab(), dec_prompt = 16, n_unloaded = 48;
+  const int V = m.n_vocab(), dec_prompt = 16;
   const auto longp = random_prompt(n_prompt, V, 7);
   auto wait_all = [](Watch& w, size_t n) {
     std::unique_lock<std::mutex> lk(w.mu);
@@ -88,49 +88,66 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
     }
     r.ttft_idle_s = std::min(w.ttft[1], w.ttft[2]);
   }
-  std::vector<double> gaps;
-  {  // the decoders alone
-    Watch w(static_cast<size_t>(n_decoders));
-    for (int i = 0; i < n_decoders; ++i)
-      STRATA_TRY(e->submit(params(random_prompt(dec_prompt, V, 100 + i), n_unloaded), w.sink(i)).status());
-    wait_all(w, static_cast<size_t>(n_decoders));
-    for (const auto& t : w.times)
-      for (size_t k = 4; k < t.size(); ++k) gaps.push_back(t[k] - t[k - 1]);  // past the first turns
-    r.itl_unloaded_p50 = pct(gaps, 0.5);
-    r.itl_unloaded_p99 = pct(gaps, 0.99);
-  }
-  {  // the decoders, and the prompt arriving once they are decoding
-    const size_t n = static_cast<size_t>(n_decoders) + 1;
-    Watch w(n);
-    const int n_long_gen = std::max(64, n_ctx - dec_prompt - 1);
-    for (int i = 0; i < n_decoders; ++i)
-      STRATA_TRY(e->submit(params(random_prompt(dec_prompt, V, 200 + i), n_long_gen), w.sink(i)).status());
-    for (;;) {  // every decoder past its first tokens
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The decoders with the prompt arriving once each has 8 tokens: their gaps from then until the
+  // prompt's first token, by token index. Then the same decoders alone over the same token
+  // indices (a decoder's step cost grows with its own depth: the same depths are compared).
+  const size_t nd = static_cast<size_t>(n_decoders);
+  const int k_arrive = 8;
+  int k_end = 0;  // last token index any decoder reached while the prompt was prefilled
+  std::vector<double> loaded;
+  {
+    Watch w(nd + 1);
+    const int n_gen = std::max(64, n_ctx - dec_prompt - 1);
+    for (size_t i = 0; i < nd; ++i)
+      STRATA_TRY(
+          e->submit(params(random_prompt(dec_prompt, V, 200 + static_cast<uint32_t>(i)), n_gen), w.sink(i))
+              .status());
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
       std::lock_guard<std::mutex> lk(w.mu);
       bool ready = true;
-      for (int i = 0; i < n_decoders; ++i) ready = ready && w.times[i].size() >= 6;
+      for (size_t i = 0; i < nd; ++i) ready = ready && w.times[i].size() >= static_cast<size_t>(k_arrive);
       if (ready) break;
     }
     const double t_arrive = now_seconds();
-    STRATA_TRY(e->submit(params(longp, 1), w.sink(n - 1)).status());
+    STRATA_TRY(e->submit(params(longp, 1), w.sink(nd)).status());
     {
       std::unique_lock<std::mutex> lk(w.mu);
-      w.cv.wait(lk, [&] { return w.done[n - 1] == 1; });
+      w.cv.wait(lk, [&] { return w.done[nd] == 1; });
     }
     const double t_done = now_seconds();
-    r.ttft_loaded_s = w.ttft[n - 1];
-    e.reset();  // ends the decoders
-    gaps.clear();
-    for (int i = 0; i < n_decoders; ++i) {
-      const auto& t = w.times[static_cast<size_t>(i)];
-      for (size_t k = 1; k < t.size(); ++k)
-        if (t[k] > t_arrive && t[k - 1] < t_done) gaps.push_back(t[k] - t[k - 1]);
+    r.ttft_loaded_s = w.ttft[nd];
+    {
+      std::lock_guard<std::mutex> lk(w.mu);
+      for (size_t i = 0; i < nd; ++i) {
+        const auto& t = w.times[i];
+        for (size_t k = 1; k < t.size(); ++k)
+          if (t[k] > t_arrive && t[k - 1] < t_done) {
+            loaded.push_back(t[k] - t[k - 1]);
+            k_end = std::max(k_end, static_cast<int>(k));
+          }
+      }
     }
-    r.loaded_gaps = static_cast<int>(gaps.size());
-    r.itl_loaded_p50 = pct(gaps, 0.5);
-    r.itl_loaded_p99 = pct(gaps, 0.99);
+    e.reset();  // ends the decoders (after the lock: their sinks take it)
   }
+  STRATA_ASSIGN(e, Engine::for_model(m, {.n_ctx = n_ctx}, eo));
+  std::vector<double> alone;
+  {
+    Watch w(nd);
+    for (size_t i = 0; i < nd; ++i)
+      STRATA_TRY(e->submit(params(random_prompt(dec_prompt, V, 200 + static_cast<uint32_t>(i)), k_end + 1),
+                           w.sink(i))
+                     .status());
+    wait_all(w, nd);
+    for (const auto& t : w.times)
+      for (size_t k = k_arrive; k < t.size() && static_cast<int>(k) <= k_end; ++k)
+        alone.push_back(t[k] - t[k - 1]);
+  }
+  r.itl_unloaded_p50 = pct(alone, 0.5);
+  r.itl_unloaded_p99 = pct(alone, 0.99);
+  r.loaded_gaps = static_cast<int>(loaded.size());
+  r.itl_loaded_p50 = pct(loaded, 0.5);
+  r.itl_loaded_p99 = pct(loaded, 0.99);
   return r;
 }
 

@@ -1,7 +1,8 @@
 // strata bench --itl P: what a long prompt costs the sequences already decoding. Through the serving
 // engine (runtime/engine.h, default settings): the P-token prompt's TTFT alone (idle), the
-// inter-token latency of D decoding sequences alone (unloaded), then both together: the decoders'
-// inter-token latency while the prompt is prefilled, and the prompt's TTFT beside them.
+// inter-token latency of D decoding sequences while the prompt arrives and is prefilled, against the
+// same sequences alone over the same token indices (a decoder's step cost grows with its depth),
+// and the prompt's TTFT beside them.
 #pragma once
 
 #include <nlohmann/json.hpp>

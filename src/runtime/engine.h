@@ -8,8 +8,8 @@
 //                                     prefill: prompt chunks of the other slots, under a token budget
 //                                   ──► one BatchRunner::forward (split in steps of n_ubatch tokens)
 //
-// While slots decode, the prefill budget of a turn is sized from measured step times so that a
-// turn costs about twice a decode-only turn (decoding slots keep their pace while a long prompt
+// While slots decode, the prompt chunk of a turn is steered by measured step times so that a turn
+// costs at most about 3x a mean decode-only turn (decoding slots keep their pace while a long prompt
 // arrives); with nothing decoding a turn takes up to n_batch prompt tokens. The forward is
 // batch-invariant, so a request's tokens do not depend on what the other slots run, nor on how its
 // prompt was chunked: a seeded request gives the same text on a busy server as alone.
@@ -139,9 +139,11 @@ class Engine {
   std::vector<int32_t> batch_tokens_, batch_seq_;
   std::vector<uint8_t> batch_want_;
   std::vector<float> batch_logits_;  // [n_slots][n_vocab]
-  // Step-time model for the prefill budget (seconds, exponential moving averages).
-  double t_decode_step_ = 0;    // a turn with only decode tokens
-  double t_prefill_token_ = 0;  // per prompt token, beyond the decode part of a mixed turn
+  // Step-time model for the prefill budget: an EMA of decode-only turns (seconds), and the chunk
+  // that mixed turns steer.
+  double t_decode_step_ = 0;
+  int chunk_ = 16;
+  uint64_t mixed_turns_ = 0;  // turns with decoders (every 8th is decode-only while prompts wait)
 
   mutable std::mutex mu_;  // queue_, counters_, stop_, the slots' req
   std::condition_variable cv_;
