@@ -102,12 +102,21 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
       STRATA_TRY(
           e->submit(params(random_prompt(dec_prompt, V, 200 + static_cast<uint32_t>(i)), n_gen), w.sink(i))
               .status());
-    for (;;) {
+    bool stuck = false;
+    for (const double t_give_up = now_seconds() + 120; !stuck;) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       std::lock_guard<std::mutex> lk(w.mu);
       bool ready = true;
-      for (size_t i = 0; i < nd; ++i) ready = ready && w.times[i].size() >= static_cast<size_t>(k_arrive);
+      for (size_t i = 0; i < nd; ++i) {
+        ready = ready && w.times[i].size() >= static_cast<size_t>(k_arrive);
+        stuck = stuck || w.done[i] != 0;
+      }
       if (ready) break;
+      stuck = stuck || now_seconds() > t_give_up;
+    }
+    if (stuck) {
+      e.reset();  // its last events reach w before w goes
+      return err("--itl: a decoder ended or gave no text before its %d-th token", k_arrive);
     }
     const double t_arrive = now_seconds();
     STRATA_TRY(e->submit(params(longp, 1), w.sink(nd)).status());

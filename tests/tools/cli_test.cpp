@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/cli.h"
@@ -154,3 +155,35 @@ TEST_F(Cli, SynthErrors) {
 }
 
 }  // namespace
+
+// bench's llama-batched-bench mode, its --itl mode, -d and the bandwidth probe: JSON with the
+// keys scripts read, sane values, and one-line errors for bad lists.
+TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
+  const std::string m = synth("qwen3moe-f32", std::string(kTiny) + " --arch qwen3moe --type f32");
+  Proc b = strata("bench -m " + m + " -npl 1,3 -npp 4 -ntg 3 -r 1 -t 1 --membw-size 4M --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto j = nlohmann::json::parse(b.out);
+  ASSERT_EQ(j["batched"].size(), 2u);
+  EXPECT_EQ(j["batched"][1]["pl"], 3);
+  EXPECT_EQ(j["batched"][1]["n_kv"], 3 * (4 + 3));
+  EXPECT_GT(j["batched"][1]["s_tg"].get<double>(), 0.0);
+  EXPECT_GT(j["batched"][0]["s_pp"].get<double>(), 0.0);
+  Proc i = strata("bench -m " + m + " --itl 24 --itl-decoders 2 -c 96 -t 1 --membw-size 4M --json");
+  ASSERT_EQ(i.code, 0) << i.err;
+  const auto k = nlohmann::json::parse(i.out)["itl"];
+  EXPECT_EQ(k["n_prompt"], 24);
+  EXPECT_GT(k["ttft_idle_s"].get<double>(), 0.0);
+  EXPECT_GT(k["ttft_loaded_s"].get<double>(), 0.0);
+  EXPECT_GT(k["loaded_gaps"].get<int>(), 0);
+  Proc d = strata("bench -m " + m + " -p 4 -n 4 -d 16 -r 1 -t 1 --membw-size 4M --json");
+  ASSERT_EQ(d.code, 0) << d.err;
+  const auto dj = nlohmann::json::parse(d.out);
+  EXPECT_EQ(dj["n_depth"], 16);
+  EXPECT_GT(dj["tg_tok_s"].get<double>(), 0.0);
+  EXPECT_GT(dj["membw_gbps"].get<double>(), 0.0);
+  EXPECT_GE(dj["membw_buffer_bytes"].get<uint64_t>(), 4u << 20);
+  expect_one_line_error(strata("bench -m " + m + " -npl 1,x"), "-npl");
+  expect_one_line_error(strata("bench -m " + m + " -npl 0"), "-npl 0");
+  expect_one_line_error(strata("bench -m " + m + " --itl 200 -c 64"), "does not fit");
+  expect_one_line_error(strata("bench -m " + m + " -d -3"), "-d");
+}
