@@ -46,4 +46,21 @@ class ExpertSource {
   virtual void release(int layer, int expert) = 0;
 };
 
+// One expert-store step per forward (the store's logical clock counts tokens), closed on every
+// path out of the forward: ExpertStepScope step(source, n_tokens); (null source: nothing).
+class ExpertStepScope {
+ public:
+  ExpertStepScope(ExpertSource* s, int64_t n_tokens) : s_(s) {
+    if (s_) s_->begin_step(n_tokens);
+  }
+  ~ExpertStepScope() {
+    if (s_) s_->end_step();
+  }
+  ExpertStepScope(const ExpertStepScope&) = delete;
+  ExpertStepScope& operator=(const ExpertStepScope&) = delete;
+
+ private:
+  ExpertSource* s_;
+};
+
 }  // namespace strata

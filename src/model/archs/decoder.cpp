@@ -89,14 +89,7 @@ class Decoder final : public Architecture {
     float* h = st.h.get();
     float* y = st.y.get();
     st.arena.reset();
-    // One expert-store step per forward (its logical clock counts tokens), closed on every path.
-    struct StepScope {
-      ExpertSource* s;
-      ~StepScope() {
-        if (s) s->end_step();
-      }
-    } scope{st.experts};
-    if (st.experts) st.experts->begin_step(n);
+    const ExpertStepScope step(st.experts, n);
     for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, b.tokens[t], x + t * d);
 
     for (int il = 0; il < hp_.n_layer; ++il) {

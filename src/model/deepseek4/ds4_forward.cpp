@@ -358,14 +358,7 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, floa
   }
   st.arena.reset();
   Ctx c{p, w, st, st.arena, pool, b.tokens, 0, n, {}};
-  // One expert-store step per forward, closed on every path.
-  struct StepScope {
-    ExpertSource* s;
-    ~StepScope() {
-      if (s) s->end_step();
-    }
-  } scope{st.experts};
-  if (st.experts) st.experts->begin_step(n);
+  const ExpertStepScope step(st.experts, n);
   const int64_t d = p.n_embd, hc = p.hc;
   float* H = c.alloc<float>(n * hc * d);  // [n][hc][d] residual streams
   for (int64_t t = 0; t < n; ++t) {
