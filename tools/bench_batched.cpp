@@ -5,15 +5,10 @@
 #include <random>
 
 #include "base/clock.h"
+#include "obs/bench_stats.h"
 
 namespace strata::cli {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
 
 // One PP + TG run of npl sequences; returns (t_pp, t_tg).
 Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::unique_ptr<Session>>& sess,
@@ -66,7 +61,7 @@ Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::ve
       tp.push_back(t.first);
       tt.push_back(t.second);
     }
-    rows.push_back({npp, ntg, b, median(tp), median(tt)});
+    rows.push_back({npp, ntg, b, summarize(tp).median, summarize(tt).median});
   }
   return rows;
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -10,16 +9,16 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "obs/bench_stats.h"
 #include "runtime/engine.h"
 
 namespace strata::cli {
 namespace {
 
+// Nearest-rank percentile (obs/bench_stats.h) of unsorted samples.
 double pct(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+  return nearest_rank(v, q);
 }
 
 std::vector<int32_t> random_prompt(int n, int n_vocab, uint32_t seed) {

@@ -83,14 +83,16 @@ class Architecture {
   virtual Status forward(const Batch& b, float* logits, ThreadPool& pool) const = 0;
 };
 
-// For an architecture whose step evaluates one sequence (deepseek4, deepseek_v41): the batch's
-// runs in order through seq_forward(state, tokens, pos0, all_logits, logits), which writes
-// [n][n_vocab] when all_logits, else the last row. A run whose wanted rows are neither all nor
-// only the last is an error; a run that wants none writes its last row into `discard` [n_vocab].
+// For an architecture whose step evaluates one sequence (deepseek_v41: its reference orders are
+// per sequence): the batch's runs in order through seq_forward(state, tokens, pos0, all_logits,
+// logits), which writes [n][n_vocab] when all_logits, else the last row. A run whose wanted rows
+// are neither all nor only the last is an error; a run that wants none writes its last row into
+// `discard` [n_vocab].
 using SeqForwardFn = FunctionRef<Status(ArchState& st, std::span<const int32_t> tokens, int64_t pos0,
                                         bool all_logits, float* logits)>;
 // One sequence through the one forward: tokens at pos0.. of st (logits [n][n_vocab] when
-// all_logits, else the last row). Tests and tools that hold an ArchState use it.
+// all_logits, else the last row), for tests that hold an ArchState (Model::forward builds batches
+// from sessions).
 Status forward_one(const Architecture& arch, ArchState& st, std::span<const int32_t> tokens, int64_t pos0,
                    bool all_logits, float* logits, ThreadPool& pool);
 

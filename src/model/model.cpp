@@ -119,12 +119,13 @@ Status Model::forward(std::span<Session* const> sessions, const TokenBatch& b, f
   for (const Run& ru : runs) cap = std::min(cap, static_cast<size_t>(impl[ru.s]->n_batch()));
   std::vector<SeqRun> step_runs;
   std::vector<int32_t> step_out;
-  size_t r = 0, r_done = 0, k = 0;  // run r has r_done tokens evaluated; k: next out row
+  std::vector<std::pair<size_t, size_t>> adv;  // (session, tokens) the step appends
+  size_t r = 0, r_done = 0, k = 0;             // run r has r_done tokens evaluated; k: next out row
   for (size_t t0 = 0; t0 < n; t0 += cap) {
     const size_t t1 = std::min(n, t0 + cap);
     step_runs.clear();
     step_out.clear();
-    std::vector<std::pair<size_t, size_t>> adv;  // (session, tokens) appended by this step
+    adv.clear();
     while (r < runs.size() && runs[r].t0 + r_done < t1) {
       const Run& ru = runs[r];
       const size_t a = ru.t0 + r_done, e = std::min(t1, ru.t0 + ru.n);
