@@ -1,4 +1,4 @@
-// strata plan: the memory bill before running (memory/planner.h) — dense weights by class, routed
+// strata plan: the memory bill before running (plan/planner.h) — dense weights by class, routed
 // experts, KV per cache kind x context x batch, scratch, I/O buffers — and for a RAM size the
 // expert budget to pass to run/bench (--expert-budget).
 #include <CLI/CLI.hpp>
@@ -9,7 +9,7 @@
 #include "command.h"
 #include "format/gguf.h"
 #include "memory/io/io_engine.h"
-#include "memory/plan/planner.h"
+#include "plan/planner.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "base/units.h"
 #include "memory/experts/expert_store.h"
 #include "memory/tier/mem_resident.h"
-#include "memory/plan/planner.h"
+#include "plan/planner.h"
 #include "obs/proc_mem.h"
 
 namespace strata::cli {

@@ -1,19 +1,31 @@
 #include "kv/kv_cache.h"
 
-#include <algorithm>
-#include <utility>
+#include <cstring>
+
+#include "base/assert.h"
 
 namespace strata {
-
-int KvLayer::add_part(KvPartKind kind, std::string name, int64_t width, int64_t capacity, bool ring) {
-  parts_.push_back(KvPart{kind, std::move(name), RowCache(width, capacity, ring)});
-  return static_cast<int>(parts_.size()) - 1;
-}
 
 int KvLayer::find(KvPartKind kind) const {
   for (size_t i = 0; i < parts_.size(); ++i)
     if (parts_[i].kind == kind) return static_cast<int>(i);
   return -1;
+}
+
+int KvLayer::find(std::string_view name) const {
+  for (size_t i = 0; i < parts_.size(); ++i)
+    if (parts_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+KvCache::KvCache(const KvSpec& spec, int64_t n_ctx, int64_t n_batch) : layers_(spec.layers.size()) {
+  STRATA_ASSERT(n_ctx > 0 && n_batch > 0);
+  for (size_t il = 0; il < spec.layers.size(); ++il)
+    for (const KvPartSpec& p : spec.layers[il].parts) {
+      STRATA_ASSERT_MSG(p.type == KvType::f32, "KV rows are f32 today");
+      layers_[il].parts_.push_back(
+          KvPart{p.kind, p.name, RowCache(p.width, p.rows(n_ctx, n_batch), p.ring(n_ctx, n_batch))});
+    }
 }
 
 size_t KvCache::bytes() const {
@@ -23,17 +35,9 @@ size_t KvCache::bytes() const {
   return b;
 }
 
-void KvCache::add_standard_layer(int il, int64_t k_width, int64_t v_width, int64_t n_ctx, int64_t window,
-                                 int64_t n_batch) {
-  int64_t cap = n_ctx;
-  bool ring = false;
-  if (window > 0 && window - 1 + n_batch < n_ctx) {
-    cap = window - 1 + n_batch;
-    ring = true;
-  }
-  KvLayer& l = layers_[il];
-  l.add_part(KvPartKind::kv_part_k, "k", k_width, cap, ring);
-  l.add_part(KvPartKind::kv_part_v, "v", v_width, cap, ring);
+void KvCache::clear() {
+  for (KvLayer& l : layers_)
+    for (KvPart& p : l.parts_) p.rows.clear();
 }
 
 }  // namespace strata

@@ -1,58 +1,47 @@
-// KvCache: one sequence's attention memory, per layer, made of named parts.
-//
-// A standard attention layer has two parts, K [pos][n_head_kv*head_dim_k] and
-// V [pos][n_head_kv*head_dim_v]; a sliding-window layer keeps them in rings sized window - 1 +
-// n_batch (the oldest key a batch's first query needs, plus the batch itself). Other
-// architectures add their own parts per layer (deepseek4: compressed entries, indexer keys,
-// compressor rolling state) through add_part(); nothing here knows what a part means.
+// KvCache: one sequence's attention memory, per layer, made of named parts, allocated from the
+// architecture's KvSpec (kv/kv_spec.h) for a context of n_ctx positions and steps of up to n_batch
+// tokens: part p of layer il holds spec.layers[il].parts[p].rows(n_ctx, n_batch) rows, addressed
+// modulo that count when the part is a window shorter than the context. Nothing here knows what a
+// part means; bytes() equals the spec's bytes(n_ctx, n_batch).
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <string_view>
 #include <vector>
 
+#include "kv/kv_spec.h"
 #include "kv/row_cache.h"
 
 namespace strata {
 
-enum class KvPartKind {
-  kv_part_k,           // keys, one row per position
-  kv_part_v,           // values, one row per position
-  kv_part_compressed,  // compressed entries (one row per block of `ratio` positions)
-  kv_part_indexer,     // indexer keys (deepseek4 CSA)
-  kv_part_state,       // rolling state (e.g. compressor rows of the partial block)
-};
-
 struct KvPart {
   KvPartKind kind;
-  std::string name;  // for stats / debugging ("k", "v", "comp", ...)
+  std::string name;  // the spec's name ("k", "v", "window", "comp", ...)
   RowCache rows;
 };
 
 class KvLayer {
  public:
-  // Returns the index of the new part (stable).
-  int add_part(KvPartKind kind, std::string name, int64_t width, int64_t capacity, bool ring);
-  int find(KvPartKind kind) const;  // -1 if absent
+  int find(KvPartKind kind) const;        // first part of that kind, -1 if absent
+  int find(std::string_view name) const;  // -1 if absent
   RowCache& part(int i) { return parts_[i].rows; }
   const RowCache& part(int i) const { return parts_[i].rows; }
   const std::vector<KvPart>& parts() const { return parts_; }
 
  private:
+  friend class KvCache;
   std::vector<KvPart> parts_;
 };
 
 class KvCache {
  public:
-  explicit KvCache(int n_layer) : layers_(n_layer) {}
+  KvCache() = default;
+  KvCache(const KvSpec& spec, int64_t n_ctx, int64_t n_batch);
   KvLayer& layer(int il) { return layers_[il]; }
   const KvLayer& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
   size_t bytes() const;
-
-  // Standard layer: K and V parts; ring when window > 0 (capacity min(n_ctx, window-1+n_batch)).
-  void add_standard_layer(int il, int64_t k_width, int64_t v_width, int64_t n_ctx, int64_t window,
-                          int64_t n_batch);
+  void clear();  // zero every row (forget a sequence; keep the allocation)
 
  private:
   std::vector<KvLayer> layers_;

@@ -30,6 +30,9 @@ class RowCache {
   int64_t capacity() const { return capacity_; }
   bool ring() const { return ring_; }
   size_t bytes() const { return sizeof(float) * static_cast<size_t>(width_ * capacity_); }
+  void clear() {
+    if (data_) std::memset(data_.get(), 0, bytes());
+  }
 
   // [width] f32 row of absolute index i. PRECOND (linear): i < capacity.
   float* row(int64_t i) { return data_.get() + slot(i) * width_; }

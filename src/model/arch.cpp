@@ -14,9 +14,11 @@ namespace {
 // An explicit table rather than self-registering statics: arch files live in a static library,
 // and an object file nothing references would be dropped by the linker with its registrar.
 const std::array kArchs = {
-    ArchEntry{"qwen3moe", &make_arch_qwen3moe},   ArchEntry{"llama", &make_arch_llama},
-    ArchEntry{"qwen2moe", &make_arch_qwen2moe},   ArchEntry{"gpt-oss", &make_arch_gpt_oss},
-    ArchEntry{"deepseek4", &make_arch_deepseek4},
+    ArchEntry{"qwen3moe", &make_arch_qwen3moe, &kv_spec_qwen3moe},
+    ArchEntry{"llama", &make_arch_llama, &kv_spec_llama},
+    ArchEntry{"qwen2moe", &make_arch_qwen2moe, &kv_spec_qwen2moe},
+    ArchEntry{"gpt-oss", &make_arch_gpt_oss, &kv_spec_gpt_oss},
+    ArchEntry{"deepseek4", &make_arch_deepseek4, &kv_spec_deepseek4},
 };
 
 }  // namespace
@@ -65,6 +67,13 @@ const ArchEntry* arch_find(std::string_view name) {
   for (const ArchEntry& e : kArchs)
     if (name == e.name) return &e;
   return nullptr;
+}
+
+Result<KvSpec> arch_kv_spec(const GgufFile& f) {
+  STRATA_ASSIGN(std::string arch, f.get_string("general.architecture"));
+  const ArchEntry* e = arch_find(arch);
+  if (!e) return err("architecture '%s' is not supported", arch.c_str());
+  return e->kv_spec(f);
 }
 
 }  // namespace strata

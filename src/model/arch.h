@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "kv/kv_spec.h"
 #include "memory/experts/expert_source.h"
 #include "model/hparams.h"
 
@@ -72,6 +73,8 @@ class Architecture {
   virtual ~Architecture() = default;
   virtual const HParams& hparams() const = 0;
 
+  // The KV parts of one sequence (kv/kv_spec.h): what new_state's caches allocate, what the plan prices.
+  virtual KvSpec kv_spec() const = 0;
   virtual Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const = 0;
 
   // The one forward: prefill and decode, one sequence or many, mixed. The first run's state
@@ -100,20 +103,30 @@ Status forward_run_by_run(const Batch& b, int n_vocab, float* logits, float* dis
                           SeqForwardFn seq_forward);
 
 using ArchFactory = Result<std::unique_ptr<Architecture>> (*)(const GgufFile& f);
+// The architecture's KV spec from the file's metadata alone (no tensor is bound): what
+// make(f)->kv_spec() returns, for the planner to price before loading.
+using ArchKvSpecFn = Result<KvSpec> (*)(const GgufFile& f);
 
 struct ArchEntry {
   const char* name;  // general.architecture
   ArchFactory make;
+  ArchKvSpecFn kv_spec;
 };
 
 // All architectures strata knows (arch.cpp). Adding one = one file + one line in arch.cpp.
 std::span<const ArchEntry> arch_registry();
 const ArchEntry* arch_find(std::string_view name);
+// The KV spec of a GGUF of a registered architecture (an error names an unknown one).
+Result<KvSpec> arch_kv_spec(const GgufFile& f);
 
 // Factories (one per arch_<name>.cpp).
 Result<std::unique_ptr<Architecture>> make_arch_qwen3moe(const GgufFile& f);
 Result<std::unique_ptr<Architecture>> make_arch_llama(const GgufFile& f);
 Result<std::unique_ptr<Architecture>> make_arch_qwen2moe(const GgufFile& f);
 Result<std::unique_ptr<Architecture>> make_arch_gpt_oss(const GgufFile& f);
+Result<KvSpec> kv_spec_qwen3moe(const GgufFile& f);
+Result<KvSpec> kv_spec_llama(const GgufFile& f);
+Result<KvSpec> kv_spec_qwen2moe(const GgufFile& f);
+Result<KvSpec> kv_spec_gpt_oss(const GgufFile& f);
 
 }  // namespace strata

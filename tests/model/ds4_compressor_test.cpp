@@ -77,7 +77,8 @@ TEST_P(Ds4Compressor, TokenByTokenStateEqualsSequenceExactly) {
   auto b = randn(size_t(c.T) * cw, 4, 2.0f);
   std::vector<float> batch(size_t(c.T / c.ratio) * c.width);
   compress_sequence(s, a.data(), b.data(), c.T, batch.data());
-  CompressorState st(s);
+  RowCache rows(s.state_width(), s.state_rows(), /*ring=*/false);
+  CompressorState st(s, &rows);
   std::vector<float> entry(c.width);
   int64_t n_out = 0;
   for (int t = 0; t < c.T; ++t) {

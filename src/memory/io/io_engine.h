@@ -72,7 +72,7 @@ class IoEngine {
 inline constexpr uint64_t kIoThreadStackBytes = 64 * 1024;
 
 // The bookkeeping bytes an engine will hold (its overhead_bytes() with empty queues), known before it
-// exists: the planner's io_buffers (memory/planner.h).
+// exists: the planner's io_buffers (plan/planner.h).
 //   threads  threads x kIoThreadStackBytes;
 //   uring    the kernel's rings for depth + 1 entries as they are mapped into the process, page by
 //            page (SQ and CQ rings, the CQ at twice the entries, in one mapping; the SQE array), the

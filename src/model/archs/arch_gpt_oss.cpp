@@ -41,9 +41,7 @@ Result<std::vector<bool>> sliding_layers(const GgufFile& f, int n_layer) {
   return swa;
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Architecture>> make_arch_gpt_oss(const GgufFile& f) {
+Result<HParams> gpt_oss_hparams(const GgufFile& f) {
   STRATA_ASSIGN(HParams hp, hparams_read_common(f));
   hp.rope_style = RopeStyle::rope_style_neox;
   if (hp.n_expert == 0) return err("gpt-oss: gpt-oss.expert_count missing or 0");
@@ -56,6 +54,18 @@ Result<std::unique_ptr<Architecture>> make_arch_gpt_oss(const GgufFile& f) {
     }
   }
   STRATA_TRY(hparams_validate(hp));
+  return hp;
+}
+
+}  // namespace
+
+Result<KvSpec> kv_spec_gpt_oss(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, gpt_oss_hparams(f));
+  return decoder_kv_spec(hp);
+}
+
+Result<std::unique_ptr<Architecture>> make_arch_gpt_oss(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, gpt_oss_hparams(f));
   // Sliding-window layers may have their own rope base (rope.freq_base_swa).
   STRATA_ASSIGN(double base_swa, f.get_float_or("gpt-oss.rope.freq_base_swa", hp.rope.freq_base));
   if (!(base_swa > 0.0)) return err("metadata key 'gpt-oss.rope.freq_base_swa': must be > 0");
@@ -67,7 +77,8 @@ Result<std::unique_ptr<Architecture>> make_arch_gpt_oss(const GgufFile& f) {
   for (int il = 0; il < hp.n_layer; ++il) {
     DecoderLayer& l = w.layers[il];
     STRATA_TRY(bind_attention(b, hp, il, /*biases=*/true, l));
-    if (swa[il]) l.attn.rope.freq_base = static_cast<float>(base_swa);
+    if (hp.layers[il].attn_kind == AttnKind::attn_kind_sliding)
+      l.attn.rope.freq_base = static_cast<float>(base_swa);
     STRATA_ASSIGN(const TensorView* sinks,
                   b.require(blk_name(il, "attn_sinks.weight"), {hp.n_head}, types_f32()));
     l.attn_w.sinks = static_cast<const float*>(sinks->data);

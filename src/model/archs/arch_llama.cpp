@@ -7,10 +7,24 @@
 
 namespace strata {
 
-Result<std::unique_ptr<Architecture>> make_arch_llama(const GgufFile& f) {
+namespace {
+
+Result<HParams> llama_hparams(const GgufFile& f) {
   STRATA_ASSIGN(HParams hp, hparams_read_common(f));
   hp.rope_style = RopeStyle::rope_style_norm;
   STRATA_TRY(hparams_validate(hp));
+  return hp;
+}
+
+}  // namespace
+
+Result<KvSpec> kv_spec_llama(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, llama_hparams(f));
+  return decoder_kv_spec(hp);
+}
+
+Result<std::unique_ptr<Architecture>> make_arch_llama(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, llama_hparams(f));
 
   WeightBinder b(f);
   DecoderWeights w;

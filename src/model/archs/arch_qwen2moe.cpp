@@ -7,11 +7,25 @@
 
 namespace strata {
 
-Result<std::unique_ptr<Architecture>> make_arch_qwen2moe(const GgufFile& f) {
+namespace {
+
+Result<HParams> qwen2moe_hparams(const GgufFile& f) {
   STRATA_ASSIGN(HParams hp, hparams_read_common(f));
   hp.rope_style = RopeStyle::rope_style_neox;
   if (hp.n_expert == 0) return err("qwen2moe: qwen2moe.expert_count missing or 0");
   STRATA_TRY(hparams_validate(hp));
+  return hp;
+}
+
+}  // namespace
+
+Result<KvSpec> kv_spec_qwen2moe(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, qwen2moe_hparams(f));
+  return decoder_kv_spec(hp);
+}
+
+Result<std::unique_ptr<Architecture>> make_arch_qwen2moe(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, qwen2moe_hparams(f));
 
   WeightBinder b(f);
   DecoderWeights w;

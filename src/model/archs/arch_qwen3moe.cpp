@@ -6,11 +6,25 @@
 
 namespace strata {
 
-Result<std::unique_ptr<Architecture>> make_arch_qwen3moe(const GgufFile& f) {
+namespace {
+
+Result<HParams> qwen3moe_hparams(const GgufFile& f) {
   STRATA_ASSIGN(HParams hp, hparams_read_common(f));
   hp.rope_style = RopeStyle::rope_style_neox;
   if (hp.n_expert == 0) return err("qwen3moe: qwen3moe.expert_count missing or 0");
   STRATA_TRY(hparams_validate(hp));
+  return hp;
+}
+
+}  // namespace
+
+Result<KvSpec> kv_spec_qwen3moe(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, qwen3moe_hparams(f));
+  return decoder_kv_spec(hp);
+}
+
+Result<std::unique_ptr<Architecture>> make_arch_qwen3moe(const GgufFile& f) {
+  STRATA_ASSIGN(HParams hp, qwen3moe_hparams(f));
 
   WeightBinder b(f);
   DecoderWeights w;

@@ -18,14 +18,12 @@ namespace {
 class DecoderState final : public ArchState {
  public:
   DecoderState(const HParams& hp, const DecoderWeights& w, const StateOptions& o)
-      : kv(hp.n_layer), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
+      : kv(decoder_kv_spec(hp), o.n_ctx, o.n_batch), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
     const int64_t d = hp.n_embd, nb = o.n_batch;
     int64_t per_tok = 0, max_in = d;
     for (int il = 0; il < hp.n_layer; ++il) {
       const DecoderLayer& l = w.layers[il];
       const AttnConfig& a = l.attn;
-      kv.add_standard_layer(il, int64_t{a.n_head_kv} * a.head_dim_k, int64_t{a.n_head_kv} * a.head_dim_v,
-                            o.n_ctx, a.window, nb);
       // q, o, k, v rows and the RoPE table (n_rot <= head_dim_k).
       const int64_t attn = int64_t{a.n_head} * (a.head_dim_k + a.head_dim_v) +
                            int64_t{a.n_head_kv} * (a.head_dim_k + a.head_dim_v) + a.head_dim_k;
@@ -67,6 +65,7 @@ class Decoder final : public Architecture {
  public:
   Decoder(HParams hp, DecoderWeights w) : hp_(std::move(hp)), w_(std::move(w)) {}
   const HParams& hparams() const override { return hp_; }
+  KvSpec kv_spec() const override { return decoder_kv_spec(hp_); }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
     if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
@@ -129,6 +128,15 @@ class Decoder final : public Architecture {
 Result<std::unique_ptr<Architecture>> make_decoder(HParams hp, DecoderWeights w) {
   STRATA_TRY(hparams_validate(hp));
   return std::unique_ptr<Architecture>(new Decoder(std::move(hp), std::move(w)));
+}
+
+KvSpec decoder_kv_spec(const HParams& hp) {
+  KvSpec s;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const AttnConfig a = attn_config_from(hp, il);
+    s.layers.push_back(kv_layer_attention(a.n_head_kv, a.head_dim_k, a.head_dim_v, a.window));
+  }
+  return s;
 }
 
 AttnConfig attn_config_from(const HParams& hp, int il) {

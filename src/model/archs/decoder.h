@@ -52,6 +52,8 @@ Status bind_decoder_io(const WeightBinder& b, HParams& hp, DecoderWeights& w);
 Status bind_attention(const WeightBinder& b, const HParams& hp, int il, bool biases, DecoderLayer& l);
 // blk.<il>.ffn_{gate_inp,gate_exps,up_exps,down_exps}.weight and ffn_norm.weight (or `norm_name`).
 Status bind_moe(const WeightBinder& b, const HParams& hp, int il, const char* norm_name, DecoderLayer& l);
+// The KV parts of the standard decoder: per layer K and V of its kv heads, a ring where it slides.
+KvSpec decoder_kv_spec(const HParams& hp);
 // The AttnConfig every standard layer starts from (scale 1/sqrt(hd_k), eps, rope from hp).
 AttnConfig attn_config_from(const HParams& hp, int il);
 

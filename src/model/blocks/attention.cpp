@@ -138,7 +138,7 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
   int64_t covered = 0;
   for (int s = 0; s < n_seg; ++s) {
     KvLayer& kv = *segs[s].kv;
-    const int ki = kv.find(KvPartKind::kv_part_k), vi = kv.find(KvPartKind::kv_part_v);
+    const int ki = kv.find("k"), vi = kv.find("v");
     STRATA_ASSERT(ki >= 0 && vi >= 0);
     kcs[s] = &kv.part(ki);
     vcs[s] = &kv.part(vi);

@@ -72,7 +72,7 @@ void attention_forward_segments(const AttnConfig& cfg, const AttnWeights& w,
                                 ThreadPool& pool, Arena& arena);
 
 // x: [n][n_embd] (already normed) at positions pos0.. ; out: [n][n_embd].
-// kv: part kv_part_k rows [n_head_kv*hd_k], part kv_part_v rows [n_head_kv*hd_v]; rows for
+// kv: part "k" rows [n_head_kv*hd_k], part "v" rows [n_head_kv*hd_v]; rows for
 // pos0..pos0+n-1 are written, rows < pos0 must hold the sequence's earlier keys.
 void attention_forward(const AttnConfig& cfg, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
                        int64_t pos0, float* out, ThreadPool& pool, Arena& arena);

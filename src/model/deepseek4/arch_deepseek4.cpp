@@ -20,6 +20,7 @@ class Deepseek4 : public Architecture {
       : hp_(std::move(hp)), p_(std::move(p)), w_(std::move(w)) {}
 
   const HParams& hparams() const override { return hp_; }
+  KvSpec kv_spec() const override { return ds4::ds4_kv_spec(p_); }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek4: n_ctx and n_batch must be >= 1");
@@ -74,6 +75,11 @@ HParams generic_hparams(const ds4::Ds4Params& p) {
 }
 
 }  // namespace
+
+Result<KvSpec> kv_spec_deepseek4(const GgufFile& f) {
+  STRATA_ASSIGN(ds4::Ds4Params p, ds4::ds4_params_read(f));
+  return ds4::ds4_kv_spec(p);
+}
 
 Result<std::unique_ptr<Architecture>> make_arch_deepseek4(const GgufFile& f) {
   STRATA_ASSIGN(ds4::Ds4Params p, ds4::ds4_params_read(f));

@@ -9,5 +9,6 @@
 namespace strata {
 
 Result<std::unique_ptr<Architecture>> make_arch_deepseek4(const GgufFile& f);
+Result<KvSpec> kv_spec_deepseek4(const GgufFile& f);
 
 }  // namespace strata

@@ -52,18 +52,17 @@ void compressor_finish(const CompressorShape& s, const float* norm_w, float eps,
   rope_rows(rope, block * s.ratio, entry, 1, s.width, /*inverse=*/false);
 }
 
-void CompressorState::init(const CompressorShape& s) {
+void CompressorState::init(const CompressorShape& s, RowCache* rows) {
   STRATA_ASSERT(s.ratio > 0 && s.ratio <= 128 && s.width > 0);
+  STRATA_ASSERT(rows && rows->width() == s.state_width() && rows->capacity() == s.state_rows() &&
+                !rows->ring());
   shape_ = s;
-  const size_t n = static_cast<size_t>(s.state_rows()) * static_cast<size_t>(s.in_width());
-  kv_.assign(n, 0.0f);
-  score_.assign(n, 0.0f);
-  n_pushed_ = 0;
+  rows_ = rows;
+  reset();
 }
 
 void CompressorState::reset() {
-  std::fill(kv_.begin(), kv_.end(), 0.0f);
-  std::fill(score_.begin(), score_.end(), 0.0f);
+  if (rows_) rows_->clear();
   n_pushed_ = 0;
 }
 
@@ -72,8 +71,9 @@ bool CompressorState::push(int64_t pos, const float* kv, const float* score, flo
   const int rows = shape_.state_rows();
   const int64_t cw = shape_.in_width();
   const int64_t slot = pos % rows;
-  std::memcpy(kv_.data() + slot * cw, kv, static_cast<size_t>(cw) * sizeof(float));
-  std::memcpy(score_.data() + slot * cw, score, static_cast<size_t>(cw) * sizeof(float));
+  float* const base = rows_->row(0);  // rows are contiguous: row i at base + i * 2 * cw
+  std::memcpy(base + slot * 2 * cw, kv, static_cast<size_t>(cw) * sizeof(float));
+  std::memcpy(base + slot * 2 * cw + cw, score, static_cast<size_t>(cw) * sizeof(float));
   ++n_pushed_;
   const int r = shape_.ratio;
   if ((pos + 1) % r != 0) return false;
@@ -83,10 +83,11 @@ bool CompressorState::push(int64_t pos, const float* kv, const float* score, flo
   const float* ps = nullptr;
   if (shape_.overlap && j > 0) {
     const int64_t prev_slot = ((j - 1) * r) % rows;
-    pk = kv_.data() + prev_slot * cw;
-    ps = score_.data() + prev_slot * cw;
+    pk = base + prev_slot * 2 * cw;
+    ps = pk + cw;
   }
-  compressor_pool(shape_, pk, ps, kv_.data() + cur_slot * cw, score_.data() + cur_slot * cw, cw, out);
+  const float* ck = base + cur_slot * 2 * cw;
+  compressor_pool(shape_, pk, ps, ck, ck + cw, 2 * cw, out);
   return true;
 }
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/row_cache.h"
 #include "model/deepseek4/ds4_rope.h"
 
 namespace strata::ds4 {
@@ -34,7 +35,13 @@ struct CompressorShape {
 
   int in_width() const { return overlap ? 2 * width : width; }
   int state_rows() const { return overlap ? 2 * ratio : ratio; }
+  int state_width() const { return 2 * in_width(); }  // a state row: kv [in_width] then score [in_width]
 };
+
+// The compressor of a deepseek4 layer: ratio 4 overlaps (CSA and its indexer), 128 does not (HCA).
+inline CompressorShape comp_shape(int ratio, int width) {
+  return CompressorShape{ratio, width, ratio == 4};
+}
 
 // Number of compressed entries visible to a query at position pos: j < floor((pos+1)/ratio).
 inline int64_t compressed_visible(int64_t pos, int ratio) {
@@ -55,12 +62,14 @@ int64_t compress_sequence(const CompressorShape& s, const float* kv, const float
 void compressor_finish(const CompressorShape& s, const float* norm_w, float eps, const RopeParams& rope,
                        int64_t block, float* entry);
 
-// Decode-time rolling state of one compressor for one sequence (f32, as llama.cpp keeps it).
+// Decode-time rolling state of one compressor for one sequence (f32, as llama.cpp keeps it), over
+// rows it does not own: a KV part of kind state (kv/kv_spec.h) of state_rows() rows of
+// state_width() floats, the spec the cache was allocated from and the plan prices.
 class CompressorState {
  public:
   CompressorState() = default;
-  explicit CompressorState(const CompressorShape& s) { init(s); }
-  void init(const CompressorShape& s);
+  CompressorState(const CompressorShape& s, RowCache* rows) { init(s, rows); }
+  void init(const CompressorShape& s, RowCache* rows);
   void reset();  // forget the sequence, keep the allocation
 
   // Feeds the token at position pos; positions must arrive in order 0, 1, 2, ...
@@ -71,12 +80,11 @@ class CompressorState {
   int64_t n_pushed() const { return n_pushed_; }
   const CompressorShape& shape() const { return shape_; }
   // Bytes held: state_rows x in_width x (kv + score) x 4.
-  size_t bytes() const { return (kv_.size() + score_.size()) * sizeof(float); }
+  size_t bytes() const { return rows_ ? rows_->bytes() : 0; }
 
  private:
   CompressorShape shape_;
-  std::vector<float> kv_;     // [state_rows][in_width], row = pos mod state_rows
-  std::vector<float> score_;  // [state_rows][in_width]
+  RowCache* rows_ = nullptr;  // row pos mod state_rows: kv [in_width], score [in_width]
   int64_t n_pushed_ = 0;
 };
 

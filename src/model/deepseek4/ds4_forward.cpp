@@ -15,10 +15,6 @@ namespace strata::ds4 {
 
 namespace {
 
-CompressorShape comp_shape(int ratio, int width) {
-  return CompressorShape{ratio, width, ratio == 4};
-}
-
 // Rows [r0, r0+nr) of a 2-D weight as a weight view (one output group of attn_output_a).
 TensorView row_slice(const TensorView& w, int64_t r0, int64_t nr) {
   TensorView v = w;
@@ -296,27 +292,49 @@ void hc_site(Ctx& c, const Ds4HcSite& site, const float* norm_w, float* H, Block
 
 }  // namespace
 
-Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
-    : kv(p.n_layer), layers(static_cast<size_t>(p.n_layer)), n_ctx(n_ctx_), n_batch(n_batch_) {
-  int64_t win_cap = n_ctx;
-  bool ring = false;
-  if (int64_t{p.n_swa} - 1 + n_batch < n_ctx) {
-    win_cap = p.n_swa - 1 + n_batch;
-    ring = true;
+KvSpec ds4_kv_spec(const Ds4Params& p) {
+  KvSpec s;
+  for (int il = 0; il < p.n_layer; ++il) {
+    KvLayerSpec l;
+    l.parts.push_back(kv_part_window("window", "sliding-window ring (raw K=V)", p.head_dim, p.n_swa));
+    const int r = p.ratios[il];
+    if (r == 4) {
+      const CompressorShape c = comp_shape(4, p.head_dim), ic = comp_shape(4, p.ihd);
+      l.parts.push_back(kv_part_every(KvPartKind::compressed, "csa", "CSA compressed KV (1 row / 4 tokens)",
+                                      p.head_dim, 4));
+      l.parts.push_back(
+          kv_part_every(KvPartKind::indexer, "indexer", "CSA indexer keys (1 row / 4 tokens)", p.ihd, 4));
+      l.parts.push_back(kv_part_state("csa_state", "CSA compressor state (8 tokens x kv+score)",
+                                      c.state_width(), c.state_rows()));
+      l.parts.push_back(kv_part_state("indexer_state", "indexer compressor state (8 tokens x kv+score)",
+                                      ic.state_width(), ic.state_rows()));
+    } else if (r == 128) {
+      const CompressorShape c = comp_shape(128, p.head_dim);
+      l.parts.push_back(kv_part_every(KvPartKind::compressed, "hca", "HCA compressed KV (1 row / 128 tokens)",
+                                      p.head_dim, 128));
+      l.parts.push_back(kv_part_state("hca_state", "HCA compressor state (128 tokens x kv+score)",
+                                      c.state_width(), c.state_rows()));
+    }
+    s.layers.push_back(std::move(l));
   }
+  return s;
+}
+
+Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
+    : kv(ds4_kv_spec(p), n_ctx_, n_batch_),
+      layers(static_cast<size_t>(p.n_layer)),
+      n_ctx(n_ctx_),
+      n_batch(n_batch_) {
   for (int il = 0; il < p.n_layer; ++il) {
     KvLayer& kl = kv.layer(il);
     Ds4LayerState& ls = layers[il];
-    ls.window = kl.add_part(KvPartKind::kv_part_k, "window", p.head_dim, win_cap, ring);
+    ls.window = kl.find(KvPartKind::window);
+    ls.comp = kl.find(KvPartKind::compressed);
+    ls.index = kl.find(KvPartKind::indexer);
     const int r = p.ratios[il];
     if (r == 0) continue;
-    const int64_t rows = n_ctx / r + 1;
-    ls.comp = kl.add_part(KvPartKind::kv_part_compressed, "comp", p.head_dim, rows, false);
-    ls.comp_state.init(comp_shape(r, p.head_dim));
-    if (r == 4) {
-      ls.index = kl.add_part(KvPartKind::kv_part_indexer, "index", p.ihd, rows, false);
-      ls.index_state.init(comp_shape(4, p.ihd));
-    }
+    ls.comp_state.init(comp_shape(r, p.head_dim), &kl.part(kl.find(r == 4 ? "csa_state" : "hca_state")));
+    if (r == 4) ls.index_state.init(comp_shape(4, p.ihd), &kl.part(kl.find("indexer_state")));
   }
   hb = hadamard_block(p.ihd);
   if (hb > 0) hadamard = hadamard_matrix(hb);
@@ -336,13 +354,8 @@ void Ds4State::reset() {
   }
 }
 
-size_t Ds4State::cache_bytes() const {
-  size_t b = kv.bytes();
-  for (const auto& l : layers) {
-    if (l.comp >= 0) b += l.comp_state.bytes();
-    if (l.index >= 0) b += l.index_state.bytes();
-  }
-  return b;
+ArchMemory Ds4State::memory() const {
+  return {kv.bytes(), arena.capacity()};
 }
 
 Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, float* logits, ThreadPool& pool) {

@@ -1,10 +1,11 @@
 // DeepSeek-V4 forward pass over a batch of tokens of any number of sequences (prefill and decode
 // are the same code; n is a dimension). The per-sequence state lives in Ds4State:
-//   KvCache parts per layer (kv/): "window" ring of raw K=V rows (window-1+n_batch rows),
-//     "comp" compressed entries (CSA/HCA layers), "index" indexer keys (CSA layers);
-//   CompressorState per compressor (model/ds4_compressor.h): the rolling (kv, score) rows of
-//     the partial block and, for ratio 4, of the previous block — what lets token-by-token
-//     decoding reproduce the batch result.
+//   KvCache parts per layer (kv/, from ds4_kv_spec): "window" ring of raw K=V rows
+//     (window-1+n_batch rows), "csa" / "hca" compressed entries, "indexer" keys (CSA layers), and
+//     the compressors' state parts "csa_state" / "hca_state" / "indexer_state" that a
+//     CompressorState (model/ds4_compressor.h) works in: the rolling (kv, score) rows of the
+//     partial block and, for ratio 4, of the previous block — what lets token-by-token decoding
+//     reproduce the batch result.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,15 @@ struct Ds4LayerState {
   CompressorState comp_state, index_state;
 };
 
+// The KV parts of one sequence: every layer's window; CSA layers (ratio 4) compressed entries,
+// indexer keys and both compressors' state; HCA layers (ratio 128) compressed entries and state.
+KvSpec ds4_kv_spec(const Ds4Params& p);
+
 class Ds4State : public ArchState {
  public:
   Ds4State(const Ds4Params& p, int n_ctx, int n_batch);
   void reset() override;
+  ArchMemory memory() const override;
 
   KvCache kv;
   std::vector<Ds4LayerState> layers;
@@ -38,7 +44,6 @@ class Ds4State : public ArchState {
   Arena arena;
   int n_ctx, n_batch;
   ExpertSource* experts = nullptr;  // routed experts from a tiered store (null: mmapped)
-  size_t cache_bytes() const;       // KV parts + compressor states
 };
 
 // One step over a batch of any number of sequences (model/arch.h Batch; every run's state a

@@ -16,6 +16,7 @@ class DeepseekV41 : public Architecture {
  public:
   DeepseekV41(HParams hp, std::unique_ptr<v41::V41Model> m) : hp_(std::move(hp)), m_(std::move(m)) {}
   const HParams& hparams() const override { return hp_; }
+  KvSpec kv_spec() const override { return v41::v41_kv_spec(m_->cfg); }
   const v41::V41Model& model() const { return *m_; }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "model/deepseek4/ds4_mhc.h"
 #include "model/deepseek_v41/v41_blocks.h"
@@ -16,22 +17,56 @@
 
 namespace strata::v41 {
 
-V41State::V41State(const V41Model& m, int n_ctx_, int n_batch_) : n_ctx(n_ctx_), n_batch(n_batch_) {
+KvSpec v41_kv_spec(const Config& c) {
+  KvSpec s;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerCfg& lc = c.layers[l];
+    KvLayerSpec ls;
+    KvPartSpec w = kv_part_window("window", "sliding-window ring (K=V, every layer)", c.head_dim, c.window);
+    w.step_in_ring = false;  // the reference path writes and reads one token at a time
+    w.has_native = true;
+    w.native = KvType::fp8_e4m3;
+    ls.parts.push_back(w);
+    if (lc.kv_source) {
+      const int r = lc.ratio;
+      const std::string rs = std::to_string(r);
+      KvPartSpec ckv = kv_part_every(KvPartKind::compressed, "compressed_r" + rs,
+                                     "ratio-" + rs + " compressed KV (KV sources; 1 row / " +
+                                         (r == 1 ? std::string("token") : rs + " tokens") + ")",
+                                     c.head_dim, r);
+      ckv.has_native = true;
+      ckv.native = KvType::nvfp4;
+      ls.parts.push_back(ckv);
+      if (lc.owns_index_k) {
+        KvPartSpec ik = kv_part_every(KvPartKind::indexer, "index_keys_r" + rs,
+                                      "ratio-" + rs + " index keys (KV + index sources)", c.idx_dim, r);
+        ik.has_native = true;
+        ik.native = KvType::mxfp4;
+        ls.parts.push_back(ik);
+      }
+      if (r > 1) {
+        KvPartSpec st = kv_part_state("compressor_state_r2", "ratio-2 compressor pending token (kv + score)",
+                                      2 * int64_t{c.head_dim}, 1);
+        st.has_native = true;
+        ls.parts.push_back(st);
+      }
+    }
+    s.layers.push_back(std::move(ls));
+  }
+  return s;
+}
+
+V41State::V41State(const V41Model& m, int n_ctx_, int n_batch_)
+    : kv(v41_kv_spec(m.cfg), n_ctx_, n_batch_), n_ctx(n_ctx_), n_batch(n_batch_) {
   const Config& c = m.cfg;
   layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
+    KvLayer& kl = kv.layer(l);
     V41LayerState& s = layers[l];
-    const LayerCfg& lc = c.layers[l];
-    s.win.assign(static_cast<size_t>(c.window) * c.head_dim, 0.0f);
-    if (lc.kv_source) {
-      const int64_t rows = n_ctx / lc.ratio + 1;
-      s.ckv.assign(static_cast<size_t>(rows * c.head_dim), 0.0f);
-      if (lc.owns_index_k) s.ik.assign(static_cast<size_t>(rows * c.idx_dim), 0.0f);
-      if (lc.ratio > 1) {
-        s.pend_kv.assign(static_cast<size_t>(c.head_dim), 0.0f);
-        s.pend_score.assign(static_cast<size_t>(c.head_dim), 0.0f);
-      }
-    }
+    s.win = &kl.part(kl.find(KvPartKind::window));
+    if (const int i = kl.find(KvPartKind::compressed); i >= 0) s.ckv = &kl.part(i);
+    if (const int i = kl.find(KvPartKind::indexer); i >= 0) s.ik = &kl.part(i);
+    if (const int i = kl.find(KvPartKind::state); i >= 0) s.pend = &kl.part(i);
   }
   history.reserve(static_cast<size_t>(n_ctx));
   H.assign(static_cast<size_t>(n_batch) * c.hc * c.dim, 0.0f);
@@ -43,12 +78,6 @@ V41State::V41State(const V41Model& m, int n_ctx_, int n_batch_) : n_ctx(n_ctx_),
 void V41State::reset() {
   history.clear();
   for (auto& s : layers) s.n_comp = 0;
-}
-
-size_t V41State::cache_bytes() const {
-  size_t n = 0;
-  for (const auto& s : layers) n += (s.win.size() + s.ckv.size() + s.ik.size() + s.pend_kv.size() * 2) * 4;
-  return n;
 }
 
 namespace {
@@ -96,14 +125,14 @@ void emit_compressed(const Ctx& x, int l, int64_t j, float* latent) {
   V41LayerState& s = x.st.layers[l];
   const int r = c.layers[l].ratio;
   if (c.layers[l].owns_index_k) {
-    float* k = s.ik.data() + j * c.idx_dim;
+    float* k = s.ik->row(j);
     std::vector<float> t(static_cast<size_t>(c.idx_dim));
     linear_bf16(L.i_wk.w.data(), latent, c.idx_dim, c.head_dim, t.data());
     rms_norm_bf16(t.data(), L.i_knorm.data(), c.idx_dim, c.eps, k);
     x.m.rope_comp.apply(k, 1, c.idx_dim, j * r, false);
     fake_quant_fp4(k, c.idx_dim, 32);
   }
-  float* kv = s.ckv.data() + j * c.head_dim;
+  float* kv = s.ckv->row(j);
   std::memcpy(kv, latent, sizeof(float) * c.head_dim);
   x.m.rope_comp.apply(kv, 1, c.head_dim, j * r, false);
   fake_quant_fp4_e4m3(kv, c.head_dim, 16);
@@ -127,12 +156,13 @@ void compress(const Ctx& x, int l, const float* x_in, int64_t pos) {
   std::vector<float> g(static_cast<size_t>(hd));
   linear_f32(L.c_wkv.w.data(), x_in, hd, c.dim, pos + 1, a.data());
   linear_f32(L.c_wgate.w.data(), x_in, hd, c.dim, pos + 1, g.data());
+  float* pend = s.pend->row(0);
   if (pos % 2 == 0) {
-    s.pend_kv = a;
-    s.pend_score = g;
+    std::memcpy(pend, a.data(), sizeof(float) * hd);
+    std::memcpy(pend + hd, g.data(), sizeof(float) * hd);
     return;
   }
-  pool_ratio2(s.pend_kv.data(), s.pend_score.data(), a.data(), g.data(), hd, a.data());
+  pool_ratio2(pend, pend + hd, a.data(), g.data(), hd, a.data());
   rms_norm_bf16(a.data(), L.c_norm.data(), hd, c.eps, latent.data());
   emit_compressed(x, l, pos / 2, latent.data());
 }
@@ -161,7 +191,7 @@ void index_select(const Ctx& x, int l, const float* x_in, const float* qr, int64
   const float wscale = static_cast<float>(std::pow(ID, -0.5) * std::pow(IH, -0.5));
   for (int h = 0; h < IH; ++h) w[h] = bf16r(w[h] * wscale);
   for (int64_t s = 0; s < lens; ++s) {
-    const float* k = src.ik.data() + s * ID;
+    const float* k = src.ik->row(s);
     float acc = 0.0f;
     for (int h = 0; h < IH; ++h) {
       double dot = 0.0;
@@ -200,17 +230,16 @@ void attention(const Ctx& x, int l, const float* x_in, int64_t pos, int t, float
   rms_norm_bf16(tk.data(), L.kv_norm.data(), hd, c.eps, kv.data());
   rope.apply(kv.data(), 1, hd, pos, false);
   fake_quant_fp8(kv.data(), hd, 32);
-  std::memcpy(s.win.data() + (pos % W) * hd, kv.data(), sizeof(float) * hd);
+  std::memcpy(s.win->row(pos), kv.data(), sizeof(float) * hd);
 
   std::vector<const float*> keys;
-  for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p)
-    keys.push_back(s.win.data() + (p % W) * hd);
+  for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p) keys.push_back(s.win->row(p));
   if (lc.ratio) {
     if (lc.kv_source) compress(x, l, x_in, pos);
     if (lc.index_source) index_select(x, l, x_in, qr.data(), pos, t);
     const std::vector<int32_t>& sel = x.st.sel[lc.idx_src][t];
     const V41LayerState& src = x.st.layers[lc.kv_src];
-    for (int32_t j : sel) keys.push_back(src.ckv.data() + int64_t{j} * hd);
+    for (int32_t j : sel) keys.push_back(src.ckv->row(j));
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<float> o(static_cast<size_t>(H) * hd);

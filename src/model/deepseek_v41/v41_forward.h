@@ -4,12 +4,13 @@
 // computes the same function as the causal full forward (the README's "index-key fix" holds by
 // construction: a key owner's cache is always current before scoring).
 //
-// Per-sequence state (V41State):
-//   per layer: window ring [window][head_dim] (FP8-rounded K=V rows, slot = pos % window);
-//   per KV source: compressed KV [n_ctx/ratio][head_dim] (RoPE'd at the group start, FP4/E4M3),
-//     index keys [n_ctx/ratio][index_head_dim] (owners; RoPE'd, FP4), and for ratio 2 the
-//     pending (kv, score) f32 rows of an open group;
-//   the token history (Engram n-grams look back max_ngram-1 tokens).
+// Per-sequence state (V41State): a KvCache from v41_kv_spec —
+//   per layer: "window" ring of `window` rows (FP8-rounded K=V rows; tokens go one at a time);
+//   per KV source: "compressed_r<ratio>" [ceil(n_ctx/ratio)][head_dim] (RoPE'd at the group
+//     start, FP4/E4M3), "index_keys_r<ratio>" [ceil(n_ctx/ratio)][index_head_dim] (owners;
+//     RoPE'd, FP4), and for ratio 2 "compressor_state_r2": the pending kv + score (f32) of an
+//     open group;
+//   and the token history (Engram n-grams look back max_ngram-1 tokens).
 // Per step: hc streams [n][hc][dim], the pre-mix handed between sites (single-pass mHC), and the
 // selections / candidate masks an index source publishes to the layers after it.
 #pragma once
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kv/kv_cache.h"
 #include "model/arch.h"
 #include "model/deepseek_v41/v41_config.h"
 #include "model/deepseek_v41/v41_engram.h"
@@ -41,19 +43,25 @@ struct V41Model {
   EngramRowSource* engram_rows = nullptr;
 };
 
-struct V41LayerState {
-  std::vector<float> win;                  // [window][head_dim]
-  std::vector<float> ckv;                  // KV sources: [rows][head_dim]
-  std::vector<float> ik;                   // index-key owners: [rows][index_head_dim]
-  std::vector<float> pend_kv, pend_score;  // ratio 2: the first token of an open group
-  int64_t n_comp = 0;                      // compressed rows written
+// The KV parts of one sequence (what V41State allocates and the plan prices), with the
+// reference's own storage types as the parts' native types.
+KvSpec v41_kv_spec(const Config& c);
+
+struct V41LayerState {       // parts of V41State::kv (null: the layer owns none)
+  RowCache* win = nullptr;   // [window][head_dim]
+  RowCache* ckv = nullptr;   // KV sources: [rows][head_dim]
+  RowCache* ik = nullptr;    // index-key owners: [rows][index_head_dim]
+  RowCache* pend = nullptr;  // ratio 2: kv [head_dim] then score [head_dim] of an open group's first token
+  int64_t n_comp = 0;        // compressed rows written
 };
 
 class V41State : public ArchState {
  public:
   V41State(const V41Model& m, int n_ctx, int n_batch);
   void reset() override;
+  ArchMemory memory() const override { return {kv.bytes(), 0}; }
 
+  KvCache kv;
   std::vector<V41LayerState> layers;
   std::vector<int32_t> history;  // raw token ids, [n_past]
   int n_ctx, n_batch;
@@ -63,7 +71,6 @@ class V41State : public ArchState {
   std::vector<std::vector<std::vector<int32_t>>> sel;  // [layer][token] selected compressed rows
   std::vector<std::vector<uint8_t>> cand;              // [token] candidate mask of the candidate layer
   std::vector<float> discard;                          // [vocab]: the last row of a run nobody wants
-  size_t cache_bytes() const;
 };
 
 // logits: [n][vocab] when all_logits, else [vocab] of the last token.

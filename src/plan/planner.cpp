@@ -1,5 +1,5 @@
 // The memory bill: plan_make and its text / JSON renderings (planner.h).
-#include "memory/plan/planner.h"
+#include "plan/planner.h"
 
 #include <nlohmann/json.hpp>
 
@@ -118,10 +118,10 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   const KvBill bill = kv_bill_make(m.kv);
   for (const KvBillLine& l : bill.lines) {
     PlanKvLine pl{l.name, l.what, l.bytes_per_token(p.kv_type),
-                  l.bytes(p.kv_type, p.n_ctx) * static_cast<uint64_t>(p.n_seq)};
+                  l.bytes(p.kv_type, p.n_ctx, p.n_ubatch) * static_cast<uint64_t>(p.n_seq)};
     b.kv_lines.push_back(pl);
   }
-  b.kv_cache = bill.total_bytes(p.kv_type, p.n_ctx) * static_cast<uint64_t>(p.n_seq);
+  b.kv_cache = bill.total_bytes(p.kv_type, p.n_ctx, p.n_ubatch) * static_cast<uint64_t>(p.n_seq);
   b.scratch = scratch_bytes(m, std::min<int64_t>(p.n_ubatch, p.n_ctx * p.n_seq), p.n_ctx, p.n_threads);
   b.runtime = 16 * kMiB + 64 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
 

@@ -9,7 +9,7 @@
 #include "common/fixtures.h"
 #include "memory/engram/engram_table.h"
 #include "memory/io/io_engine.h"
-#include "memory/plan/planner.h"
+#include "plan/planner.h"
 #include "model/synth.h"
 #include "model/deepseek_v41/v41_arch.h"
 
@@ -293,8 +293,8 @@ TEST(KvBill, DeepSeekV41FlashScheduleAnd890BytesPerToken) {
   EXPECT_DOUBLE_EQ(b.native_bytes_per_token(), 890.0);
   EXPECT_DOUBLE_EQ(b.bytes_per_token(KvType::f32), 2.5 * (512 + 128) * 4);
   // fixed: 40 window rings of 128 x 512 (FP8 + UE8M0: 528 B/row), 3 ratio-2 pending tokens (f32)
-  EXPECT_EQ(b.native_fixed_bytes(), 40ull * 128 * 528 + 3ull * 1024 * 4);
-  const auto j = nlohmann::json::parse(kv_bill_json(b, 65536));
+  EXPECT_EQ(b.native_fixed_bytes(65536, 512), 40ull * 128 * 528 + 3ull * 1024 * 4);  // token by token
+  const auto j = nlohmann::json::parse(kv_bill_json(b, 65536, 512));
   EXPECT_EQ(j["native_bytes_per_token"].get<double>(), 890.0);
   ASSERT_EQ(j["layers"].size(), 40u);
   EXPECT_EQ(j["layers"][7]["mode"], "reuse");
@@ -302,7 +302,7 @@ TEST(KvBill, DeepSeekV41FlashScheduleAnd890BytesPerToken) {
   EXPECT_EQ(j["layers"][8]["owns_compressed_kv"], true);
   ASSERT_EQ(j["engram_tables"].size(), 2u);
   EXPECT_EQ(j["engram_tables"][1]["rows"], 384016682);
-  const std::string t = kv_bill_text(b, 65536);
+  const std::string t = kv_bill_text(b, 65536, 512);
   for (const char* want :
        {"4 Full", "4 Reindex", "30 Reuse", "7:r2 reuse[2] win", "20:r1 full[20] win+ckv+ik",
         "24:r1 reindex[20] win", "890.0", "nvfp4", "Engram tables", "202.758 GB"})
@@ -310,7 +310,7 @@ TEST(KvBill, DeepSeekV41FlashScheduleAnd890BytesPerToken) {
 }
 
 // The bill of a fixture model equals what the V4.1 forward allocates (model/v41_forward.h
-// V41State, all f32): it keeps one spare row per KV source, the bill counts ceil(n_ctx / ratio).
+// V41State, all f32): both come from v41_kv_spec.
 TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
   STRATA_REQUIRE_FIXTURES_V41(root);
   for (const char* model : {"deep", "sparse", "wide"}) {
@@ -320,7 +320,6 @@ TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
     auto s = kv_spec_from_hf_config(dir + "/config.json");
     ASSERT_TRUE(s.ok()) << s.message();
     const v41::Config& c = loaded->model->cfg;
-    uint64_t spare = 0;
     for (int l = 0; l < c.n_layers; ++l) {
       EXPECT_EQ(static_cast<int>(s->layer_mode[l]), static_cast<int>(c.layers[l].mode))
           << model << " layer " << l;
@@ -328,12 +327,12 @@ TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
         EXPECT_EQ(s->layer_kv_src[l], c.layers[l].kv_src) << model << " layer " << l;
       }
       EXPECT_EQ(s->layer_index_keys[l], c.layers[l].owns_index_k) << model << " layer " << l;
-      if (c.layers[l].kv_source) spare += 4u * (c.head_dim + (c.layers[l].owns_index_k ? c.idx_dim : 0));
     }
-    const int n_ctx = 256;
-    v41::V41State st(*loaded->model, n_ctx, 1);
-    const KvBill b = kv_bill_make(*s);
-    EXPECT_EQ(b.total_bytes(KvType::f32, n_ctx) + spare, st.cache_bytes()) << model;
+    for (int n_ctx : {1, 255, 256}) {
+      v41::V41State st(*loaded->model, n_ctx, 64);
+      const KvBill b = kv_bill_make(*s);
+      EXPECT_EQ(b.total_bytes(KvType::f32, n_ctx, 64), st.memory().kv_cache) << model << " n_ctx " << n_ctx;
+    }
   }
 }
 

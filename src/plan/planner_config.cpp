@@ -9,7 +9,7 @@
 #include <initializer_list>
 #include <sstream>
 
-#include "memory/plan/planner.h"
+#include "plan/planner.h"
 
 namespace strata {
 
@@ -166,7 +166,7 @@ Status deepseek_v41(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   STRATA_ASSIGN(int64_t n_shared, any_of(c, {"n_shared_experts"}, false, 1));
   if (og <= 0 || (m.n_head * hd) % og != 0)
     return err("%s: \"o_groups\" %lld must divide n_heads x head_dim", c.src.c_str(), (long long)og);
-  STRATA_ASSIGN(m.kv, kv_spec_from_v41_json(c.j, c.src));
+  STRATA_ASSIGN(m.kv, kv_spec_from_v41_config(c.j.dump(), c.src));
   const KvModelSpec& k = m.kv;
   const int64_t ihd = k.indexer_head_dim;
   m.head_dim_k = m.head_dim_v = static_cast<int>(hd);

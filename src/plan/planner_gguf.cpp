@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "memory/plan/planner.h"
+#include "plan/planner.h"
 
 namespace strata {
 

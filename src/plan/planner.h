@@ -35,7 +35,7 @@
 #include "base/status.h"
 #include "format/gguf.h"
 #include "memory/io/io_engine.h"
-#include "memory/plan/kv_bill.h"
+#include "plan/kv_bill.h"
 #include "quant/qtypes.h"
 
 namespace strata {

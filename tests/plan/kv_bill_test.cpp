@@ -1,5 +1,7 @@
-// The KV memory bill (src/memory/kv_bill.h) against deepseek-v4.md §5's accounting for
-// V4-Flash, a classic GQA model, the tiny deepseek4 fixture GGUF, and bad input.
+// The KV memory bill (src/plan/kv_bill.h) against deepseek-v4.md §5's accounting for
+// V4-Flash, a classic GQA model, the tiny deepseek4 fixture GGUF, and bad input. The doc counts
+// a window ring of `window` rows (token by token: steps of 1); strata's rings also hold a step's
+// other tokens (window - 1 + n_batch rows).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +10,9 @@
 
 #include "common/fixtures.h"
 #include "format/gguf.h"
-#include "memory/plan/kv_bill.h"
+#include "model/arch.h"
+#include "model/model.h"
+#include "plan/kv_bill.h"
 
 namespace strata {
 namespace {
@@ -42,16 +46,20 @@ TEST(Ds4KvBill, V4FlashMatchesTheDocsAccounting) {
   EXPECT_DOUBLE_EQ(b.bytes_per_token(KvType::q8_0), 3655.0);  // doc: "≈ 3655 B/token"
   EXPECT_DOUBLE_EQ(b.bytes_per_token(KvType::f32), 13760.0);
   // fixed: window ring 43 x 128 x 1024 B at bf16 (doc: 5.4 MiB); states 11.6 MiB f32 at any type
-  EXPECT_EQ(line(b, "window")->bytes(KvType::bf16, 1 << 20), 43ull * 128 * 1024);
+  const int64_t M = 1 << 20;
+  EXPECT_EQ(line(b, "window")->bytes(KvType::bf16, M, 1), 43ull * 128 * 1024);
   const uint64_t states = 21ull * 64 * 1024 + 21ull * 16 * 1024 + 20ull * 512 * 1024;
-  EXPECT_EQ(b.fixed_bytes(KvType::bf16), 43ull * 128 * 1024 + states);
-  EXPECT_EQ(b.fixed_bytes(KvType::mxfp4) - states, 43ull * 128 * 17 * 16);
+  EXPECT_EQ(b.fixed_bytes(KvType::bf16, M, 1), 43ull * 128 * 1024 + states);
+  EXPECT_EQ(b.fixed_bytes(KvType::mxfp4, M, 1) - states, 43ull * 128 * 17 * 16);
   // at 1M context: 6880 B/token + fixed (≈ 6.9 GB, doc §5.1)
-  EXPECT_EQ(b.total_bytes(KvType::bf16, 1 << 20), 6880ull * (1 << 20) + b.fixed_bytes(KvType::bf16));
+  EXPECT_EQ(b.total_bytes(KvType::bf16, M, 1), 6880ull * M + b.fixed_bytes(KvType::bf16, M, 1));
+  // steps of 512 tokens: the ring holds 127 + 512 rows
+  EXPECT_EQ(line(b, "window")->rows(M, 512), 639);
+  EXPECT_EQ(b.fixed_bytes(KvType::bf16, M, 512), 43ull * 639 * 1024 + states);
   // short context: the window is capped at the context, compressor state is not
-  EXPECT_EQ(line(b, "window")->rows(100), 100);
-  EXPECT_EQ(line(b, "hca_state")->rows(100), 128);
-  EXPECT_EQ(line(b, "hca")->rows(129), 2);  // allocation: ceil
+  EXPECT_EQ(line(b, "window")->rows(100, 512), 100);
+  EXPECT_EQ(line(b, "hca_state")->rows(100, 512), 128);
+  EXPECT_EQ(line(b, "hca")->rows(129, 512), 2);  // allocation: ceil
 }
 
 TEST(Ds4KvBill, ClassicGqaWithSlidingLayers) {
@@ -64,8 +72,9 @@ TEST(Ds4KvBill, ClassicGqaWithSlidingLayers) {
   const KvBill b = kv_bill_make(*spec);
   // 2 full layers x 2 (K,V) x 2 heads x 64 x 2 B
   EXPECT_DOUBLE_EQ(b.bytes_per_token(KvType::f16), 2.0 * 2 * 2 * 64 * 2);
-  EXPECT_EQ(b.fixed_bytes(KvType::f16), 2ull * 128 * 2 * 2 * 64 * 2);
-  EXPECT_EQ(b.total_bytes(KvType::f16, 64), 64ull * 2 * 2 * 2 * 64 * 2 * 2);  // window capped at ctx
+  EXPECT_EQ(b.fixed_bytes(KvType::f16, 4096, 1), 2ull * 128 * 2 * 2 * 64 * 2);
+  EXPECT_EQ(b.fixed_bytes(KvType::f16, 4096, 64), 2ull * 191 * 2 * 2 * 64 * 2);
+  EXPECT_EQ(b.total_bytes(KvType::f16, 64, 16), 64ull * 2 * 2 * 2 * 64 * 2 * 2);  // window capped at ctx
   // no sliding window: every layer grows
   auto dense = kv_spec_from_hf_config_text(
       R"({"num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128})",
@@ -103,17 +112,16 @@ TEST(Ds4KvBill, BadConfigsNameTheProblem) {
   EXPECT_FALSE(kv_spec_from_hf_config("/nonexistent/config.json").ok());
 }
 
+// A deepseek4 GGUF is priced by the architecture's own reader: its errors name the key.
 TEST(Ds4KvBill, GgufMetadataOfADeepseek4File) {
+  STRATA_REQUIRE_FIXTURES(dir);
   namespace fs = std::filesystem;
+  auto src = GgufFile::open(dir + "/models/tiny-deepseek4-f32.gguf");
+  ASSERT_TRUE(src.ok()) << src.message();
+  GgufWriter w;  // the fixture's metadata, no tensors
+  for (const GgufKv& kv : (*src)->metadata()) w.set_value(kv.key, kv.value);
   const fs::path p = fs::temp_directory_path() / ("ds4_kv_bill_" + std::to_string(getpid()) + ".gguf");
-  GgufWriter w;
-  w.set_string("general.architecture", "deepseek4");
-  w.set_u32("deepseek4.block_count", 4);
-  w.set_u32("deepseek4.context_length", 8192);
-  w.set_u32("deepseek4.attention.key_length", 64);
-  w.set_u32("deepseek4.attention.indexer.key_length", 64);
-  w.set_u32("deepseek4.attention.sliding_window", 16);
-  w.set_array_u32("deepseek4.attention.compress_ratios", {0, 4, 128, 4});
+  w.set_array_u32("deepseek4.attention.compress_ratios", {0, 4, 128, 4, 0, 0});
   ASSERT_TRUE(w.write(p.string()).ok());
   auto f = GgufFile::open(p.string());
   ASSERT_TRUE(f.ok()) << f.message();
@@ -123,21 +131,22 @@ TEST(Ds4KvBill, GgufMetadataOfADeepseek4File) {
   EXPECT_DOUBLE_EQ(b.bytes_per_token(KvType::f32), 2 * 64 * 4 / 4.0 + 64 * 4 / 128.0 + 2 * 64 * 4 / 4.0);
   // a ratio llama.cpp rejects
   GgufWriter bad = w;
-  bad.set_array_u32("deepseek4.attention.compress_ratios", {0, 4, 64, 4});
+  bad.set_array_u32("deepseek4.attention.compress_ratios", {0, 4, 64, 4, 0, 0});
   ASSERT_TRUE(bad.write(p.string()).ok());
   f = GgufFile::open(p.string());
   ASSERT_TRUE(f.ok());
   auto r = kv_spec_from_gguf(**f);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("deepseek4.attention.compress_ratios[2] = 64"), std::string::npos)
+  EXPECT_NE(r.message().find("deepseek4.attention.compress_ratios'[2] = 64"), std::string::npos)
       << r.message();
   // too short for block_count
   bad.set_array_u32("deepseek4.attention.compress_ratios", {0, 4});
   ASSERT_TRUE(bad.write(p.string()).ok());
   f = GgufFile::open(p.string());
+  ASSERT_TRUE(f.ok());
   r = kv_spec_from_gguf(**f);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("expected >= 4"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("expected >= 6"), std::string::npos) << r.message();
   fs::remove(p);
 }
 
@@ -151,6 +160,50 @@ TEST(Ds4KvBill, TinyDeepseek4Fixture) {
   EXPECT_EQ(spec->head_dim, 64);
   EXPECT_EQ(spec->indexer_head_dim, 64);
   EXPECT_EQ(spec->n_swa, 128);
+}
+
+bool same_spec(const KvSpec& a, const KvSpec& b) {
+  if (a.n_layer() != b.n_layer()) return false;
+  for (int il = 0; il < a.n_layer(); ++il) {
+    const auto& pa = a.layers[il].parts;
+    const auto& pb = b.layers[il].parts;
+    if (pa.size() != pb.size()) return false;
+    for (size_t i = 0; i < pa.size(); ++i)
+      if (pa[i].kind != pb[i].kind || pa[i].name != pb[i].name || pa[i].width != pb[i].width ||
+          pa[i].ratio != pb[i].ratio || pa[i].window != pb[i].window || pa[i].state_rows != pb[i].state_rows)
+        return false;
+  }
+  return true;
+}
+
+// The bill of every fixture architecture is the loaded model's own spec, and a session allocates
+// exactly what the bill says, at contexts and step sizes around the windows and ratios.
+TEST(KvBill, PricesWhatEverySessionAllocates) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  for (const char* name : {"tiny-llama-moe-f32", "tiny-qwen3moe-f32", "tiny-qwen2moe-f32", "tiny-gpt-oss-f32",
+                           "tiny-deepseek4-f32"}) {
+    const std::string path = dir + "/models/" + name + ".gguf";
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.message();
+    auto spec = kv_spec_from_gguf(**f);
+    ASSERT_TRUE(spec.ok()) << name << ": " << spec.message();
+    auto m = Model::load(path, {});
+    ASSERT_TRUE(m.ok()) << m.message();
+    const Architecture& arch = (*m)->arch();
+    EXPECT_TRUE(same_spec(spec->kv, arch.kv_spec())) << name;
+    const KvBill bill = kv_bill_make(*spec);
+    for (int n_ctx : {1, 7, 129, 300})
+      for (int n_batch : {1, 16, 512}) {
+        StateOptions o;
+        o.n_ctx = n_ctx;
+        o.n_batch = n_batch;
+        auto st = arch.new_state(o);
+        ASSERT_TRUE(st.ok()) << st.message();
+        EXPECT_EQ((*st)->memory().kv_cache, bill.total_bytes(KvType::f32, n_ctx, n_batch))
+            << name << " n_ctx " << n_ctx << " n_batch " << n_batch;
+        EXPECT_EQ((*st)->memory().kv_cache, arch.kv_spec().bytes(n_ctx, n_batch)) << name;
+      }
+  }
 }
 
 }  // namespace
