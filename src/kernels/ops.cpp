@@ -184,15 +184,22 @@ float yarn_corr_dim(int n_rot, int n_ctx_orig, float beta, float base) {
 
 }  // namespace
 
+void rope_yarn_corr_dims(const RopeParams& p, float dims[2]) {
+  dims[0] = std::max(0.0f, floorf(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+  dims[1] = std::min(static_cast<float>(p.n_rot - 1),
+                     ceilf(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+}
+
 void rope_cache(const RopeParams& p, int64_t pos, float sin_sign, float* cache) {
   STRATA_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0);
   const float theta_scale = powf(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   float low = 0.0f, high = 0.0f;
   float mscale = p.attn_factor;
   if (p.ext_factor != 0.0f) {
-    low = std::max(0.0f, floorf(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
-    high = std::min(static_cast<float>(p.n_rot - 1),
-                    ceilf(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+    float dims[2];
+    rope_yarn_corr_dims(p, dims);
+    low = dims[0];
+    high = dims[1];
     mscale *= 1.0f + 0.1f * logf(1.0f / p.freq_scale);
   }
   float theta_extrap = static_cast<float>(pos);

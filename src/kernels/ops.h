@@ -37,8 +37,13 @@ struct RopeParams {
   float beta_slow = 1.0f;
 };
 
-// The cos/sin table of one position: cache[2i] = cos θ_i·m, cache[2i+1] = sin θ_i·m·sin_sign,
-// i < n_rot/2. sin_sign = -1 gives the inverse rotation. cache: [n_rot] f32.
+// ggml_rope_yarn_corr_dims: {low, high} pair indices of the YaRN ramp.
+void rope_yarn_corr_dims(const RopeParams& p, float dims[2]);
+
+// The one RoPE of strata (standard decoders and deepseek4 alike; V4.1's reference path keeps its
+// own f32 cos/sin of the official code). The cos/sin table of one position: cache[2i] = cos θ_i·m,
+// cache[2i+1] = sin θ_i·m·sin_sign, i < n_rot/2. sin_sign = -1 gives the inverse rotation. cache: [n_rot]
+// f32.
 void rope_cache(const RopeParams& p, int64_t pos, float sin_sign, float* cache);
 
 // Rotates the first n_rot values of x in place using a cache from rope_cache. Callers offset x
