@@ -45,30 +45,17 @@ int run_token_ids(strata::Model& model, strata::Session& sess, const std::string
   if (static_cast<int>(ids.size()) >= sess.n_ctx())
     return fail("prompt is " + std::to_string(ids.size()) + " tokens, context is " +
                 std::to_string(sess.n_ctx()));
-  const size_t V = static_cast<size_t>(model.n_vocab());
-  std::vector<float> logits(V);
-  const double t0 = strata::now_seconds();
-  if (auto st = sess.eval(ids, logits.data(), false); !st.ok()) return fail(st.message());
-  const double prompt_s = strata::now_seconds() - t0;
-  strata::Sampler sampler(o.sampling, model.n_vocab());
-  sampler.accept_prompt(ids);
-  const int room = sess.n_ctx() - static_cast<int>(ids.size());
-  const int n = o.n_predict < 0 ? room : std::min(o.n_predict, room);
-  const double t1 = strata::now_seconds();
-  for (int i = 0; i < n; ++i) {
-    const int32_t tok = sampler.sample(logits.data());
-    sampler.accept(tok);
-    std::fprintf(stdout, "%s%d", i ? "," : "", tok);
+  int n = 0;
+  auto st = strata::generate_ids(model, sess, model.n_vocab(), std::move(ids), o, [&](int32_t tok) {
+    std::fprintf(stdout, "%s%d", n++ ? "," : "", tok);
     std::fflush(stdout);
-    if (i + 1 < n) {
-      if (auto st = sess.eval(std::span<const int32_t>(&tok, 1), logits.data(), false); !st.ok())
-        return fail(st.message());
-    }
-  }
+    return true;
+  });
   std::fputc('\n', stdout);
+  if (!st.ok()) return fail(st.message());
   if (!quiet)
-    std::fprintf(stderr, "strata: prompt %zu tokens in %.2f ms, generated %d tokens in %.2f ms\n", ids.size(),
-                 prompt_s * 1e3, n, (strata::now_seconds() - t1) * 1e3);
+    std::fprintf(stderr, "strata: prompt %d tokens in %.2f ms, generated %d tokens in %.2f ms\n",
+                 st->n_prompt, st->prompt_s * 1e3, st->n_gen, st->decode_s * 1e3);
   return 0;
 }
 
@@ -158,7 +145,7 @@ int cmd_run(int argc, char** argv) {
     for (int32_t id : ids) std::fprintf(stderr, "%8d -> '%s'\n", id, tok.token_to_piece(id, true).c_str());
   }
 
-  auto stats = strata::generate(**sess, (*model)->tokenizer(), (*model)->n_vocab(), prompt, o,
+  auto stats = strata::generate(**model, **sess, (*model)->tokenizer(), (*model)->n_vocab(), prompt, o,
                                 [](std::string_view text) {
                                   std::fwrite(text.data(), 1, text.size(), stdout);
                                   std::fflush(stdout);

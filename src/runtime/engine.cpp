@@ -31,8 +31,9 @@ struct Engine::Request {
 };
 
 struct Engine::Slot {
-  std::unique_ptr<Session> session;
-  std::unique_ptr<Request> req;  // null: free
+  Session* session = nullptr;
+  std::unique_ptr<Session> owned;  // null: borrowed (create_borrowed)
+  std::unique_ptr<Request> req;    // null: free
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StopStrings> stops;
   Utf8Stream utf8;
@@ -41,13 +42,13 @@ struct Engine::Slot {
   size_t n_chunk = 0;  // prompt tokens in this turn's batch
   bool ready = false;  // logits hold the next token's distribution (prompt done)
   int32_t next = 0;    // the sampled token in this turn's batch
-  int n_gen = 0;
-  double t_admit = 0, t_first = 0, t_last = 0, prompt_s = 0, decode_s = 0;
+  int n_gen = 0, n_decode = 0;
+  std::vector<int32_t> pending;  // return_tokens: sampled ids not yet sent
+  double t_admit = 0, t_first = 0, t_last = 0, prompt_s = 0, decode_s = 0, sample_s = 0;
 };
 
-Result<std::unique_ptr<Engine>> Engine::create(const BatchRunner& runner, const SessionFactory& make_session,
-                                               const Tokenizer* tok, int32_t n_vocab,
-                                               const EngineOptions& opts, ExpertStore* store) {
+Result<std::unique_ptr<Engine>> Engine::make(const BatchRunner& runner, const Tokenizer* tok, int32_t n_vocab,
+                                             const EngineOptions& opts, ExpertStore* store) {
   if (opts.n_slots < 1 || opts.n_slots > 256) return err("--parallel %d must be in [1, 256]", opts.n_slots);
   if (opts.max_queue < 0) return err("queue size %d must be >= 0", opts.max_queue);
   if (opts.n_ubatch < 1) return err("--ubatch-size %d must be >= 1", opts.n_ubatch);
@@ -63,16 +64,40 @@ Result<std::unique_ptr<Engine>> Engine::create(const BatchRunner& runner, const 
   e->opts_ = opts;
   e->store_ = store;
   e->batch_logits_.resize(static_cast<size_t>(opts.n_slots) * static_cast<size_t>(n_vocab));
+  return e;
+}
+
+void Engine::add_slot(Session* session, std::unique_ptr<Session> owned) {
+  auto s = std::make_unique<Slot>();
+  s->session = session;
+  s->owned = std::move(owned);
+  s->logits.resize(static_cast<size_t>(n_vocab_));
+  n_ctx_ = session->n_ctx();
+  kv_bytes_ += session->memory().kv_cache;
+  slots_.push_back(std::move(s));
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(const BatchRunner& runner, const SessionFactory& make_session,
+                                               const Tokenizer* tok, int32_t n_vocab,
+                                               const EngineOptions& opts, ExpertStore* store) {
+  STRATA_ASSIGN(std::unique_ptr<Engine> e, make(runner, tok, n_vocab, opts, store));
   for (int i = 0; i < opts.n_slots; ++i) {
-    auto s = std::make_unique<Slot>();
     auto sess = make_session(opts.n_ubatch);
     if (!sess.ok()) return err_context("slot " + std::to_string(i), sess.error());
-    s->session = std::move(*sess);
-    s->logits.resize(static_cast<size_t>(n_vocab));
-    e->n_ctx_ = s->session->n_ctx();
-    e->kv_bytes_ += s->session->memory().kv_cache;
-    e->slots_.push_back(std::move(s));
+    Session* raw = sess->get();
+    e->add_slot(raw, std::move(*sess));
   }
+  if (!opts.manual_step) e->thread_ = std::thread([p = e.get()] { p->loop(); });
+  return e;
+}
+
+Result<std::unique_ptr<Engine>> Engine::create_borrowed(const BatchRunner& runner,
+                                                        std::span<Session* const> sessions,
+                                                        const Tokenizer* tok, int32_t n_vocab,
+                                                        EngineOptions opts, ExpertStore* store) {
+  opts.n_slots = static_cast<int>(sessions.size());
+  STRATA_ASSIGN(std::unique_ptr<Engine> e, make(runner, tok, n_vocab, opts, store));
+  for (Session* s : sessions) e->add_slot(s, nullptr);
   if (!opts.manual_step) e->thread_ = std::thread([p = e.get()] { p->loop(); });
   return e;
 }
@@ -172,9 +197,10 @@ void Engine::admit() {
     s->utf8 = Utf8Stream();
     s->n_eval = 0;
     s->ready = false;
-    s->n_gen = 0;
+    s->n_gen = s->n_decode = 0;
+    s->pending.clear();
     s->t_admit = now_seconds();
-    s->t_first = s->t_last = s->prompt_s = s->decode_s = 0;
+    s->t_first = s->t_last = s->prompt_s = s->decode_s = s->sample_s = 0;
     queue_wait_.add(s->t_admit - s->req->t_submit);
   }
   int running = 0;
@@ -208,7 +234,7 @@ bool Engine::step() {
   auto add = [&](Slot& s, std::span<const int32_t> toks, bool want_last) {
     const int32_t seq = static_cast<int32_t>(batch_sessions_.size());
     batch_slots_.push_back(&s);
-    batch_sessions_.push_back(s.session.get());
+    batch_sessions_.push_back(s.session);
     for (size_t i = 0; i < toks.size(); ++i) {
       batch_tokens_.push_back(toks[i]);
       batch_seq_.push_back(seq);
@@ -269,6 +295,7 @@ void Engine::run_batch(int n_decode, int n_prefill) {
   for (Slot* s : batch_slots_) {
     const bool decoding = s->n_chunk == 0;
     (decoding ? s->decode_s : s->prompt_s) += dt;
+    s->n_decode += decoding ? 1 : 0;
     if (!st.ok()) {
       finish(*s, FinishReason::error, st.message());
       continue;
@@ -291,19 +318,24 @@ void Engine::run_batch(int n_decode, int n_prefill) {
 }
 
 bool Engine::emit(Slot& s, const std::string& text) {
-  if (text.empty()) return true;
+  if (text.empty() && s.pending.empty()) return true;
   CompletionEvent ev;
   ev.text = text;
+  ev.tokens = std::move(s.pending);
+  s.pending.clear();
   return s.req->sink(ev);
 }
 
 // Samples from the slot's logits and releases the text; true when the token is to be evaluated.
 bool Engine::sample(Slot& s) {
   Request& r = *s.req;
+  const double t0 = now_seconds();
   const int32_t tok = s.sampler->sample(s.logits.data());
   s.sampler->accept(tok);
   ++s.n_gen;
+  if (r.p.return_tokens) s.pending.push_back(tok);
   const double now = now_seconds();
+  s.sample_s += now - t0;
   if (s.n_gen == 1) {
     s.t_first = now;
     ttft_.add(now - r.t_submit);
@@ -313,11 +345,10 @@ bool Engine::sample(Slot& s) {
   s.t_last = now;
   if (tok_ && tok_->is_eog(tok) && !r.p.ignore_eos) return finish(s, FinishReason::stop), false;
   std::string out;
-  if (tok_) {
-    const bool hit = s.stops->push(s.utf8.push(tok_->token_to_piece(tok, false)), &out);
-    if (!emit(s, out)) return finish(s, FinishReason::cancelled), false;
-    if (hit) return finish(s, FinishReason::stop), false;
-  }
+  bool hit = false;
+  if (tok_) hit = s.stops->push(s.utf8.push(tok_->token_to_piece(tok, r.p.special)), &out);
+  if (!emit(s, out)) return finish(s, FinishReason::cancelled), false;
+  if (hit) return finish(s, FinishReason::stop), false;
   if (r.p.n_predict >= 0 && s.n_gen >= r.p.n_predict) return finish(s, FinishReason::length), false;
   if (s.session->n_past() >= s.session->n_ctx()) return finish(s, FinishReason::length), false;
   s.next = tok;
@@ -336,13 +367,17 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   ev.done = true;
   ev.finish = reason;
   ev.error = error;
+  ev.tokens = std::move(s.pending);
+  s.pending.clear();
   ev.n_prompt = static_cast<int>(r.p.prompt.size());
   ev.n_gen = s.n_gen;
+  ev.n_decode = s.n_decode;
+  ev.sample_s = s.sample_s;
   ev.queue_s = s.t_admit > 0 ? s.t_admit - r.t_submit : 0;
   ev.prompt_s = s.prompt_s;
   ev.decode_s = s.decode_s;
   ev.ttft_s = s.t_first > 0 ? s.t_first - r.t_submit : 0;
-  if (reason != FinishReason::cancelled) r.sink(ev);
+  if (reason != FinishReason::cancelled || r.p.final_on_cancel) r.sink(ev);
   e2e_.add(now_seconds() - r.t_submit);
   {
     std::lock_guard<std::mutex> lk(mu_);

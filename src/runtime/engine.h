@@ -58,16 +58,20 @@ struct CompletionParams {
   SamplerParams sampling;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
+  bool special = false;          // control tokens' text is part of the output
+  bool return_tokens = false;    // events carry the sampled token ids (llama-server's return_tokens)
+  bool final_on_cancel = false;  // a cancelled request still gets its final event (finish = cancelled)
 };
 
 struct CompletionEvent {
   std::string text;  // newly released text (complete UTF-8 characters; may be empty)
   bool done = false;
   FinishReason finish = FinishReason::stop;
-  std::string error;  // finish == error
-  // Filled on the last event:
-  int n_prompt = 0, n_gen = 0;
-  double queue_s = 0, prompt_s = 0, decode_s = 0, ttft_s = 0;
+  std::string error;            // finish == error
+  std::vector<int32_t> tokens;  // return_tokens: the ids sampled since the previous event
+  // Filled on the last event (n_decode: forward steps that evaluated a sampled token):
+  int n_prompt = 0, n_gen = 0, n_decode = 0;
+  double queue_s = 0, prompt_s = 0, decode_s = 0, sample_s = 0, ttft_s = 0;
 };
 using CompletionSink = std::function<bool(const CompletionEvent&)>;
 
@@ -89,6 +93,12 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(const BatchRunner& runner, const SessionFactory& make_session,
                                                 const Tokenizer* tok, int32_t n_vocab,
                                                 const EngineOptions& opts, ExpertStore* store = nullptr);
+  // Over sessions the caller owns (one slot each; opts.n_slots is their count): they must outlive
+  // the engine. `strata run` drives a one-slot engine this way (runtime/generate.h).
+  static Result<std::unique_ptr<Engine>> create_borrowed(const BatchRunner& runner,
+                                                         std::span<Session* const> sessions,
+                                                         const Tokenizer* tok, int32_t n_vocab,
+                                                         EngineOptions opts, ExpertStore* store = nullptr);
   // The same for a model's sessions (so.n_batch is replaced by opts.n_ubatch).
   static Result<std::unique_ptr<Engine>> for_model(const Model& m, const SessionOptions& so,
                                                    const EngineOptions& opts);
@@ -116,6 +126,9 @@ class Engine {
   struct Request;
   struct Slot;
   Engine() = default;
+  static Result<std::unique_ptr<Engine>> make(const BatchRunner& runner, const Tokenizer* tok,
+                                              int32_t n_vocab, const EngineOptions& opts, ExpertStore* store);
+  void add_slot(Session* session, std::unique_ptr<Session> owned);
   void loop();
   void admit();
   bool sample(Slot& s);  // true: s has a sampled token to evaluate in this turn's batch

@@ -1,7 +1,8 @@
 #include "runtime/generate.h"
 
-#include "base/clock.h"
-#include "runtime/utf8_stream.h"
+#include <algorithm>
+
+#include "runtime/engine.h"
 
 namespace strata {
 
@@ -19,73 +20,90 @@ const char* stop_reason_name(StopReason r) {
   return "?";
 }
 
-Result<GenerateStats> generate(Session& session, const Tokenizer& tok, int32_t n_vocab,
-                               std::string_view prompt, const GenerateOptions& opts,
-                               const TextCallback& on_text) {
+namespace {
+
+// The request through a one-slot engine stepped here; on_event sees every event.
+Result<GenerateStats> run_one(const BatchRunner& runner, Session& session, const Tokenizer* tok,
+                              int32_t n_vocab, std::vector<int32_t> prompt, const GenerateOptions& opts,
+                              const std::function<bool(const CompletionEvent&)>& on_event) {
   STRATA_TRY(sampler_params_validate(opts.sampling));
   if (n_vocab <= 0) return err("model has an empty vocabulary");
+  if (prompt.empty()) return err("prompt is empty (and the vocabulary adds no BOS token)");
+  EngineOptions eo;
+  eo.max_queue = 0;
+  eo.manual_step = true;
+  eo.n_batch = std::max(1, session.n_ctx());  // a prompt alone is one turn (split in the session's steps)
+  Session* const one[1] = {&session};
+  STRATA_ASSIGN(auto engine, Engine::create_borrowed(runner, one, tok, n_vocab, eo));
 
   GenerateStats st;
-  st.prompt_tokens = tok.encode(prompt, /*add_special=*/true, opts.parse_special);
-  if (st.prompt_tokens.empty()) return err("prompt is empty (and the vocabulary adds no BOS token)");
-  const int n_ctx = session.n_ctx();
-  const int n_prompt = static_cast<int>(st.prompt_tokens.size());
-  if (session.n_past() + n_prompt >= n_ctx) {
-    return err("prompt is %d tokens but the context is %d (need at least one free position; raise -c)",
-               n_prompt, n_ctx - session.n_past());
-  }
-  for (int i = 0; i < n_prompt; ++i) {
-    const int32_t t = st.prompt_tokens[static_cast<size_t>(i)];
-    if (t < 0 || t >= n_vocab)
-      return err("tokenizer produced id %d at position %d, outside the vocabulary (%d)", t, i, n_vocab);
-  }
-
-  Sampler sampler(opts.sampling, n_vocab);
-  sampler.accept_prompt(st.prompt_tokens);
-  std::vector<float> logits(static_cast<size_t>(n_vocab));
-
-  double t0 = now_seconds();
-  STRATA_TRY(session.eval(st.prompt_tokens, logits.data(), /*all_logits=*/false));
-  st.prompt_s = now_seconds() - t0;
-  st.n_prompt = n_prompt;
-
-  Utf8Stream utf8;
-  bool stopped_by_caller = false;
-  auto emit = [&](const std::string& text) {
-    if (!text.empty() && on_text && !on_text(text)) stopped_by_caller = true;
-  };
-
-  st.stop = StopReason::n_predict;
-  for (int i = 0; opts.n_predict < 0 || i < opts.n_predict; ++i) {
-    t0 = now_seconds();
-    const int32_t next = sampler.sample(logits.data());
-    sampler.accept(next);
-    st.sample_s += now_seconds() - t0;
-    st.tokens.push_back(next);
-    st.n_gen++;
-
-    if (tok.is_eog(next) && !opts.ignore_eos) {
-      st.stop = StopReason::eog;
-      break;
+  st.prompt_tokens = prompt;
+  CompletionParams p;
+  p.prompt = std::move(prompt);
+  p.n_predict = opts.n_predict;
+  p.sampling = opts.sampling;
+  p.ignore_eos = opts.ignore_eos;
+  p.special = opts.special_pieces;
+  p.return_tokens = true;
+  p.final_on_cancel = true;
+  bool done = false, cancelled = false;
+  CompletionEvent last;
+  STRATA_TRY(engine->submit(std::move(p), [&](const CompletionEvent& ev) {
+    st.tokens.insert(st.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+    if (ev.done) {
+      done = true;
+      last = ev;
+      if (ev.finish != FinishReason::cancelled && ev.finish != FinishReason::error) on_event(ev);
+      return true;
     }
-    emit(utf8.push(tok.token_to_piece(next, opts.special_pieces)));
-    if (stopped_by_caller) {
-      st.stop = StopReason::callback;
-      break;
-    }
-    if (opts.n_predict >= 0 && i + 1 >= opts.n_predict) break;  // no need to evaluate the last token
-    if (session.n_past() >= n_ctx) {
-      st.stop = StopReason::ctx_full;
-      break;
-    }
-    const int32_t one[1] = {next};
-    t0 = now_seconds();
-    STRATA_TRY(session.eval(one, logits.data(), /*all_logits=*/false));
-    st.decode_s += now_seconds() - t0;
-    st.n_decode++;
+    if (on_event(ev)) return true;
+    cancelled = true;
+    return false;
+  }));
+  while (!done && engine->step()) {
   }
-  if (!stopped_by_caller) emit(utf8.flush());
+  if (!done) return err("generation ended without a final event");
+  if (last.finish == FinishReason::error) return Error{last.error};
+  st.n_prompt = last.n_prompt;
+  st.n_gen = last.n_gen;
+  st.n_decode = last.n_decode;
+  st.prompt_s = last.prompt_s;
+  st.decode_s = last.decode_s;
+  st.sample_s = last.sample_s;
+  const bool eog = tok && !st.tokens.empty() && tok->is_eog(st.tokens.back()) && !opts.ignore_eos;
+  if (cancelled)
+    st.stop = StopReason::callback;
+  else if (eog)
+    st.stop = StopReason::eog;
+  else if (opts.n_predict >= 0 && st.n_gen >= opts.n_predict)
+    st.stop = StopReason::n_predict;
+  else
+    st.stop = StopReason::ctx_full;
   return st;
+}
+
+}  // namespace
+
+Result<GenerateStats> generate(const BatchRunner& runner, Session& session, const Tokenizer& tok,
+                               int32_t n_vocab, std::string_view prompt, const GenerateOptions& opts,
+                               const TextCallback& on_text) {
+  std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/true, opts.parse_special);
+  if (ids.empty()) return err("prompt is empty (and the vocabulary adds no BOS token)");
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= n_vocab)
+      return err("tokenizer produced id %d at position %zu, outside the vocabulary (%d)", ids[i], i, n_vocab);
+  return run_one(runner, session, &tok, n_vocab, std::move(ids), opts,
+                 [&](const CompletionEvent& ev) { return ev.text.empty() || !on_text || on_text(ev.text); });
+}
+
+Result<GenerateStats> generate_ids(const BatchRunner& runner, Session& session, int32_t n_vocab,
+                                   std::vector<int32_t> prompt, const GenerateOptions& opts,
+                                   const std::function<bool(int32_t)>& on_token) {
+  return run_one(runner, session, nullptr, n_vocab, std::move(prompt), opts, [&](const CompletionEvent& ev) {
+    for (int32_t t : ev.tokens)
+      if (on_token && !on_token(t)) return false;
+    return true;
+  });
 }
 
 }  // namespace strata

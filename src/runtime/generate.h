@@ -1,9 +1,11 @@
-// The generation loop: prompt -> tokens (BOS per the vocab's add_bos) -> prefill -> sample/decode
-// until n_predict tokens, an end-of-generation token, or a full context. Text is streamed through a
-// callback in complete UTF-8 characters (runtime/utf8_stream.h).
+// One request through the serving engine (`strata run`): prompt -> tokens (BOS per the vocab's
+// add_bos) -> a one-slot Engine (runtime/engine.h) over the caller's session, stepped on this
+// thread: prefill, then sample/decode until n_predict tokens, an end-of-generation token, or a
+// full context. The engine's loop is the only generation loop; text is streamed through a callback
+// in complete UTF-8 characters.
 //
 //   GenerateOptions o; o.n_predict = 64; o.sampling.temp = 0;
-//   auto stats = generate(*session, model->tokenizer(), "Once upon", o,
+//   auto stats = generate(*model, *session, model->tokenizer(), model->n_vocab(), "Once upon", o,
 //                         [](std::string_view text) { fwrite(...); return true; });
 #pragma once
 
@@ -40,7 +42,7 @@ struct GenerateStats {
   double sample_s = 0;  // total time in the sampler
   StopReason stop = StopReason::n_predict;
   std::vector<int32_t> prompt_tokens;
-  std::vector<int32_t> tokens;  // generated ids
+  std::vector<int32_t> tokens;  // generated ids (the end-of-generation token included)
 
   double prompt_tps() const { return prompt_s > 0 ? n_prompt / prompt_s : 0; }
   double gen_tps() const { return decode_s > 0 ? n_decode / decode_s : 0; }
@@ -49,11 +51,16 @@ struct GenerateStats {
 // Return false to stop generating.
 using TextCallback = std::function<bool(std::string_view text)>;
 
-// Uses `session` from its current position (normally a fresh session). Errors: empty prompt,
-// prompt not shorter than the context ("prompt is N tokens, context is C"), bad sampler
-// parameters, model eval errors.
-Result<GenerateStats> generate(Session& session, const Tokenizer& tok, int32_t n_vocab,
-                               std::string_view prompt, const GenerateOptions& opts,
+// `runner` evaluates `session`'s batches (the Model that made it, or a test double); the session
+// starts afresh (reset). Errors: empty prompt, prompt not shorter than the context ("prompt is N
+// tokens but the context ... is C"), bad sampler parameters, model eval errors.
+Result<GenerateStats> generate(const BatchRunner& runner, Session& session, const Tokenizer& tok,
+                               int32_t n_vocab, std::string_view prompt, const GenerateOptions& opts,
                                const TextCallback& on_text);
+// The same from token ids (models without a tokenizer): no text, no end-of-generation check;
+// stats.tokens holds the generated ids.
+Result<GenerateStats> generate_ids(const BatchRunner& runner, Session& session, int32_t n_vocab,
+                                   std::vector<int32_t> prompt, const GenerateOptions& opts,
+                                   const std::function<bool(int32_t)>& on_token);
 
 }  // namespace strata

@@ -265,7 +265,7 @@ TEST(EngineModel, ConcurrentRequestsMatchOneAtATime) {
     GenerateOptions o;
     o.n_predict = 20;
     o.sampling = sp[i];
-    auto r = generate(**s, tok, model.n_vocab(), prompts[i], o, [&](std::string_view t) {
+    auto r = generate(model, **s, tok, model.n_vocab(), prompts[i], o, [&](std::string_view t) {
       want[i] += t;
       return true;
     });

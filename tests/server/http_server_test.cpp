@@ -79,10 +79,11 @@ class HttpServerTest : public ::testing::Test {
     o.n_predict = n;
     o.sampling.temp = 0;
     std::string out;
-    auto r = generate(**s, model_->tokenizer(), model_->n_vocab(), prompt, o, [&](std::string_view t) {
-      out += t;
-      return true;
-    });
+    auto r =
+        generate(*model_, **s, model_->tokenizer(), model_->n_vocab(), prompt, o, [&](std::string_view t) {
+          out += t;
+          return true;
+        });
     EXPECT_TRUE(r.ok()) << r.message();
     return out;
   }
