@@ -22,6 +22,7 @@
 #include "cli_args.h"
 #include "command.h"
 #include "expert_flags.h"
+#include "format/tensor_names.h"
 #include "mem_report.h"
 #include "memory/experts/expert_store.h"
 #include "obs/proc_mem.h"
@@ -35,10 +36,6 @@ namespace {
 int fail(const std::string& msg, int code = 1) {
   std::fprintf(stderr, "strata bench: error: %s\n", msg.c_str());
   return code;
-}
-
-bool contains(const std::string& s, const char* sub) {
-  return s.find(sub) != std::string::npos;
 }
 
 // Weight bytes one decode step reads, estimated from the file: every dense tensor once, the
@@ -63,7 +60,7 @@ WeightTraffic weight_traffic(const strata::Model& m) {
     for (int i = 0; i < t.n_dims; ++i) n *= static_cast<uint64_t>(t.ne[i]);
     w.n_params += n;
     by_type[strata::type_name(t.type)] += t.nbytes;
-    if (contains(t.name, "_exps")) {
+    if (strata::is_routed_expert(t.name)) {
       w.bytes_per_token += double(t.nbytes) * routed_frac;
     } else if (t.name.rfind("token_embd.", 0) == 0 && !tied && t.ne[1] > 0) {
       w.bytes_per_token += double(t.nbytes) / double(t.ne[1]);

@@ -9,6 +9,7 @@
 #include "base/units.h"
 #include "command.h"
 #include "format/gguf.h"
+#include "format/tensor_names.h"
 #include "inspect_kv.h"
 
 namespace {
@@ -23,7 +24,7 @@ bool contains(const std::string& s, const char* sub) {
 
 TensorClass classify(const std::string& name) {
   if (name.rfind("token_embd", 0) == 0 || name.rfind("output.", 0) == 0) return kEmbedOut;
-  if (contains(name, "_exps")) return kRouted;
+  if (strata::is_routed_expert(name)) return kRouted;
   if (contains(name, "_shexp")) return kShared;
   if (contains(name, "norm")) return kOther;
   if (contains(name, "attn") || contains(name, "indexer")) return kAttention;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/units.h"
+#include "format/tensor_names.h"
 #include "memory/experts/expert_store.h"
 #include "memory/tier/mem_resident.h"
 #include "plan/planner.h"
@@ -25,7 +26,7 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   for (const TensorView& t : m.file().tensors()) {
     if (t.nbytes == 0) continue;
     const uintptr_t p = reinterpret_cast<uintptr_t>(t.data);
-    ranges[t.name.find("_exps.") != std::string::npos ? 1 : 0].push_back(
+    ranges[is_routed_expert(t.name) ? 1 : 0].push_back(
         {p & ~uintptr_t{4095}, (p + t.nbytes + 4095) & ~uintptr_t{4095}});
   }
   uint64_t bytes[2] = {0, 0};

@@ -78,8 +78,4 @@ Result<const TensorView*> WeightBinder::optional(const std::string& name,
   return check(*t, shape, types);
 }
 
-std::string blk_name(int il, const char* suffix) {
-  return "blk." + std::to_string(il) + "." + suffix;
-}
-
 }  // namespace strata

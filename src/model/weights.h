@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "format/gguf.h"
+#include "format/tensor_names.h"  // blk_name
 
 namespace strata {
 
@@ -57,8 +58,5 @@ class WeightBinder {
                                   TypeSet types) const;
   const GgufFile& f_;
 };
-
-// "blk.<il>.<suffix>"
-std::string blk_name(int il, const char* suffix);
 
 }  // namespace strata

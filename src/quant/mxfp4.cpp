@@ -1,19 +1,13 @@
 // MXFP4 (OCP microscaling FP4): blocks of 32 E2M1 values sharing one E8M0 exponent e.
 // value = E2M1(nibble)·2^(e−127) = kMxfp4Values2x[nibble]·2^(e−128); same nibble order as Q4_0.
+// The element and scale codecs (kMxfp4Values2x, e8m0_to_f32_half) are quant/fp8_fp4's.
 #include <cmath>
 
 #include "base/fp16.h"
+#include "quant/fp8_fp4.h"
 #include "quant/quant_ref.h"
 
 namespace strata {
-
-const int8_t kMxfp4Values2x[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-float e8m0_to_f32_half(uint8_t e) {
-  // 2^(e−128): a normal float with biased exponent e−1, or for e < 2 the subnormals 2^−128, 2^−127.
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  return f32_from_bits(bits);
-}
 
 void to_float_mxfp4(const void* src, float* dst, int64_t n) {
   const BlockMxfp4* b = static_cast<const BlockMxfp4*>(src);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "quant/fp8_fp4.h"
 #include "quant/qtypes.h"
 
 namespace strata {
@@ -57,9 +58,7 @@ void to_float_q4_0(const void* src, float* dst, int64_t n);
 void from_float_q4_0(const float* src, void* dst, int64_t n);  // ggml's quantize_row_q4_0_ref
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
 
-// E2M1 values doubled (ggml's table), so value = kMxfp4Values2x[nibble] · 2^(e−128).
-extern const int8_t kMxfp4Values2x[16];
-float e8m0_to_f32_half(uint8_t e);  // 2^(e−128), exact (subnormal for e < 2)
+// value = kMxfp4Values2x[nibble] · e8m0_to_f32_half(e) = E2M1 · 2^(e−127) (both from quant/fp8_fp4.h).
 void to_float_mxfp4(const void* src, float* dst, int64_t n);
 void from_float_mxfp4(const float* src, void* dst, int64_t n);  // ggml's quantize_row_mxfp4_ref
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);

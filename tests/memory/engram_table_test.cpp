@@ -1,6 +1,7 @@
 // Engram tables in the real checkpoint's layout (F8_E4M3 values, UE8M0 scales as F8_E8M0 or U8):
-// the byte decoders against the e4m3 grid, rows streamed from such a file equal the F32-converted
-// resident rows bit for bit, and tensors of other dtypes are refused naming file and tensor.
+// rows streamed from such a file equal the F32-converted resident rows bit for bit (the byte
+// decoders themselves are tested in tests/quant/fp8_fp4_test.cpp), and tensors of other dtypes are refused
+// naming file and tensor.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,37 +17,12 @@
 #include "memory/engram/engram_store.h"
 #include "model/deepseek_v41/v41_engram.h"
 #include "model/deepseek_v41/v41_quant.h"
+#include "quant/fp8_fp4.h"
 
 namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
-
-TEST(EngramTable, E4m3AndUe8m0DecodeExactly) {
-  EXPECT_EQ(e4m3_to_f32(0x38), 1.0f);
-  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);
-  EXPECT_EQ(e4m3_to_f32(0xfe), -448.0f);
-  EXPECT_EQ(e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
-  EXPECT_EQ(e4m3_to_f32(0x08), std::ldexp(1.0f, -6));
-  EXPECT_EQ(e4m3_to_f32(0x80), 0.0f);
-  EXPECT_TRUE(std::signbit(e4m3_to_f32(0x80)));
-  EXPECT_TRUE(std::isnan(e4m3_to_f32(0x7f)));
-  EXPECT_TRUE(std::isnan(e4m3_to_f32(0xff)));
-  // every finite byte is a distinct point of the e4m3 grid, increasing with the code
-  for (int b = 0; b < 0x7f; ++b) {
-    const float x = e4m3_to_f32(static_cast<uint8_t>(b));
-    EXPECT_EQ(v41::e4m3_round(x), x) << b;
-    if (b > 0) {
-      EXPECT_GT(x, e4m3_to_f32(static_cast<uint8_t>(b - 1))) << b;
-    }
-    EXPECT_EQ(e4m3_to_f32(static_cast<uint8_t>(b | 0x80)), -x) << b;
-  }
-  EXPECT_EQ(ue8m0_to_f32(127), 1.0f);
-  EXPECT_EQ(ue8m0_to_f32(130), 8.0f);
-  EXPECT_EQ(ue8m0_to_f32(0), std::ldexp(1.0f, -127));
-  EXPECT_EQ(ue8m0_to_f32(254), std::ldexp(1.0f, 127));
-  EXPECT_TRUE(std::isnan(ue8m0_to_f32(255)));
-}
 
 struct TensorSpec {
   std::string name, dtype;

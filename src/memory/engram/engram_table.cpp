@@ -1,28 +1,14 @@
 #include "memory/engram/engram_table.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "base/fp16.h"
 #include "format/safetensors_dir.h"
+#include "quant/fp8_fp4.h"
 
 namespace strata {
-
-float e4m3_to_f32(uint8_t b) {
-  const uint32_t e = (b >> 3) & 0xf, m = b & 0x7;
-  if (e == 0xf && m == 0x7) return std::nanf("");
-  // subnormal: m * 2^-9; normal: (8 + m) * 2^(e - 10)
-  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                           : std::ldexp(static_cast<float>(8 + m), static_cast<int>(e) - 10);
-  return (b & 0x80) ? -mag : mag;
-}
-
-float ue8m0_to_f32(uint8_t b) {
-  if (b == 0xff) return std::nanf("");
-  return std::ldexp(1.0f, static_cast<int>(b) - 127);  // 2^-127 is an exact f32 subnormal
-}
 
 int engram_staging_count(int io_depth, int io_threads) {
   return std::max(2 * io_depth, 2 * io_threads);

@@ -70,8 +70,4 @@ uint64_t engram_staging_bytes(uint32_t value_row_bytes, uint32_t scale_row_bytes
 // in the file) -> out[head_dim] = bf16(value * scale[col/32]) as f32.
 void engram_row_dequant(const EngramTable& t, const uint8_t* values, const uint8_t* scales, float* out);
 
-// float8_e4m3fn byte -> f32 (exact; 0x7f / 0xff are NaN). UE8M0 byte -> 2^(b-127) (exact; 255 NaN).
-float e4m3_to_f32(uint8_t b);
-float ue8m0_to_f32(uint8_t b);
-
 }  // namespace strata

@@ -15,9 +15,6 @@ namespace strata {
 
 namespace {
 
-const char* const kPartNames[expert_part_count] = {"ffn_gate_exps.weight", "ffn_up_exps.weight",
-                                                   "ffn_down_exps.weight"};
-
 // Whether the mapped bytes at `base` are the file's first page (read back with pread).
 bool same_as_file_start(const GgufFile& f, const uint8_t* base) {
   const size_t n = std::min<size_t>(kIoAlign, f.file_size());
@@ -63,7 +60,7 @@ Status gguf_advise_streamed_experts(const GgufFile& f, bool dense_willneed) {
     return err("%s: madvise(MADV_RANDOM) failed: %s", f.path().c_str(), std::strerror(errno));
   if (!dense_willneed) return {};
   for (const TensorView& t : f.tensors()) {
-    if (t.nbytes == 0 || t.name.find("_exps.") != std::string::npos) continue;
+    if (t.nbytes == 0 || is_routed_expert(t.name)) continue;
     const uintptr_t p = reinterpret_cast<uintptr_t>(t.data);
     const uintptr_t p0 = p & ~uintptr_t{kIoAlign - 1}, p1 = io_align_up(p + t.nbytes);
     ::madvise(reinterpret_cast<void*>(p0), p1 - p0, MADV_WILLNEED);  // advisory: failure is harmless
@@ -96,7 +93,7 @@ Result<ExpertCatalog> ExpertCatalog::build(const GgufFile& f, int n_layer, int n
     const TensorView* t[expert_part_count];
     int found = 0;
     for (int p = 0; p < expert_part_count; ++p) {
-      t[p] = f.find_tensor("blk." + std::to_string(l) + "." + kPartNames[p]);
+      t[p] = f.find_tensor(blk_name(l, kRoutedExpertPartNames[p]));
       found += t[p] ? 1 : 0;
     }
     if (found == 0) continue;
@@ -106,15 +103,16 @@ Result<ExpertCatalog> ExpertCatalog::build(const GgufFile& f, int n_layer, int n
     for (int p = 0; p < expert_part_count; ++p) {
       const TensorView& x = *t[p];
       if (x.ne[2] != n_expert || x.ne[3] != 1)
-        return err("expert store: tensor 'blk.%d.%s' is %s, expected %d experts in dim 2", l, kPartNames[p],
-                   x.shape_string().c_str(), n_expert);
+        return err("expert store: tensor 'blk.%d.%s' is %s, expected %d experts in dim 2", l,
+                   kRoutedExpertPartNames[p], x.shape_string().c_str(), n_expert);
       ExpertPart& q = li.part[p];
       q.slice0 = x.slice2d(0);
       q.slice0.name.clear();
       q.stride = x.nb[2];
       q.file_offset = static_cast<uint64_t>(static_cast<const uint8_t*>(x.data) - base);
       if (x.nb[2] != q.slice0.nbytes)
-        return err("expert store: tensor 'blk.%d.%s' is not contiguous per expert", l, kPartNames[p]);
+        return err("expert store: tensor 'blk.%d.%s' is not contiguous per expert", l,
+                   kRoutedExpertPartNames[p]);
       for (int e = 0; e < n_expert; ++e) {
         const uint64_t off = q.file_offset + q.stride * static_cast<uint64_t>(e);
         cover[p] = std::max<size_t>(cover[p], io_align_up(off + q.stride) - io_align_down(off));
@@ -182,7 +180,7 @@ Status ExpertCatalog::attach_bundle(const PackIndex& ix, const GgufFile& f) {
                    pe->parts.size());
       for (int p = 0; p < expert_part_count; ++p) {
         const PackPart& pp = pe->parts[static_cast<size_t>(p)];
-        const std::string want = "blk." + std::to_string(l) + "." + kPartNames[p];
+        const std::string want = blk_name(l, kRoutedExpertPartNames[p]);
         const ExpertPart& q = li.part[p];
         if (pp.name != want || pp.type != q.slice0.type || pp.size != q.stride)
           return err(

@@ -23,10 +23,17 @@
 
 #include "base/status.h"
 #include "format/gguf.h"
+#include "format/tensor_names.h"
 
 namespace strata {
 
-enum ExpertPartId { expert_part_gate = 0, expert_part_up = 1, expert_part_down = 2, expert_part_count = 3 };
+// Indexes format/tensor_names.h's kRoutedExpertPartNames.
+enum ExpertPartId {
+  expert_part_gate = routed_expert_gate,
+  expert_part_up = routed_expert_up,
+  expert_part_down = routed_expert_down,
+  expert_part_count = kRoutedExpertParts
+};
 
 struct ExpertPart {
   TensorView slice0;         // view of expert 0's 2-D slice (name cleared); data = mmapped address

@@ -10,23 +10,16 @@
 #include <filesystem>
 #include <tuple>
 
+#include "format/tensor_names.h"
+
 namespace strata {
 
 namespace {
 
-int block_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0 || name.size() < 5 || name[4] < '0' || name[4] > '9') return -1;
-  int v = 0;
-  for (size_t i = 4; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) v = v * 10 + (name[i] - '0');
-  return v;
-}
-
 // gate, up, down first (the order the FFN reads them), then anything else per expert by name.
 int part_rank(const std::string& name) {
-  if (name.find("gate_exps.weight") != std::string::npos) return 0;
-  if (name.find("up_exps.weight") != std::string::npos) return 1;
-  if (name.find("down_exps.weight") != std::string::npos) return 2;
-  return 3;
+  const int p = routed_expert_part(name);
+  return p < 0 ? kRoutedExpertParts : p;
 }
 
 void put_u32(uint8_t* p, uint32_t v) {
@@ -125,8 +118,8 @@ Result<PackIndex> pack_write(const GgufFile& f, const std::string& path, const P
 
   std::vector<std::vector<const TensorView*>> parts(static_cast<size_t>(n_block));
   for (const TensorView& t : f.tensors()) {
-    if (t.name.find("_exps") == std::string::npos) continue;
-    const int blk = block_of(t.name);
+    if (!is_routed_expert(t.name)) continue;
+    const int blk = blk_index(t.name);
     if (blk < 0 || blk >= n_block)
       return err("pack: tensor '%s' is not in a block < %lld", t.name.c_str(), (long long)n_block);
     if (t.n_dims < 2 || t.ne[t.n_dims - 1] != n_expert)

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "format/tensor_names.h"
 #include "kernels/ops.h"
 #include "quant/quant_ref.h"
 
@@ -14,7 +15,7 @@ Result<RouterLookahead> RouterLookahead::build(const GgufFile& f, int n_layer, i
   r.w_.resize(static_cast<size_t>(n_layer));
   r.b_.resize(static_cast<size_t>(n_layer));
   for (int l = 0; l < n_layer; ++l) {
-    const std::string name = "blk." + std::to_string(l) + ".ffn_gate_inp.weight";
+    const std::string name = blk_name(l, kRouterWeight);
     const TensorView* t = f.find_tensor(name);
     if (!t) continue;
     if (t->ne[1] != n_expert || t->ne[2] != 1 || t->ne[3] != 1)
@@ -31,7 +32,7 @@ Result<RouterLookahead> RouterLookahead::build(const GgufFile& f, int n_layer, i
     w.resize(static_cast<size_t>(n_expert) * static_cast<size_t>(r.n_embd_));
     for (int e = 0; e < n_expert; ++e)
       q->to_float(t->row(e), w.data() + static_cast<size_t>(e) * r.n_embd_, r.n_embd_);
-    const TensorView* b = f.find_tensor("blk." + std::to_string(l) + ".ffn_gate_inp.bias");
+    const TensorView* b = f.find_tensor(blk_name(l, kRouterBias));
     if (b && b->type == GgmlType::f32 && b->ne[0] == n_expert) {
       const float* bp = static_cast<const float*>(b->data);
       r.b_[static_cast<size_t>(l)].assign(bp, bp + n_expert);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/tensor_names.h"
 #include "memory/experts/expert_store_catalog.h"
 #include "memory/tier/mem_resident.h"
 
@@ -20,7 +21,7 @@ Result<uint64_t> gguf_load_dense_resident(const GgufFile& f, IoFile& file) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   const TensorView* any = nullptr;
   for (const TensorView& t : f.tensors()) {
-    if (t.nbytes == 0 || t.name.find("_exps.") != std::string::npos) continue;
+    if (t.nbytes == 0 || is_routed_expert(t.name)) continue;
     if (!any) any = &t;
     const uint64_t off =
         static_cast<uint64_t>(static_cast<const uint8_t*>(t.data) - static_cast<const uint8_t*>(any->data));

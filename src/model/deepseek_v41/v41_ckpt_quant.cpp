@@ -2,15 +2,11 @@
 
 #include <cmath>
 
-#include "memory/engram/engram_table.h"
+#include "quant/fp8_fp4.h"
 
 namespace strata::v41 {
 
 namespace {
-
-// E2M1: sign bit 3, then {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
-constexpr float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -76,8 +72,8 @@ Status dequant_fp4_mx(const StTensor& w, const StTensor& scale, int64_t out, int
       if (!std::isfinite(s))
         return err("%s: FP4 scale '%s' is NaN at [%lld, %lld]", where.c_str(), scale.name.c_str(),
                    static_cast<long long>(r), static_cast<long long>(c / 32));
-      (*dst)[static_cast<size_t>(r * in + c)] = kE2M1[b & 15] * s;
-      (*dst)[static_cast<size_t>(r * in + c + 1)] = kE2M1[b >> 4] * s;
+      (*dst)[static_cast<size_t>(r * in + c)] = e2m1_to_f32(static_cast<uint8_t>(b & 15)) * s;
+      (*dst)[static_cast<size_t>(r * in + c + 1)] = e2m1_to_f32(static_cast<uint8_t>(b >> 4)) * s;
     }
   }
   return {};

@@ -19,7 +19,7 @@ float block_amax(const float* x, int n) {
 void fake_quant_fp8(float* x, int64_t n, int block) {
   for (int64_t b = 0; b + block <= n; b += block) {
     float* v = x + b;
-    const float s = ceil_pow2(std::max(block_amax(v, block), 1e-4f) * (1.0f / 448.0f));
+    const float s = ue8m0_ceil(std::max(block_amax(v, block), 1e-4f) * (1.0f / 448.0f));
     for (int i = 0; i < block; ++i) v[i] = bf16r(e4m3_round(std::clamp(v[i] / s, -448.0f, 448.0f)) * s);
   }
 }
@@ -28,7 +28,7 @@ void fake_quant_fp4(float* x, int64_t n, int block) {
   const float floor = 6.0f * std::ldexp(1.0f, -126);
   for (int64_t b = 0; b + block <= n; b += block) {
     float* v = x + b;
-    const float s = ceil_pow2(std::max(block_amax(v, block), floor) * (1.0f / 6.0f));
+    const float s = ue8m0_ceil(std::max(block_amax(v, block), floor) * (1.0f / 6.0f));
     for (int i = 0; i < block; ++i) v[i] = bf16r(e2m1_round(std::clamp(v[i] / s, -6.0f, 6.0f)) * s);
   }
 }
@@ -36,7 +36,7 @@ void fake_quant_fp4(float* x, int64_t n, int block) {
 void fake_quant_fp4_e4m3(float* x, int64_t n, int block) {
   for (int64_t b = 0; b + block <= n; b += block) {
     float* v = x + b;
-    const float s = e4m3_round(std::clamp(block_amax(v, block) * (1.0f / 6.0f), 1.0f / 512.0f, 448.0f));
+    const float s = ue4m3_round(std::clamp(block_amax(v, block) * (1.0f / 6.0f), 1.0f / 512.0f, 448.0f));
     for (int i = 0; i < block; ++i) v[i] = bf16r(e2m1_round(std::clamp(v[i] / s, -6.0f, 6.0f)) * s);
   }
 }

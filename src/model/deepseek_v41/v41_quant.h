@@ -1,13 +1,13 @@
 // Numerics of the DeepSeek-V4.1 reference (PyTorch, bf16 activations) reproduced in f32:
 //   bf16r(x)           — round an f32 to the nearest bf16 (what `.to(torch.bfloat16)` does);
-//   e4m3_round(x)      — nearest float8_e4m3fn value (ties to even, subnormals 2^-9 apart);
-//   fake_quant_fp8     — per-32 block: s = ceil_pow2(max(amax, 1e-4) * (1/448)),
+//   fake_quant_fp8     — per-32 block: s = ue8m0_ceil(max(amax, 1e-4) * (1/448)),
 //                        x <- e4m3(clamp(x/s, ±448)) * s         (window KV);
-//   fake_quant_fp4     — per-32 block: s = ceil_pow2(max(amax, 6*2^-126) * (1/6)),
+//   fake_quant_fp4     — per-32 block: s = ue8m0_ceil(max(amax, 6*2^-126) * (1/6)),
 //                        x <- e2m1(clamp(x/s, ±6)) * s           (indexer q / keys, MXFP4-like);
-//   fake_quant_fp4_e4m3 — per-16 block: s = e4m3(clamp(amax * (1/6), 2^-9, 448)),
+//   fake_quant_fp4_e4m3 — per-16 block: s = ue4m3(clamp(amax * (1/6), 2^-9, 448)),
 //                        x <- e2m1(clamp(x/s, ±6)) * s           (compressed KV, NVFP4-like).
-// e2m1 rounding is to nearest, ties to even, on the grid {0, .5, 1, 1.5, 2, 3, 4, 6}.
+// The element roundings (e4m3_round, e2m1_round, ue4m3_round: nearest, ties to even) and the
+// UE8M0 scale (ue8m0_ceil) are quant/fp8_fp4.h's.
 // All results are bf16-representable and returned rounded to bf16 like the reference.
 #pragma once
 
@@ -15,41 +15,12 @@
 #include <cstdint>
 
 #include "base/fp16.h"
+#include "quant/fp8_fp4.h"
 
 namespace strata::v41 {
 
 inline float bf16r(float x) {
   return bf16_to_f32(f32_to_bf16(x));
-}
-
-// Smallest power of two >= x (x > 0, normal): the UE8M0 scale of the reference kernels.
-inline float ceil_pow2(float x) {
-  uint32_t b = f32_bits(x);
-  int32_t e = static_cast<int32_t>((b >> 23) & 0xff);
-  if (b & 0x7fffffu) e += 1;
-  return f32_from_bits(static_cast<uint32_t>(e) << 23);
-}
-
-inline float e4m3_round(float x) {
-  const float a = std::fabs(x);
-  if (!(a > 0.0f)) return x;  // 0 (and NaN passthrough)
-  float r;
-  if (a < 0.015625f) {  // below 2^-6: subnormal grid of 2^-9
-    r = std::nearbyint(a * 512.0f) / 512.0f;
-  } else {
-    int e;
-    std::frexp(a, &e);                           // a = f * 2^e, f in [0.5, 1)
-    const float step = std::ldexp(1.0f, e - 4);  // 3 mantissa bits
-    r = std::nearbyint(a / step) * step;
-  }
-  if (r > 448.0f) r = 448.0f;
-  return std::copysign(r, x);
-}
-
-inline float e2m1_round(float x) {
-  const float a = std::fabs(x);
-  const float step = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
-  return std::copysign(std::nearbyint(a / step) * step, x);
 }
 
 void fake_quant_fp8(float* x, int64_t n, int block = 32);

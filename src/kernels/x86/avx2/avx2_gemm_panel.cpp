@@ -132,7 +132,7 @@ struct PMxfp4 : Nibbles<PMxfp4, BlockMxfp4> {
                                          14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     return _mm256_shuffle_epi8(lut, nib);
   }
-  // 2^(e−128) (quant/mxfp4's e8m0_to_f32_half) for 8 exponents: (e − 1) << 23 as f32 bits, or
+  // 2^(e−128) (quant/fp8_fp4's e8m0_to_f32_half) for 8 exponents: (e − 1) << 23 as f32 bits, or
   // the subnormal 0x00200000 << e for e < 2.
   static __m256 scales(const uint8_t* const* rows, int64_t i) {
     auto ex = [&](int l) { return static_cast<int>(reinterpret_cast<const BlockMxfp4*>(rows[l])[i].e); };

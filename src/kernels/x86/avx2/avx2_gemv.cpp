@@ -84,7 +84,7 @@ struct DecMxfp4 {
                                          14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     return _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_shuffle_epi8(lut, nibbles(b.qs)), x), corr);
   }
-  // 2^(e−128) as float bits (quant/mxfp4's e8m0_to_f32_half): (e − 1) << 23, or the subnormal
+  // 2^(e−128) as float bits (quant/fp8_fp4's e8m0_to_f32_half): (e − 1) << 23, or the subnormal
   // 0x00200000 << e for e < 2.
   static __m128 scales(const uint8_t* const (&b)[4]) {
     const __m128i e = _mm_setr_epi32(b[0][0], b[1][0], b[2][0], b[3][0]);

@@ -37,7 +37,7 @@ inline const uint8_t* at(const void* p, size_t off) {
   return static_cast<const uint8_t*>(p) + off;
 }
 
-// 2^(e−128) (quant/mxfp4's e8m0_to_f32_half, inline: it runs per row and block).
+// 2^(e−128) (quant/fp8_fp4's e8m0_to_f32_half, inline: it runs per row and block).
 inline float e8m0_half(uint8_t e) {
   const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
   float f;

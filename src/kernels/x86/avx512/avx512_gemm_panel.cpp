@@ -43,7 +43,7 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// 2^(e−128) (quant/mxfp4's e8m0_to_f32_half) for 16 exponents.
+// 2^(e−128) (quant/fp8_fp4's e8m0_to_f32_half) for 16 exponents.
 inline __m512 e8m0_half16(__m128i e8) {
   const __m512i e = _mm512_cvtepu8_epi32(e8);
   const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);

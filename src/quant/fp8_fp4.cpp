@@ -1,0 +1,51 @@
+// The FP8 / FP4 element codecs (fp8_fp4.h): byte decodes and encodes.
+#include "quant/fp8_fp4.h"
+
+namespace strata {
+
+const int8_t kMxfp4Values2x[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+float e4m3_to_f32(uint8_t b) {
+  const uint32_t e = (b >> 3) & 0xf, m = b & 0x7;
+  if (e == 0xf && m == 0x7) return std::nanf("");
+  // subnormal: m * 2^-9; normal: (8 + m) * 2^(e - 10)
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                           : std::ldexp(static_cast<float>(8 + m), static_cast<int>(e) - 10);
+  return (b & 0x80) ? -mag : mag;
+}
+
+uint8_t f32_to_e4m3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return sign | 0x7f;
+  const float a = std::fabs(e4m3_round(x));
+  if (a < 0.015625f) return sign | static_cast<uint8_t>(a * 512.0f);  // subnormal (or zero): m * 2^-9
+  const uint32_t bits = f32_bits(a);
+  const uint32_t e = ((bits >> 23) & 0xff) - 127 + 7, m = (bits >> 20) & 0x7;  // e in 1..15
+  return static_cast<uint8_t>(sign | (e << 3) | m);
+}
+
+uint8_t f32_to_ue4m3(float x) {
+  return static_cast<uint8_t>(f32_to_e4m3(ue4m3_round(x)) & 0x7f);
+}
+
+uint8_t f32_to_e2m1(float x) {
+  if (std::isnan(x)) return 0;
+  const float r = e2m1_round(x);
+  const float twice = 2.0f * std::fabs(r);
+  uint8_t k = 0;
+  while (k < 7 && static_cast<float>(kMxfp4Values2x[k]) != twice) ++k;
+  return static_cast<uint8_t>((std::signbit(r) ? 8 : 0) | k);
+}
+
+float ue8m0_to_f32(uint8_t b) {
+  if (b == 0xff) return std::nanf("");
+  return std::ldexp(1.0f, static_cast<int>(b) - 127);  // 2^-127 is an exact f32 subnormal
+}
+
+float e8m0_to_f32_half(uint8_t e) {
+  // 2^(e−128): a normal float with biased exponent e−1, or for e < 2 the subnormals 2^−128, 2^−127.
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  return f32_from_bits(bits);
+}
+
+}  // namespace strata
