@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "format/tensor_names.h"
 #include "kernels/traits.h"
 
 namespace strata {
@@ -246,7 +247,7 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
       mat(b + "ffn_down.weight", type_of("ffn_down", il), {F, d}, il);
       continue;
     }
-    plan.push_back({b + "ffn_gate_inp.weight",
+    plan.push_back({b + kRouterWeight,
                     GgmlType::f32,
                     {d, E},
                     Init::router,
@@ -255,9 +256,9 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
                     0,
                     il,
                     {}});
-    mat(b + "ffn_gate_exps.weight", type_of("ffn_gate", il, true), {d, F, E}, il);
-    mat(b + "ffn_up_exps.weight", type_of("ffn_up", il, true), {d, F, E}, il);
-    mat(b + "ffn_down_exps.weight", type_of("ffn_down", il, true), {F, d, E}, il);
+    mat(b + kRoutedExpertPartNames[routed_expert_gate], type_of("ffn_gate", il, true), {d, F, E}, il);
+    mat(b + kRoutedExpertPartNames[routed_expert_up], type_of("ffn_up", il, true), {d, F, E}, il);
+    mat(b + kRoutedExpertPartNames[routed_expert_down], type_of("ffn_down", il, true), {F, d, E}, il);
     if (S > 0) {
       vec(b + "ffn_gate_inp_shexp.weight", d, 1.0f / std::sqrt(static_cast<float>(d)), il);
       mat(b + "ffn_gate_shexp.weight", type_of("ffn_gate", il), {d, S}, il);

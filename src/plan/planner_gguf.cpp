@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "format/tensor_names.h"
 #include "plan/planner.h"
 
 namespace strata {
@@ -15,7 +16,7 @@ bool has(const std::string& s, const char* sub) {
 
 PlanClass classify(const std::string& name) {
   if (name.rfind("token_embd", 0) == 0 || name == "output.weight") return plan_class_embed_output;
-  if (has(name, "_exps")) return plan_class_routed;
+  if (is_routed_expert(name)) return plan_class_routed;
   if (has(name, "_shexp")) return plan_class_shared;
   if (has(name, "norm") || has(name, "ffn_gate_inp") || has(name, "exp_probs") || has(name, "tid2eid") ||
       has(name, "hc_"))
@@ -23,16 +24,6 @@ PlanClass classify(const std::string& name) {
   if (has(name, "attn") || has(name, "indexer")) return plan_class_attention;
   if (has(name, "ffn_gate") || has(name, "ffn_up") || has(name, "ffn_down")) return plan_class_dense_ffn;
   return plan_class_norms_router;
-}
-
-// "blk.12.ffn_up_exps.weight" -> 12; -1 if not a block tensor.
-int block_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  int v = 0;
-  size_t i = 4;
-  if (i >= name.size() || name[i] < '0' || name[i] > '9') return -1;
-  for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) v = v * 10 + (name[i] - '0');
-  return v;
 }
 
 Result<int> meta_int(const GgufFile& f, const std::string& key, int64_t dflt) {
@@ -89,7 +80,7 @@ Result<PlanModel> plan_model_from_gguf(const GgufFile& f) {
   std::vector<uint64_t> layer_routed(static_cast<size_t>(n_all), 0);
   std::vector<std::vector<const TensorView*>> parts(static_cast<size_t>(n_all));
   for (const TensorView& t : f.tensors()) {
-    const int blk = block_of(t.name);
+    const int blk = blk_index(t.name);
     if (blk >= m.n_layer) continue;  // nextn (MTP) layers do not run
     const PlanClass c = classify(t.name);
     m.class_bytes[c] += t.nbytes;

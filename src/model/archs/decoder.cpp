@@ -220,10 +220,13 @@ Status bind_moe(const WeightBinder& b, const HParams& hp, int il, const char* no
   c.n_used = hp.n_expert_used;
   c.n_ff = static_cast<int>(F);
   MoeWeights& w = l.moe_w;
-  STRATA_ASSIGN(w.gate_inp, b.require(blk_name(il, "ffn_gate_inp.weight"), {d, E}, types_matmul()));
-  STRATA_ASSIGN(w.gate_exps, b.require(blk_name(il, "ffn_gate_exps.weight"), {d, F, E}, types_matmul()));
-  STRATA_ASSIGN(w.up_exps, b.require(blk_name(il, "ffn_up_exps.weight"), {d, F, E}, types_matmul()));
-  STRATA_ASSIGN(w.down_exps, b.require(blk_name(il, "ffn_down_exps.weight"), {F, d, E}, types_matmul()));
+  STRATA_ASSIGN(w.gate_inp, b.require(blk_name(il, kRouterWeight), {d, E}, types_matmul()));
+  STRATA_ASSIGN(w.gate_exps, b.require(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E},
+                                       types_matmul()));
+  STRATA_ASSIGN(w.up_exps,
+                b.require(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}, types_matmul()));
+  STRATA_ASSIGN(w.down_exps, b.require(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E},
+                                       types_matmul()));
   return {};
 }
 

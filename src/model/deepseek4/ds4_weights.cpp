@@ -84,7 +84,7 @@ Result<Ds4Weights> ds4_bind_weights(const GgufFile& f, Ds4Params& p) {
       STRATA_TRY(bind_comp(B, il, "indexer_compressor", d, 2 * int64_t{p.ihd}, p.ihd, 4, &l.idx_comp));
     }
     STRATA_ASSIGN(l.ffn_norm, B.vec(blk_name(il, "ffn_norm.weight"), {d}));
-    STRATA_ASSIGN(l.gate_inp, wb.require(blk_name(il, "ffn_gate_inp.weight"), {d, E}, types_f32()));
+    STRATA_ASSIGN(l.gate_inp, wb.require(blk_name(il, kRouterWeight), {d, E}, types_f32()));
     if (il < p.n_hash) {
       STRATA_ASSIGN(const TensorView* t, wb.require(blk_name(il, "ffn_gate_tid2eid.weight"), {p.n_used, V},
                                                     TypeSet{GgmlType::i32}));
@@ -96,9 +96,9 @@ Result<Ds4Weights> ds4_bind_weights(const GgufFile& f, Ds4Params& p) {
     } else {
       STRATA_ASSIGN(l.probs_b, B.vec(blk_name(il, "exp_probs_b.bias"), {E}));
     }
-    STRATA_ASSIGN(l.gate_exps, B.mat(blk_name(il, "ffn_gate_exps.weight"), {d, F, E}));
-    STRATA_ASSIGN(l.up_exps, B.mat(blk_name(il, "ffn_up_exps.weight"), {d, F, E}));
-    STRATA_ASSIGN(l.down_exps, B.mat(blk_name(il, "ffn_down_exps.weight"), {F, d, E}));
+    STRATA_ASSIGN(l.gate_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E}));
+    STRATA_ASSIGN(l.up_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}));
+    STRATA_ASSIGN(l.down_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E}));
     STRATA_ASSIGN(l.gate_shexp, B.mat(blk_name(il, "ffn_gate_shexp.weight"), {d, Fs}));
     STRATA_ASSIGN(l.up_shexp, B.mat(blk_name(il, "ffn_up_shexp.weight"), {d, Fs}));
     STRATA_ASSIGN(l.down_shexp, B.mat(blk_name(il, "ffn_down_shexp.weight"), {Fs, d}));
