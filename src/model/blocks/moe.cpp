@@ -143,6 +143,8 @@ void phase_gate_up(const ExpertStep& s, int e, int64_t r0, int64_t r1, int ti) {
       for (int64_t j = 0; j < nr; ++j) ui[j] += s.up_b[e * s.F + r0 + j];
     if (s.act == ExpertAct::expert_act_swiglu_oai) {
       swiglu_oai(gi, ui, gi, nr, s.alpha, s.limit);
+    } else if (s.act == ExpertAct::expert_act_swiglu_clamped && s.limit > 0.0f) {
+      swiglu_clamped(gi, ui, gi, nr, s.limit);
     } else {
       swiglu(gi, ui, gi, nr);
     }
@@ -317,15 +319,22 @@ void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const Tens
 Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
                    ThreadPool& pool, Arena& arena, ExpertSource* experts, int layer) {
   const int E = c.n_expert, K = c.n_used;
-  const int64_t d = c.n_embd;
   STRATA_ASSERT(K >= 1 && K <= E);
-
   float* logits = arena.alloc<float>(n * E);
   linear(pool, arena, *w.gate_inp, x, n, logits, w.gate_inp_b);
   int32_t* sel = arena.alloc<int32_t>(n * K);
   float* wts = arena.alloc<float>(n * K);
   route(c, logits, n, sel, wts);
   if (experts) experts->on_route(layer, x, n, sel, wts, K);
+  return moe_experts_forward(c, w, x, n, sel, wts, out, pool, arena, experts, layer);
+}
+
+Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_t n,
+                           const int32_t* sel, const float* wts, float* out, ThreadPool& pool, Arena& arena,
+                           ExpertSource* experts, int layer) {
+  const int E = c.n_expert, K = c.n_used;
+  const int64_t d = c.n_embd;
+  STRATA_ASSERT(K >= 1 && K <= E);
 
   // Counting sort of the slots (t·K + k) by expert; within an expert, token order.
   int32_t* off = arena.alloc<int32_t>(E + 1);
@@ -346,7 +355,7 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
   s.F = c.n_ff;
   s.act = c.act;
   s.alpha = c.oai_alpha;
-  s.limit = c.oai_limit;
+  s.limit = c.act == ExpertAct::expert_act_swiglu_clamped ? c.clamp : c.oai_limit;
   s.off = off;
   s.slots = slots;
   s.wts = wts;
@@ -374,6 +383,8 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
     shm[1] = mat_of(*w.up_shexp);
     shm[2] = mat_of(*w.down_shexp);
     STRATA_ASSERT(shm[0].in == d && shm[2].in == w.gate_shexp->ne[1] && w.down_shexp->ne[1] == d);
+    shs.act = c.shexp_act;
+    shs.limit = c.shexp_clamp;
     prepare_dense_step(shs, shm, x, n, sh, pool, arena);
   }
 

@@ -1,4 +1,5 @@
-// The shared mixture-of-experts FFN block and the dense SwiGLU FFN.
+// The mixture-of-experts FFN block (the one MoE loop: the standard decoders' and deepseek4's) and
+// the dense SwiGLU FFN.
 //
 // Router variants (MoeRouter):
 //   softmax_topk_renorm  p = softmax(W_r·h) over all experts → top-k → w /= max(Σw, 2^-14)
@@ -24,8 +25,9 @@ namespace strata {
 
 enum class MoeRouter { moe_router_softmax_topk_renorm, moe_router_softmax_topk, moe_router_topk_softmax };
 enum class ExpertAct {
-  expert_act_swiglu,      // silu(g) ⊙ u
-  expert_act_swiglu_oai,  // gpt-oss: min(g,L)·σ(α·min(g,L))·(clamp(u,-L,L) + 1)
+  expert_act_swiglu,          // silu(g) ⊙ u
+  expert_act_swiglu_oai,      // gpt-oss: min(g,L)·σ(α·min(g,L))·(clamp(u,-L,L) + 1)
+  expert_act_swiglu_clamped,  // deepseek4: silu(min(g,L)) ⊙ clamp(u,-L,L); L <= 0: plain swiglu
 };
 
 struct MoeWeights {
@@ -54,6 +56,9 @@ struct MoeConfig {
   ExpertAct act = ExpertAct::expert_act_swiglu;
   float oai_alpha = 1.702f;
   float oai_limit = 7.0f;
+  float clamp = 0.0f;                                  // expert_act_swiglu_clamped: the routed experts' L
+  ExpertAct shexp_act = ExpertAct::expert_act_swiglu;  // the shared expert's activation
+  float shexp_clamp = 0.0f;                            // and its L (swiglu_clamped)
 };
 
 // x: [n][n_embd] normed input; out: [n][n_embd] = Σ_k w_k·expert_k(x) (+ gated shared expert).
@@ -62,6 +67,14 @@ struct MoeConfig {
 // failed expert read (names the file and offset); out is then unspecified.
 Status moe_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n, float* out,
                    ThreadPool& pool, Arena& arena, ExpertSource* experts = nullptr, int layer = 0);
+
+// The experts of a routing made elsewhere (deepseek4's sqrt-softplus / hash routing): sel, wts
+// [n][n_used] (expert ids, weights); w.gate_inp unused. Grouped by expert, the shared expert in the
+// same pool region, outputs summed per token in choice order, as moe_forward. experts->on_route is
+// the caller's to call.
+Status moe_experts_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n,
+                           const int32_t* sel, const float* wts, float* out, ThreadPool& pool, Arena& arena,
+                           ExpertSource* experts = nullptr, int layer = 0);
 
 // Dense SwiGLU FFN: out = down · (silu(gate·x) ⊙ up·x). x: [n][in], out: [n][down.ne1].
 void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,

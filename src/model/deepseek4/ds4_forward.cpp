@@ -10,6 +10,7 @@
 #include "model/deepseek4/ds4_mhc.h"
 #include "model/deepseek4/ds4_moe.h"
 #include "model/blocks/linear.h"
+#include "model/blocks/moe.h"
 
 namespace strata::ds4 {
 
@@ -198,68 +199,26 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
   }
   ExpertSource* src = c.st.experts;
   if (src) src->on_route(il, x, n, ids_all, wts_all, static_cast<int>(K));
-  // Routed experts grouped by expert: each used expert's weights are acquired and read once for
-  // all the rows routed to it (one GEMM), its outputs land in their (token, choice) slots, then
-  // every token sums its slots in choice order. Row bits do not depend on the group size (batch
-  // invariance), so this equals one expert GEMV per token.
-  float* ys = c.alloc<float>(n * K * d);  // [n][K][d]
-  int32_t* slots = c.alloc<int32_t>(n * K);
-  int32_t* count = c.alloc<int32_t>(E + 1);
-  std::fill(count, count + E + 1, 0);
-  for (int64_t s = 0; s < n * K; ++s) ++count[ids_all[s] + 1];
-  for (int64_t e = 0; e < E; ++e) count[e + 1] += count[e];
-  {
-    int32_t* fill = c.alloc<int32_t>(E);
-    std::copy(count, count + E, fill);
-    for (int64_t s = 0; s < n * K; ++s) slots[fill[ids_all[s]]++] = static_cast<int32_t>(s);
-  }
-  float* xg = c.alloc<float>(n * K * d);
-  float* gg = c.alloc<float>(n * K * F);
-  float* ug = c.alloc<float>(n * K * F);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t s0 = count[e], m = count[e + 1] - s0;
-    if (m == 0) continue;
-    ExpertViews v;
-    if (src) {
-      auto got = src->acquire(il, static_cast<int>(e));
-      if (!got.ok()) {
-        c.status = got.error();
-        c.arena.rewind(mark);
-        return;
-      }
-      v = std::move(got).value();
-    } else {
-      v = {l.gate_exps->slice2d(e), l.up_exps->slice2d(e), l.down_exps->slice2d(e)};
-    }
-    for (int64_t j = 0; j < m; ++j)
-      std::memcpy(xg + j * d, x + (slots[s0 + j] / K) * d, sizeof(float) * static_cast<size_t>(d));
-    c.lin(v.gate, xg, m, gg);
-    c.lin(v.up, xg, m, ug);
-    swiglu_clamped(gg, ug, m * F, p.clamp_exp[il], gg);
-    c.lin(v.down, gg, m, xg);
-    if (src) src->release(il, static_cast<int>(e));
-    for (int64_t j = 0; j < m; ++j)
-      std::memcpy(ys + static_cast<int64_t>(slots[s0 + j]) * d, xg + j * d,
-                  sizeof(float) * static_cast<size_t>(d));
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    const float* wts = wts_all + t * K;
-    float* yt = y + t * d;
-    std::fill(yt, yt + d, 0.0f);
-    for (int64_t k = 0; k < K; ++k) {
-      const float* out = ys + (t * K + k) * d;
-      for (int64_t i = 0; i < d; ++i) yt[i] += out[i] * wts[k];
-    }
-  }
-  const int64_t Fs = l.gate_shexp->ne[1];
-  float* gs = c.alloc<float>(n * Fs);
-  float* us = c.alloc<float>(n * Fs);
-  float* sh = c.alloc<float>(n * d);
-  c.lin(*l.gate_shexp, x, n, gs);
-  c.lin(*l.up_shexp, x, n, us);
-  swiglu_clamped(gs, us, n * Fs, p.clamp_shexp[il], gs);
-  c.lin(*l.down_shexp, gs, n, sh);
-  for (int64_t i = 0; i < n * d; ++i) y[i] += sh[i];
+  // The one MoE loop (model/blocks/moe.h): routed experts grouped by expert (one weight pass per
+  // used expert per step, streamed or resident), the shared expert in the same pool region.
+  MoeConfig mc;
+  mc.n_embd = static_cast<int>(d);
+  mc.n_expert = static_cast<int>(E);
+  mc.n_used = static_cast<int>(K);
+  mc.n_ff = static_cast<int>(F);
+  mc.n_ff_shexp = static_cast<int>(l.gate_shexp->ne[1]);
+  mc.act = mc.shexp_act = ExpertAct::expert_act_swiglu_clamped;
+  mc.clamp = p.clamp_exp[il];
+  mc.shexp_clamp = p.clamp_shexp[il];
+  MoeWeights mw;
+  mw.gate_exps = l.gate_exps;
+  mw.up_exps = l.up_exps;
+  mw.down_exps = l.down_exps;
+  mw.gate_shexp = l.gate_shexp;
+  mw.up_shexp = l.up_shexp;
+  mw.down_shexp = l.down_shexp;
+  if (Status st = moe_experts_forward(mc, mw, x, n, ids_all, wts_all, y, c.pool, c.arena, src, il); !st.ok())
+    c.status = st;
   c.arena.rewind(mark);
 }
 

@@ -46,15 +46,4 @@ void route_topk(const float* scores, const float* bias, int n_expert, int k, boo
   route_weights(scores, ids, k, norm_w, scale, weights);
 }
 
-void swiglu_clamped(const float* g, const float* u, int64_t n, float limit, float* act) {
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i], ui = u[i];
-    if (limit > 0.0f) {
-      gi = std::min(gi, limit);
-      ui = std::min(std::max(ui, -limit), limit);
-    }
-    act[i] = siluf(gi) * ui;
-  }
-}
-
 }  // namespace strata::ds4

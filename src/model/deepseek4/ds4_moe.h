@@ -5,7 +5,9 @@
 //   hash layers:   I = tid2eid[token]    (no bias)
 //   w_i = s_i / max(sum_I s, 6.103515625e-5) * scale     (normalisation if norm_w)
 //   expert:  y = down . (silu(min(gate.c2, L)) * clamp(up.c2, -L, L)); L from the GGUF
-// The shared expert uses the same activation with its own clamp (swiglu_clamp_shexp).
+// The shared expert uses the same activation with its own clamp (swiglu_clamp_shexp). The experts
+// run in the one MoE loop (model/blocks/moe.h moe_experts_forward, ExpertAct swiglu_clamped); this
+// file holds DeepSeek's routing.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,5 @@ void route_topk(const float* scores, const float* bias, int n_expert, int k, boo
 
 // Hash routing: ids given (tid2eid row of the token, k entries); weights from scores.
 void route_weights(const float* scores, const int32_t* ids, int k, bool norm_w, float scale, float* weights);
-
-// act[i] = silu(min(g[i], limit)) * clamp(u[i], -limit, limit); limit <= 0 disables the clamp.
-void swiglu_clamped(const float* g, const float* u, int64_t n, float limit, float* act);
 
 }  // namespace strata::ds4
