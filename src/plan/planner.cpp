@@ -11,6 +11,8 @@
 #include "base/units.h"
 #include "memory/engram/engram_table.h"
 #include "memory/io/io_engine.h"
+#include "model/archs/decoder.h"
+#include "model/deepseek4/ds4_forward.h"
 
 namespace strata {
 
@@ -18,28 +20,44 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// Bytes of the forward's per-step buffers at nb tokens per step; mirrors how model/ sizes its
-// session arena (decoder.cpp, ds4_forward.cpp) plus the residual rows and one logits row.
-uint64_t scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, int n_threads) {
-  const int64_t d = m.n_embd, nh = m.n_head, nkv = m.n_head_kv, hk = m.head_dim_k, hv = m.head_dim_v;
-  const int64_t E = m.n_expert, k = m.n_expert_used, F = m.n_ff_exp, Fs = m.n_ff_shexp;
-  uint64_t b = 4 * static_cast<uint64_t>(std::max(m.n_vocab, 0));  // logits row
-  if (m.hc > 0) {                                                  // deepseek4
-    const int64_t per_tok =
-        4 * (4 * m.hc * d + 8 * nh * hk + 4 * int64_t{m.n_indexer_head} * m.indexer_head_dim + 8 * E + 8 * d);
-    b += static_cast<uint64_t>(per_tok * nb) + kMiB;
-    b += 3 * 4 * static_cast<uint64_t>(m.hc * d * nb);  // hyper-connection residual streams
-    return b;
+// One session's step scratch at nb tokens per step, as the architecture sizes it (its own
+// function, fed the plan's hyper-parameters): the standard decoder's arena and residual rows
+// (model/archs/decoder.h decoder_scratch), deepseek4's arena (ds4_arena_bytes; V4.1, whose
+// reference path keeps small per-step vectors, is priced the same way as an upper bound).
+uint64_t session_scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, int n_threads) {
+  if (m.hc > 0) {
+    ds4::Ds4Params p;
+    p.n_embd = m.n_embd;
+    p.n_head = m.n_head;
+    p.head_dim = m.head_dim_k;
+    p.ih = m.n_indexer_head;
+    p.ihd = m.indexer_head_dim;
+    p.n_expert = m.n_expert;
+    p.n_used = m.n_expert_used;
+    p.n_ff_exp = m.n_ff_exp;
+    p.hc = m.hc;
+    return ds4::ds4_arena_bytes(p, nb);
   }
-  const int64_t attn = nh * (hk + hv) + nkv * (hk + hv) + hk;  // + the RoPE table (n_rot <= hk)
-  int64_t ffn = 2 * int64_t{m.n_ff};
-  if (E > 0) ffn = std::max(ffn, E + 3 * k + k * d + 2 * d + 2 * F + 2 * Fs + d);
-  const int64_t per_tok = std::max(attn, ffn);
-  const int64_t max_in = std::max({d, nh * hv, F, Fs, int64_t{m.n_ff}});
-  b += 4 * static_cast<uint64_t>(nb * per_tok + int64_t{n_threads} * n_ctx) +
-       16 * static_cast<uint64_t>(nb * max_in) + (uint64_t{1} << 16);
-  b += 3 * 4 * static_cast<uint64_t>(nb * d);  // residual, normed input, block output
-  return b;
+  HParams hp;
+  hp.n_layer = m.n_layer;
+  hp.n_embd = m.n_embd;
+  hp.n_head = m.n_head;
+  hp.n_head_kv = m.n_head_kv;
+  hp.head_dim_k = m.head_dim_k;
+  hp.head_dim_v = m.head_dim_v;
+  hp.n_ff = m.n_ff;
+  hp.n_expert = m.n_expert;
+  hp.n_expert_used = m.n_expert_used;
+  hp.n_ff_exp = m.n_ff_exp;
+  hp.n_ff_shexp = m.n_ff_shexp;
+  hp.layers.resize(static_cast<size_t>(std::max(m.n_layer, 0)));
+  for (LayerParams& l : hp.layers) {
+    l.n_head = m.n_head;
+    l.n_head_kv = m.n_head_kv;
+    l.n_ff_exp = m.n_ff_exp;
+  }
+  const DecoderScratch s = decoder_scratch(hp, nb, n_ctx, n_threads);
+  return s.arena + s.rows;
 }
 
 // The Engram tier as memory/engram_store places it (see planner.h).
@@ -116,13 +134,17 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.expert_min = static_cast<uint64_t>(m.n_expert_used) * m.slot_bytes;
 
   const KvBill bill = kv_bill_make(m.kv);
+  const int64_t nb = std::min<int64_t>(p.n_ubatch, p.n_ctx);  // a session's n_batch (Model::new_session)
   for (const KvBillLine& l : bill.lines) {
     PlanKvLine pl{l.name, l.what, l.bytes_per_token(p.kv_type),
-                  l.bytes(p.kv_type, p.n_ctx, p.n_ubatch) * static_cast<uint64_t>(p.n_seq)};
+                  l.bytes(p.kv_type, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq)};
     b.kv_lines.push_back(pl);
   }
-  b.kv_cache = bill.total_bytes(p.kv_type, p.n_ctx, p.n_ubatch) * static_cast<uint64_t>(p.n_seq);
-  b.scratch = scratch_bytes(m, std::min<int64_t>(p.n_ubatch, p.n_ctx * p.n_seq), p.n_ctx, p.n_threads);
+  b.kv_cache = bill.total_bytes(p.kv_type, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq);
+  // Every sequence's session holds its own step scratch (n_batch capped at its context), plus
+  // one logits row.
+  b.scratch = session_scratch_bytes(m, nb, p.n_ctx, p.n_threads) * static_cast<uint64_t>(p.n_seq) +
+              4 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
   b.runtime = 16 * kMiB + 64 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
 
   STRATA_TRY(plan_engram(m, p, &b));

@@ -8,9 +8,11 @@
 //  * expert_weights_resident: all routed experts when no budget applies (served from the mapped
 //    file), else the fast tier: n_slots x slot_bytes, a slot holding one expert's gate+up+down
 //    as 4 KiB-aligned covers of its file ranges (the expert store's layout, for O_DIRECT reads);
-//  * kv_cache: memory/kv_bill's bill for one sequence of n_ctx tokens, x n_seq sequences;
-//  * scratch: the forward's per-step buffers at n_ubatch tokens per step (the session arena,
-//    residual rows, one logits row), estimated from hyper-parameters the way model/ sizes them;
+//  * kv_cache: plan/kv_bill's bill (the architecture's KV spec) for one sequence of n_ctx tokens,
+//    x n_seq sequences;
+//  * scratch: each sequence's session step buffers at min(n_ubatch, n_ctx) tokens per step, sized
+//    by the architecture's own function (decoder_scratch, ds4_arena_bytes), x n_seq, plus one
+//    logits row;
 //  * io_buffers: what the I/O engine holds besides the slots (reads land in the slots themselves,
 //    O_DIRECT into the tier, so no staging copies; no registered buffers): io_engine_planned_bytes
 //    (memory/io_engine.h): the io_uring rings for --io-depth reads as mapped, the engine's tables

@@ -64,9 +64,13 @@ Result<PlanModel> plan_model_from_gguf(const GgufFile& f) {
   STRATA_ASSIGN(m.head_dim_v, meta_int(f, a + "attention.value_length", m.head_dim_k));
   STRATA_ASSIGN(m.n_expert, meta_int(f, a + "expert_count", 0));
   STRATA_ASSIGN(m.n_expert_used, meta_int(f, a + "expert_used_count", 0));
-  STRATA_ASSIGN(m.n_ff_exp, meta_int(f, a + "expert_feed_forward_length", 0));
   STRATA_ASSIGN(m.n_ff, meta_int(f, a + "feed_forward_length", 0));
-  STRATA_ASSIGN(m.n_ff_shexp, meta_int(f, a + "expert_shared_feed_forward_length", 0));
+  // defaults as model/hparams.cpp reads them: expert width = feed_forward_length (Mixtral-style),
+  // the shared expert's from its tensor (qwen2moe's binder does the same)
+  STRATA_ASSIGN(m.n_ff_exp, meta_int(f, a + "expert_feed_forward_length", m.n_ff));
+  const TensorView* gs = f.find_tensor(blk_name(0, "ffn_gate_shexp.weight"));
+  STRATA_ASSIGN(m.n_ff_shexp,
+                meta_int(f, a + "expert_shared_feed_forward_length", gs ? static_cast<int>(gs->ne[1]) : 0));
   if (m.arch == "deepseek4") {
     STRATA_ASSIGN(m.hc, meta_int(f, a + "hyper_connection.count", 4));
     STRATA_ASSIGN(m.n_indexer_head, meta_int(f, a + "attention.indexer.head_count", 0));

@@ -13,6 +13,7 @@
 #include "model/arch.h"
 #include "model/model.h"
 #include "plan/kv_bill.h"
+#include "plan/planner.h"
 
 namespace strata {
 namespace {
@@ -202,6 +203,21 @@ TEST(KvBill, PricesWhatEverySessionAllocates) {
         EXPECT_EQ((*st)->memory().kv_cache, bill.total_bytes(KvType::f32, n_ctx, n_batch))
             << name << " n_ctx " << n_ctx << " n_batch " << n_batch;
         EXPECT_EQ((*st)->memory().kv_cache, arch.kv_spec().bytes(n_ctx, n_batch)) << name;
+        // the plan's scratch is the session's (its architecture's sizing), plus one logits row
+        auto sess = (*m)->new_session({.n_ctx = n_ctx, .n_batch = n_batch});
+        ASSERT_TRUE(sess.ok()) << sess.message();
+        auto pm = plan_model_from_gguf(**f);
+        ASSERT_TRUE(pm.ok()) << pm.message();
+        PlanOptions po;
+        po.n_ctx = n_ctx;
+        po.n_ubatch = n_batch;
+        po.n_threads = (*m)->pool().size();
+        po.n_seq = 3;
+        auto pb = plan_make(*pm, po);
+        ASSERT_TRUE(pb.ok()) << pb.message();
+        EXPECT_EQ(pb->scratch, 3 * (*sess)->memory().scratch + 4 * static_cast<uint64_t>((*m)->n_vocab()))
+            << name << " n_ctx " << n_ctx << " n_batch " << n_batch;
+        EXPECT_EQ(pb->kv_cache, 3 * (*sess)->memory().kv_cache) << name;
       }
   }
 }

@@ -48,6 +48,7 @@ Result<std::unique_ptr<Architecture>> make_arch_qwen2moe(const GgufFile& f) {
                   b.optional(blk_name(il, "ffn_gate_inp_shexp.weight"), {d}, types_f32()));
     m.gate_inp_shexp = gi ? static_cast<const float*>(gi->data) : nullptr;
     l.moe_cfg.n_ff_shexp = static_cast<int>(F);
+    hp.n_ff_shexp = static_cast<int>(F);  // the session's scratch is sized from hp (decoder_scratch)
   }
   return make_decoder(std::move(hp), std::move(w));
 }

@@ -17,26 +17,10 @@ namespace {
 
 class DecoderState final : public ArchState {
  public:
-  DecoderState(const HParams& hp, const DecoderWeights& w, const StateOptions& o)
+  DecoderState(const HParams& hp, const StateOptions& o)
       : kv(decoder_kv_spec(hp), o.n_ctx, o.n_batch), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
     const int64_t d = hp.n_embd, nb = o.n_batch;
-    int64_t per_tok = 0, max_in = d;
-    for (int il = 0; il < hp.n_layer; ++il) {
-      const DecoderLayer& l = w.layers[il];
-      const AttnConfig& a = l.attn;
-      // q, o, k, v rows and the RoPE table (n_rot <= head_dim_k).
-      const int64_t attn = int64_t{a.n_head} * (a.head_dim_k + a.head_dim_v) +
-                           int64_t{a.n_head_kv} * (a.head_dim_k + a.head_dim_v) + a.head_dim_k;
-      const MoeConfig& m = l.moe_cfg;
-      const int64_t ffn = l.moe ? m.n_expert + 3 * m.n_used + int64_t{m.n_used} * d + 2 * d + 2 * m.n_ff +
-                                      2 * m.n_ff_shexp + d
-                                : 2 * l.ffn_gate->ne[1];
-      per_tok = std::max(per_tok, std::max(attn, ffn));
-      max_in = std::max({max_in, int64_t{a.n_head} * a.head_dim_v, int64_t{m.n_ff}, int64_t{m.n_ff_shexp}});
-    }
-    const size_t bytes = sizeof(float) * static_cast<size_t>(nb * per_tok + int64_t{o.n_threads} * o.n_ctx) +
-                         4 * static_cast<size_t>(nb * max_in) * sizeof(float) + (size_t{1} << 16);
-    arena = Arena(bytes);
+    arena = Arena(decoder_scratch(hp, nb, o.n_ctx, o.n_threads).arena);
     n_embd = d;
     x = aligned_alloc_array<float>(nb * d);
     h = aligned_alloc_array<float>(nb * d);
@@ -69,7 +53,7 @@ class Decoder final : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
     if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
-    return std::unique_ptr<ArchState>(new DecoderState(hp_, w_, o));
+    return std::unique_ptr<ArchState>(new DecoderState(hp_, o));
   }
 
   // Every run's rows go through the projections, norms and MoE together; attention keeps each run
@@ -136,6 +120,32 @@ KvSpec decoder_kv_spec(const HParams& hp) {
     const AttnConfig a = attn_config_from(hp, il);
     s.layers.push_back(kv_layer_attention(a.n_head_kv, a.head_dim_k, a.head_dim_v, a.window));
   }
+  return s;
+}
+
+DecoderScratch decoder_scratch(const HParams& hp, int64_t nb, int64_t n_ctx, int n_threads) {
+  const int64_t d = hp.n_embd;
+  int64_t per_tok = 0, max_in = d;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const AttnConfig a = attn_config_from(hp, il);
+    // q, o, k, v rows and the RoPE table (n_rot <= head_dim_k).
+    const int64_t attn = int64_t{a.n_head} * (a.head_dim_k + a.head_dim_v) +
+                         int64_t{a.n_head_kv} * (a.head_dim_k + a.head_dim_v) + a.head_dim_k;
+    const bool moe = hp.is_moe();
+    const int64_t F = moe ? hp.layers[il].n_ff_exp : 0, Fs = moe ? hp.n_ff_shexp : 0;
+    // MoE: router logits, the slots' ids / weights / offsets, the weighted outputs [K][d], the
+    // shared expert's rows; dense: gate and up rows.
+    const int64_t ffn = moe ? hp.n_expert + 3 * int64_t{hp.n_expert_used} + int64_t{hp.n_expert_used} * d +
+                                  2 * d + 2 * F + 2 * Fs + d
+                            : 2 * int64_t{hp.n_ff};
+    per_tok = std::max(per_tok, std::max(attn, ffn));
+    max_in = std::max({max_in, int64_t{a.n_head} * a.head_dim_v, F, Fs});
+  }
+  DecoderScratch s;
+  s.arena =
+      Arena::capacity_for(sizeof(float) * static_cast<uint64_t>(nb * per_tok + int64_t{n_threads} * n_ctx) +
+                          4 * static_cast<uint64_t>(nb * max_in) * sizeof(float) + (uint64_t{1} << 16));
+  s.rows = 3 * sizeof(float) * static_cast<uint64_t>(nb * d);
   return s;
 }
 

@@ -54,6 +54,13 @@ Status bind_attention(const WeightBinder& b, const HParams& hp, int il, bool bia
 Status bind_moe(const WeightBinder& b, const HParams& hp, int il, const char* norm_name, DecoderLayer& l);
 // The KV parts of the standard decoder: per layer K and V of its kv heads, a ring where it slides.
 KvSpec decoder_kv_spec(const HParams& hp);
+// The scratch a session allocates for steps of n_batch tokens over n_ctx positions with n_threads
+// threads: its arena (projections, the RoPE table, attention rows, the MoE's slots) and its three
+// residual rows [n_batch][n_embd] (what DecoderState allocates and the plan prices).
+struct DecoderScratch {
+  uint64_t arena = 0, rows = 0;
+};
+DecoderScratch decoder_scratch(const HParams& hp, int64_t n_batch, int64_t n_ctx, int n_threads);
 // The AttnConfig every standard layer starts from (scale 1/sqrt(hd_k), eps, rope from hp).
 AttnConfig attn_config_from(const HParams& hp, int il);
 

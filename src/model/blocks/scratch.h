@@ -45,6 +45,8 @@ class Arena {
   void rewind(size_t m) { used_ = m; }
 
   size_t capacity() const { return cap_; }
+  // The capacity an Arena(bytes) has (what a plan prices).
+  static size_t capacity_for(size_t bytes) { return align_up(bytes); }
   size_t used() const { return used_; }
 
  private:

@@ -279,6 +279,15 @@ KvSpec ds4_kv_spec(const Ds4Params& p) {
   return s;
 }
 
+uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch) {
+  const int64_t d = p.n_embd;
+  const uint64_t per_tok =
+      sizeof(float) *
+      static_cast<uint64_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim + 4 * int64_t{p.ih} * p.ihd +
+                            8 * p.n_expert + 8 * d + 2 * int64_t{p.n_used} * (d + p.n_ff_exp));
+  return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + (uint64_t{1} << 20));
+}
+
 Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
     : kv(ds4_kv_spec(p), n_ctx_, n_batch_),
       layers(static_cast<size_t>(p.n_layer)),
@@ -297,13 +306,7 @@ Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
   }
   hb = hadamard_block(p.ihd);
   if (hb > 0) hadamard = hadamard_matrix(hb);
-  // scratch of one step: a generous estimate; the arena grows once if it is short
-  const int64_t d = p.n_embd, nb = n_batch;
-  const size_t per_tok =
-      sizeof(float) *
-      static_cast<size_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim + 4 * int64_t{p.ih} * p.ihd +
-                          8 * p.n_expert + 8 * d + 2 * int64_t{p.n_used} * (d + p.n_ff_exp));
-  arena = Arena(per_tok * static_cast<size_t>(nb) + (size_t{1} << 20));
+  arena = Arena(ds4_arena_bytes(p, n_batch));
 }
 
 void Ds4State::reset() {
