@@ -26,12 +26,17 @@
 namespace strata {
 
 struct Batch;
+class ArchState;
 
 struct StateOptions {
   int n_ctx = 0;    // max positions of the sequence
   int n_batch = 0;  // max tokens per forward() when this state's scratch serves the step
   int n_threads = 1;
   ExpertSource* experts = nullptr;  // routed experts from a tiered store; null: the mmapped tensors
+  // Borrow this state's step scratch instead of allocating one (a state of the same architecture,
+  // n_ctx and n_batch): states whose batches never run at the same time — an engine's slots —
+  // share one scratch, which the first run's state lends to each step. Null: own scratch.
+  const ArchState* share_scratch = nullptr;
 };
 
 // Bytes a state allocated, by the planner's categories (0: not reported by this architecture).

@@ -229,6 +229,12 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
   so.n_batch = n_batch;
   so.n_threads = pool_->size();
   so.experts = store_.get();
+  if (opts.share_scratch) {
+    auto* other = const_cast<Session*>(opts.share_scratch)->impl();
+    if (!other || &other->model() != this)
+      return err("new_session: share_scratch is a session of another model");
+    so.share_scratch = &other->state();
+  }
   STRATA_ASSIGN(std::unique_ptr<ArchState> st, arch_->new_state(so));
   return std::unique_ptr<Session>(new SessionImpl(*this, std::move(st), n_ctx, n_batch));
 }

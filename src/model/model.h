@@ -45,9 +45,14 @@ struct LoadOptions {
   EngramStoreOptions engram = {};
 };
 
+class Session;
 struct SessionOptions {
   int n_ctx = 0;      // max positions; <= 0: the model's training context, capped at 4096
   int n_batch = 512;  // max tokens per eval call (longer inputs are split internally)
+  // A session of this model with the same n_ctx and n_batch whose step scratch this one shares
+  // (an engine's slots: their batches run one at a time, so one scratch serves them all; it is
+  // reference-counted). Null: own scratch. Not for sessions evaluated from concurrent threads.
+  const Session* share_scratch = nullptr;
 };
 
 // A batch as callers build it (llama.cpp's llama_batch): per token its id, the sequence it belongs

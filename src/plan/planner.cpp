@@ -141,10 +141,10 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
     b.kv_lines.push_back(pl);
   }
   b.kv_cache = bill.total_bytes(p.kv_type, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq);
-  // Every sequence's session holds its own step scratch (n_batch capped at its context), plus
-  // one logits row.
-  b.scratch = session_scratch_bytes(m, nb, p.n_ctx, p.n_threads) * static_cast<uint64_t>(p.n_seq) +
-              4 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
+  // One step scratch (n_batch capped at the context) that the sequences' sessions share (an
+  // engine's slots: SessionOptions::share_scratch), plus one logits row.
+  b.scratch =
+      session_scratch_bytes(m, nb, p.n_ctx, p.n_threads) + 4 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
   b.runtime = 16 * kMiB + 64 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
 
   STRATA_TRY(plan_engram(m, p, &b));

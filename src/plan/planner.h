@@ -10,9 +10,9 @@
 //    as 4 KiB-aligned covers of its file ranges (the expert store's layout, for O_DIRECT reads);
 //  * kv_cache: plan/kv_bill's bill (the architecture's KV spec) for one sequence of n_ctx tokens,
 //    x n_seq sequences;
-//  * scratch: each sequence's session step buffers at min(n_ubatch, n_ctx) tokens per step, sized
-//    by the architecture's own function (decoder_scratch, ds4_arena_bytes), x n_seq, plus one
-//    logits row;
+//  * scratch: the step buffers at min(n_ubatch, n_ctx) tokens per step, sized by the
+//    architecture's own function (decoder_scratch, ds4_arena_bytes), which the sequences'
+//    sessions share (SessionOptions::share_scratch, as the engine's slots do), plus one logits row;
 //  * io_buffers: what the I/O engine holds besides the slots (reads land in the slots themselves,
 //    O_DIRECT into the tier, so no staging copies; no registered buffers): io_engine_planned_bytes
 //    (memory/io_engine.h): the io_uring rings for --io-depth reads as mapped, the engine's tables

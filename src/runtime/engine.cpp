@@ -105,12 +105,17 @@ Result<std::unique_ptr<Engine>> Engine::create_borrowed(const BatchRunner& runne
 Result<std::unique_ptr<Engine>> Engine::for_model(const Model& m, const SessionOptions& so,
                                                   const EngineOptions& opts) {
   if (!m.has_tokenizer()) return err("the model has no tokenizer: the engine needs text in and out");
+  // The slots' batches run one at a time: one step scratch serves them all (the first slot's).
+  const Session* first = nullptr;
   return create(
       m,
-      [&m, so](int n_batch) {
+      [&m, &first, so](int n_batch) -> Result<std::unique_ptr<Session>> {
         SessionOptions o = so;
         o.n_batch = n_batch;
-        return m.new_session(o);
+        o.share_scratch = first;
+        STRATA_ASSIGN(std::unique_ptr<Session> s, m.new_session(o));
+        if (!first) first = s.get();
+        return s;
       },
       &m.tokenizer(), m.n_vocab(), opts, m.expert_store());
 }

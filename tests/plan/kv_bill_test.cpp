@@ -203,9 +203,14 @@ TEST(KvBill, PricesWhatEverySessionAllocates) {
         EXPECT_EQ((*st)->memory().kv_cache, bill.total_bytes(KvType::f32, n_ctx, n_batch))
             << name << " n_ctx " << n_ctx << " n_batch " << n_batch;
         EXPECT_EQ((*st)->memory().kv_cache, arch.kv_spec().bytes(n_ctx, n_batch)) << name;
-        // the plan's scratch is the session's (its architecture's sizing), plus one logits row
+        // the plan's scratch is the session's (its architecture's sizing), shared by the other
+        // sequences' sessions, plus one logits row
         auto sess = (*m)->new_session({.n_ctx = n_ctx, .n_batch = n_batch});
         ASSERT_TRUE(sess.ok()) << sess.message();
+        auto s2 = (*m)->new_session({.n_ctx = n_ctx, .n_batch = n_batch, .share_scratch = sess->get()});
+        ASSERT_TRUE(s2.ok()) << s2.message();
+        EXPECT_EQ((*s2)->memory().scratch, 0u);
+        EXPECT_EQ((*s2)->memory().kv_cache, (*sess)->memory().kv_cache);
         auto pm = plan_model_from_gguf(**f);
         ASSERT_TRUE(pm.ok()) << pm.message();
         PlanOptions po;
@@ -215,7 +220,7 @@ TEST(KvBill, PricesWhatEverySessionAllocates) {
         po.n_seq = 3;
         auto pb = plan_make(*pm, po);
         ASSERT_TRUE(pb.ok()) << pb.message();
-        EXPECT_EQ(pb->scratch, 3 * (*sess)->memory().scratch + 4 * static_cast<uint64_t>((*m)->n_vocab()))
+        EXPECT_EQ(pb->scratch, (*sess)->memory().scratch + 4 * static_cast<uint64_t>((*m)->n_vocab()))
             << name << " n_ctx " << n_ctx << " n_batch " << n_batch;
         EXPECT_EQ(pb->kv_cache, 3 * (*sess)->memory().kv_cache) << name;
       }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "base/aligned.h"
@@ -15,34 +16,46 @@ namespace strata {
 
 namespace {
 
-class DecoderState final : public ArchState {
- public:
-  DecoderState(const HParams& hp, const StateOptions& o)
-      : kv(decoder_kv_spec(hp), o.n_ctx, o.n_batch), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
-    const int64_t d = hp.n_embd, nb = o.n_batch;
-    arena = Arena(decoder_scratch(hp, nb, o.n_ctx, o.n_threads).arena);
-    n_embd = d;
-    x = aligned_alloc_array<float>(nb * d);
-    h = aligned_alloc_array<float>(nb * d);
-    y = aligned_alloc_array<float>(nb * d);
-    segs.reserve(static_cast<size_t>(nb));
-  }
-
-  ArchMemory memory() const override {
-    const size_t rows = 3 * sizeof(float) * static_cast<size_t>(n_batch) * static_cast<size_t>(n_embd);
-    return {kv.bytes(), arena.capacity() + rows};
-  }
-
-  KvCache kv;
-  int n_ctx;
-  int n_batch;
-  int64_t n_embd = 0;
-  ExpertSource* experts;
+// The step scratch (decoder_scratch): owned by one state, borrowed by those sharing it.
+struct DecoderStepScratch {
   Arena arena;
   AlignedPtr<float> x;            // [n_batch][n_embd] residual
   AlignedPtr<float> h;            // [n_batch][n_embd] normed block input
   AlignedPtr<float> y;            // [n_batch][n_embd] block output
   std::vector<AttnSegment> segs;  // the step's attention segments (one per sequence in it)
+  uint64_t rows_bytes = 0;
+};
+
+class DecoderState final : public ArchState {
+ public:
+  DecoderState(const HParams& hp, const StateOptions& o)
+      : kv(decoder_kv_spec(hp), o.n_ctx, o.n_batch), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
+    if (o.share_scratch) {
+      sc = static_cast<const DecoderState*>(o.share_scratch)->sc;
+      return;
+    }
+    const int64_t d = hp.n_embd, nb = o.n_batch;
+    const DecoderScratch z = decoder_scratch(hp, nb, o.n_ctx, o.n_threads);
+    sc = std::make_shared<DecoderStepScratch>();
+    sc->arena = Arena(z.arena);
+    sc->x = aligned_alloc_array<float>(nb * d);
+    sc->h = aligned_alloc_array<float>(nb * d);
+    sc->y = aligned_alloc_array<float>(nb * d);
+    sc->segs.reserve(static_cast<size_t>(nb));
+    sc->rows_bytes = z.rows;
+    owns_scratch = true;
+  }
+
+  ArchMemory memory() const override {
+    return {kv.bytes(), owns_scratch ? sc->arena.capacity() + sc->rows_bytes : 0};
+  }
+
+  KvCache kv;
+  int n_ctx;
+  int n_batch;
+  ExpertSource* experts;
+  std::shared_ptr<DecoderStepScratch> sc;
+  bool owns_scratch = false;
 };
 
 class Decoder final : public Architecture {
@@ -53,6 +66,11 @@ class Decoder final : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
     if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
+    if (o.share_scratch) {
+      const auto* other = dynamic_cast<const DecoderState*>(o.share_scratch);
+      if (!other || other->n_ctx != o.n_ctx || other->n_batch != o.n_batch)
+        return err("session: a shared scratch needs a session of the same model, n_ctx and n_batch");
+    }
     return std::unique_ptr<ArchState>(new DecoderState(hp_, o));
   }
 
@@ -68,37 +86,38 @@ class Decoder final : public Architecture {
       const auto& rs = static_cast<const DecoderState&>(*r.state);
       STRATA_ASSERT(r.n >= 1 && r.pos0 >= 0 && r.pos0 + r.n <= rs.n_ctx);
     }
-    float* x = st.x.get();
-    float* h = st.h.get();
-    float* y = st.y.get();
-    st.arena.reset();
+    DecoderStepScratch& sc = *st.sc;
+    float* x = sc.x.get();
+    float* h = sc.h.get();
+    float* y = sc.y.get();
+    sc.arena.reset();
     const ExpertStepScope step(st.experts, n);
     for (int64_t t = 0; t < n; ++t) embedding_row(*w_.token_embd, b.tokens[t], x + t * d);
 
     for (int il = 0; il < hp_.n_layer; ++il) {
       const DecoderLayer& l = w_.layers[il];
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.attn_norm, h + t * d, d, hp_.rms_eps);
-      st.segs.clear();
+      sc.segs.clear();
       for (const SeqRun& r : b.runs)
-        st.segs.push_back(AttnSegment{&static_cast<DecoderState&>(*r.state).kv.layer(il), r.pos0, r.t0, r.n});
-      attention_forward_segments(l.attn, l.attn_w, st.segs, h, n, y, pool, st.arena);
+        sc.segs.push_back(AttnSegment{&static_cast<DecoderState&>(*r.state).kv.layer(il), r.pos0, r.t0, r.n});
+      attention_forward_segments(l.attn, l.attn_w, sc.segs, h, n, y, pool, sc.arena);
       vec_add(x, y, n * d);
 
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
       if (l.moe) {
-        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, st.arena, st.experts, il));
+        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, sc.arena, st.experts, il));
       } else {
-        ffn_swiglu_forward(*l.ffn_gate, *l.ffn_up, *l.ffn_down, h, n, y, pool, st.arena);
+        ffn_swiglu_forward(*l.ffn_gate, *l.ffn_up, *l.ffn_down, h, n, y, pool, sc.arena);
       }
       vec_add(x, y, n * d);
-      st.arena.reset();
+      sc.arena.reset();
     }
 
     // The wanted rows, gathered: h row k for out_rows[k].
     const int64_t n_out = static_cast<int64_t>(b.out_rows.size());
     for (int64_t k = 0; k < n_out; ++k)
       rms_norm(x + b.out_rows[k] * d, w_.output_norm, h + k * d, d, hp_.rms_eps);
-    if (n_out > 0) linear(pool, st.arena, *w_.output, h, n_out, logits);
+    if (n_out > 0) linear(pool, sc.arena, *w_.output, h, n_out, logits);
     return {};
   }
 

@@ -288,7 +288,7 @@ uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch) {
   return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + (uint64_t{1} << 20));
 }
 
-Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
+Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State* share_scratch)
     : kv(ds4_kv_spec(p), n_ctx_, n_batch_),
       layers(static_cast<size_t>(p.n_layer)),
       n_ctx(n_ctx_),
@@ -306,7 +306,12 @@ Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_)
   }
   hb = hadamard_block(p.ihd);
   if (hb > 0) hadamard = hadamard_matrix(hb);
-  arena = Arena(ds4_arena_bytes(p, n_batch));
+  if (share_scratch) {
+    scratch = share_scratch->scratch;
+  } else {
+    scratch = std::make_shared<Arena>(ds4_arena_bytes(p, n_batch));
+    owns_scratch = true;
+  }
 }
 
 void Ds4State::reset() {
@@ -317,7 +322,7 @@ void Ds4State::reset() {
 }
 
 ArchMemory Ds4State::memory() const {
-  return {kv.bytes(), arena.capacity()};
+  return {kv.bytes(), owns_scratch ? scratch->capacity() : 0};
 }
 
 Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, float* logits, ThreadPool& pool) {
@@ -331,8 +336,8 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, floa
     if (r.pos0 + r.n > rs.n_ctx)
       return err("deepseek4: positions up to %lld exceed n_ctx %d", (long long)(r.pos0 + r.n), rs.n_ctx);
   }
-  st.arena.reset();
-  Ctx c{p, w, st, st.arena, pool, b.tokens, 0, n, {}};
+  st.scratch->reset();
+  Ctx c{p, w, st, *st.scratch, pool, b.tokens, 0, n, {}};
   const ExpertStepScope step(st.experts, n);
   const int64_t d = p.n_embd, hc = p.hc;
   float* H = c.alloc<float>(n * hc * d);  // [n][hc][d] residual streams
@@ -346,9 +351,9 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, floa
     // Attention per sequence (its window ring, compressors and indexer), everything else batched.
     hc_site(c, l.hc_attn, l.attn_norm, H, [&](const float* x, float* y) {
       for (const SeqRun& r : b.runs) {
-        Ctx rc{p,        w,    static_cast<Ds4State&>(*r.state),
-               st.arena, pool, b.tokens.subspan(static_cast<size_t>(r.t0), static_cast<size_t>(r.n)),
-               r.pos0,   r.n,  {}};
+        Ctx rc{p,           w,    static_cast<Ds4State&>(*r.state),
+               *st.scratch, pool, b.tokens.subspan(static_cast<size_t>(r.t0), static_cast<size_t>(r.n)),
+               r.pos0,      r.n,  {}};
         attention_block(rc, il, x + r.t0 * d, y + r.t0 * d);
       }
     });
@@ -368,7 +373,7 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, floa
     hc_collapse(Ht, pw, p.hc, d, ht);
     rms_norm(ht, w.output_norm, d, p.eps, ht);
   }
-  linear(pool, st.arena, *w.output, h, nout, logits);
+  linear(pool, *st.scratch, *w.output, h, nout, logits);
   return {};
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -36,7 +37,7 @@ uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch);
 
 class Ds4State : public ArchState {
  public:
-  Ds4State(const Ds4Params& p, int n_ctx, int n_batch);
+  Ds4State(const Ds4Params& p, int n_ctx, int n_batch, const Ds4State* share_scratch = nullptr);
   void reset() override;
   ArchMemory memory() const override;
 
@@ -44,7 +45,8 @@ class Ds4State : public ArchState {
   std::vector<Ds4LayerState> layers;
   std::vector<float> hadamard;  // [hb][hb] for the indexer (hb = hadamard_block(ihd); empty: none)
   int hb = 0;
-  Arena arena;
+  std::shared_ptr<Arena> scratch;  // the step scratch: own, or borrowed (StateOptions::share_scratch)
+  bool owns_scratch = false;
   int n_ctx, n_batch;
   ExpertSource* experts = nullptr;  // routed experts from a tiered store (null: mmapped)
 };
