@@ -15,6 +15,7 @@
 #include "engram_flags.h"
 #include "expert_flags.h"
 #include "model/model.h"
+#include "runtime/generate.h"
 
 namespace {
 
@@ -115,13 +116,14 @@ int cmd_logits(int argc, char** argv) {
   }
   const size_t V = static_cast<size_t>(model.value()->n_vocab());
   std::vector<float> logits(tokens.size() * V);
-  strata::Status s;
-  if (mode == "batch") {
-    s = sess.value()->eval(tokens, logits.data(), true);
-  } else {
-    for (size_t i = 0; i < tokens.size() && s.ok(); ++i)
-      s = sess.value()->eval(std::span<const int32_t>(&tokens[i], 1), logits.data() + i * V, false);
-  }
+  // Through the serving engine (one scoring request): the whole sequence in steps of n_batch
+  // tokens (batch), or one token per step (incremental).
+  const int chunk = mode == "batch" ? static_cast<int>(tokens.size()) : 1;
+  const strata::Status s = strata::score(**model, **sess, static_cast<int32_t>(V), tokens, chunk,
+                                         [&](int64_t pos0, std::span<const float> rows) {
+                                           std::copy(rows.begin(), rows.end(), logits.begin() + pos0 * V);
+                                           return true;
+                                         });
   if (!s.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", s.message().c_str());
     return 1;

@@ -142,9 +142,9 @@ Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
   STRATA_TRY(sampler_params_validate(p.sampling));
   if (p.prompt.empty()) return err("prompt is empty");
   const int n = static_cast<int>(p.prompt.size());
-  if (n >= n_ctx_)
-    return err("prompt is %d tokens but the context of a slot is %d (need at least one free position)", n,
-               n_ctx_);
+  if (p.n_predict == 0 ? n > n_ctx_ : n >= n_ctx_)
+    return err("prompt is %d tokens but the context of a slot is %d%s", n, n_ctx_,
+               p.n_predict == 0 ? "" : " (need at least one free position)");
   for (int i = 0; i < n; ++i) {
     const int32_t t = p.prompt[static_cast<size_t>(i)];
     if (t < 0 || t >= n_vocab_)
@@ -238,12 +238,13 @@ bool Engine::step() {
   batch_want_.clear();
   auto add = [&](Slot& s, std::span<const int32_t> toks, bool want_last) {
     const int32_t seq = static_cast<int32_t>(batch_sessions_.size());
+    const bool all = s.n_chunk > 0 && s.req->p.prompt_logits;
     batch_slots_.push_back(&s);
     batch_sessions_.push_back(s.session);
     for (size_t i = 0; i < toks.size(); ++i) {
       batch_tokens_.push_back(toks[i]);
       batch_seq_.push_back(seq);
-      batch_want_.push_back(want_last && i + 1 == toks.size() ? 1 : 0);
+      batch_want_.push_back(all || (want_last && i + 1 == toks.size()) ? 1 : 0);
     }
   };
   int n_decode = 0;
@@ -257,6 +258,7 @@ bool Engine::step() {
     }
   }
   int budget = prefill_budget(n_decode), n_prefill = 0;
+  size_t n_rows_extra = 0;  // wanted rows beyond one per slot (prompt_logits chunks)
   // Every kProbeEvery-th turn with decoders and pending prompts is decode-only: it keeps the decode
   // step's estimate current as the sequences' contexts (and so their steps) grow.
   constexpr int kProbeEvery = 8;
@@ -270,10 +272,16 @@ bool Engine::step() {
     if (n == 0) continue;
     s->n_chunk = n;
     add(*s, std::span<const int32_t>(prompt.data() + s->n_eval, n), s->n_eval + n == prompt.size());
+    if (s->req->p.prompt_logits) n_rows_extra += n - 1;
     budget -= static_cast<int>(n);
     n_prefill += static_cast<int>(n);
   }
-  if (!batch_tokens_.empty()) run_batch(n_decode, n_prefill);
+  if (!batch_tokens_.empty()) {
+    const size_t rows = batch_slots_.size() + n_rows_extra;
+    if (batch_logits_.size() < rows * static_cast<size_t>(n_vocab_))
+      batch_logits_.resize(rows * static_cast<size_t>(n_vocab_));
+    run_batch(n_decode, n_prefill);
+  }
   return did;
 }
 
@@ -305,11 +313,25 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       finish(*s, FinishReason::error, st.message());
       continue;
     }
+    const size_t V = static_cast<size_t>(n_vocab_);
+    if (!decoding && s->req->p.prompt_logits) {  // every row of the chunk, then the last as usual
+      CompletionEvent ev;
+      ev.logits = std::span<const float>(batch_logits_.data() + row * V, s->n_chunk * V);
+      ev.logits_pos = static_cast<int64_t>(s->n_eval);
+      row += s->n_chunk - 1;
+      if (!s->req->sink(ev)) {
+        ++row;
+        finish(*s, FinishReason::cancelled);
+        continue;
+      }
+    }
     s->n_eval += s->n_chunk;
     if (decoding || s->n_eval == s->req->p.prompt.size()) {
-      const float* src = batch_logits_.data() + row * static_cast<size_t>(n_vocab_);
+      const float* src = batch_logits_.data() + row * V;
       std::copy(src, src + n_vocab_, s->logits.begin());
       s->ready = true;
+      ++row;
+    } else if (s->req->p.prompt_logits) {
       ++row;
     }
   }
@@ -334,6 +356,7 @@ bool Engine::emit(Slot& s, const std::string& text) {
 // Samples from the slot's logits and releases the text; true when the token is to be evaluated.
 bool Engine::sample(Slot& s) {
   Request& r = *s.req;
+  if (r.p.n_predict == 0) return finish(s, FinishReason::length), false;  // the prompt only
   const double t0 = now_seconds();
   const int32_t tok = s.sampler->sample(s.logits.data());
   s.sampler->accept(tok);

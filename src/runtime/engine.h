@@ -54,7 +54,11 @@ const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled
 
 struct CompletionParams {
   std::vector<int32_t> prompt;  // token ids as evaluated (BOS included if the model wants one)
-  int n_predict = -1;           // < 0: until end of generation or a full context
+  int n_predict = -1;           // < 0: until end of generation or a full context; 0: the prompt only
+  // Every prompt token's logits row reaches the sink (CompletionEvent::logits) as its chunk is
+  // evaluated: scoring (perplexity, `strata logits`, an echo of the prompt's logprobs). With
+  // n_predict 0 the prompt may fill the whole context.
+  bool prompt_logits = false;
   SamplerParams sampling;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
@@ -69,6 +73,10 @@ struct CompletionEvent {
   FinishReason finish = FinishReason::stop;
   std::string error;            // finish == error
   std::vector<int32_t> tokens;  // return_tokens: the ids sampled since the previous event
+  // prompt_logits: rows [n][n_vocab] of prompt positions logits_pos .. logits_pos+n-1 (row j: the
+  // distribution after position logits_pos+j), valid during the call
+  std::span<const float> logits;
+  int64_t logits_pos = 0;
   // Filled on the last event (n_decode: forward steps that evaluated a sampled token):
   int n_prompt = 0, n_gen = 0, n_decode = 0;
   double queue_s = 0, prompt_s = 0, decode_s = 0, sample_s = 0, ttft_s = 0;

@@ -84,6 +84,41 @@ Result<GenerateStats> run_one(const BatchRunner& runner, Session& session, const
 
 }  // namespace
 
+Status score(const BatchRunner& runner, Session& session, int32_t n_vocab, std::span<const int32_t> tokens,
+             int chunk, const LogitRowsCallback& on_rows) {
+  if (chunk < 1) return err("score: chunk %d must be >= 1", chunk);
+  if (tokens.empty()) return err("score: no tokens");
+  EngineOptions eo;
+  eo.max_queue = 0;
+  eo.manual_step = true;
+  eo.n_batch = chunk;  // nothing decodes: each turn evaluates `chunk` prompt tokens
+  Session* const one[1] = {&session};
+  STRATA_ASSIGN(auto engine, Engine::create_borrowed(runner, one, nullptr, n_vocab, eo));
+  CompletionParams p;
+  p.prompt.assign(tokens.begin(), tokens.end());
+  p.n_predict = 0;
+  p.prompt_logits = true;
+  p.final_on_cancel = true;
+  bool done = false, stopped = false;
+  CompletionEvent last;
+  STRATA_TRY(engine->submit(std::move(p), [&](const CompletionEvent& ev) {
+    if (ev.done) {
+      done = true;
+      last = ev;
+      return true;
+    }
+    if (ev.logits.empty() || on_rows(ev.logits_pos, ev.logits)) return true;
+    stopped = true;
+    return false;
+  }));
+  while (!done && engine->step()) {
+  }
+  if (!done) return err("score: the engine ended without a final event");
+  if (last.finish == FinishReason::error) return Error{last.error};
+  if (stopped) return err("score: stopped by the caller");
+  return {};
+}
+
 Result<GenerateStats> generate(const BatchRunner& runner, Session& session, const Tokenizer& tok,
                                int32_t n_vocab, std::string_view prompt, const GenerateOptions& opts,
                                const TextCallback& on_text) {

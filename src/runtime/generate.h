@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,5 +63,13 @@ Result<GenerateStats> generate(const BatchRunner& runner, Session& session, cons
 Result<GenerateStats> generate_ids(const BatchRunner& runner, Session& session, int32_t n_vocab,
                                    std::vector<int32_t> prompt, const GenerateOptions& opts,
                                    const std::function<bool(int32_t)>& on_token);
+
+// Scoring through the same engine: `tokens` (at most the session's context) evaluated from a fresh
+// session in forward steps of `chunk` tokens, every position's logits handed to on_rows(pos0,
+// rows [n][n_vocab]) as its step completes (`strata logits`, perplexity). Batch invariance makes
+// the rows the same bits for every chunk size. on_rows returning false stops (an error).
+using LogitRowsCallback = std::function<bool(int64_t pos0, std::span<const float> rows)>;
+Status score(const BatchRunner& runner, Session& session, int32_t n_vocab, std::span<const int32_t> tokens,
+             int chunk, const LogitRowsCallback& on_rows);
 
 }  // namespace strata

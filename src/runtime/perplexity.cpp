@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "base/clock.h"
+#include "runtime/generate.h"
 
 namespace strata {
 
@@ -52,7 +53,6 @@ Result<PerplexityResult> perplexity(const Model& model, std::span<const int32_t>
   so.n_batch = std::min({opts.n_batch, ctx, nb_cap});
   STRATA_ASSIGN(auto sess, model.new_session(so));
   const int nb = so.n_batch;
-  std::vector<float> logits(static_cast<size_t>(nb) * V);  // [nb, n_vocab] f32, one chunk of a window
 
   PerplexityResult r;
   r.n_ctx = ctx;
@@ -63,24 +63,32 @@ Result<PerplexityResult> perplexity(const Model& model, std::span<const int32_t>
   for (int w = 0; w < n_win; ++w) {
     const double t0 = now_seconds();
     const std::span<const int32_t> win = tokens.subspan(static_cast<size_t>(w) * ctx, ctx);
-    sess->reset();
     double nll_win = 0;
-    for (int s = 0; s < ctx; s += nb) {
-      const int n = std::min(nb, ctx - s);
-      if (Status st = sess->eval(win.subspan(s, n), logits.data(), true); !st.ok())
-        return err("perplexity: window %d: %s", w, st.message().c_str());
-      // Row j holds the logits after position s+j; they score the token at s+j+1.
-      for (int j = 0; j < n && s + j + 1 < ctx; ++j) {
-        const int32_t target = win[s + j + 1];
-        if (target < 0 || target >= V)
-          return err("perplexity: token id %d at position %d of window %d is outside the vocabulary (%d)",
-                     target, s + j + 1, w, V);
-        const double nll = token_nll(logits.data() + static_cast<size_t>(j) * V, V, target);
-        if (!std::isfinite(nll))
-          return err("perplexity: non-finite logits at position %d of window %d", s + j, w);
+    std::string problem;
+    // The window through the engine (runtime/generate.h score), in steps of nb tokens: row j of a
+    // step at s holds the logits after position s+j; they score the token at s+j+1.
+    const Status st = score(model, *sess, V, win, nb, [&](int64_t s, std::span<const float> rows) {
+      const int64_t n = static_cast<int64_t>(rows.size()) / V;
+      for (int64_t j = 0; j < n && s + j + 1 < ctx; ++j) {
+        const int32_t target = win[static_cast<size_t>(s + j + 1)];
+        if (target < 0 || target >= V) {
+          problem = err("token id %d at position %lld of window %d is outside the vocabulary (%d)", target,
+                        static_cast<long long>(s + j + 1), w, V)
+                        .message;
+          return false;
+        }
+        const double nll = token_nll(rows.data() + static_cast<size_t>(j) * V, V, target);
+        if (!std::isfinite(nll)) {
+          problem = err("non-finite logits at position %lld of window %d", static_cast<long long>(s + j), w)
+                        .message;
+          return false;
+        }
         nll_win += nll;
       }
-    }
+      return true;
+    });
+    if (!problem.empty()) return err("perplexity: %s", problem.c_str());
+    if (!st.ok()) return err("perplexity: window %d: %s", w, st.message().c_str());
     nll_total += nll_win;
     if (on_window) {
       PerplexityWindow pw;

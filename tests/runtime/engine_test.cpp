@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -308,6 +309,57 @@ TEST(EngineModel, ConcurrentRequestsMatchOneAtATime) {
     const EngineCounters c = (*e)->counters();
     EXPECT_LT(c.decode_steps, c.decode_rows);  // the two slots decoded in shared turns
   }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Scoring through the engine (runtime/generate.h score: a prompt-only request with every row's
+// logits): the rows equal one forward over the whole sequence, bit for bit, for every step size,
+// and a prompt may fill the context when nothing is generated.
+TEST(EngineModel, ScoringRowsEqualTheForwardForEveryChunk) {
+  auto m = Model::load(testing::source_dir() + "/tests/data/bundled_smoke.gguf", {.n_threads = 2});
+  ASSERT_TRUE(m.ok()) << m.message();
+  const Model& model = **m;
+  const std::vector<int32_t> toks =
+      model.tokenizer().encode("It is a truth universally acknowledged, that a single man", true, true);
+  const int n = static_cast<int>(toks.size());
+  const size_t V = static_cast<size_t>(model.n_vocab());
+  auto ref_s = model.new_session({.n_ctx = n, .n_batch = 512});
+  ASSERT_TRUE(ref_s.ok());
+  std::vector<float> want(static_cast<size_t>(n) * V);
+  ASSERT_TRUE((*ref_s)->eval(toks, want.data(), true).ok());
+  for (int chunk : {1, 7, n}) {
+    auto s = model.new_session({.n_ctx = n, .n_batch = 512});
+    ASSERT_TRUE(s.ok());
+    std::vector<float> got(want.size(), -1.0f);
+    int calls = 0;
+    const Status st = score(
+        model, **s, static_cast<int32_t>(V), toks, chunk, [&](int64_t pos0, std::span<const float> rows) {
+          std::copy(rows.begin(), rows.end(), got.begin() + pos0 * static_cast<int64_t>(V));
+          ++calls;
+          return true;
+        });
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(calls, (n + chunk - 1) / chunk) << "chunk " << chunk;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0) << "chunk " << chunk;
+    EXPECT_EQ((*s)->n_past(), n);  // the whole context
+  }
+  // a caller that stops, and a sequence longer than the context
+  auto s = model.new_session({.n_ctx = n, .n_batch = 512});
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(score(model, **s, static_cast<int32_t>(V), toks, 2, [](int64_t, std::span<const float>) {
+                 return false;
+               }).ok());
+  std::vector<int32_t> longer = toks;
+  longer.push_back(toks[0]);
+  const Status too_long = score(model, **s, static_cast<int32_t>(V), longer, 4,
+                                [](int64_t, std::span<const float>) { return true; });
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.message().find("context"), std::string::npos) << too_long.message();
 }
 
 }  // namespace
