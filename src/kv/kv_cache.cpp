@@ -1,7 +1,5 @@
 #include "kv/kv_cache.h"
 
-#include <cstring>
-
 #include "base/assert.h"
 
 namespace strata {
@@ -33,11 +31,6 @@ size_t KvCache::bytes() const {
   for (const KvLayer& l : layers_)
     for (const KvPart& p : l.parts()) b += p.rows.bytes();
   return b;
-}
-
-void KvCache::clear() {
-  for (KvLayer& l : layers_)
-    for (KvPart& p : l.parts_) p.rows.clear();
 }
 
 }  // namespace strata

@@ -41,7 +41,6 @@ class KvCache {
   const KvLayer& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
   size_t bytes() const;
-  void clear();  // zero every row (forget a sequence; keep the allocation)
 
  private:
   std::vector<KvLayer> layers_;

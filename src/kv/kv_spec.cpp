@@ -49,12 +49,6 @@ double KvPartSpec::bytes_per_token(KvType t) const {
   return static_cast<double>(row_bytes(t)) / ratio;
 }
 
-const KvPartSpec* KvLayerSpec::find(std::string_view name) const {
-  for (const KvPartSpec& p : parts)
-    if (p.name == name) return &p;
-  return nullptr;
-}
-
 uint64_t KvSpec::bytes(KvType t, int64_t n_ctx, int64_t n_batch) const {
   uint64_t b = 0;
   for (const KvLayerSpec& l : layers)
@@ -69,36 +63,37 @@ uint64_t KvSpec::bytes(int64_t n_ctx, int64_t n_batch) const {
   return b;
 }
 
-KvPartSpec kv_part_full(std::string name, std::string what, int64_t width) {
-  return kv_part_every(KvPartKind::full, std::move(name), std::move(what), width, 1);
-}
+namespace {
 
-KvPartSpec kv_part_window(std::string name, std::string what, int64_t width, int64_t window) {
-  KvPartSpec p;
-  p.kind = KvPartKind::window;
-  p.name = std::move(name);
-  p.what = std::move(what);
-  p.width = width;
-  p.window = window;
-  return p;
-}
-
-KvPartSpec kv_part_every(KvPartKind kind, std::string name, std::string what, int64_t width, int ratio) {
+KvPartSpec part(KvPartKind kind, std::string name, std::string what, int64_t width) {
   KvPartSpec p;
   p.kind = kind;
   p.name = std::move(name);
   p.what = std::move(what);
   p.width = width;
+  return p;
+}
+
+}  // namespace
+
+KvPartSpec kv_part_full(std::string name, std::string what, int64_t width) {
+  return kv_part_every(KvPartKind::full, std::move(name), std::move(what), width, 1);
+}
+
+KvPartSpec kv_part_window(std::string name, std::string what, int64_t width, int64_t window) {
+  KvPartSpec p = part(KvPartKind::window, std::move(name), std::move(what), width);
+  p.window = window;
+  return p;
+}
+
+KvPartSpec kv_part_every(KvPartKind kind, std::string name, std::string what, int64_t width, int ratio) {
+  KvPartSpec p = part(kind, std::move(name), std::move(what), width);
   p.ratio = ratio;
   return p;
 }
 
 KvPartSpec kv_part_state(std::string name, std::string what, int64_t width, int64_t rows) {
-  KvPartSpec p;
-  p.kind = KvPartKind::state;
-  p.name = std::move(name);
-  p.what = std::move(what);
-  p.width = width;
+  KvPartSpec p = part(KvPartKind::state, std::move(name), std::move(what), width);
   p.state_rows = rows;
   return p;
 }

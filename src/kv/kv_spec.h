@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "kv/kv_type.h"
@@ -50,11 +49,11 @@ struct KvPartSpec {
   uint64_t row_bytes(KvType t) const { return kv_row_bytes(stored_as(t), width); }
   uint64_t bytes(KvType t, int64_t n_ctx, int64_t n_batch) const;
   double bytes_per_token(KvType t) const;  // growth per position; 0 for windows and state
+  bool operator==(const KvPartSpec&) const = default;
 };
 
 struct KvLayerSpec {
   std::vector<KvPartSpec> parts;
-  const KvPartSpec* find(std::string_view name) const;
 };
 
 struct KvSpec {

@@ -233,6 +233,9 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
     auto* other = const_cast<Session*>(opts.share_scratch)->impl();
     if (!other || &other->model() != this)
       return err("new_session: share_scratch is a session of another model");
+    if (other->n_ctx() != n_ctx || other->n_batch() != n_batch)
+      return err("new_session: share_scratch has n_ctx %d / n_batch %d, this session %d / %d", other->n_ctx(),
+                 other->n_batch(), n_ctx, n_batch);
     so.share_scratch = &other->state();
   }
   STRATA_ASSIGN(std::unique_ptr<ArchState> st, arch_->new_state(so));

@@ -16,23 +16,41 @@ double KvBillLine::bytes_per_token(KvType t) const {
   return static_cast<double>(n_layers) * part.bytes_per_token(t);
 }
 
-double KvBill::bytes_per_token(KvType t) const {
-  double s = 0;
-  for (const auto& l : lines) s += l.bytes_per_token(t);
+namespace {
+
+// Bytes of the bill's lines (only the fixed ones when fixed_only), each at type_of(line).
+template <class TypeOf>
+uint64_t sum_bytes(const std::vector<KvBillLine>& lines, bool fixed_only, int64_t n_ctx, int64_t n_batch,
+                   TypeOf type_of) {
+  uint64_t s = 0;
+  for (const auto& l : lines)
+    if (!fixed_only || !l.grows()) s += l.bytes(type_of(l), n_ctx, n_batch);
   return s;
+}
+
+template <class TypeOf>
+double sum_per_token(const std::vector<KvBillLine>& lines, TypeOf type_of) {
+  double s = 0;
+  for (const auto& l : lines) s += l.bytes_per_token(type_of(l));
+  return s;
+}
+
+KvType native_of(const KvBillLine& l) {
+  return l.native();
+}
+
+}  // namespace
+
+double KvBill::bytes_per_token(KvType t) const {
+  return sum_per_token(lines, [t](const KvBillLine&) { return t; });
 }
 
 uint64_t KvBill::fixed_bytes(KvType t, int64_t n_ctx, int64_t n_batch) const {
-  uint64_t s = 0;
-  for (const auto& l : lines)
-    if (!l.grows()) s += l.bytes(t, n_ctx, n_batch);
-  return s;
+  return sum_bytes(lines, true, n_ctx, n_batch, [t](const KvBillLine&) { return t; });
 }
 
 uint64_t KvBill::total_bytes(KvType t, int64_t n_ctx, int64_t n_batch) const {
-  uint64_t s = 0;
-  for (const auto& l : lines) s += l.bytes(t, n_ctx, n_batch);
-  return s;
+  return sum_bytes(lines, false, n_ctx, n_batch, [t](const KvBillLine&) { return t; });
 }
 
 bool KvBill::has_native() const {
@@ -42,29 +60,15 @@ bool KvBill::has_native() const {
 }
 
 double KvBill::native_bytes_per_token() const {
-  double s = 0;
-  for (const auto& l : lines) s += l.bytes_per_token(l.native());
-  return s;
+  return sum_per_token(lines, native_of);
 }
 
 uint64_t KvBill::native_fixed_bytes(int64_t n_ctx, int64_t n_batch) const {
-  uint64_t s = 0;
-  for (const auto& l : lines)
-    if (!l.grows()) s += l.bytes(l.native(), n_ctx, n_batch);
-  return s;
+  return sum_bytes(lines, true, n_ctx, n_batch, native_of);
 }
 
 uint64_t KvBill::native_total_bytes(int64_t n_ctx, int64_t n_batch) const {
-  uint64_t s = 0;
-  for (const auto& l : lines) s += l.bytes(l.native(), n_ctx, n_batch);
-  return s;
-}
-
-static bool same_part(const KvPartSpec& a, const KvPartSpec& b) {
-  return a.kind == b.kind && a.name == b.name && a.what == b.what && a.width == b.width &&
-         a.ratio == b.ratio && a.window == b.window && a.step_in_ring == b.step_in_ring &&
-         a.state_rows == b.state_rows && a.type == b.type && a.has_native == b.has_native &&
-         a.native == b.native;
+  return sum_bytes(lines, false, n_ctx, n_batch, native_of);
 }
 
 static int count_ratio(const KvModelSpec& s, int r) {
@@ -76,18 +80,12 @@ KvBill kv_bill_make(const KvModelSpec& spec) {
   b.spec = spec;
   for (const KvLayerSpec& layer : spec.kv.layers)
     for (const KvPartSpec& p : layer.parts) {
-      auto it = std::find_if(b.lines.begin(), b.lines.end(),
-                             [&](const KvBillLine& l) { return same_part(l.part, p); });
-      if (it != b.lines.end()) {
+      auto it =
+          std::find_if(b.lines.begin(), b.lines.end(), [&](const KvBillLine& l) { return l.part == p; });
+      if (it != b.lines.end())
         ++it->n_layers;
-        continue;
-      }
-      KvBillLine l;
-      l.name = p.name;
-      l.what = p.what;
-      l.n_layers = 1;
-      l.part = p;
-      b.lines.push_back(std::move(l));
+      else
+        b.lines.push_back(KvBillLine{p, 1});
     }
   return b;
 }
@@ -156,7 +154,7 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx, int64_t n_batch) {
     if (!l.grows()) continue;
     char rows[16];
     std::snprintf(rows, sizeof rows, "1/%d", l.part.ratio);
-    std::snprintf(buf, sizeof buf, "  %-52s %6d %6" PRId64 " %8s", l.what.c_str(), l.n_layers, l.part.width,
+    std::snprintf(buf, sizeof buf, "  %-52s %6d %6" PRId64 " %8s", l.what().c_str(), l.n_layers, l.part.width,
                   rows);
     out += buf;
     for (KvType t : kAllKvTypes) {
@@ -187,7 +185,7 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx, int64_t n_batch) {
     std::snprintf(rows, sizeof rows, "%" PRId64, l.rows(n_ctx, n_batch));
     const bool f32_state = l.part.kind == KvPartKind::state;
     std::snprintf(buf, sizeof buf, "  %-52s %6d %6" PRId64 " %8s",
-                  (l.what + (f32_state ? " [f32]" : "")).c_str(), l.n_layers, l.part.width, rows);
+                  (l.what() + (f32_state ? " [f32]" : "")).c_str(), l.n_layers, l.part.width, rows);
     out += buf;
     for (KvType t : kAllKvTypes) {
       std::snprintf(buf, sizeof buf, " %11s", human_bytes(double(l.bytes(t, n_ctx, n_batch))).c_str());
@@ -241,8 +239,8 @@ std::string kv_bill_json(const KvBill& bill, int64_t n_ctx, int64_t n_batch) {
   json lines = json::array();
   for (const auto& l : bill.lines) {
     json jl;
-    jl["name"] = l.name;
-    jl["what"] = l.what;
+    jl["name"] = l.name();
+    jl["what"] = l.what();
     jl["layers"] = l.n_layers;
     jl["kind"] = kv_part_kind_name(l.part.kind);
     jl["width"] = l.part.width;

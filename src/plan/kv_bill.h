@@ -65,10 +65,11 @@ Result<KvModelSpec> kv_spec_from_hf_config(const std::string& path);
 
 // One line of the bill: n_layers layers holding the same part.
 struct KvBillLine {
-  std::string name;  // the part's name: "csa", "hca", "indexer", "window", "k", "v", ...
-  std::string what;  // human description
+  KvPartSpec part;  // its name ("csa", "hca", "indexer", "window", "k", "v", ...) names the line
   int n_layers = 0;
-  KvPartSpec part;
+
+  const std::string& name() const { return part.name; }
+  const std::string& what() const { return part.what; }
 
   int64_t rows(int64_t n_ctx, int64_t n_batch) const { return part.rows(n_ctx, n_batch); }  // per layer
   uint64_t row_bytes(KvType t) const { return part.row_bytes(t); }

@@ -136,7 +136,7 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   const KvBill bill = kv_bill_make(m.kv);
   const int64_t nb = std::min<int64_t>(p.n_ubatch, p.n_ctx);  // a session's n_batch (Model::new_session)
   for (const KvBillLine& l : bill.lines) {
-    PlanKvLine pl{l.name, l.what, l.bytes_per_token(p.kv_type),
+    PlanKvLine pl{l.name(), l.what(), l.bytes_per_token(p.kv_type),
                   l.bytes(p.kv_type, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq)};
     b.kv_lines.push_back(pl);
   }

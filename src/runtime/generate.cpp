@@ -22,20 +22,46 @@ const char* stop_reason_name(StopReason r) {
 
 namespace {
 
-// The request through a one-slot engine stepped here; on_event sees every event.
-Result<GenerateStats> run_one(const BatchRunner& runner, Session& session, const Tokenizer* tok,
-                              int32_t n_vocab, std::vector<int32_t> prompt, const GenerateOptions& opts,
-                              const std::function<bool(const CompletionEvent&)>& on_event) {
-  STRATA_TRY(sampler_params_validate(opts.sampling));
-  if (n_vocab <= 0) return err("model has an empty vocabulary");
-  if (prompt.empty()) return err("prompt is empty (and the vocabulary adds no BOS token)");
+// One request through a one-slot engine over `session` (reset at admission), stepped on this
+// thread, n_batch prompt tokens per turn. on_event sees every event but the final one (false
+// stops the request: `stopped`); the final one is returned unless the request failed.
+struct OneRequest {
+  CompletionEvent last;
+  bool stopped = false;
+};
+Result<OneRequest> run_request(const BatchRunner& runner, Session& session, const Tokenizer* tok,
+                               int32_t n_vocab, int n_batch, CompletionParams p,
+                               const std::function<bool(const CompletionEvent&)>& on_event) {
   EngineOptions eo;
   eo.max_queue = 0;
   eo.manual_step = true;
-  eo.n_batch = std::max(1, session.n_ctx());  // a prompt alone is one turn (split in the session's steps)
+  eo.n_batch = n_batch;
   Session* const one[1] = {&session};
   STRATA_ASSIGN(auto engine, Engine::create_borrowed(runner, one, tok, n_vocab, eo));
+  p.final_on_cancel = true;
+  OneRequest r;
+  bool done = false;
+  STRATA_TRY(engine->submit(std::move(p), [&](const CompletionEvent& ev) {
+    if (ev.done) {
+      done = true;
+      r.last = ev;
+      return true;
+    }
+    if (on_event(ev)) return true;
+    r.stopped = true;
+    return false;
+  }));
+  while (!done && engine->step()) {
+  }
+  if (!done) return err("the engine ended the request without a final event");
+  if (r.last.finish == FinishReason::error) return Error{r.last.error};
+  return r;
+}
 
+// Generation: on_event sees the text / ids of every event, the final one's included.
+Result<GenerateStats> run_one(const BatchRunner& runner, Session& session, const Tokenizer* tok,
+                              int32_t n_vocab, std::vector<int32_t> prompt, const GenerateOptions& opts,
+                              const std::function<bool(const CompletionEvent&)>& on_event) {
   GenerateStats st;
   st.prompt_tokens = prompt;
   CompletionParams p;
@@ -45,25 +71,15 @@ Result<GenerateStats> run_one(const BatchRunner& runner, Session& session, const
   p.ignore_eos = opts.ignore_eos;
   p.special = opts.special_pieces;
   p.return_tokens = true;
-  p.final_on_cancel = true;
-  bool done = false, cancelled = false;
-  CompletionEvent last;
-  STRATA_TRY(engine->submit(std::move(p), [&](const CompletionEvent& ev) {
+  auto seen = [&](const CompletionEvent& ev) {
     st.tokens.insert(st.tokens.end(), ev.tokens.begin(), ev.tokens.end());
-    if (ev.done) {
-      done = true;
-      last = ev;
-      if (ev.finish != FinishReason::cancelled && ev.finish != FinishReason::error) on_event(ev);
-      return true;
-    }
-    if (on_event(ev)) return true;
-    cancelled = true;
-    return false;
-  }));
-  while (!done && engine->step()) {
-  }
-  if (!done) return err("generation ended without a final event");
-  if (last.finish == FinishReason::error) return Error{last.error};
+    return on_event(ev);
+  };
+  // a prompt alone is one turn (split in the session's steps)
+  STRATA_ASSIGN(OneRequest r,
+                run_request(runner, session, tok, n_vocab, std::max(1, session.n_ctx()), std::move(p), seen));
+  const CompletionEvent& last = r.last;
+  if (last.finish != FinishReason::cancelled) seen(last);  // the tail of the text, the last ids
   st.n_prompt = last.n_prompt;
   st.n_gen = last.n_gen;
   st.n_decode = last.n_decode;
@@ -71,7 +87,7 @@ Result<GenerateStats> run_one(const BatchRunner& runner, Session& session, const
   st.decode_s = last.decode_s;
   st.sample_s = last.sample_s;
   const bool eog = tok && !st.tokens.empty() && tok->is_eog(st.tokens.back()) && !opts.ignore_eos;
-  if (cancelled)
+  if (r.stopped)
     st.stop = StopReason::callback;
   else if (eog)
     st.stop = StopReason::eog;
@@ -87,35 +103,16 @@ Result<GenerateStats> run_one(const BatchRunner& runner, Session& session, const
 Status score(const BatchRunner& runner, Session& session, int32_t n_vocab, std::span<const int32_t> tokens,
              int chunk, const LogitRowsCallback& on_rows) {
   if (chunk < 1) return err("score: chunk %d must be >= 1", chunk);
-  if (tokens.empty()) return err("score: no tokens");
-  EngineOptions eo;
-  eo.max_queue = 0;
-  eo.manual_step = true;
-  eo.n_batch = chunk;  // nothing decodes: each turn evaluates `chunk` prompt tokens
-  Session* const one[1] = {&session};
-  STRATA_ASSIGN(auto engine, Engine::create_borrowed(runner, one, nullptr, n_vocab, eo));
   CompletionParams p;
   p.prompt.assign(tokens.begin(), tokens.end());
   p.n_predict = 0;
   p.prompt_logits = true;
-  p.final_on_cancel = true;
-  bool done = false, stopped = false;
-  CompletionEvent last;
-  STRATA_TRY(engine->submit(std::move(p), [&](const CompletionEvent& ev) {
-    if (ev.done) {
-      done = true;
-      last = ev;
-      return true;
-    }
-    if (ev.logits.empty() || on_rows(ev.logits_pos, ev.logits)) return true;
-    stopped = true;
-    return false;
-  }));
-  while (!done && engine->step()) {
-  }
-  if (!done) return err("score: the engine ended without a final event");
-  if (last.finish == FinishReason::error) return Error{last.error};
-  if (stopped) return err("score: stopped by the caller");
+  // nothing decodes: each turn evaluates `chunk` prompt tokens
+  STRATA_ASSIGN(OneRequest r, run_request(runner, session, nullptr, n_vocab, chunk, std::move(p),
+                                          [&](const CompletionEvent& ev) {
+                                            return ev.logits.empty() || on_rows(ev.logits_pos, ev.logits);
+                                          }));
+  if (r.stopped) return err("score: stopped by the caller");
   return {};
 }
 

@@ -24,7 +24,7 @@ std::string flash_config() {
 
 const KvBillLine* line(const KvBill& b, const std::string& name) {
   for (const auto& l : b.lines)
-    if (l.name == name) return &l;
+    if (l.name() == name) return &l;
   return nullptr;
 }
 

@@ -30,8 +30,10 @@ class DecoderState final : public ArchState {
  public:
   DecoderState(const HParams& hp, const StateOptions& o)
       : kv(decoder_kv_spec(hp), o.n_ctx, o.n_batch), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
-    if (o.share_scratch) {
-      sc = static_cast<const DecoderState*>(o.share_scratch)->sc;
+    if (o.share_scratch) {  // checked by Model::new_session: same model, n_ctx and n_batch
+      const auto& other = static_cast<const DecoderState&>(*o.share_scratch);
+      STRATA_ASSERT(other.n_ctx == o.n_ctx && other.n_batch == o.n_batch);
+      sc = other.sc;
       return;
     }
     const int64_t d = hp.n_embd, nb = o.n_batch;
@@ -66,11 +68,6 @@ class Decoder final : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
     if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
-    if (o.share_scratch) {
-      const auto* other = dynamic_cast<const DecoderState*>(o.share_scratch);
-      if (!other || other->n_ctx != o.n_ctx || other->n_batch != o.n_batch)
-        return err("session: a shared scratch needs a session of the same model, n_ctx and n_batch");
-    }
     return std::unique_ptr<ArchState>(new DecoderState(hp_, o));
   }
 
@@ -145,12 +142,12 @@ KvSpec decoder_kv_spec(const HParams& hp) {
 DecoderScratch decoder_scratch(const HParams& hp, int64_t nb, int64_t n_ctx, int n_threads) {
   const int64_t d = hp.n_embd;
   int64_t per_tok = 0, max_in = d;
+  const bool moe = hp.is_moe();
   for (int il = 0; il < hp.n_layer; ++il) {
     const AttnConfig a = attn_config_from(hp, il);
     // q, o, k, v rows and the RoPE table (n_rot <= head_dim_k).
     const int64_t attn = int64_t{a.n_head} * (a.head_dim_k + a.head_dim_v) +
                          int64_t{a.n_head_kv} * (a.head_dim_k + a.head_dim_v) + a.head_dim_k;
-    const bool moe = hp.is_moe();
     const int64_t F = moe ? hp.layers[il].n_ff_exp : 0, Fs = moe ? hp.n_ff_shexp : 0;
     // MoE: router logits, the slots' ids / weights / offsets, the weighted outputs [K][d], the
     // shared expert's rows; dense: gate and up rows.

@@ -24,12 +24,9 @@ class Deepseek4 : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek4: n_ctx and n_batch must be >= 1");
-    const ds4::Ds4State* share = nullptr;
-    if (opts.share_scratch) {
-      share = dynamic_cast<const ds4::Ds4State*>(opts.share_scratch);
-      if (!share || share->n_ctx != opts.n_ctx || share->n_batch != opts.n_batch)
-        return err("deepseek4: a shared scratch needs a session of the same model, n_ctx and n_batch");
-    }
+    // share_scratch: checked by Model::new_session (same model, n_ctx and n_batch)
+    const auto* share = static_cast<const ds4::Ds4State*>(opts.share_scratch);
+    STRATA_ASSERT(!share || (share->n_ctx == opts.n_ctx && share->n_batch == opts.n_batch));
     auto st = std::make_unique<ds4::Ds4State>(p_, opts.n_ctx, opts.n_batch, share);
     st->experts = opts.experts;
     return std::unique_ptr<ArchState>(std::move(st));

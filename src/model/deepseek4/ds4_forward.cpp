@@ -179,7 +179,7 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
 void ffn_block(Ctx& c, int il, const float* x, float* y) {
   const Ds4Params& p = c.p;
   const Ds4Layer& l = c.w.layers[il];
-  const int64_t n = c.n, d = p.n_embd, E = p.n_expert, K = p.n_used, F = p.n_ff_exp;
+  const int64_t n = c.n, E = p.n_expert, K = p.n_used;
   const size_t mark = c.arena.mark();
   float* lg = c.alloc<float>(n * E);
   c.lin(*l.gate_inp, x, n, lg);
@@ -201,23 +201,9 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
   if (src) src->on_route(il, x, n, ids_all, wts_all, static_cast<int>(K));
   // The one MoE loop (model/blocks/moe.h): routed experts grouped by expert (one weight pass per
   // used expert per step, streamed or resident), the shared expert in the same pool region.
-  MoeConfig mc;
-  mc.n_embd = static_cast<int>(d);
-  mc.n_expert = static_cast<int>(E);
-  mc.n_used = static_cast<int>(K);
-  mc.n_ff = static_cast<int>(F);
-  mc.n_ff_shexp = static_cast<int>(l.gate_shexp->ne[1]);
-  mc.act = mc.shexp_act = ExpertAct::expert_act_swiglu_clamped;
-  mc.clamp = p.clamp_exp[il];
-  mc.shexp_clamp = p.clamp_shexp[il];
-  MoeWeights mw;
-  mw.gate_exps = l.gate_exps;
-  mw.up_exps = l.up_exps;
-  mw.down_exps = l.down_exps;
-  mw.gate_shexp = l.gate_shexp;
-  mw.up_shexp = l.up_shexp;
-  mw.down_shexp = l.down_shexp;
-  if (Status st = moe_experts_forward(mc, mw, x, n, ids_all, wts_all, y, c.pool, c.arena, src, il); !st.ok())
+  if (Status st =
+          moe_experts_forward(l.moe_cfg, l.moe_w, x, n, ids_all, wts_all, y, c.pool, c.arena, src, il);
+      !st.ok())
     c.status = st;
   c.arena.rewind(mark);
 }

@@ -96,12 +96,22 @@ Result<Ds4Weights> ds4_bind_weights(const GgufFile& f, Ds4Params& p) {
     } else {
       STRATA_ASSIGN(l.probs_b, B.vec(blk_name(il, "exp_probs_b.bias"), {E}));
     }
-    STRATA_ASSIGN(l.gate_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E}));
-    STRATA_ASSIGN(l.up_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}));
-    STRATA_ASSIGN(l.down_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E}));
-    STRATA_ASSIGN(l.gate_shexp, B.mat(blk_name(il, "ffn_gate_shexp.weight"), {d, Fs}));
-    STRATA_ASSIGN(l.up_shexp, B.mat(blk_name(il, "ffn_up_shexp.weight"), {d, Fs}));
-    STRATA_ASSIGN(l.down_shexp, B.mat(blk_name(il, "ffn_down_shexp.weight"), {Fs, d}));
+    MoeWeights& mw = l.moe_w;
+    STRATA_ASSIGN(mw.gate_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E}));
+    STRATA_ASSIGN(mw.up_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}));
+    STRATA_ASSIGN(mw.down_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E}));
+    STRATA_ASSIGN(mw.gate_shexp, B.mat(blk_name(il, "ffn_gate_shexp.weight"), {d, Fs}));
+    STRATA_ASSIGN(mw.up_shexp, B.mat(blk_name(il, "ffn_up_shexp.weight"), {d, Fs}));
+    STRATA_ASSIGN(mw.down_shexp, B.mat(blk_name(il, "ffn_down_shexp.weight"), {Fs, d}));
+    MoeConfig& mc = l.moe_cfg;
+    mc.n_embd = p.n_embd;
+    mc.n_expert = p.n_expert;
+    mc.n_used = p.n_used;
+    mc.n_ff = p.n_ff_exp;
+    mc.n_ff_shexp = static_cast<int>(Fs);
+    mc.act = mc.shexp_act = ExpertAct::expert_act_swiglu_clamped;
+    mc.clamp = p.clamp_exp[il];
+    mc.shexp_clamp = p.clamp_shexp[il];
   }
   return w;
 }

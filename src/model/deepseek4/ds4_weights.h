@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "model/blocks/moe.h"
 #include "model/deepseek4/ds4_hparams.h"
 #include "model/weights.h"
 
@@ -40,15 +41,14 @@ struct Ds4Layer {
   const TensorView* idx_q_b = nullptr;   // {q_lora, ih*ihd}
   Ds4Compressor idx_comp;                // width ihd
   const float* ffn_norm = nullptr;
-  const TensorView* gate_inp = nullptr;   // {d, E} (f32)
-  const int32_t* tid2eid = nullptr;       // hash layers: [n_vocab][n_used]
-  const float* probs_b = nullptr;         // other layers: [E]
-  const TensorView* gate_exps = nullptr;  // {d, F, E}
-  const TensorView* up_exps = nullptr;
-  const TensorView* down_exps = nullptr;   // {F, d, E}
-  const TensorView* gate_shexp = nullptr;  // {d, F*n_shared}
-  const TensorView* up_shexp = nullptr;
-  const TensorView* down_shexp = nullptr;  // {F*n_shared, d}
+  const TensorView* gate_inp = nullptr;  // {d, E} (f32)
+  const int32_t* tid2eid = nullptr;      // hash layers: [n_vocab][n_used]
+  const float* probs_b = nullptr;        // other layers: [E]
+  // Routed experts {d, F, E} / {F, d, E} and the shared expert {d, F*n_shared} / {F*n_shared, d},
+  // with the config of the one MoE loop (model/blocks/moe.h: clamped SwiGLU, this layer's limits);
+  // the routing (gate_inp, tid2eid / probs_b) is DeepSeek's own.
+  MoeWeights moe_w;
+  MoeConfig moe_cfg;
 };
 
 struct Ds4Weights {
