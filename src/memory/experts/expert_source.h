@@ -17,13 +17,19 @@
 
 #include "base/status.h"
 #include "format/tensor_view.h"
+#include "kernels/device.h"
 
 namespace strata {
 
+// Where an expert's weights are: in host memory (device null: the views; the step's own threads
+// compute it), or held by a device (kernels/device.h: on_device, in that device's buffers; the MoE
+// loop submits it to that device).
 struct ExpertViews {
   TensorView gate;  // {n_embd, n_ff}
   TensorView up;    // {n_embd, n_ff}
   TensorView down;  // {n_ff, n_embd}
+  Device* device = nullptr;
+  DeviceExpert on_device = {};
 };
 
 class ExpertSource {

@@ -478,9 +478,9 @@ void ExpertStore::prefetch_locked(int layer, const float* x, int64_t n) {
 Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
   STRATA_ASSERT(layer >= 0 && layer < n_layer_ && e >= 0 && e < n_expert_);
   if (resident_) {
-    return ExpertViews{catalog_.view(layer, e, expert_part_gate, nullptr),
-                       catalog_.view(layer, e, expert_part_up, nullptr),
-                       catalog_.view(layer, e, expert_part_down, nullptr)};
+    return ExpertViews{.gate = catalog_.view(layer, e, expert_part_gate, nullptr),
+                       .up = catalog_.view(layer, e, expert_part_up, nullptr),
+                       .down = catalog_.view(layer, e, expert_part_down, nullptr)};
   }
   std::unique_lock<std::mutex> lk(mu_);
   double t_wait = -1.0;
@@ -520,9 +520,9 @@ Result<ExpertViews> ExpertStore::acquire(int layer, int e) {
   slots_[static_cast<size_t>(s)].pins++;
   if (t_wait >= 0) add_stall_locked(now_seconds() - t_wait);
   const uint8_t* base = tier_->host_data(s);
-  return ExpertViews{catalog_.view(layer, e, expert_part_gate, base),
-                     catalog_.view(layer, e, expert_part_up, base),
-                     catalog_.view(layer, e, expert_part_down, base)};
+  return ExpertViews{.gate = catalog_.view(layer, e, expert_part_gate, base),
+                     .up = catalog_.view(layer, e, expert_part_up, base),
+                     .down = catalog_.view(layer, e, expert_part_down, base)};
 }
 
 int ExpertStore::wait_any(int layer, const int32_t* experts, int n) {

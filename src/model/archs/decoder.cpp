@@ -9,7 +9,7 @@
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/blocks/linear.h"
-#include "model/blocks/scratch.h"
+#include "base/arena.h"
 #include "model/weights.h"
 
 namespace strata {

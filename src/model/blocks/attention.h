@@ -12,7 +12,7 @@
 #include "format/tensor_view.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
-#include "model/blocks/scratch.h"
+#include "base/arena.h"
 
 namespace strata {
 

@@ -10,26 +10,23 @@
 // expert's weights are read once per step whatever the batch: one pool region computes gate, up,
 // SwiGLU and the down input's quantization per (expert, row block), then down per (expert, row
 // block) as soon as that expert's first phase is done, the shared expert's items in the same
-// region. Expert outputs are summed per token in slot order (as llama.cpp does). Scratch comes
-// from the session's arena.
+// region (the compute: kernels/expert_ffn.h). Experts a device holds (the expert source's views
+// name it) are submitted to that device (kernels/device.h) while the host computes its own.
+// Expert outputs are summed per token in slot order (as llama.cpp does). Scratch comes from the
+// session's arena.
 #pragma once
 
 #include <cstdint>
 
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
+#include "kernels/expert_ffn.h"
 #include "memory/experts/expert_source.h"
-#include "model/blocks/scratch.h"
+#include "base/arena.h"
 
 namespace strata {
 
 enum class MoeRouter { moe_router_softmax_topk_renorm, moe_router_softmax_topk, moe_router_topk_softmax };
-enum class ExpertAct {
-  expert_act_swiglu,          // silu(g) ⊙ u
-  expert_act_swiglu_oai,      // gpt-oss: min(g,L)·σ(α·min(g,L))·(clamp(u,-L,L) + 1)
-  expert_act_swiglu_clamped,  // deepseek4: silu(min(g,L)) ⊙ clamp(u,-L,L); L <= 0: plain swiglu
-};
-
 struct MoeWeights {
   const TensorView* gate_inp = nullptr;   // {n_embd, n_expert}
   const float* gate_inp_b = nullptr;      // optional [n_expert]

@@ -19,7 +19,7 @@
 #include "model/deepseek4/ds4_compressor.h"
 #include "model/deepseek4/ds4_hparams.h"
 #include "model/deepseek4/ds4_weights.h"
-#include "model/blocks/scratch.h"
+#include "base/arena.h"
 
 namespace strata::ds4 {
 

@@ -1,4 +1,4 @@
-// Arena: the per-session scratch of a forward step (design.md principle 3). Blocks carve
+// Arena: the per-session scratch of a forward step (design.md principle 3). Blocks and device ops carve
 // buffers with alloc<T>(n) during a step and release everything with reset() at its start.
 // The arena is sized at session creation; if a step ever needs more (it should not), it takes
 // an overflow chunk once and grows its main buffer at the next reset, so a warmed session

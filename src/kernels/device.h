@@ -1,0 +1,112 @@
+// The device seam: what the forward and the memory tiers ask of a compute device — buffers, a
+// queue of uploads / downloads / work with a timeline, and the expert op (a subset of one MoE
+// layer's routed experts applied to the tokens routed to them). The CPU is the only
+// implementation today (kernels/cpu_device.h); the GPU tier implements the same calls, so it
+// arrives without touching model/.
+//
+// How the MoE loop uses it (model/blocks/moe.cpp): the expert store hands out each expert's weights
+// with the device that holds them (memory/experts/expert_source.h ExpertViews::device). Experts in
+// host memory are computed by the step's own pool region; the experts a device holds are
+// submitted to it as one DeviceExpertWork per device and step (run_experts), which runs while the
+// host computes its own, and the loop waits for the ticket before summing. Every expert's output
+// rows are the same bits whichever device computed them: a device computes an expert's slot
+// with the one reduction order of its weight type (kernels/expert_ffn.h).
+//
+// The queue is in order: each submission returns a ticket (a point on the device's timeline);
+// reached(t) / wait(t) tell when everything submitted up to t is done. Host pointers passed to a
+// submission must stay valid until its ticket is reached.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "quant/qtypes.h"
+#include "kernels/expert_ffn.h"
+
+namespace strata {
+
+enum class DeviceKind { device_cpu, device_gpu };
+
+// Memory a device owns. `host` is its address in this process when the device's memory is
+// host-visible (the CPU: the memory itself), else null: only the queue reads and writes it.
+struct DeviceBuffer {
+  uint64_t id = 0;  // 0: no buffer
+  size_t bytes = 0;
+  uint8_t* host = nullptr;
+};
+
+// A matrix {in, out} in a device buffer: row r at buf.offset + r·row_stride.
+struct DeviceMat {
+  const DeviceBuffer* buf = nullptr;
+  size_t offset = 0;
+  size_t row_stride = 0;
+  int64_t in = 0, out = 0;
+  GgmlType type = GgmlType::f32;
+};
+
+// One routed expert's matrices on a device.
+struct DeviceExpert {
+  DeviceMat gate;  // {n_embd, n_ff}
+  DeviceMat up;    // {n_embd, n_ff}
+  DeviceMat down;  // {n_ff, n_embd}
+};
+
+// A subset of one MoE layer's routed experts over the tokens routed to them. Slots as in
+// kernels/expert_ffn.h: slot s = t·K + k; off [E + 1] / slots group them by expert. Host memory:
+// x, wts, the biases and y (a GPU device copies activations down and results up).
+struct DeviceExpertWork {
+  int layer = 0;
+  int64_t d = 0, F = 0;  // n_embd, the experts' n_ff
+  ExpertAct act = ExpertAct::expert_act_swiglu;
+  float alpha = 0.0f, limit = 0.0f;
+  int n_expert = 0;                    // E
+  int K = 0;                           // slots per token
+  const int32_t* experts = nullptr;    // [n_run] ids of the experts to run
+  const DeviceExpert* mats = nullptr;  // [n_run], mats[i] for experts[i]
+  int n_run = 0;
+  const int32_t* off = nullptr;    // [E + 1]
+  const int32_t* slots = nullptr;  // [n·K] grouped
+  const float* x = nullptr;        // [n][d] the MoE block's normed input
+  int64_t n = 0;
+  const float* wts = nullptr;     // [n·K] routing weights, or null (1)
+  const float* gate_b = nullptr;  // optional [E][F]
+  const float* up_b = nullptr;    // optional [E][F]
+  const float* down_b = nullptr;  // optional [E][d]
+  float* y = nullptr;             // [n·K][d]: rows of the run experts' slots are written, no other row
+};
+
+using DeviceTicket = uint64_t;
+
+// What a device holds: bytes in live buffers now, their peak, and its limit (0: none set).
+struct DeviceMemory {
+  uint64_t allocated = 0;
+  uint64_t peak = 0;
+  uint64_t budget = 0;
+  int64_t buffers = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const std::string& name() const = 0;  // llama.cpp's device names: "CPU", "Vulkan0", ...
+  virtual DeviceKind kind() const = 0;
+  virtual DeviceMemory memory() const = 0;
+
+  // Buffers. alloc errors name `what`, the size and what is left under the budget.
+  virtual Result<DeviceBuffer> alloc(size_t bytes, std::string_view what) = 0;
+  virtual void free(DeviceBuffer& b) = 0;  // b becomes empty; freeing an empty buffer is a no-op
+
+  // The queue. Errors (a buffer of another device or freed, a range outside the buffer) name the
+  // buffer, the range and its size; nothing is queued then.
+  virtual Result<DeviceTicket> upload(const DeviceBuffer& dst, size_t offset, const void* src,
+                                      size_t bytes) = 0;
+  virtual Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) = 0;
+  virtual Result<DeviceTicket> run_experts(const DeviceExpertWork& w) = 0;
+  virtual bool reached(DeviceTicket t) const = 0;
+  virtual Status wait(DeviceTicket t) = 0;
+};
+
+}  // namespace strata

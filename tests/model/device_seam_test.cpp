@@ -1,0 +1,184 @@
+// The device seam from the model's side: an expert source that places every odd expert of every
+// layer on a second device (its bytes uploaded into that device's buffers; the host sees no view of
+// them) gives logits bit-identical to the plain forward, for a prompt in one batch and token by
+// token, on fixture models of three MoE architectures (qwen3moe Q4_0, gpt-oss MXFP4 with expert
+// biases, deepseek4 MXFP4 with its shared expert and clamped SwiGLU): the MoE loop hands those
+// experts to the device and nothing else changes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "common/fixtures.h"
+#include "format/gguf.h"
+#include "format/tensor_names.h"
+#include "kernels/cpu_device.h"
+#include "model/arch.h"
+#include "model/hparams.h"
+
+namespace strata {
+namespace {
+
+// A device that counts the expert work it is handed (and otherwise is the CPU device).
+class CountingDevice final : public Device {
+ public:
+  explicit CountingDevice(ThreadPool& pool) : cpu_(pool, "CPU1") {}
+  const std::string& name() const override { return cpu_.name(); }
+  DeviceKind kind() const override { return cpu_.kind(); }
+  DeviceMemory memory() const override { return cpu_.memory(); }
+  Result<DeviceBuffer> alloc(size_t bytes, std::string_view what) override { return cpu_.alloc(bytes, what); }
+  void free(DeviceBuffer& b) override { cpu_.free(b); }
+  Result<DeviceTicket> upload(const DeviceBuffer& d, size_t o, const void* s, size_t n) override {
+    return cpu_.upload(d, o, s, n);
+  }
+  Result<DeviceTicket> download(void* d, const DeviceBuffer& s, size_t o, size_t n) override {
+    return cpu_.download(d, s, o, n);
+  }
+  Result<DeviceTicket> run_experts(const DeviceExpertWork& w) override {
+    ++calls;
+    experts += w.n_run;
+    return cpu_.run_experts(w);
+  }
+  bool reached(DeviceTicket t) const override { return cpu_.reached(t); }
+  Status wait(DeviceTicket t) override { return cpu_.wait(t); }
+  int64_t calls = 0, experts = 0;
+
+ private:
+  CpuDevice cpu_;
+};
+
+// Odd experts on `dev` (copied into its buffers at construction), even ones from the file.
+class OddExpertsOnDevice final : public ExpertSource {
+ public:
+  OddExpertsOnDevice(const GgufFile& f, int n_layer, Device& dev) : dev_(dev) {
+    for (int l = 0; l < n_layer; ++l) {
+      const TensorView* p[kRoutedExpertParts];
+      bool all = true;
+      for (int i = 0; i < kRoutedExpertParts; ++i) {
+        p[i] = f.find_tensor(blk_name(l, kRoutedExpertPartNames[i]));
+        all = all && p[i] != nullptr;
+      }
+      if (!all) continue;
+      for (int i = 0; i < kRoutedExpertParts; ++i) parts_[l][i] = *p[i];
+      for (int64_t e = 1; e < p[0]->ne[2]; e += 2) {
+        size_t bytes = 0;
+        for (const TensorView* t : p) bytes += t->nb[2];
+        auto b = dev.alloc(bytes, "expert");
+        if (!b.ok()) {
+          ADD_FAILURE() << b.message();
+          return;
+        }
+        Placed& pl = placed_[{l, static_cast<int>(e)}];
+        pl.buf = *b;
+        size_t o = 0;
+        DeviceMat* m[kRoutedExpertParts] = {&pl.mats.gate, &pl.mats.up, &pl.mats.down};
+        for (int i = 0; i < kRoutedExpertParts; ++i) {
+          const TensorView& t = *p[i];
+          auto tk = dev.upload(pl.buf, o, t.row(0, e), t.nb[2]);
+          EXPECT_TRUE(tk.ok() && dev.wait(*tk).ok());
+          *m[i] = DeviceMat{nullptr, o, t.nb[1], t.ne[0], t.ne[1], t.type};
+          o += t.nb[2];
+        }
+        uploaded += bytes;
+      }
+    }
+    for (auto& [key, pl] : placed_) pl.mats.gate.buf = pl.mats.up.buf = pl.mats.down.buf = &pl.buf;
+  }
+  ~OddExpertsOnDevice() override {
+    for (auto& [key, pl] : placed_) dev_.free(pl.buf);
+  }
+  void begin_step(int64_t) override {}
+  void end_step() override {}
+  void on_route(int, const float*, int64_t, const int32_t*, const float*, int) override {}
+  Result<ExpertViews> acquire(int layer, int e) override {
+    ExpertViews v;
+    auto it = placed_.find({layer, e});
+    if (it != placed_.end()) {
+      v.device = &dev_;
+      v.on_device = it->second.mats;  // v.gate / up / down stay empty: the host cannot compute it
+      return v;
+    }
+    v.gate = parts_.at(layer)[0].slice2d(e);
+    v.up = parts_.at(layer)[1].slice2d(e);
+    v.down = parts_.at(layer)[2].slice2d(e);
+    return v;
+  }
+  void release(int, int) override {}
+  uint64_t uploaded = 0;
+
+ private:
+  struct Placed {
+    DeviceBuffer buf;
+    DeviceExpert mats;
+  };
+  Device& dev_;
+  std::map<int, TensorView[kRoutedExpertParts]> parts_;
+  std::map<std::pair<int, int>, Placed> placed_;
+};
+
+std::vector<float> run(const Architecture& arch, ExpertSource* src, const std::vector<int32_t>& tokens,
+                       int chunk, ThreadPool& pool) {
+  const int V = arch.hparams().n_vocab, n = static_cast<int>(tokens.size());
+  std::vector<float> out(static_cast<size_t>(n) * V);
+  StateOptions so;
+  so.n_ctx = 64;
+  so.n_batch = chunk;
+  so.experts = src;
+  auto st = arch.new_state(so);
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return out;
+  for (int i = 0; i < n; i += chunk) {
+    const int m = std::min(chunk, n - i);
+    Status s = forward_one(arch, **st, std::span<const int32_t>(tokens.data() + i, m), i, true,
+                           out.data() + static_cast<size_t>(i) * V, pool);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (!s.ok()) break;
+  }
+  return out;
+}
+
+class DeviceSeam : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DeviceSeam, OddExpertsOnASecondDeviceKeepEveryBit) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto f = GgufFile::open(dir + "/models/" + GetParam());
+  ASSERT_TRUE(f.ok()) << f.message();
+  auto arch_name = (*f)->get_string("general.architecture");
+  ASSERT_TRUE(arch_name.ok()) << arch_name.message();
+  const ArchEntry* entry = arch_find(*arch_name);
+  ASSERT_NE(entry, nullptr);
+  auto arch = entry->make(**f);
+  ASSERT_TRUE(arch.ok()) << arch.message();
+  const HParams& hp = (*arch)->hparams();
+  ThreadPool pool(2);
+  CountingDevice dev(pool);
+  OddExpertsOnDevice src(**f, hp.n_layer, dev);
+  ASSERT_GT(src.uploaded, 0u);
+  EXPECT_EQ(dev.memory().allocated, src.uploaded);
+
+  std::vector<int32_t> tokens(12);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % hp.n_vocab);
+  const int n = static_cast<int>(tokens.size());
+  for (int chunk : {n, 1}) {
+    const auto ref = run(**arch, nullptr, tokens, chunk, pool);
+    const int64_t before = dev.experts;
+    const auto got = run(**arch, &src, tokens, chunk, pool);
+    EXPECT_GT(dev.experts, before) << "no expert reached the device";
+    EXPECT_EQ(std::memcmp(ref.data(), got.data(), sizeof(float) * ref.size()), 0)
+        << GetParam() << ": experts on the device changed the logits (chunk " << chunk << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DeviceSeam,
+                         ::testing::Values("tiny-qwen3moe-Q4_0.gguf", "tiny-gpt-oss-MXFP4.gguf",
+                                           "tiny-deepseek4-MXFP4_MOE.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           s = s.substr(5, s.size() - 10);  // "tiny-" … ".gguf"
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace strata
