@@ -75,6 +75,22 @@ WeightTraffic weight_traffic(const strata::Model& m) {
   return w;
 }
 
+// "read bandwidth: B GB/s (...)": the probe's best and each pattern's, for the text output.
+std::string membw_line(const strata::MembwResult& bw) {
+  std::string pats;
+  for (const strata::MembwPattern& p : bw.patterns) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%s%s %.2f", pats.empty() ? "" : ", ", p.name, p.bytes_per_s / 1e9);
+    pats += b;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "read bandwidth: %.2f GB/s (%s; patterns %s; %d threads, %s buffer, best of 5)\n",
+                bw.bytes_per_s / 1e9, bw.pattern, pats.c_str(), bw.threads,
+                strata::format_bytes(bw.buffer_bytes).c_str());
+  return line;
+}
+
 struct RunResult {
   std::vector<double> tok_s;
 };
@@ -166,6 +182,9 @@ int cmd_bench(int argc, char** argv) {
     j["membw_gbps"] = bw.bytes_per_s / 1e9;
     j["membw_threads"] = bw.threads;
     j["membw_buffer_bytes"] = bw.buffer_bytes;
+    j["membw_pattern"] = bw.pattern;
+    for (const strata::MembwPattern& pt : bw.patterns)
+      j["membw_patterns_gbps"][pt.name] = pt.bytes_per_s / 1e9;
     return bw;
   };
   // The probe runs on every core (the machine's best, whatever -t says) before the model is
@@ -180,8 +199,7 @@ int cmd_bench(int argc, char** argv) {
     if (json) {
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("read bandwidth: %.2f GB/s (%d threads, %s buffer, best of 5)\n", bw.bytes_per_s / 1e9,
-                  bw.threads, strata::format_bytes(bw.buffer_bytes).c_str());
+      std::fputs(membw_line(bw).c_str(), stdout);
     }
     return 0;
   }
@@ -322,8 +340,7 @@ int cmd_bench(int argc, char** argv) {
   };
   if (n_prompt > 0) row("pp", n_prompt, pps);
   if (n_gen > 0) row("tg", n_gen, tgs);
-  std::printf("read bandwidth: %.2f GB/s (%d threads, %s buffer, best of 5)\n", bw.bytes_per_s / 1e9,
-              bw.threads, strata::format_bytes(bw.buffer_bytes).c_str());
+  std::fputs(membw_line(bw).c_str(), stdout);
   if (n_gen > 0) {
     std::printf("tg weights: %s per token (%s)\n",
                 strata::format_bytes(static_cast<uint64_t>(wt.bytes_per_token)).c_str(), traffic_kind);

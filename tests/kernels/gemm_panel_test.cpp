@@ -77,14 +77,15 @@ TEST(GemmPanel, MatchesScalarVecDot) {
 }
 
 // Decode (gemv) and prefill (panel) of F16 weights give the same bits on AVX-512, also past the
-// panel's 1024-element K chunk (the gemv summed 2048-element segments until they were aligned).
+// panel's 1024-element K chunk (the gemv summed 2048-element segments until they were aligned),
+// with a last chunk of n % 16 != 0, and past the gemv's 8192-element activation pass.
 TEST(GemmPanel, F16PanelEqualsGemvBits) {
   if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "CPU lacks avx512";
   const KernelTraits& k = kernel_traits(GgmlType::f16, Isa::avx512);
   ASSERT_NE(k.gemm_panel, nullptr);
   ASSERT_NE(k.gemv, nullptr);
   const QuantRef& ref = *quant_ref(GgmlType::f16);
-  for (int64_t n : {512, 1024, 1040, 2048, 3000, 4096}) {
+  for (int64_t n : {512, 1024, 1040, 2048, 3000, 3001, 4096, 8192 + 1024 + 9}) {
     const int64_t nr = 9;
     const size_t rb = row_bytes(GgmlType::f16, n);
     std::vector<uint8_t> w(rb * nr), x(rb);

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -182,6 +183,12 @@ TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
   EXPECT_GT(dj["tg_tok_s"].get<double>(), 0.0);
   EXPECT_GT(dj["membw_gbps"].get<double>(), 0.0);
   EXPECT_GE(dj["membw_buffer_bytes"].get<uint64_t>(), 4u << 20);
+  // The probe's figure is its best pattern's, and it names that pattern.
+  double best = 0.0;
+  for (const auto& [name, gbps] : dj["membw_patterns_gbps"].items())
+    best = std::max(best, gbps.get<double>());
+  EXPECT_EQ(dj["membw_gbps"].get<double>(), best);
+  EXPECT_GT(dj["membw_patterns_gbps"][dj["membw_pattern"].get<std::string>()].get<double>(), 0.0);
   expect_one_line_error(strata("bench -m " + m + " -npl 1,x"), "-npl");
   expect_one_line_error(strata("bench -m " + m + " -npl 0"), "-npl 0");
   expect_one_line_error(strata("bench -m " + m + " --itl 200 -c 64"), "does not fit");

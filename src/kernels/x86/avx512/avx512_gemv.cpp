@@ -10,7 +10,7 @@
 //   Q4_0: nibbles 0..15 against signed x, each lane seeded with −8·Σx of its group;
 //   Q8_0: w ^ 0x80 = w + 128 against signed x, seeded with −128·Σx.
 // MXFP4 (17-byte blocks: groups would straddle) loads four blocks' quant bytes per register, see
-// below. F16 converts x to f32 once; BF16 uses VDPBF16PS.
+// below. BF16 uses VDPBF16PS; F16 is avx512_gemv_f16.cpp.
 // Each equals vec_dot per row up to f32 summation order.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -322,27 +322,9 @@ void mx_rows(const MxActs& xa, int64_t nb, const uint8_t* w, size_t ws, float* y
   }
 }
 
-// ---- F16 / BF16 ----
-// One row loop for both 16-bit float types, parameterised by the step: F16 widens 16 weights per
-// step to f32 against f32 activations (converted once per segment); BF16 takes 32 weights per
-// VDPBF16PS against the bf16 activations as they come.
-
-constexpr int64_t kF16Seg =
-    1024;  // f32 activations held per segment (4 KiB): the F16 panel's K chunk, so decode and prefill agree
-
-struct StepF16 {
-  using X = float;
-  static constexpr int64_t kN = 16;
-  static __m512 fma(__m512 acc, const uint16_t* w, const float* x) {
-    return _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))),
-                           _mm512_load_ps(x), acc);
-  }
-  // The last len < kN elements (x is zero-padded to kN).
-  static __m512 fma_tail(__m512 acc, const uint16_t* w, const float* x, int64_t len) {
-    const __mmask16 m = static_cast<__mmask16>((1u << len) - 1);
-    return _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w)), _mm512_load_ps(x), acc);
-  }
-};
+// ---- BF16 ----
+// The row loop, parameterised by the step: BF16 takes 32 weights per VDPBF16PS against the bf16
+// activations as they come. (F16: avx512_gemv_f16.cpp.)
 
 struct StepBF16 {
   using X = uint16_t;
@@ -424,23 +406,6 @@ void gemv_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void
     int64_t r = 0;
     for (; r + kR <= nr; r += kR) mx_rows<kR>(xa, seg, w0 + static_cast<size_t>(r) * ws, ws, y + r, add);
     for (; r < nr; ++r) mx_rows<1>(xa, seg, w0 + static_cast<size_t>(r) * ws, ws, y + r, add);
-  }
-}
-
-void gemv_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y) {
-  alignas(64) float xf[kF16Seg];
-  const uint16_t* xh = static_cast<const uint16_t*>(x);
-  for (int64_t k0 = 0; k0 < n; k0 += kF16Seg) {
-    const int64_t len = std::min(kF16Seg, n - k0);
-    int64_t i = 0;
-    for (; i + 16 <= len; i += 16)
-      _mm512_store_ps(xf + i,
-                      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k0 + i))));
-    if (i < len) {
-      const __mmask16 m = static_cast<__mmask16>((1u << (len - i)) - 1);
-      _mm512_store_ps(xf + i, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, xh + k0 + i)));
-    }
-    w16_gemv<StepF16>(xf, len, static_cast<const uint16_t*>(w) + k0, ws, nr, y, k0 > 0);
   }
 }
 

@@ -49,6 +49,7 @@ void gemm_bf16(int64_t n, const void* w, size_t ws, int nr, const void* const* x
 void gemv_q8_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 void gemv_q4_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 void gemv_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
+// avx512_gemv_f16.cpp: the F16 panel's bits with one token (gemv_invariant).
 void gemv_f16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 void gemv_bf16(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 // K-quant one-token products against Q8_K, bit-identical to vec_dot, avx512_gemv_k.cpp.
