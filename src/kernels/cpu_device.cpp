@@ -94,7 +94,7 @@ Result<DeviceTicket> CpuDevice::download(void* dst, const DeviceBuffer& src, siz
 }
 
 Result<DeviceTicket> CpuDevice::run_experts(const DeviceExpertWork& w) {
-  if (w.n_run < 0 || w.n_run > w.n_expert || w.K < 1 || w.n < 0 || w.d < 1 || w.F < 1)
+  if (w.n_run < 0 || w.n_run > w.n_expert || w.K < 1 || w.n < 0 || w.step.d < 1 || w.step.F < 1)
     return err("%s: run_experts on layer %d: %d experts of %d, K %d, %lld tokens", name_.c_str(), w.layer,
                w.n_run, w.n_expert, w.K, static_cast<long long>(w.n));
   if (w.n_run == 0 || w.n == 0) {
@@ -117,8 +117,9 @@ Result<DeviceTicket> CpuDevice::run_experts(const DeviceExpertWork& w) {
     STRATA_TRY(check_mat(m.gate, "gate"));
     STRATA_TRY(check_mat(m.up, "up"));
     STRATA_TRY(check_mat(m.down, "down"));
-    if (m.gate.in != w.d || m.up.in != w.d || m.gate.out != w.F || m.up.out != w.F || m.down.in != w.F ||
-        m.down.out != w.d || m.gate.type != w.mats[0].gate.type || m.up.type != w.mats[0].up.type ||
+    const int64_t d = w.step.d, F = w.step.F;
+    if (m.gate.in != d || m.up.in != d || m.gate.out != F || m.up.out != F || m.down.in != F ||
+        m.down.out != d || m.gate.type != w.mats[0].gate.type || m.up.type != w.mats[0].up.type ||
         m.down.type != w.mats[0].down.type)
       return err("%s: run_experts on layer %d: expert %d's matrices do not have the step's shapes and types",
                  name_.c_str(), w.layer, e);
@@ -127,21 +128,10 @@ Result<DeviceTicket> CpuDevice::run_experts(const DeviceExpertWork& w) {
     down[e] = host_mat(m.down);
   }
   ExpertFfn s;
-  s.d = w.d;
-  s.F = w.F;
-  s.act = w.act;
-  s.alpha = w.alpha;
-  s.limit = w.limit;
-  s.off = w.off;
-  s.slots = w.slots;
-  s.wts = w.wts;
-  s.gate_b = w.gate_b;
-  s.up_b = w.up_b;
-  s.down_b = w.down_b;
+  static_cast<ExpertFfnStep&>(s) = w.step;
   s.gate = gate;
   s.up = up;
   s.down = down;
-  s.y = w.y;
   const int e0 = w.experts[0];
   expert_ffn_prepare(s, gate[e0], up[e0], down[e0], w.x, w.n, w.K, E, pool_.size(), arena_);
   const ExpertFfnJob job{&s, w.experts, w.n_run};

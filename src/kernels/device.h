@@ -55,27 +55,20 @@ struct DeviceExpert {
 };
 
 // A subset of one MoE layer's routed experts over the tokens routed to them. Slots as in
-// kernels/expert_ffn.h: slot s = t·K + k; off [E + 1] / slots group them by expert. Host memory:
-// x, wts, the biases and y (a GPU device copies activations down and results up).
+// kernels/expert_ffn.h: slot s = t·K + k; step.off [E + 1] / step.slots group them by expert.
+// Host memory: x and every array of the step (a GPU device copies activations down and results
+// up).
 struct DeviceExpertWork {
   int layer = 0;
-  int64_t d = 0, F = 0;  // n_embd, the experts' n_ff
-  ExpertAct act = ExpertAct::expert_act_swiglu;
-  float alpha = 0.0f, limit = 0.0f;
+  ExpertFfnStep step;                  // d, F, activation, off [E + 1] / slots, wts, biases, y [n·K][d]
   int n_expert = 0;                    // E
   int K = 0;                           // slots per token
   const int32_t* experts = nullptr;    // [n_run] ids of the experts to run
   const DeviceExpert* mats = nullptr;  // [n_run], mats[i] for experts[i]
   int n_run = 0;
-  const int32_t* off = nullptr;    // [E + 1]
-  const int32_t* slots = nullptr;  // [n·K] grouped
-  const float* x = nullptr;        // [n][d] the MoE block's normed input
+  const float* x = nullptr;  // [n][d] the MoE block's normed input
   int64_t n = 0;
-  const float* wts = nullptr;     // [n·K] routing weights, or null (1)
-  const float* gate_b = nullptr;  // optional [E][F]
-  const float* up_b = nullptr;    // optional [E][F]
-  const float* down_b = nullptr;  // optional [E][d]
-  float* y = nullptr;             // [n·K][d]: rows of the run experts' slots are written, no other row
+  // step.y: rows of the run experts' slots are written, no other row.
 };
 
 using DeviceTicket = uint64_t;

@@ -40,24 +40,29 @@ struct ExpertMat {
 // Expert e of a {in, out, n_expert} stack (or the 2-D matrix itself, e = 0).
 ExpertMat expert_mat(const TensorView& v, int64_t e = 0);
 
-// One step's expert work: shapes, the grouping, the activation tables, the matrices of the experts
-// computed and the scratch. Built by expert_ffn_prepare (or expert_ffn_prepare_dense); the caller
-// fills gate / up / down [E] for the experts it runs (the slots' weights may come from anywhere:
-// mmapped, a tier slot, a device buffer mapped on the host).
-struct ExpertFfn {
+// What one step's expert work is, whoever computes it (the host's pool region, a device): shapes,
+// activation, the grouping of the slots, routing weights, biases and where the outputs go.
+struct ExpertFfnStep {
   int64_t d = 0, F = 0;
   ExpertAct act = ExpertAct::expert_act_swiglu;
   float alpha = 0.0f, limit = 0.0f;
-  const int32_t* off = nullptr;     // [E + 1]
-  const int32_t* slots = nullptr;   // grouped
-  const float* wts = nullptr;       // [n_slots] or null (weight 1)
-  const float* gate_b = nullptr;    // optional [E][F]
-  const float* up_b = nullptr;      // optional [E][F]
-  const float* down_b = nullptr;    // optional [E][d]
+  const int32_t* off = nullptr;    // [E + 1]
+  const int32_t* slots = nullptr;  // grouped
+  const float* wts = nullptr;      // [n_slots] or null (weight 1)
+  const float* gate_b = nullptr;   // optional [E][F]
+  const float* up_b = nullptr;     // optional [E][F]
+  const float* down_b = nullptr;   // optional [E][d]
+  float* y = nullptr;              // [n_slots][d] by slot
+};
+
+// The host's run of a step: the matrices of the experts computed, the activation tables and the
+// scratch. Built by expert_ffn_prepare (or expert_ffn_prepare_dense); the caller fills gate / up /
+// down [E] for the experts it runs (the weights may come from anywhere: mmapped, a tier slot, a
+// device buffer mapped on the host).
+struct ExpertFfn : ExpertFfnStep {
   const ExpertMat* gate = nullptr;  // [E], filled for the experts computed
   const ExpertMat* up = nullptr;
   const ExpertMat* down = nullptr;
-  float* y = nullptr;  // [n_slots][d] by slot
 
   // Filled by expert_ffn_prepare.
   const void** xg = nullptr;  // grouped: gate input row of the slot's token

@@ -193,22 +193,11 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
     // The step's fields of the work handed to devices that hold experts (kernels/device.h).
     DeviceExpertWork dw;
     dw.layer = layer;
-    dw.d = d;
-    dw.F = s.F;
-    dw.act = s.act;
-    dw.alpha = s.alpha;
-    dw.limit = s.limit;
+    dw.step = s;
     dw.n_expert = E;
     dw.K = K;
-    dw.off = off;
-    dw.slots = slots;
     dw.x = x;
     dw.n = n;
-    dw.wts = wts;
-    dw.gate_b = w.gate_exps_b;
-    dw.up_b = w.up_exps_b;
-    dw.down_b = w.down_exps_b;
-    dw.y = ybuf;
     // Experts already resident go first, in one pool region with the shared expert, while the
     // reads of the others are in flight; then the others, each region taking every expert whose
     // read has completed by then (wait_any). One region per batch rather than per expert (fewer
