@@ -108,50 +108,33 @@ void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int
 
 namespace {
 
-// R rows of one bf16 Linear output: one f32 accumulator per row, per input pair (2k, 2k+1) the
-// odd product first, then the even (one VDPBF16PS lane), then one rounding.
-template <int R>
-void dot_bf16_rows(const float* w, const float* const* x, int64_t n_in, float* const* y, int64_t o) {
-  float acc[R] = {};
+// One bf16 Linear output: one f32 accumulator, per input pair (2k, 2k+1) the odd product first,
+// then the even (one VDPBF16PS lane), then one rounding.
+float dot_bf16(const float* w, const float* x, int64_t n_in) {
+  float acc = 0.0f;
   int64_t i = 0;
-  for (; i + 1 < n_in; i += 2)
-    for (int r = 0; r < R; ++r) {
-      acc[r] = std::fma(w[i + 1], x[r][i + 1], acc[r]);
-      acc[r] = std::fma(w[i], x[r][i], acc[r]);
-    }
-  if (i < n_in)
-    for (int r = 0; r < R; ++r) acc[r] = std::fma(w[i], x[r][i], acc[r]);
-  for (int r = 0; r < R; ++r) y[r][o] = bf16r(acc[r]);
+  for (; i + 1 < n_in; i += 2) {
+    acc = std::fma(w[i + 1], x[i + 1], acc);
+    acc = std::fma(w[i], x[i], acc);
+  }
+  if (i < n_in) acc = std::fma(w[i], x[i], acc);
+  return bf16r(acc);
 }
 
 }  // namespace
 
 void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y) {
-  for (int64_t o = 0; o < n_out; ++o) dot_bf16_rows<1>(W + o * n_in, &x, n_in, &y, o);
+  for (int64_t o = 0; o < n_out; ++o) y[o] = dot_bf16(W + o * n_in, x, n_in);
 }
 
+// Weight row outer, batch rows inner: the row stays in L1 while every batch row uses it. (Blocking
+// rows into independent accumulator chains measured slower: without -mfma each std::fma is a libm
+// call, which spills the chains.)
 void linear_bf16_rows(ThreadPool& pool, const float* W, int64_t n_out, int64_t n_in, const float* X,
                       int64_t ldx, int64_t n_rows, float* Y, int64_t ldy) {
-  constexpr int kR = 4;  // rows sharing each weight load (independent accumulator chains)
   pool.parallel_for(n_out, [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) {
-      const float* w = W + o * n_in;
-      int64_t r = 0;
-      for (; r + kR <= n_rows; r += kR) {
-        const float* x[kR];
-        float* y[kR];
-        for (int k = 0; k < kR; ++k) {
-          x[k] = X + (r + k) * ldx;
-          y[k] = Y + (r + k) * ldy;
-        }
-        dot_bf16_rows<kR>(w, x, n_in, y, o);
-      }
-      for (; r < n_rows; ++r) {
-        const float* x = X + r * ldx;
-        float* y = Y + r * ldy;
-        dot_bf16_rows<1>(w, &x, n_in, &y, o);
-      }
-    }
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t r = 0; r < n_rows; ++r) Y[r * ldy + o] = dot_bf16(W + o * n_in, X + r * ldx, n_in);
   });
 }
 
