@@ -5,7 +5,7 @@
 #include "base/units.h"
 #include "memory/engram/engram_store.h"
 #include "memory/experts/expert_stats.h"
-#include "model/deepseek_v41/v41_arch.h"
+#include "model/arch.h"
 
 namespace strata::cli {
 
@@ -21,7 +21,7 @@ void EngramFlags::add(CLI::App& app) {
 }
 
 Status EngramFlags::apply(LoadOptions* lo, const std::string& model_path, const ExpertFlags& xf) const {
-  const bool dir = is_v41_checkpoint_dir(model_path);
+  const bool dir = is_checkpoint_dir(model_path);
   if (!budget.empty()) {
     if (!dir)
       return err("--engram-budget needs a DeepSeek-V4.1 checkpoint directory (-m DIR), not %s",

@@ -1,11 +1,14 @@
 #include "model/arch.h"
 
 #include <array>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "base/assert.h"
-
+#include "format/safetensors_dir.h"
 #include "model/deepseek4/ds4_arch.h"
+#include "model/engram_tiered.h"
 
 namespace strata {
 
@@ -13,12 +16,15 @@ namespace {
 
 // An explicit table rather than self-registering statics: arch files live in a static library,
 // and an object file nothing references would be dropped by the linker with its registrar.
+constexpr ArchSource kGguf = ArchSource::gguf, kDir = ArchSource::checkpoint_dir;
 const std::array kArchs = {
-    ArchEntry{"qwen3moe", &make_arch_qwen3moe, &kv_spec_qwen3moe},
-    ArchEntry{"llama", &make_arch_llama, &kv_spec_llama},
-    ArchEntry{"qwen2moe", &make_arch_qwen2moe, &kv_spec_qwen2moe},
-    ArchEntry{"gpt-oss", &make_arch_gpt_oss, &kv_spec_gpt_oss},
-    ArchEntry{"deepseek4", &make_arch_deepseek4, &kv_spec_deepseek4},
+    ArchEntry{"qwen3moe", kGguf, &make_arch_qwen3moe, &kv_spec_qwen3moe},
+    ArchEntry{"llama", kGguf, &make_arch_llama, &kv_spec_llama},
+    ArchEntry{"qwen2moe", kGguf, &make_arch_qwen2moe, &kv_spec_qwen2moe},
+    ArchEntry{"gpt-oss", kGguf, &make_arch_gpt_oss, &kv_spec_gpt_oss},
+    ArchEntry{"deepseek4", kGguf, &make_arch_deepseek4, &kv_spec_deepseek4},
+    ArchEntry{"deepseek_v41", kDir, nullptr, nullptr, &matches_deepseek_v41, &make_arch_deepseek_v41,
+              &kv_spec_deepseek_v41},
 };
 
 }  // namespace
@@ -46,27 +52,22 @@ Status forward_one(const Architecture& arch, ArchState& st, std::span<const int3
   return arch.forward(b, logits, pool);
 }
 
-Status forward_run_by_run(const Batch& b, int n_vocab, float* logits, float* discard,
-                          SeqForwardFn seq_forward) {
-  size_t k = 0;  // next entry of out_rows
-  for (const SeqRun& r : b.runs) {
-    size_t want = 0;
-    while (k + want < b.out_rows.size() && b.out_rows[k + want] < r.t0 + r.n) ++want;
-    const bool all = want == static_cast<size_t>(r.n), last = want == 1 && b.out_rows[k] == r.t0 + r.n - 1;
-    if (want != 0 && !all && !last)
-      return err("this architecture gives the logits of every token of a sequence's run or of its last one");
-    float* dst = want == 0 ? discard : logits + k * static_cast<size_t>(n_vocab);
-    STRATA_TRY(seq_forward(*r.state, b.tokens.subspan(static_cast<size_t>(r.t0), static_cast<size_t>(r.n)),
-                           r.pos0, all && r.n > 1, dst));
-    k += want;
-  }
-  return {};
+DirModel::DirModel() = default;
+DirModel::DirModel(DirModel&&) noexcept = default;
+DirModel& DirModel::operator=(DirModel&&) noexcept = default;
+DirModel::~DirModel() = default;
+
+const ArchEntry* arch_find(std::string_view name, ArchSource source) {
+  for (const ArchEntry& e : kArchs)
+    if (e.source == source && name == e.name) return &e;
+  return nullptr;
 }
 
-const ArchEntry* arch_find(std::string_view name) {
+std::string arch_names(ArchSource source) {
+  std::string s;
   for (const ArchEntry& e : kArchs)
-    if (name == e.name) return &e;
-  return nullptr;
+    if (e.source == source) s += std::string(s.empty() ? "" : ", ") + e.name;
+  return s;
 }
 
 Result<KvSpec> arch_kv_spec(const GgufFile& f) {
@@ -74,6 +75,32 @@ Result<KvSpec> arch_kv_spec(const GgufFile& f) {
   const ArchEntry* e = arch_find(arch);
   if (!e) return err("architecture '%s' is not supported", arch.c_str());
   return e->kv_spec(f);
+}
+
+bool is_checkpoint_dir(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json", ec);
+}
+
+const ArchEntry* arch_find_config(const nlohmann::json& config) {
+  for (const ArchEntry& e : kArchs)
+    if (e.source == ArchSource::checkpoint_dir && e.matches(config)) return &e;
+  return nullptr;
+}
+
+Result<const ArchEntry*> arch_find_config_text(const std::string& config_text, const std::string& source) {
+  const nlohmann::json j = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return err("%s: not a JSON object", source.c_str());
+  const ArchEntry* e = arch_find_config(j);
+  if (!e) {
+    const std::string mt = j.contains("model_type") && j["model_type"].is_string()
+                               ? "model_type '" + j["model_type"].get<std::string>() + "'"
+                               : std::string("no model_type");
+    return err("%s names no architecture strata loads from a checkpoint directory (%s; known: %s)",
+               source.c_str(), mt.c_str(), arch_names(ArchSource::checkpoint_dir).c_str());
+  }
+  return e;
 }
 
 }  // namespace strata

@@ -12,14 +12,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
+#include <string>
 #include <string_view>
 
-#include "base/function_ref.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_spec.h"
+#include "memory/engram/engram_store.h"
 #include "memory/experts/expert_source.h"
 #include "model/hparams.h"
 
@@ -27,6 +29,8 @@ namespace strata {
 
 struct Batch;
 class ArchState;
+class SafetensorsDir;    // format/safetensors_dir.h
+class TieredEngramRows;  // model/engram_tiered.h
 
 struct StateOptions {
   int n_ctx = 0;    // max positions of the sequence
@@ -91,38 +95,68 @@ class Architecture {
   virtual Status forward(const Batch& b, float* logits, ThreadPool& pool) const = 0;
 };
 
-// For an architecture whose step evaluates one sequence (deepseek_v41: its reference orders are
-// per sequence): the batch's runs in order through seq_forward(state, tokens, pos0, all_logits,
-// logits), which writes [n][n_vocab] when all_logits, else the last row. A run whose wanted rows
-// are neither all nor only the last is an error; a run that wants none writes its last row into
-// `discard` [n_vocab].
-using SeqForwardFn = FunctionRef<Status(ArchState& st, std::span<const int32_t> tokens, int64_t pos0,
-                                        bool all_logits, float* logits)>;
 // One sequence through the one forward: tokens at pos0.. of st (logits [n][n_vocab] when
 // all_logits, else the last row), for tests that hold an ArchState (Model::forward builds batches
 // from sessions).
 Status forward_one(const Architecture& arch, ArchState& st, std::span<const int32_t> tokens, int64_t pos0,
                    bool all_logits, float* logits, ThreadPool& pool);
 
-Status forward_run_by_run(const Batch& b, int n_vocab, float* logits, float* discard,
-                          SeqForwardFn seq_forward);
+// Where an architecture's checkpoint comes from: a GGUF file (found by general.architecture), or
+// a checkpoint directory — config.json + *.safetensors (+ whatever the architecture reads beside
+// them) — found by the entry whose `matches` accepts its config.json.
+enum class ArchSource { gguf, checkpoint_dir };
 
 using ArchFactory = Result<std::unique_ptr<Architecture>> (*)(const GgufFile& f);
 // The architecture's KV spec from the file's metadata alone (no tensor is bound): what
 // make(f)->kv_spec() returns, for the planner to price before loading.
 using ArchKvSpecFn = Result<KvSpec> (*)(const GgufFile& f);
 
+// Checkpoint directories. Options a directory architecture may use (the others stay GGUF-only).
+struct DirLoadOptions {
+  EngramStoreOptions engram;  // Engram tables: budget_bytes > 0 a tiered store, 0 resident
+};
+// What a directory factory hands the Model: the architecture and what must outlive it.
+struct DirModel {
+  std::unique_ptr<Architecture> arch;
+  std::unique_ptr<SafetensorsDir> dir;       // keeps the shards mapped
+  std::unique_ptr<TieredEngramRows> engram;  // the Engram store the forward reads (null: none / resident)
+  DirModel();
+  DirModel(DirModel&&) noexcept;
+  DirModel& operator=(DirModel&&) noexcept;
+  ~DirModel();
+};
+using DirMatchFn = bool (*)(const nlohmann::json& config);  // config.json names this architecture
+using DirFactory = Result<DirModel> (*)(const std::string& dir, const DirLoadOptions& o);
+// The KV spec from config.json's text alone (`source` names it in errors): what make_dir(...)
+// ->arch->kv_spec() returns, for `strata plan --config` / `inspect --kv`.
+using DirKvSpecFn = Result<KvSpec> (*)(const std::string& config_text, const std::string& source);
+
 struct ArchEntry {
-  const char* name;  // general.architecture
-  ArchFactory make;
-  ArchKvSpecFn kv_spec;
+  const char* name;  // general.architecture (GGUF) or hparams().arch (directory)
+  ArchSource source;
+  ArchFactory make = nullptr;  // gguf
+  ArchKvSpecFn kv_spec = nullptr;
+  DirMatchFn matches = nullptr;  // checkpoint_dir
+  DirFactory make_dir = nullptr;
+  DirKvSpecFn kv_spec_config = nullptr;
 };
 
 // All architectures strata knows (arch.cpp). Adding one = one file + one line in arch.cpp.
 std::span<const ArchEntry> arch_registry();
-const ArchEntry* arch_find(std::string_view name);
+// The entry of that name and source (null: none).
+const ArchEntry* arch_find(std::string_view name, ArchSource source = ArchSource::gguf);
+// The names of the entries of one source, comma separated (for error messages).
+std::string arch_names(ArchSource source);
 // The KV spec of a GGUF of a registered architecture (an error names an unknown one).
 Result<KvSpec> arch_kv_spec(const GgufFile& f);
+
+// True if `path` is a directory holding config.json (a checkpoint directory, not a GGUF).
+bool is_checkpoint_dir(const std::string& path);
+// The directory entry whose `matches` accepts this config.json (parsed JSON object); null: none.
+const ArchEntry* arch_find_config(const nlohmann::json& config);
+// The same from config.json's text: errors name `source` — not a JSON object, or no known
+// architecture (listing the directory architectures).
+Result<const ArchEntry*> arch_find_config_text(const std::string& config_text, const std::string& source);
 
 // Factories (one per arch_<name>.cpp).
 Result<std::unique_ptr<Architecture>> make_arch_qwen3moe(const GgufFile& f);
@@ -133,5 +167,8 @@ Result<KvSpec> kv_spec_qwen3moe(const GgufFile& f);
 Result<KvSpec> kv_spec_llama(const GgufFile& f);
 Result<KvSpec> kv_spec_qwen2moe(const GgufFile& f);
 Result<KvSpec> kv_spec_gpt_oss(const GgufFile& f);
+bool matches_deepseek_v41(const nlohmann::json& config);
+Result<DirModel> make_arch_deepseek_v41(const std::string& dir, const DirLoadOptions& o);
+Result<KvSpec> kv_spec_deepseek_v41(const std::string& config_text, const std::string& source);
 
 }  // namespace strata

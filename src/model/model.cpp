@@ -2,13 +2,13 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <vector>
 
 #include "format/safetensors_dir.h"
 #include "model/arch.h"
 #include "model/hparams.h"
 #include "model/engram_tiered.h"
-#include "model/deepseek_v41/v41_arch.h"
 
 namespace strata {
 
@@ -159,17 +159,22 @@ const EngramStore* Model::engram_store() const {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
   std::unique_ptr<Model> m(new Model());
-  if (is_v41_checkpoint_dir(path)) {
+  if (is_checkpoint_dir(path)) {
+    const std::string cfg_path = (std::filesystem::path(path) / "config.json").string();
+    auto text = read_text_file(cfg_path);
+    if (!text.ok()) return err_context("loading " + path, text.error());
+    auto e = arch_find_config_text(text.value(), cfg_path);
+    if (!e.ok()) return err_context("loading " + path, e.error());
     if (opts.experts.budget_bytes > 0 || opts.expert_stats)
       return err(
           "loading %s: the expert store options need a GGUF model (a checkpoint directory keeps its "
           "experts resident)",
           path.c_str());
-    auto v = load_deepseek_v41_dir(path, opts.engram);
-    if (!v.ok()) return err_context("loading " + path, v.error());
-    m->engram_ = std::move(v.value().engram);
-    m->st_dir_ = std::move(v.value().dir);
-    m->arch_ = std::move(v.value().arch);
+    auto d = e.value()->make_dir(path, DirLoadOptions{opts.engram});
+    if (!d.ok()) return err_context("loading " + path, d.error());
+    m->engram_ = std::move(d.value().engram);
+    m->st_dir_ = std::move(d.value().dir);
+    m->arch_ = std::move(d.value().arch);
     m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
     return m;
   }
@@ -181,12 +186,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
   auto arch_name = m->file_->get_string("general.architecture");
   if (!arch_name.ok()) return err_context("loading " + path, arch_name.error());
   const ArchEntry* e = arch_find(arch_name.value());
-  if (!e) {
-    std::string known;
-    for (const ArchEntry& a : arch_registry()) known += std::string(known.empty() ? "" : ", ") + a.name;
+  if (!e)
     return err("loading %s: architecture '%s' is not supported (known: %s)", path.c_str(),
-               arch_name.value().c_str(), known.c_str());
-  }
+               arch_name.value().c_str(), arch_names(ArchSource::gguf).c_str());
   auto arch = e->make(*m->file_);
   if (!arch.ok()) return err_context("loading " + path, arch.error());
   m->arch_ = std::move(arch).value();

@@ -1,6 +1,6 @@
 // The KV bill of DeepSeek-V4.1 ("CSA2", deepseek-v4.md §4.2 / §5.3; kv_bill.h): the config parsed
-// and its layer schedule derived by model/deepseek_v41/v41_config, the parts by v41_kv_spec, and
-// the bill's text section.
+// and its layer schedule derived by model/deepseek_v41/v41_config, the parts by the registry
+// entry's kv_spec_config (v41_kv_spec), and the bill's text section.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -8,15 +8,19 @@
 #include <cstdio>
 #include <initializer_list>
 
+#include <string_view>
+
+#include "model/arch.h"
 #include "model/deepseek_v41/v41_config.h"
-#include "model/deepseek_v41/v41_forward.h"
 #include "plan/kv_bill.h"
 
 namespace strata {
 
+// The architecture registry's checkpoint-directory entry decides (model/arch.cpp): the same
+// config.json match and KV spec as Model::load of the directory.
 bool kv_is_v41_config(const nlohmann::json& j) {
-  if (j.value("model_type", std::string()) == "deepseek_v41") return true;
-  return j.contains("kv_source_layers") || j.contains("kv_source_layer_ids");
+  const ArchEntry* e = arch_find_config(j);
+  return e && std::string_view(e->name) == "deepseek_v41";
 }
 
 Result<KvModelSpec> kv_spec_from_v41_config(const std::string& text, const std::string& source) {
@@ -27,7 +31,7 @@ Result<KvModelSpec> kv_spec_from_v41_config(const std::string& text, const std::
   s.family = KvFamily::deepseek_v41;
   s.n_layer = c.n_layers;
   s.n_ctx_train = c.max_seq_len;
-  s.kv = v41::v41_kv_spec(c);
+  STRATA_ASSIGN(s.kv, arch_find("deepseek_v41", ArchSource::checkpoint_dir)->kv_spec_config(text, source));
   s.n_swa = c.window;
   s.head_dim = c.head_dim;
   s.indexer_head_dim = c.idx_dim;

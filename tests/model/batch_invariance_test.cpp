@@ -1,11 +1,12 @@
 // Batch invariance (design.md principle 3): a sequence's logits are bit-identical whatever shares its
 // batches (alone, or beside 1 / 3 / 15 other sequences that prefill and decode at their own pace),
 // however its prompt is chunked (1, 7 or 512 tokens per step), and at 1 or 2 threads — on the
-// bundled model and every fixture architecture. Also: Model::forward's bad calls are errors that
-// append nothing.
+// bundled model, every fixture architecture and DeepSeek-V4.1 (a checkpoint directory). Also:
+// Model::forward's bad calls are errors that append nothing.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <random>
 
 #include "common/fixtures.h"
@@ -98,7 +99,7 @@ std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed) {
   return out;
 }
 
-void check_model(const std::string& path) {
+void check_model(const std::string& path, std::initializer_list<int> others_counts = {0, 1, 3, 15}) {
   SCOPED_TRACE(path);
   std::vector<float> ref;
   for (int threads : {1, 2}) {
@@ -108,7 +109,7 @@ void check_model(const std::string& path) {
     ASSERT_FALSE(ref.empty());
     const int V = (*m)->n_vocab();
     for (int chunk : {1, 7, 512})
-      for (int others : {0, 1, 3, 15}) {
+      for (int others : others_counts) {
         const auto got = run(**m, chunk, others, 1000u * chunk + others);
         ASSERT_EQ(got.size(), ref.size());
         for (size_t i = 0; i < got.size(); ++i)
@@ -130,6 +131,14 @@ TEST(BatchInvariance, FixtureArchitectures) {
                            "tiny-qwen3moe-Q8_0", "tiny-llama-moe-Q4_0", "tiny-gpt-oss-MXFP4",
                            "tiny-deepseek4-f32", "tiny-deepseek4-MXFP4_MOE"})
     check_model(dir + "/models/" + name + ".gguf");
+}
+
+// The deep fixture (its window ring wraps within the 26 positions; ratio-2 and ratio-1 CSA2
+// sources, Reuse / Reindex layers, the two-level selection, Engram; 8 experts top-2 grouped over
+// the batch) beside 0 and 2 other sequences: the scalar reference forward is slow, so fewer.
+TEST(BatchInvariance, DeepseekV41) {
+  STRATA_REQUIRE_FIXTURES_V41(root);
+  check_model(root + "/deep", {0, 2});
 }
 
 TEST(ModelForward, BadCallsAreErrorsThatAppendNothing) {

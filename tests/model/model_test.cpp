@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -220,6 +221,46 @@ TEST(ModelSession, HparamsAndRegistry) {
   for (const char* a : {"qwen3moe", "llama", "qwen2moe", "gpt-oss", "deepseek4"})
     EXPECT_NE(arch_find(a), nullptr) << a;
   EXPECT_EQ(arch_find("nope"), nullptr);
+  EXPECT_EQ(arch_find("deepseek_v41"), nullptr);  // not a GGUF architecture
+  EXPECT_NE(arch_find("deepseek_v41", ArchSource::checkpoint_dir), nullptr);
+}
+
+// Checkpoint directories go through the registry: config.json picks the entry; one naming no
+// known architecture, or not JSON, is a clear error.
+TEST(ModelSession, CheckpointDirectoryRegistry) {
+  const auto dir = std::filesystem::path(testing::binary_dir()) / "ckpt_dir_registry";
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& text) { std::ofstream(dir / "config.json") << text; };
+  write(R"({"model_type": "mamba", "hidden_size": 8})");
+  auto m = Model::load(dir.string(), {});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("names no architecture"), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find("model_type 'mamba'"), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find("deepseek_v41"), std::string::npos) << m.message();
+  write("[1, 2");
+  m = Model::load(dir.string(), {});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("not a JSON object"), std::string::npos) << m.message();
+  write(R"({"model_type": "deepseek_v41"})");  // found, then its own loader names what is missing
+  m = Model::load(dir.string(), {});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("config.json"), std::string::npos) << m.message();
+  const auto v = arch_find_config_text(R"({"kv_source_layers": [1]})", "x");
+  ASSERT_TRUE(v.ok());
+  EXPECT_STREQ(v.value()->name, "deepseek_v41");
+}
+
+TEST(ModelSession, DeepseekV41ThroughModelLoad) {
+  STRATA_REQUIRE_FIXTURES_V41(root);
+  auto m = Model::load(root + "/sparse", {});
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ((*m)->arch_name(), "deepseek_v41");
+  EXPECT_FALSE((*m)->has_gguf());
+  LoadOptions lo;
+  lo.expert_stats = true;
+  auto e = Model::load(root + "/sparse", lo);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("need a GGUF model"), std::string::npos) << e.message();
 }
 
 }  // namespace

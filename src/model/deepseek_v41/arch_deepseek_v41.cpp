@@ -1,8 +1,10 @@
 // deepseek_v41 (DeepSeek-V4.1-Flash): V4's mHC / sink attention / sqrt-softplus MoE with CSA2
 // (compressed KV shared across layers: Full / Reindex / Reuse, two-level indexer), single-pass
 // mHC hand-off and Engram n-gram memory (deepseek-v4.md §4). Blocks: model/v41_*.{h,cpp};
-// this file binds them to the Architecture interface and loads the checkpoint directory.
+// this file binds them to the Architecture interface, loads the checkpoint directory and gives
+// the registry its entry (matches / make_arch_deepseek_v41 / kv_spec_deepseek_v41).
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "format/safetensors_dir.h"
 #include "model/deepseek_v41/v41_arch.h"
@@ -21,19 +23,14 @@ class DeepseekV41 : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek_v41: n_ctx and n_batch must be >= 1");
-    auto st = std::make_unique<v41::V41State>(*m_, opts.n_ctx, opts.n_batch);
-    st->discard.resize(static_cast<size_t>(hp_.n_vocab));
-    return std::unique_ptr<ArchState>(std::move(st));
+    const auto* share = static_cast<const v41::V41State*>(opts.share_scratch);
+    if (share && share->n_batch != opts.n_batch)
+      return err("deepseek_v41: share_scratch has another n_batch");
+    return std::unique_ptr<ArchState>(std::make_unique<v41::V41State>(*m_, opts.n_ctx, opts.n_batch, share));
   }
 
-  // One sequence at a time (the reference's orders are per sequence).
   Status forward(const Batch& b, float* logits, ThreadPool& pool) const override {
-    float* discard = static_cast<v41::V41State&>(*b.runs[0].state).discard.data();
-    return forward_run_by_run(
-        b, hp_.n_vocab, logits, discard,
-        [&](ArchState& st, std::span<const int32_t> t, int64_t pos0, bool all, float* out) {
-          return v41::v41_forward(*m_, static_cast<v41::V41State&>(st), t, pos0, all, out, pool);
-        });
+    return v41::v41_forward(*m_, b, logits, pool);
   }
 
  private:
@@ -75,12 +72,6 @@ HParams generic_hparams(const v41::Config& c) {
 
 }  // namespace
 
-bool is_v41_checkpoint_dir(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_directory(path, ec) &&
-         std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json", ec);
-}
-
 Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
@@ -116,6 +107,28 @@ Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStor
   out.model = m.get();
   out.arch = std::make_unique<DeepseekV41>(generic_hparams(c), std::move(m));
   return out;
+}
+
+// The fixtures' configs (upstream ModelArgs) carry no model_type: the CSA2 source lists name it.
+bool matches_deepseek_v41(const nlohmann::json& j) {
+  if (j.contains("model_type") && j["model_type"].is_string() &&
+      j["model_type"].get<std::string>() == "deepseek_v41")
+    return true;
+  return j.contains("kv_source_layers") || j.contains("kv_source_layer_ids");
+}
+
+Result<DirModel> make_arch_deepseek_v41(const std::string& dir, const DirLoadOptions& o) {
+  STRATA_ASSIGN(V41Loaded v, load_deepseek_v41_dir(dir, o.engram));
+  DirModel d;
+  d.arch = std::move(v.arch);
+  d.dir = std::move(v.dir);
+  d.engram = std::move(v.engram);
+  return d;
+}
+
+Result<KvSpec> kv_spec_deepseek_v41(const std::string& config_text, const std::string& source) {
+  STRATA_ASSIGN(v41::Config c, v41::parse_config(config_text, source));
+  return v41::v41_kv_spec(c);
 }
 
 }  // namespace strata

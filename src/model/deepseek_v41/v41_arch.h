@@ -1,6 +1,7 @@
 // The deepseek_v41 (DeepSeek-V4.1-Flash) Architecture, loaded from an official-layout checkpoint
 // directory: config.json + *.safetensors (model.safetensors.index.json when sharded) +
-// engram_meta.json (when the config lists Engram layers). Model::load routes directories here.
+// engram_meta.json (when the config lists Engram layers). Its registry entry (model/arch.cpp,
+// source checkpoint_dir) is what Model::load finds for such a directory.
 #pragma once
 
 #include <memory>
@@ -26,8 +27,5 @@ struct V41Loaded {
 // that budget over the checkpoint file serves them (RAM tier when they fit, else the SSD tier
 // behind a row cache). 0: the tables are loaded with the weights (f32, resident).
 Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram = {});
-
-// True if `path` is a directory holding config.json (what Model::load should route here).
-bool is_v41_checkpoint_dir(const std::string& path);
 
 }  // namespace strata

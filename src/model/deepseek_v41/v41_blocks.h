@@ -1,9 +1,10 @@
 // Scalar building blocks of the V4.1 forward that carry the reference's exact rounding, split
-// out of v41_forward.cpp so each has a unit test against the equations (tests/model/v41_*).
+// out of the forward (v41_attention.cpp, v41_forward.cpp) so each has a unit test against the
+// equations (tests/model/v41_*).
 //
 //   pool_ratio2   ratio-2 compressor pooling: per channel d, w = softmax(g0[d], g1[d]) (f32),
 //                 out[d] = bf16(kv0[d]*w0 + kv1[d]*w1). (Ratio 1 has no pooling: the latent is
-//                 RMSNorm(wkv x), see v41_forward.cpp compress().)
+//                 RMSNorm(wkv x), see v41_attention.cpp compress().)
 //   attend_head   one head of the sparse attention kernel: s_j = (q.k_j)*scale (f32; q.k_j summed
 //                 in the BLAS order, dot_f32_blas: the reference's f32 einsum runs one
 //                 [heads x hd] x [hd x keys] sgemm per query; small_kernel =

@@ -1,8 +1,11 @@
-// DeepSeek-V4.1 forward over consecutive positions of one sequence (prefill and decode are the
-// same code). Within a layer, tokens are processed in order, so every cache a token reads
-// (window ring, compressed KV, index keys) holds exactly the positions <= its own: decode
-// computes the same function as the causal full forward (the README's "index-key fix" holds by
-// construction: a key owner's cache is always current before scoring).
+// DeepSeek-V4.1 forward over a batch of runs of any number of sequences (prefill and decode are
+// the same code). Per-token work that reads no cache (the Engram lookups, the mHC sites, the
+// attention projections, the MoE with routed experts grouped by expert, the head over the wanted
+// rows) runs over all rows of the batch; each sequence's tokens then go through its caches in
+// order within each layer (v41_attention.cpp), so every cache a token reads (window ring,
+// compressed KV, index keys) holds exactly the positions <= its own: decode computes the same
+// function as the causal full forward (the README's "index-key fix" holds by construction: a key
+// owner's cache is always current before scoring), and a row's bits never depend on the batch.
 //
 // Per-sequence state (V41State): a KvCache from v41_kv_spec —
 //   per layer: "window" ring of `window` rows (FP8-rounded K=V rows; tokens go one at a time);
@@ -11,8 +14,9 @@
 //     RoPE'd, FP4), and for ratio 2 "compressor_state_r2": the pending kv + score (f32) of an
 //     open group;
 //   and the token history (Engram n-grams look back max_ngram-1 tokens).
-// Per step: hc streams [n][hc][dim], the pre-mix handed between sites (single-pass mHC), and the
-// selections / candidate masks an index source publishes to the layers after it.
+// Step scratch (V41Scratch, lent by the step's first run): hc streams [n][hc][dim], the pre-mix
+// handed between sites (single-pass mHC), and the selections / candidate masks an index source
+// publishes to the layers after it, per batch row.
 #pragma once
 
 #include <cstdint>
@@ -55,9 +59,17 @@ struct V41LayerState {       // parts of V41State::kv (null: the layer owns none
   int64_t n_comp = 0;        // compressed rows written
 };
 
+struct V41Scratch {
+  std::vector<float> H;                                // [n_batch][hc][dim]
+  std::vector<float> pre;                              // [n_batch][hc]
+  std::vector<std::vector<std::vector<int32_t>>> sel;  // [layer][row] selected compressed rows
+  std::vector<std::vector<uint8_t>> cand;              // [row] candidate mask of the candidate layer
+};
+
 class V41State : public ArchState {
  public:
-  V41State(const V41Model& m, int n_ctx, int n_batch);
+  // share_scratch: borrow that state's step scratch (same model and n_batch), else own one.
+  V41State(const V41Model& m, int n_ctx, int n_batch, const V41State* share_scratch = nullptr);
   void reset() override;
   ArchMemory memory() const override { return {kv.bytes(), 0}; }
 
@@ -65,16 +77,11 @@ class V41State : public ArchState {
   std::vector<V41LayerState> layers;
   std::vector<int32_t> history;  // raw token ids, [n_past]
   int n_ctx, n_batch;
-  // step scratch
-  std::vector<float> H;                                // [n_batch][hc][dim]
-  std::vector<float> pre;                              // [n_batch][hc]
-  std::vector<std::vector<std::vector<int32_t>>> sel;  // [layer][token] selected compressed rows
-  std::vector<std::vector<uint8_t>> cand;              // [token] candidate mask of the candidate layer
-  std::vector<float> discard;                          // [vocab]: the last row of a run nobody wants
+  std::shared_ptr<V41Scratch> scratch;
 };
 
-// logits: [n][vocab] when all_logits, else [vocab] of the last token.
-Status v41_forward(const V41Model& m, V41State& st, std::span<const int32_t> tokens, int64_t pos0,
-                   bool all_logits, float* logits, ThreadPool& pool);
+// One step over a batch of any number of sequences (model/arch.h Batch; every run's state a
+// V41State, the first lending its scratch). logits: [out_rows][vocab].
+Status v41_forward(const V41Model& m, const Batch& b, float* logits, ThreadPool& pool);
 
 }  // namespace strata::v41

@@ -106,18 +106,45 @@ void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int
   for (int64_t o = 0; o < n_out; ++o) y[o] = dot_f32_blas(W + o * n_in, x, n_in, small);
 }
 
-void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y) {
-  for (int64_t o = 0; o < n_out; ++o) {
-    const float* w = W + o * n_in;
-    float acc = 0.0f;
-    int64_t i = 0;
-    for (; i + 1 < n_in; i += 2) {  // one VDPBF16PS lane: the odd product first, then the even
-      acc = std::fma(w[i + 1], x[i + 1], acc);
-      acc = std::fma(w[i], x[i], acc);
-    }
-    if (i < n_in) acc = std::fma(w[i], x[i], acc);
-    y[o] = bf16r(acc);
+namespace {
+
+// One bf16 Linear output: one f32 accumulator, per input pair (2k, 2k+1) the odd product first,
+// then the even (one VDPBF16PS lane), then one rounding.
+float dot_bf16(const float* w, const float* x, int64_t n_in) {
+  float acc = 0.0f;
+  int64_t i = 0;
+  for (; i + 1 < n_in; i += 2) {
+    acc = std::fma(w[i + 1], x[i + 1], acc);
+    acc = std::fma(w[i], x[i], acc);
   }
+  if (i < n_in) acc = std::fma(w[i], x[i], acc);
+  return bf16r(acc);
+}
+
+}  // namespace
+
+void linear_bf16(const float* W, const float* x, int64_t n_out, int64_t n_in, float* y) {
+  for (int64_t o = 0; o < n_out; ++o) y[o] = dot_bf16(W + o * n_in, x, n_in);
+}
+
+// Weight row outer, batch rows inner: the row stays in L1 while every batch row uses it. (Blocking
+// rows into independent accumulator chains measured slower: without -mfma each std::fma is a libm
+// call, which spills the chains.)
+void linear_bf16_rows(ThreadPool& pool, const float* W, int64_t n_out, int64_t n_in, const float* X,
+                      int64_t ldx, int64_t n_rows, float* Y, int64_t ldy) {
+  pool.parallel_for(n_out, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t r = 0; r < n_rows; ++r) Y[r * ldy + o] = dot_bf16(W + o * n_in, X + r * ldx, n_in);
+  });
+}
+
+void linear_f32_rows(ThreadPool& pool, const float* W, int64_t n_out, int64_t n_in, const float* X,
+                     int64_t ldx, int64_t n_rows, const int64_t* s_ref, float* Y, int64_t ldy) {
+  pool.parallel_for(n_out, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t r = 0; r < n_rows; ++r)
+        Y[r * ldy + o] = dot_f32_blas(W + o * n_in, X + r * ldx, n_in, f32_gemm_small(n_out, n_in, s_ref[r]));
+  });
 }
 
 float torch_sum_f32(const float* x, int64_t n) {

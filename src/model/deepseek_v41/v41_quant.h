@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "quant/fp8_fp4.h"
 
 namespace strata::v41 {
@@ -59,6 +60,13 @@ inline constexpr int64_t kF32GemmQ = 256;
 float dot_f32_blas(const float* a, const float* b, int64_t n, bool small);
 bool f32_gemm_small(int64_t n_out, int64_t n_in, int64_t s_ref);
 void linear_f32(const float* W, const float* x, int64_t n_out, int64_t n_in, int64_t s_ref, float* y);
+// The rows of a batch through one pass over W, each output bit-identical to the one-row call:
+// Y[r*ldy + o] = linear_bf16 / linear_f32 of X[r*ldx ..] (s_ref[r]: that row's reference
+// forward). Each weight row is read once for all rows; the outputs are split over the pool.
+void linear_bf16_rows(ThreadPool& pool, const float* W, int64_t n_out, int64_t n_in, const float* X,
+                      int64_t ldx, int64_t n_rows, float* Y, int64_t ldy);
+void linear_f32_rows(ThreadPool& pool, const float* W, int64_t n_out, int64_t n_in, const float* X,
+                     int64_t ldx, int64_t n_rows, const int64_t* s_ref, float* Y, int64_t ldy);
 // torch.sum over n contiguous f32 as torch 1.13's CPU kernel (AVX2) orders it: 8-lane vectors;
 // four vector accumulators, accumulator k taking vectors k, k+4, k+8, ... (a cascade of levels
 // every 16 rows for long inputs); leftover whole vectors into accumulator 0; accumulators folded
