@@ -1,11 +1,14 @@
-// The attention core, the one definition every architecture's attention calls: for query rows of
-// one sequence (tokens × heads), o = Σ_j softmax_j(scale·q·k_j) · v_j over each token's key set,
-// with an optional per-head sink logit that joins the max and the denominator:
+// The attention core, the one definition the architectures' attention calls (V4.1's reference
+// path keeps its own, see docs/design.md): for query rows of one sequence (tokens × heads),
+// o = Σ_j softmax_j(scale·q·k_j) · v_j over each token's key set, with an optional per-head sink
+// logit that joins the max and the denominator:
 //   M = max(max_j s_j, sink),  o = Σ_j e^(s_j − M) v_j / (e^(sink − M) + Σ_j e^(s_j − M)).
 // A token's key set is given as blocks of cache rows: up to kMaxRanges contiguous ranges of row
 // caches (the causal / sliding-window range of a K/V cache or a window ring, a run of compressed
 // entries), then a gathered list of rows of a cache (e.g. the indexer's selected compressed
 // entries). Cache rows hold n_head_kv heads; query head h reads kv head h / (n_head/n_head_kv).
+// The caller says which rows; a paged or quantized KV layer, or a device tier, is meant to hand
+// the same key sets (block ranges, gathered rows) to its own version of this loop.
 //
 // Blocked and one pass: a work item is (a block of tokens, one kv head, a run of its query heads);
 // each key block is read once per item while all its query rows pass over it, with an online
