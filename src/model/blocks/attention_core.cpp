@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "base/assert.h"
-#include "kernels/ops.h"
 #include "base/parallel.h"
+#include "kernels/ops.h"
 
 namespace strata {
 
