@@ -78,4 +78,14 @@ Result<const TensorView*> WeightBinder::optional(const std::string& name,
   return check(*t, shape, types);
 }
 
+Result<const TensorView*> WeightBinder::matrix(const std::string& name,
+                                               std::initializer_list<int64_t> shape) const {
+  return require(name, shape, types_matmul());
+}
+
+Result<const float*> WeightBinder::f32(const std::string& name, std::initializer_list<int64_t> shape) const {
+  STRATA_ASSIGN(const TensorView* t, require(name, shape, types_f32()));
+  return static_cast<const float*>(t->data);
+}
+
 }  // namespace strata

@@ -47,6 +47,11 @@ class WeightBinder {
   // As require(), but a missing tensor is nullptr (a present one is still checked).
   Result<const TensorView*> optional(const std::string& name, std::initializer_list<int64_t> shape,
                                      TypeSet types) const;
+  // The two kinds most weights are: a matrix the kernels multiply (require with types_matmul())
+  // and the values of an f32 tensor (norms, biases, sinks, mixing tables: require with
+  // types_f32(), its data).
+  Result<const TensorView*> matrix(const std::string& name, std::initializer_list<int64_t> shape) const;
+  Result<const float*> f32(const std::string& name, std::initializer_list<int64_t> shape) const;
   // Presence test without checks (to pick between layouts).
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
   const TensorView* find(const std::string& name) const { return f_.find_tensor(name); }

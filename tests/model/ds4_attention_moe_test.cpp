@@ -1,5 +1,5 @@
-// Sink attention, grouped output projection, sqrt-softplus routing and clamped SwiGLU vs
-// double-precision code written from deepseek-v4.md §2.3 and §2.4.
+// DeepSeek-V4's attention key sets (the softmax is attention_core_test's), sqrt-softplus and hash
+// routing vs double-precision code written from deepseek-v4.md §2.3 and §2.4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,67 +14,37 @@
 namespace strata::ds4 {
 namespace {
 
-using testing::max_rel_err;
 using testing::randn;
 
-std::vector<double> ref_attend(const std::vector<float>& q, int nh, int hd,
-                               const std::vector<const float*>& keys, double scale, const float* sinks) {
-  std::vector<double> out(size_t(nh) * hd, 0.0);
-  for (int h = 0; h < nh; ++h) {
-    std::vector<double> s;
-    for (auto* k : keys) {
-      double dot = 0;
-      for (int i = 0; i < hd; ++i) dot += double(q[h * hd + i]) * k[i];
-      s.push_back(dot * scale);
-    }
-    double den = sinks ? std::exp(double(sinks[h])) : 0.0;
-    for (double x : s) den += std::exp(x);
-    for (size_t j = 0; j < keys.size(); ++j)
-      for (int i = 0; i < hd; ++i) out[h * hd + i] += std::exp(s[j]) / den * keys[j][i];
-  }
-  return out;
-}
-
-TEST(Ds4Attention, SinkOnlyInDenominator) {
-  const int nh = 8, hd = 64, nw = 20, nc = 7;
-  auto q = randn(nh * hd, 51);
-  auto win = randn(nw * hd, 52);
-  auto comp = randn(nc * hd, 53);
-  auto sinks = randn(nh, 54, 2.0f);
-  std::vector<const float*> keys;  // window rows then compressed entries: one key list
-  for (int j = 0; j < nw; ++j) keys.push_back(win.data() + j * hd);
-  for (int j = 0; j < nc; ++j) keys.push_back(comp.data() + j * hd);
-  std::vector<float> out(nh * hd), scratch(keys.size());
-  const float scale = 1.0f / std::sqrt(float(hd));
-  attend_with_sink(q.data(), nh, hd, keys.data(), int64_t(keys.size()), scale, sinks.data(), scratch.data(),
-                   out.data());
-  auto ref = ref_attend(q, nh, hd, keys, scale, sinks.data());
-  EXPECT_LT(max_rel_err(out.data(), ref.data(), out.size()), 2e-6);
-  // without a sink it is the plain softmax; a very negative sink approaches it
-  attend_with_sink(q.data(), nh, hd, keys.data(), int64_t(keys.size()), scale, nullptr, scratch.data(),
-                   out.data());
-  ref = ref_attend(q, nh, hd, keys, scale, nullptr);
-  EXPECT_LT(max_rel_err(out.data(), ref.data(), out.size()), 2e-6);
-  // a huge sink swallows the mass (output -> 0) but never produces NaN
-  std::vector<float> big(nh, 80.0f);
-  attend_with_sink(q.data(), nh, hd, keys.data(), int64_t(keys.size()), scale, big.data(), scratch.data(),
-                   out.data());
-  for (float v : out) EXPECT_LT(std::fabs(v), 1e-20f);
-}
-
-TEST(Ds4Attention, GroupedOutputProjection) {
-  const int G = 4, ol = 16, nh = 8, hd = 64;
-  const int gin = nh * hd / G;
-  auto o = randn(nh * hd, 61);
-  auto wa = randn(size_t(G) * ol * gin, 62, 0.05f);
-  std::vector<float> z(G * ol);
-  grouped_out_a_f32(o.data(), wa.data(), G, ol, gin, z.data());
-  std::vector<double> ref(G * ol, 0.0);
-  for (int g = 0; g < G; ++g)  // group g = heads g*nh/G .. : contiguous slice of o
-    for (int r = 0; r < ol; ++r)
-      for (int i = 0; i < gin; ++i)
-        ref[g * ol + r] += double(wa[(size_t(g) * ol + r) * gin + i]) * o[g * gin + i];
-  EXPECT_LT(max_rel_err(z.data(), ref.data(), z.size()), 1e-5);
+// Which rows a query attends (README §6): window rows max(0, p − n_swa + 1) .. p; ratio 128 every
+// compressed entry j < floor((p+1)/128); ratio 4 the indexer's selection, as given.
+TEST(Ds4Attention, KeySets) {
+  const int hd = 8, n_swa = 128;
+  RowCache window(hd, n_swa + 4, /*ring=*/true), comp(hd, 8, false);
+  const int32_t sel[3] = {0, 5, 7};
+  AttnKeys k = ds4_keys(window, n_swa, nullptr, 0, 5, nullptr, 0);
+  ASSERT_EQ(k.n_ranges, 1);
+  EXPECT_EQ(k.ranges[0].k, &window);
+  EXPECT_EQ(k.ranges[0].v, &window);  // K = V
+  EXPECT_EQ(k.ranges[0].j0, 0);
+  EXPECT_EQ(k.ranges[0].j1, 6);
+  EXPECT_EQ(k.list.n, 0);
+  k = ds4_keys(window, n_swa, &comp, 128, 300, nullptr, 0);
+  ASSERT_EQ(k.n_ranges, 2);
+  EXPECT_EQ(k.ranges[0].j0, 300 - 128 + 1);
+  EXPECT_EQ(k.ranges[0].j1, 301);
+  EXPECT_EQ(k.ranges[1].k, &comp);
+  EXPECT_EQ(k.ranges[1].j0, 0);
+  EXPECT_EQ(k.ranges[1].j1, 2);  // floor(301 / 128)
+  EXPECT_EQ(ds4_keys(window, n_swa, &comp, 128, 254, nullptr, 0).ranges[1].j1, 1);
+  EXPECT_EQ(ds4_keys(window, n_swa, &comp, 128, 255, nullptr, 0).ranges[1].j1, 2);
+  EXPECT_EQ(k.count(), 128 + 2);
+  k = ds4_keys(window, n_swa, &comp, 4, 40, sel, 3);
+  ASSERT_EQ(k.n_ranges, 1);
+  EXPECT_EQ(k.list.k, &comp);
+  EXPECT_EQ(k.list.idx, sel);
+  EXPECT_EQ(k.list.n, 3);
+  EXPECT_EQ(k.count(), 41 + 3);
 }
 
 TEST(Ds4Moe, SqrtSoftplusScores) {

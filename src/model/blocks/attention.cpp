@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <new>
 
 #include "base/assert.h"
@@ -14,94 +13,11 @@ namespace strata {
 
 namespace {
 
-constexpr int64_t kKeyBlock = 64;       // keys per pass: a head's K and V block stay in L1
-constexpr int64_t kQueryBlock = 8;      // tokens per work item (fewer when the group is large)
-constexpr int64_t kMaxItemRows = 1024;  // query rows (tokens × group heads) per item
-
-// Queries t in [t0, t1) of the heads of kv head hk against their visible keys, key block by key
-// block (attention_core).
-void attend_item(const AttnConfig& c, const float* q, int64_t t0, int64_t t1, int hk, int64_t pos0,
-                 const RowCache& kc, const RowCache& vc, const float* sinks, float* o) {
-  const int group = c.n_head / c.n_head_kv, hdk = c.head_dim_k, hdv = c.head_dim_v;
-  const int64_t q_w = int64_t{c.n_head} * hdk, o_w = int64_t{c.n_head} * hdv;
-  float m[kMaxItemRows], l[kMaxItemRows], s[kKeyBlock];
-  const float* kp[kKeyBlock];  // the key block's K and V rows of kv head hk
-  const float* vp[kKeyBlock];
-  const float ninf = -std::numeric_limits<float>::infinity();
-  const OpsTable& ops = ops_table();  // the per-key kernels, without a dispatch per call
-  for (int64_t t = t0; t < t1; ++t)
-    for (int g = 0; g < group; ++g) {
-      const int64_t row = (t - t0) * group + g;
-      const int h = hk * group + g;
-      m[row] = sinks ? sinks[h] : ninf;  // the sink joins the max and adds exp(sink − max)
-      l[row] = sinks ? 1.0f : 0.0f;
-      float* oh = o + t * o_w + int64_t{h} * hdv;
-      std::fill(oh, oh + hdv, 0.0f);
-    }
-  auto first_key = [&](int64_t p) {
-    return c.window > 0 ? std::max<int64_t>(0, p - c.window + 1) : int64_t{0};
-  };
-  // Key blocks start at multiples of kKeyBlock whatever the query block, so each row meets its keys
-  // in the same blocks (the same online-softmax steps) however its sequence was chunked or batched.
-  const int64_t jlo = first_key(pos0 + t0) / kKeyBlock * kKeyBlock, jhi = pos0 + t1 - 1;
-  for (int64_t kb0 = jlo; kb0 <= jhi; kb0 += kKeyBlock) {
-    const int64_t kb1 = std::min(jhi + 1, kb0 + kKeyBlock);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t p = pos0 + t, a = std::max(kb0, first_key(p)), b = std::min(kb1 - 1, p);
-      if (a > b) continue;
-      const int64_t nk = b - a + 1;
-      for (int64_t j = a; j <= b; ++j) {
-        kp[j - a] = kc.row(j) + int64_t{hk} * hdk;
-        vp[j - a] = vc.row(j) + int64_t{hk} * hdv;
-      }
-      for (int g = 0; g < group; ++g) {
-        const int64_t row = (t - t0) * group + g;
-        const int h = hk * group + g;
-        const float* qh = q + t * q_w + int64_t{h} * hdk;
-        float mb = ninf;
-        ops.dot_f32_rows(qh, kp, nk, hdk, s);
-        for (int64_t j = 0; j < nk; ++j) {
-          s[j] *= c.scale;
-          mb = std::max(mb, s[j]);
-        }
-        float* oh = o + t * o_w + int64_t{h} * hdv;
-        if (mb > m[row]) {  // the running max grows: rescale what was accumulated
-          const float f = m[row] == ninf ? 0.0f : expf(m[row] - mb);
-          l[row] *= f;
-          for (int i = 0; i < hdv; ++i) oh[i] *= f;
-          m[row] = mb;
-        }
-        l[row] += ops.exp_shift_sum(s, nk, m[row]);  // s[j] = e^(s[j] − m)
-        ops.vec_add_scaled_rows(oh, vp, s, nk, hdv);
-      }
-    }
-  }
-  for (int64_t t = t0; t < t1; ++t)
-    for (int g = 0; g < group; ++g) {
-      const float inv = 1.0f / l[(t - t0) * group + g];
-      float* oh = o + t * o_w + int64_t{hk * group + g} * hdv;
-      for (int i = 0; i < hdv; ++i) oh[i] *= inv;
-    }
+AttnShape attn_shape(const AttnConfig& c, const float* sinks) {
+  return {c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v, c.scale, sinks};
 }
 
 }  // namespace
-
-void attention_core(const AttnConfig& c, const float* q, int64_t n, int64_t pos0, const RowCache& kc,
-                    const RowCache& vc, const float* sinks, float* o, ThreadPool& pool) {
-  STRATA_ASSERT(c.n_head_kv > 0 && c.n_head % c.n_head_kv == 0);
-  const int group = c.n_head / c.n_head_kv;
-  STRATA_ASSERT(group <= kMaxItemRows);
-  const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
-  const int64_t n_qb = (n + qb - 1) / qb, n_items = n_qb * c.n_head_kv;
-  const int64_t max_keys = c.window > 0 ? std::min<int64_t>(c.window, pos0 + n) : pos0 + n;
-  // Per-head work is tiny for short contexts: only wake the pool when it pays.
-  const int64_t work = n * c.n_head * max_keys * (c.head_dim_k + c.head_dim_v);
-  parallel_items(pool, n_items, work >= kMinParallelWork, [&](int64_t item, int) {
-    const int64_t b = item / c.n_head_kv;
-    const int hk = static_cast<int>(item % c.n_head_kv);
-    attend_item(c, q, b * qb, std::min(n, (b + 1) * qb), hk, pos0, kc, vc, sinks, o);
-  });
-}
 
 // One pool region for the whole block, items claimed in this order (each waits only on earlier
 // items, so a thread only ever waits for work another thread is already running):
@@ -109,12 +25,13 @@ void attention_core(const AttnConfig& c, const float* q, int64_t n, int64_t pos0
 //   then per kv head:
 //   2. q/k norm and RoPE of its heads, its K/V slices written to the cache rows (waits for the
 //      row blocks holding those heads)
-//   3. its attention items (query block, kv head) as attention_core (wait for its step 2; with
-//      one query block, as in decode, steps 2 and 3 are one item); the item that completes a
-//      query block's heads converts its o rows for the output weight
+//   3. its attention items (query block, kv head): attention_core.h's attend_rows over each
+//      query's causal / window range (wait for its step 2; with one query block, as in decode,
+//      steps 2 and 3 are one item); the item that completes a query block's heads converts its
+//      o rows for the output weight
 //   4. output projection row blocks (wait for every query block's conversion)
 // Each wait is a point where one thread may stall on the other, so there are few of them.
-// Every value is the same call on the same rows as the block-by-block path, so the result does
+// Every value is the same call on the same rows whatever thread runs it, so the result does
 // not depend on the thread count; decode's attention, too small for a region of its own, now
 // runs on both threads between the projections.
 void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
@@ -149,7 +66,8 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
   STRATA_ASSERT(covered == n);
   STRATA_ASSERT(n_kv > 0 && c.n_head % n_kv == 0);
   const int group = c.n_head / n_kv;
-  STRATA_ASSERT(group <= kMaxItemRows);
+  STRATA_ASSERT(group <= kAttnMaxRows);
+  const AttnShape shape = attn_shape(c, w.sinks);
 
   float* q = arena.alloc<float>(n * q_w);  // [n][n_head][hd_k]
   float* k = arena.alloc<float>(n * k_w);  // [n][n_head_kv][hd_k]
@@ -165,7 +83,7 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
   const LinearPlan proj(arena, &o_out, 1, o, n, 2 * int64_t{pool.size()});  // the region ends on these
 
   // Query blocks never cross a segment: block b covers rows [qb_t0[b], qb_t1[b]) of segment qb_seg[b].
-  const int64_t qb = std::clamp<int64_t>(kMaxItemRows / group, 1, kQueryBlock);
+  const int64_t qb = attn_query_block(shape);
   int64_t n_qb = 0;
   for (const AttnSegment& sg : segs) n_qb += (sg.n + qb - 1) / qb;
   int64_t* qb_t0 = arena.alloc<int64_t>(static_cast<size_t>(n_qb));
@@ -245,9 +163,10 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
       }
       const int64_t b = fused ? 0 : j - 1;
       const AttnSegment& sg = segs[qb_seg[b]];
-      // attend_item takes row t at position pos0 + t: the segment's rows start at sg.t0.
-      attend_item(c, q, qb_t0[b], qb_t1[b], hk, sg.pos0 - sg.t0, *kcs[qb_seg[b]], *vcs[qb_seg[b]], w.sinks,
-                  o);
+      AttnKeys keys[kAttnQueryBlock];  // row t of the block sits at position sg.pos0 + (t − sg.t0)
+      for (int64_t t = qb_t0[b]; t < qb_t1[b]; ++t)
+        keys[t - qb_t0[b]] = causal_keys(*kcs[qb_seg[b]], *vcs[qb_seg[b]], sg.pos0 + (t - sg.t0), c.window);
+      attend_rows(shape, q, qb_t0[b], qb_t1[b], hk * group, (hk + 1) * group, keys, o);
       // acq_rel: the last head's item sees every other head's o rows before converting them.
       if (attended[b].fetch_add(1, std::memory_order_acq_rel) + 1 == n_kv) {
         proj.convert(qb_t0[b], qb_t1[b]);

@@ -1,7 +1,8 @@
 // The shared multi-head attention block of the standard decoders (qwen3moe, llama, qwen2moe,
 // gpt-oss): projections (+ optional biases), optional per-head q/k RMSNorm, RoPE (NORM / NEOX,
 // YaRN), GQA, causal mask with an optional sliding window, optional per-head sinks, output
-// projection (+ optional bias). K and V rows are appended to the layer's KvLayer parts.
+// projection (+ optional bias). K and V rows are appended to the layer's KvLayer parts; the
+// attention itself is model/blocks/attention_core.h's (each query's causal / window key range).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "base/arena.h"
+#include "model/blocks/attention_core.h"
 
 namespace strata {
 
@@ -42,18 +44,6 @@ struct AttnConfig {
   float scale = 1.0f;
   float eps = 1e-6f;
 };
-
-// The attention core: o[t][h] = Σ_j softmax_j(scale·q[t][h]·k_j[h/group]) · v_j[h/group] over the
-// keys j visible from position pos0+t (causal; with cfg.window > 0 only pos0+t − j < window), a
-// per-head sink logit joining the max and the denominator when `sinks` is non-null.
-// Blocked and one pass: work items are (query block, kv head); each key block is read once per
-// item while all its query rows (block tokens × the group's heads) pass over it, with an online
-// softmax (running max and denominator per row, accumulators rescaled when the max grows) — no
-// scores row over the whole context. Decode (n = 1) is the same loop with one query per head.
-// q: [n][n_head·hd_k], o: [n][n_head·hd_v]; kc/vc rows hold n_head_kv heads, rows pos0+n−1 and
-// the visible earlier ones must be written.
-void attention_core(const AttnConfig& cfg, const float* q, int64_t n, int64_t pos0, const RowCache& kc,
-                    const RowCache& vc, const float* sinks, float* o, ThreadPool& pool);
 
 // A run of consecutive tokens of one sequence inside a multi-sequence batch: rows t0 .. t0+n-1 of
 // x / out sit at positions pos0 .. pos0+n-1 of the sequence whose cache is `kv`.

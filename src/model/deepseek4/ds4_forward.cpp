@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "model/deepseek4/ds4_attention.h"
 #include "model/deepseek4/ds4_indexer.h"
@@ -127,38 +128,37 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
     }
   }
 
-  // attention per token over window rows + visible / selected compressed entries
-  float* o = c.alloc<float>(n * nh * hd);
+  // the keys of each token (window rows + visible / selected compressed entries), then one
+  // attention over the batch's tokens (the core: blocked online softmax with the sink)
   const int64_t max_comp = r ? (c.pos0 + n) / r : 0;
-  const float** keys = c.alloc<const float*>(p.n_swa + max_comp + 1);
-  float* scratch = c.alloc<float>(p.n_swa + max_comp + 1);
+  const int64_t max_sel = r == 4 ? std::min<int64_t>(p.itopk, max_comp) : 0;
+  AttnKeys* keys = c.alloc<AttnKeys>(n);
+  int32_t* sel = c.alloc<int32_t>(n * max_sel + 1);  // [n][max_sel] the indexer's choices
   float* iscore = c.alloc<float>(max_comp + 1);
-  int32_t* sel = c.alloc<int32_t>(max_comp + 1);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const RowCache* comp = r != 0 ? &kvl.part(ls.comp) : nullptr;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = c.pos0 + t;
-    int64_t nk = 0;
-    for (int64_t j = std::max<int64_t>(0, pos - p.n_swa + 1); j <= pos; ++j) keys[nk++] = window.row(j);
-    if (r != 0) {
-      const int64_t vis = compressed_visible(pos, static_cast<int>(r));
-      RowCache& comp = kvl.part(ls.comp);
-      if (r == 128) {
-        for (int64_t j = 0; j < vis; ++j) keys[nk++] = comp.row(j);
-      } else if (vis > 0) {
-        RowCache& ik = kvl.part(ls.index);
-        // index keys are rows of a RowCache (not assumed contiguous): score one by one
-        for (int64_t j = 0; j < vis; ++j)
-          indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, ik.row(j), 1, p.ih, p.ihd, iscore + j);
-        const int64_t k = topk_indices(iscore, vis, p.itopk, sel);
-        std::sort(sel, sel + k);
-        for (int64_t i = 0; i < k; ++i) keys[nk++] = comp.row(sel[i]);
-      }
+    int32_t* chosen = sel + t * max_sel;
+    int64_t k = 0;
+    if (const int64_t vis = r == 4 ? compressed_visible(pos, 4) : 0; vis > 0) {
+      RowCache& ik = kvl.part(ls.index);
+      // index keys are rows of a RowCache (not assumed contiguous): score one by one
+      for (int64_t j = 0; j < vis; ++j)
+        indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, ik.row(j), 1, p.ih, p.ihd, iscore + j);
+      k = topk_indices(iscore, vis, p.itopk, chosen);
+      std::sort(chosen, chosen + k);
     }
-    float* ot = o + t * nh * hd;
-    attend_with_sink(q + t * nh * hd, static_cast<int>(nh), static_cast<int>(hd), keys, nk, scale,
-                     l.attn_sinks, scratch, ot);
-    rope_rows(rope, pos, ot, nh, hd, /*inverse=*/true);
+    new (&keys[t]) AttnKeys(ds4_keys(window, p.n_swa, comp, static_cast<int>(r), pos, chosen, k));
   }
+  float* o = c.alloc<float>(n * nh * hd);
+  const AttnShape shape{static_cast<int>(nh),
+                        1,
+                        static_cast<int>(hd),
+                        static_cast<int>(hd),
+                        1.0f / std::sqrt(static_cast<float>(hd)),
+                        l.attn_sinks};
+  attend(shape, q, n, std::span<const AttnKeys>(keys, static_cast<size_t>(n)), o, c.pool);
+  for (int64_t t = 0; t < n; ++t) rope_rows(rope, c.pos0 + t, o + t * nh * hd, nh, hd, /*inverse=*/true);
 
   // grouped low-rank output: z_g = wo_a[g] . o_g, y = wo_b . concat(z)
   const int64_t G = p.o_groups, gin = nh * hd / G, ol = p.o_lora;
@@ -268,9 +268,10 @@ KvSpec ds4_kv_spec(const Ds4Params& p) {
 uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch) {
   const int64_t d = p.n_embd;
   const uint64_t per_tok =
-      sizeof(float) *
-      static_cast<uint64_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim + 4 * int64_t{p.ih} * p.ihd +
-                            8 * p.n_expert + 8 * d + 2 * int64_t{p.n_used} * (d + p.n_ff_exp));
+      sizeof(float) * static_cast<uint64_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim +
+                                            4 * int64_t{p.ih} * p.ihd + 8 * p.n_expert + 8 * d +
+                                            2 * int64_t{p.n_used} * (d + p.n_ff_exp)) +
+      sizeof(AttnKeys) + sizeof(int32_t) * static_cast<uint64_t>(p.itopk);  // a token's keys, its top-k
   return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + (uint64_t{1} << 20));
 }
 

@@ -4,105 +4,93 @@ namespace strata::ds4 {
 
 namespace {
 
-const float* f32(const TensorView* t) {
-  return static_cast<const float*>(t->data);
-}
-
-struct Binder {
-  const WeightBinder& b;
-  Result<const TensorView*> mat(const std::string& name, std::initializer_list<int64_t> shape) const {
-    return b.require(name, shape, types_matmul());
-  }
-  Result<const float*> vec(const std::string& name, std::initializer_list<int64_t> shape) const {
-    STRATA_ASSIGN(const TensorView* t, b.require(name, shape, types_f32()));
-    return f32(t);
-  }
-};
-
-Status bind_site(const Binder& B, int il, const char* which, int64_t hcd, int64_t n_mix, Ds4HcSite* s) {
+Status bind_site(const WeightBinder& b, int il, const char* which, int64_t hcd, int64_t n_mix, Ds4HcSite* s) {
   const std::string p = std::string("hc_") + which + "_";
-  STRATA_ASSIGN(s->fn, B.vec(blk_name(il, (p + "fn.weight").c_str()), {hcd, n_mix}));
-  STRATA_ASSIGN(s->base, B.vec(blk_name(il, (p + "base.weight").c_str()), {n_mix}));
-  STRATA_ASSIGN(s->scale, B.vec(blk_name(il, (p + "scale.weight").c_str()), {3}));
+  STRATA_ASSIGN(s->fn, b.f32(blk_name(il, (p + "fn.weight").c_str()), {hcd, n_mix}));
+  STRATA_ASSIGN(s->base, b.f32(blk_name(il, (p + "base.weight").c_str()), {n_mix}));
+  STRATA_ASSIGN(s->scale, b.f32(blk_name(il, (p + "scale.weight").c_str()), {3}));
   return {};
 }
 
-Status bind_comp(const Binder& B, int il, const char* prefix, int64_t d, int64_t cw, int64_t width,
+Status bind_comp(const WeightBinder& b, int il, const char* prefix, int64_t d, int64_t cw, int64_t width,
                  int64_t ratio, Ds4Compressor* c) {
   const std::string p = prefix;
-  STRATA_ASSIGN(c->wkv, B.mat(blk_name(il, (p + "_kv.weight").c_str()), {d, cw}));
-  STRATA_ASSIGN(c->wgate, B.mat(blk_name(il, (p + "_gate.weight").c_str()), {d, cw}));
-  STRATA_ASSIGN(c->ape, B.vec(blk_name(il, (p + "_ape.weight").c_str()), {cw, ratio}));
-  STRATA_ASSIGN(c->norm, B.vec(blk_name(il, (p + "_norm.weight").c_str()), {width}));
+  STRATA_ASSIGN(c->wkv, b.matrix(blk_name(il, (p + "_kv.weight").c_str()), {d, cw}));
+  STRATA_ASSIGN(c->wgate, b.matrix(blk_name(il, (p + "_gate.weight").c_str()), {d, cw}));
+  STRATA_ASSIGN(c->ape, b.f32(blk_name(il, (p + "_ape.weight").c_str()), {cw, ratio}));
+  STRATA_ASSIGN(c->norm, b.f32(blk_name(il, (p + "_norm.weight").c_str()), {width}));
   return {};
 }
 
 }  // namespace
 
 Result<Ds4Weights> ds4_bind_weights(const GgufFile& f, Ds4Params& p) {
-  WeightBinder wb(f);
-  Binder B{wb};
+  const WeightBinder b(f);
   Ds4Weights w;
   const int64_t d = p.n_embd, hd = p.head_dim, hcd = int64_t{p.hc} * d, n_mix = p.n_mix();
-  const TensorView* te = wb.find("token_embd.weight");
+  const TensorView* te = b.find("token_embd.weight");
   if (!te) return err("tensor 'token_embd.weight': missing");
   p.n_vocab = static_cast<int>(te->ne[1]);
   const int64_t V = p.n_vocab;
-  STRATA_ASSIGN(w.token_embd, wb.require("token_embd.weight", {d, V}, types_embedding()));
-  STRATA_ASSIGN(w.output_norm, B.vec("output_norm.weight", {d}));
-  STRATA_ASSIGN(w.output, B.mat("output.weight", {d, V}));
-  STRATA_ASSIGN(w.head_fn, B.vec("output_hc_fn.weight", {hcd, p.hc}));
-  STRATA_ASSIGN(w.head_base, B.vec("output_hc_base.weight", {p.hc}));
-  STRATA_ASSIGN(w.head_scale, B.vec("output_hc_scale.weight", {1}));
+  STRATA_ASSIGN(w.token_embd, b.require("token_embd.weight", {d, V}, types_embedding()));
+  STRATA_ASSIGN(w.output_norm, b.f32("output_norm.weight", {d}));
+  STRATA_ASSIGN(w.output, b.matrix("output.weight", {d, V}));
+  STRATA_ASSIGN(w.head_fn, b.f32("output_hc_fn.weight", {hcd, p.hc}));
+  STRATA_ASSIGN(w.head_base, b.f32("output_hc_base.weight", {p.hc}));
+  STRATA_ASSIGN(w.head_scale, b.f32("output_hc_scale.weight", {1}));
   const int64_t E = p.n_expert, F = p.n_ff_exp, Fs = int64_t{p.n_ff_exp} * p.n_shared;
   if (p.n_shared < 1)
     return err("metadata key 'deepseek4.expert_shared_count' = 0: a shared expert is required");
   w.layers.resize(static_cast<size_t>(p.n_layer));
   for (int il = 0; il < p.n_layer; ++il) {
     Ds4Layer& l = w.layers[il];
-    STRATA_TRY(bind_site(B, il, "attn", hcd, n_mix, &l.hc_attn));
-    STRATA_TRY(bind_site(B, il, "ffn", hcd, n_mix, &l.hc_ffn));
-    STRATA_ASSIGN(l.attn_norm, B.vec(blk_name(il, "attn_norm.weight"), {d}));
-    STRATA_ASSIGN(l.attn_sinks, B.vec(blk_name(il, "attn_sinks.weight"), {p.n_head}));
-    STRATA_ASSIGN(l.wq_a, B.mat(blk_name(il, "attn_q_a.weight"), {d, p.q_lora}));
-    STRATA_ASSIGN(l.q_a_norm, B.vec(blk_name(il, "attn_q_a_norm.weight"), {p.q_lora}));
-    STRATA_ASSIGN(l.wq_b, B.mat(blk_name(il, "attn_q_b.weight"), {p.q_lora, int64_t{p.n_head} * hd}));
-    STRATA_ASSIGN(l.wkv, B.mat(blk_name(il, "attn_kv.weight"), {d, hd}));
-    STRATA_ASSIGN(l.kv_norm, B.vec(blk_name(il, "attn_kv_a_norm.weight"), {hd}));
+    STRATA_TRY(bind_site(b, il, "attn", hcd, n_mix, &l.hc_attn));
+    STRATA_TRY(bind_site(b, il, "ffn", hcd, n_mix, &l.hc_ffn));
+    STRATA_ASSIGN(l.attn_norm, b.f32(blk_name(il, "attn_norm.weight"), {d}));
+    STRATA_ASSIGN(l.attn_sinks, b.f32(blk_name(il, "attn_sinks.weight"), {p.n_head}));
+    STRATA_ASSIGN(l.wq_a, b.matrix(blk_name(il, "attn_q_a.weight"), {d, p.q_lora}));
+    STRATA_ASSIGN(l.q_a_norm, b.f32(blk_name(il, "attn_q_a_norm.weight"), {p.q_lora}));
+    STRATA_ASSIGN(l.wq_b, b.matrix(blk_name(il, "attn_q_b.weight"), {p.q_lora, int64_t{p.n_head} * hd}));
+    STRATA_ASSIGN(l.wkv, b.matrix(blk_name(il, "attn_kv.weight"), {d, hd}));
+    STRATA_ASSIGN(l.kv_norm, b.f32(blk_name(il, "attn_kv_a_norm.weight"), {hd}));
     const int64_t gin = int64_t{p.n_head} * hd / p.o_groups;
-    STRATA_ASSIGN(l.wo_a, B.mat(blk_name(il, "attn_output_a.weight"), {gin, int64_t{p.o_groups} * p.o_lora}));
-    STRATA_ASSIGN(l.wo_b, B.mat(blk_name(il, "attn_output_b.weight"), {int64_t{p.o_groups} * p.o_lora, d}));
+    STRATA_ASSIGN(l.wo_a,
+                  b.matrix(blk_name(il, "attn_output_a.weight"), {gin, int64_t{p.o_groups} * p.o_lora}));
+    STRATA_ASSIGN(l.wo_b,
+                  b.matrix(blk_name(il, "attn_output_b.weight"), {int64_t{p.o_groups} * p.o_lora, d}));
     const int r = p.ratios[il];
     if (r != 0) {
       const int64_t coff = r == 4 ? 2 : 1;
-      STRATA_TRY(bind_comp(B, il, "attn_compressor", d, coff * hd, hd, r, &l.comp));
+      STRATA_TRY(bind_comp(b, il, "attn_compressor", d, coff * hd, hd, r, &l.comp));
     }
     if (r == 4) {
-      STRATA_ASSIGN(l.idx_proj, B.mat(blk_name(il, "indexer.proj.weight"), {d, p.ih}));
+      STRATA_ASSIGN(l.idx_proj, b.matrix(blk_name(il, "indexer.proj.weight"), {d, p.ih}));
       STRATA_ASSIGN(l.idx_q_b,
-                    B.mat(blk_name(il, "indexer.attn_q_b.weight"), {p.q_lora, int64_t{p.ih} * p.ihd}));
-      STRATA_TRY(bind_comp(B, il, "indexer_compressor", d, 2 * int64_t{p.ihd}, p.ihd, 4, &l.idx_comp));
+                    b.matrix(blk_name(il, "indexer.attn_q_b.weight"), {p.q_lora, int64_t{p.ih} * p.ihd}));
+      STRATA_TRY(bind_comp(b, il, "indexer_compressor", d, 2 * int64_t{p.ihd}, p.ihd, 4, &l.idx_comp));
     }
-    STRATA_ASSIGN(l.ffn_norm, B.vec(blk_name(il, "ffn_norm.weight"), {d}));
-    STRATA_ASSIGN(l.gate_inp, wb.require(blk_name(il, kRouterWeight), {d, E}, types_f32()));
+    STRATA_ASSIGN(l.ffn_norm, b.f32(blk_name(il, "ffn_norm.weight"), {d}));
+    STRATA_ASSIGN(l.gate_inp, b.require(blk_name(il, kRouterWeight), {d, E}, types_f32()));
     if (il < p.n_hash) {
-      STRATA_ASSIGN(const TensorView* t, wb.require(blk_name(il, "ffn_gate_tid2eid.weight"), {p.n_used, V},
-                                                    TypeSet{GgmlType::i32}));
+      STRATA_ASSIGN(const TensorView* t, b.require(blk_name(il, "ffn_gate_tid2eid.weight"), {p.n_used, V},
+                                                   TypeSet{GgmlType::i32}));
       l.tid2eid = static_cast<const int32_t*>(t->data);
       for (int64_t i = 0; i < int64_t{p.n_used} * V; ++i)
         if (l.tid2eid[i] < 0 || l.tid2eid[i] >= E)
           return err("tensor '%s': expert id %d at token %lld is out of range [0, %lld)", t->name.c_str(),
                      l.tid2eid[i], (long long)(i / p.n_used), (long long)E);
     } else {
-      STRATA_ASSIGN(l.probs_b, B.vec(blk_name(il, "exp_probs_b.bias"), {E}));
+      STRATA_ASSIGN(l.probs_b, b.f32(blk_name(il, "exp_probs_b.bias"), {E}));
     }
     MoeWeights& mw = l.moe_w;
-    STRATA_ASSIGN(mw.gate_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E}));
-    STRATA_ASSIGN(mw.up_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}));
-    STRATA_ASSIGN(mw.down_exps, B.mat(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E}));
-    STRATA_ASSIGN(mw.gate_shexp, B.mat(blk_name(il, "ffn_gate_shexp.weight"), {d, Fs}));
-    STRATA_ASSIGN(mw.up_shexp, B.mat(blk_name(il, "ffn_up_shexp.weight"), {d, Fs}));
-    STRATA_ASSIGN(mw.down_shexp, B.mat(blk_name(il, "ffn_down_shexp.weight"), {Fs, d}));
+    STRATA_ASSIGN(mw.gate_exps,
+                  b.matrix(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E}));
+    STRATA_ASSIGN(mw.up_exps, b.matrix(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}));
+    STRATA_ASSIGN(mw.down_exps,
+                  b.matrix(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E}));
+    STRATA_ASSIGN(mw.gate_shexp, b.matrix(blk_name(il, "ffn_gate_shexp.weight"), {d, Fs}));
+    STRATA_ASSIGN(mw.up_shexp, b.matrix(blk_name(il, "ffn_up_shexp.weight"), {d, Fs}));
+    STRATA_ASSIGN(mw.down_shexp, b.matrix(blk_name(il, "ffn_down_shexp.weight"), {Fs, d}));
     MoeConfig& mc = l.moe_cfg;
     mc.n_embd = p.n_embd;
     mc.n_expert = p.n_expert;
