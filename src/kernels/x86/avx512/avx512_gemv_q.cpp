@@ -59,25 +59,20 @@ inline __m512i reduce4(const __m512i (&p)[4]) {
 }
 
 // 2^(e−128) (quant/fp8_fp4's e8m0_to_f32_half) for 16 exponents, as the panel converts them.
-inline __m512 e8m0_half16(__m128i e8) {
-  const __m512i e = _mm512_cvtepu8_epi32(e8);
+inline __m512 e8m0_half16(__m512i e) {
   const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
   const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
   const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub));
 }
 
-// Per type: the block, the offset of its unsigned quants, its scale (Scale: the stored form,
-// gathered per row; scales(): 16 of them as f32) and dots(): the 16 rows' Σ u·x for one block at
+// Per type: the block, the offset of its unsigned quants, scales(): the 16 rows' block scales as
+// f32 from the dwords at their blocks' starts, and dots(): the 16 rows' Σ u·x for one block at
 // byte offset off of every row.
 struct GQ8_0 {
   using Block = BlockQ8_0;
-  using Scale = uint16_t;
   static constexpr int kOffset = 128;
-  static Scale scale(const uint8_t* b) { return reinterpret_cast<const Block*>(b)->d; }
-  static __m512 scales(const Scale* s) {
-    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s)));
-  }
+  static __m512 scales(__m512i h) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)); }
   static __m512i dots(const uint8_t* const* rp, size_t off, const BlockQ8_0& xb) {
     const __m512i x = _mm512_broadcast_i64x4(load256(reinterpret_cast<const uint8_t*>(xb.qs)));
     const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -129,27 +124,19 @@ struct Nibbles {
 };
 
 struct GQ4_0 : Nibbles<GQ4_0, BlockQ4_0> {
-  using Scale = uint16_t;
   static constexpr int kOffset = 8;  // value = nibble − 8
   static __m512i map(__m512i nib) { return nib; }
-  static Scale scale(const uint8_t* b) { return reinterpret_cast<const Block*>(b)->d; }
-  static __m512 scales(const Scale* s) {
-    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s)));
-  }
+  static __m512 scales(__m512i h) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)); }
 };
 
 struct GMxfp4 : Nibbles<GMxfp4, BlockMxfp4> {
-  using Scale = uint8_t;
   static constexpr int kOffset = 12;  // doubled E2M1 + 12, scale 2^(e−128)
   static __m512i map(__m512i nib) {
     const __m512i lut =
         _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
     return _mm512_shuffle_epi8(lut, nib);
   }
-  static Scale scale(const uint8_t* b) { return reinterpret_cast<const Block*>(b)->e; }
-  static __m512 scales(const Scale* s) {
-    return e8m0_half16(_mm_load_si128(reinterpret_cast<const __m128i*>(s)));
-  }
+  static __m512 scales(__m512i e) { return e8m0_half16(_mm512_and_si512(e, _mm512_set1_epi32(0xff))); }
 };
 
 // Per activation block of a segment: its scale and −kOffset·Σx (the panel's Side).
@@ -165,25 +152,17 @@ inline int32_t block_sum(const BlockQ8_0& b) {
 }
 
 // One group of rows (rp: 16 row pointers at the segment's first block, rows past the group
-// repeating its last) over the segment's nb blocks; y[l] (+)= lane l under mask m. The rows' scales
-// are gathered kAhead blocks before their block is computed (scalar loads and stores in between the
-// vector work, long retired when the scales are read back as one vector), and every other block
-// prefetches the 16 rows kPrefetch blocks ahead, running on into the next group's rows at the end.
+// repeating its last; rows: their offsets from rp[0], for the gather of the rows' block scales) over
+// the segment's nb blocks; y[l] (+)= lane l under mask m. Every other block prefetches the 16 rows
+// kPrefetch blocks ahead, running on into the next group's rows at the end.
 template <class G>
-void group(const uint8_t* const* rp, size_t ws, int nb, const BlockQ8_0* x, const Side& s, float* y,
-           __mmask16 m, bool first) {
+void group(const uint8_t* const* rp, __m512i rows, size_t ws, int nb, const BlockQ8_0* x, const Side& s,
+           float* y, __mmask16 m, bool first) {
   using Block = typename G::Block;
-  constexpr int kAhead = 4, kRing = 8, kPrefetch = 8;
+  constexpr int kPrefetch = 8;
   constexpr size_t B = sizeof(Block);
-  alignas(64) typename G::Scale sc[kRing][kRows];
-  auto gather = [&](int k) {
-#pragma GCC unroll 16
-    for (int l = 0; l < kRows; ++l) sc[k % kRing][l] = G::scale(rp[l] + k * B);
-  };
-  for (int k = 0; k < std::min(kAhead, nb); ++k) gather(k);
   __m512 acc = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y);
   for (int k = 0; k < nb; ++k) {
-    if (k + kAhead < nb) gather(k + kAhead);
     if (k % 2 == 0) {
       const int kp = k + kPrefetch;
       const size_t pf = kp < nb ? kp * B : kRows * ws + (kp - nb) * B;
@@ -191,8 +170,8 @@ void group(const uint8_t* const* rp, size_t ws, int nb, const BlockQ8_0* x, cons
       for (int l = 0; l < kRows; ++l) _mm_prefetch(reinterpret_cast<const char*>(rp[l] + pf), _MM_HINT_T0);
     }
     const __m512i isum = _mm512_add_epi32(G::dots(rp, k * B, x[k]), _mm512_set1_epi32(s.c[k]));
-    const __m512 d = _mm512_mul_ps(G::scales(sc[k % kRing]), _mm512_set1_ps(s.xd[k]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc);
+    const __m512 dw = G::scales(_mm512_i32gather_epi32(rows, rp[0] + k * B, 1));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(s.xd[k])), acc);
   }
   _mm512_mask_storeu_ps(y, m, acc);
 }
@@ -216,7 +195,11 @@ void gemv_q32(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, fl
       for (int l = 0; l < kRows; ++l)
         rp[l] = at(w, static_cast<size_t>(r0 + std::min(l, rows - 1)) * ws + off);
       const __mmask16 m = static_cast<__mmask16>((1u << rows) - 1);
-      group<G>(rp, ws, seg, xb + k0, side, y + r0, m, k0 == 0);
+      const __m512i ro = _mm512_mullo_epi32(
+          _mm512_min_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(rows - 1)),
+          _mm512_set1_epi32(static_cast<int32_t>(ws)));
+      group<G>(rp, ro, ws, seg, xb + k0, side, y + r0, m, k0 == 0);
     }
   }
 }
