@@ -31,7 +31,7 @@ namespace strata::x86::avx512 {
 namespace {
 
 constexpr int kRows = 16;  // rows per group: one register of lanes
-constexpr int kSeg = 256;  // activation blocks whose sums and scales are held per segment
+constexpr int kSeg = 64;   // activation blocks whose sums and scales are held per segment (2048 elements)
 
 inline const uint8_t* at(const void* p, size_t off) {
   return static_cast<const uint8_t*>(p) + off;
