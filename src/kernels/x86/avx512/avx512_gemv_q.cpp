@@ -160,7 +160,7 @@ template <class G>
 void group(const uint8_t* const* rp, __m512i rows, size_t ws, int nb, const BlockQ8_0* x, const Side& s,
            float* y, __mmask16 m, bool first) {
   using Block = typename G::Block;
-  constexpr int kPrefetch = 8;
+  constexpr int kPrefetch = 32;
   constexpr size_t B = sizeof(Block);
   __m512 acc = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y);
   for (int k = 0; k < nb; ++k) {
