@@ -36,9 +36,14 @@ void fill_avx512(KernelTraits* t) {
   at(GgmlType::q4_k).gemm_panel = avx512::gemm_panel_q4_k_q8_k;
   at(GgmlType::q6_k).gemm_panel = avx512::gemm_panel_q6_k_q8_k;
   // The table starts from AVX2's: no AVX2 gemv's claim holds for the AVX-512 gemvs set above.
-  // F16's gemv sums in the panel's 1024-element chunks (GemmPanel.F16PanelEqualsGemvBits).
+  // The gemvs with the bits of the many-token path (tests/kernels batch_invariance_test): the
+  // 32-element block types (lanes = rows, per block the exact integer dot, then fma with dw·dx, as
+  // the panel), F16 (the panel's 1024-element chunks), BF16 (the tiles' VDPBF16PS chain per row)
+  // and the K-quants (bit-identical to vec_dot, as their panels and tiles).
   for (size_t i = 0; i < static_cast<size_t>(GgmlType::count); ++i) t[i].gemv_invariant = false;
-  at(GgmlType::f16).gemv_invariant = true;
+  for (GgmlType ty : {GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4, GgmlType::f16, GgmlType::bf16,
+                      GgmlType::q4_k, GgmlType::q6_k})
+    at(ty).gemv_invariant = true;
 }
 
 }  // namespace strata::x86
