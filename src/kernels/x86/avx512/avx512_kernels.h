@@ -46,7 +46,7 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int nr, const void* const* x,
 void gemm_bf16(int64_t n, const void* w, size_t ws, int nr, const void* const* x, int nt, float* const* y);
 
 // One-token products (kernels/traits.h GemvFn): the 32-element block types with the panel's bits,
-// avx512_gemv_q.cpp; F16 / BF16, avx512_gemv.cpp.
+// avx512_gemv_q.cpp; F16, avx512_gemv_f16.cpp; BF16, avx512_gemv.cpp.
 void gemv_q8_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 void gemv_q4_0_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 void gemv_mxfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
