@@ -32,6 +32,7 @@ uint64_t session_scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, in
     p.head_dim = m.head_dim_k;
     p.ih = m.n_indexer_head;
     p.ihd = m.indexer_head_dim;
+    p.itopk = m.indexer_top_k;
     p.n_expert = m.n_expert;
     p.n_used = m.n_expert_used;
     p.n_ff_exp = m.n_ff_exp;

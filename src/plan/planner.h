@@ -62,7 +62,7 @@ struct PlanModel {
   int n_head = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
   int n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0, n_ff = 0;
   int n_moe_layers = 0;
-  int hc = 0, n_indexer_head = 0, indexer_head_dim = 0;  // deepseek4
+  int hc = 0, n_indexer_head = 0, indexer_head_dim = 0, indexer_top_k = 0;  // deepseek4
   uint64_t class_bytes[plan_class_count] = {};
   uint64_t class_params[plan_class_count] = {};
   uint64_t expert_bytes = 0;  // one expert's gate+up+down (the largest layer's)

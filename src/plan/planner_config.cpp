@@ -96,6 +96,7 @@ Status deepseek_v4(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   STRATA_ASSIGN(int64_t ol, c.req("o_lora_rank"));
   STRATA_ASSIGN(int64_t ih, c.req("index_n_heads"));
   STRATA_ASSIGN(int64_t ihd, c.req("index_head_dim"));
+  STRATA_ASSIGN(int64_t itopk, c.opt("index_topk", 0));
   STRATA_ASSIGN(int64_t hc, c.opt("hc_mult", 4));
   STRATA_ASSIGN(int64_t n_shared, c.opt("n_shared_experts", 1));
   STRATA_ASSIGN(int64_t n_hash, c.opt("num_hash_layers", 0));
@@ -106,6 +107,7 @@ Status deepseek_v4(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   m.hc = static_cast<int>(hc);
   m.n_indexer_head = static_cast<int>(ih);
   m.indexer_head_dim = static_cast<int>(ihd);
+  m.indexer_top_k = static_cast<int>(itopk);
   m.n_ff_shexp = static_cast<int>(m.n_ff_exp * std::max<int64_t>(1, n_shared));
   const int64_t d = m.n_embd, V = m.n_vocab, E = m.n_expert, F = m.n_ff_exp, Fs = m.n_ff_shexp;
   const int64_t hcd = hc * d;
@@ -162,6 +164,7 @@ Status deepseek_v41(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   STRATA_ASSIGN(int64_t og, c.req("o_groups"));
   STRATA_ASSIGN(int64_t ol, c.req("o_lora_rank"));
   STRATA_ASSIGN(int64_t ih, any_of(c, {"index_n_heads"}, false));
+  STRATA_ASSIGN(int64_t itopk, any_of(c, {"index_topk"}, false));
   STRATA_ASSIGN(int64_t hc, any_of(c, {"hc_mult"}, false, 4));
   STRATA_ASSIGN(int64_t n_shared, any_of(c, {"n_shared_experts"}, false, 1));
   if (og <= 0 || (m.n_head * hd) % og != 0)
@@ -174,6 +177,7 @@ Status deepseek_v41(const Ctx& c, const PlanTypes& ty, PlanModel& m) {
   m.hc = static_cast<int>(hc);
   m.n_indexer_head = static_cast<int>(ih);
   m.indexer_head_dim = static_cast<int>(ihd);
+  m.indexer_top_k = static_cast<int>(itopk);
   m.n_ff_shexp = static_cast<int>(m.n_ff_exp * std::max<int64_t>(1, n_shared));
   const int64_t d = m.n_embd, V = m.n_vocab, E = m.n_expert, F = m.n_ff_exp, Fs = m.n_ff_shexp;
   acc.add(plan_class_embed_output, dt, d, V);

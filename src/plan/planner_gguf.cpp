@@ -75,6 +75,7 @@ Result<PlanModel> plan_model_from_gguf(const GgufFile& f) {
     STRATA_ASSIGN(m.hc, meta_int(f, a + "hyper_connection.count", 4));
     STRATA_ASSIGN(m.n_indexer_head, meta_int(f, a + "attention.indexer.head_count", 0));
     STRATA_ASSIGN(m.indexer_head_dim, meta_int(f, a + "attention.indexer.key_length", 0));
+    STRATA_ASSIGN(m.indexer_top_k, meta_int(f, a + "attention.indexer.top_k", 0));
     STRATA_ASSIGN(int n_shared, meta_int(f, a + "expert_shared_count", 1));
     m.n_ff_shexp = m.n_ff_exp * std::max(1, n_shared);
   }
