@@ -215,15 +215,12 @@ void Engine::admit() {
 }
 
 // Prompt tokens this turn may take beside n_decode decode tokens. Alone, a prompt takes the whole
-// batch. Beside decoding slots, the chunk is steered by the measured turn times (see run_batch): it
-// grows while mixed turns stay under kTurnRatio x a decode-only turn and shrinks when one does not.
-// A chunk's cost is not proportional to its tokens (in a MoE batch a few prompt tokens already
-// bring in new experts' weights), so the chunk is found by feedback rather than from a rate.
+// batch; beside decoding slots, the pacer's chunk (runtime/prefill_pacer.h).
 int Engine::prefill_budget(int n_decode) const {
   const int room = opts_.n_batch - n_decode;
   if (n_decode == 0 || room <= 0) return std::max(room, 0);
   if (opts_.prefill_chunk > 0) return std::min(room, opts_.prefill_chunk);
-  return std::clamp(chunk_, 1, room);
+  return pacer_.chunk(room);
 }
 
 // One turn: admit; every decoding slot samples its next token into the batch; prompt chunks fill
@@ -259,10 +256,13 @@ bool Engine::step() {
   }
   int budget = prefill_budget(n_decode), n_prefill = 0;
   size_t n_rows_extra = 0;  // wanted rows beyond one per slot (prompt_logits chunks)
-  // Every kProbeEvery-th turn with decoders and pending prompts is decode-only: it keeps the decode
-  // step's estimate current as the sequences' contexts (and so their steps) grow.
+  // Every kProbeEvery-th turn with decoders and pending prompts is decode-only (and the first, when
+  // no decode-only turn was measured yet): it keeps the pacer's decode step current as the
+  // sequences' contexts (and so their steps) grow.
   constexpr int kProbeEvery = 8;
-  if (n_decode > 0 && opts_.prefill_chunk == 0 && ++mixed_turns_ % kProbeEvery == 0) budget = 0;
+  if (n_decode > 0 && opts_.prefill_chunk == 0 &&
+      (++mixed_turns_ % kProbeEvery == 0 || pacer_.decode_s() <= 0))
+    budget = 0;
   for (auto& s : slots_) {
     if (!s->req || s->ready) continue;
     did = true;
@@ -293,17 +293,8 @@ void Engine::run_batch(int n_decode, int n_prefill) {
   const double t0 = now_seconds();
   const Status st = runner_->forward(batch_sessions_, b, batch_logits_.data());
   const double dt = now_seconds() - t0;
-  // The step-time model: decode-only turns give the decode step (EMA); each mixed turn moves the
-  // chunk: x1.25 (at least +1) under kTurnRatio decode steps, x0.7 above.
-  constexpr double kAlpha = 0.25, kTurnRatio = 3.0;
-  if (st.ok() && n_prefill == 0)
-    t_decode_step_ = t_decode_step_ > 0 ? t_decode_step_ + kAlpha * (dt - t_decode_step_) : dt;
-  if (st.ok() && n_prefill > 0 && n_decode > 0 && t_decode_step_ > 0) {
-    if (dt <= kTurnRatio * t_decode_step_)
-      chunk_ = std::min(opts_.n_batch, std::max(chunk_ + 1, chunk_ * 5 / 4));
-    else
-      chunk_ = std::max(1, chunk_ * 7 / 10);
-  }
+  if (st.ok() && n_decode > 0 && n_prefill == 0) pacer_.observe_decode(dt);
+  if (st.ok() && n_decode > 0 && n_prefill > 0) pacer_.observe_mixed(n_prefill, dt);
   size_t row = 0;
   for (Slot* s : batch_slots_) {
     const bool decoding = s->n_chunk == 0;

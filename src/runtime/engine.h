@@ -8,9 +8,9 @@
 //                                     prefill: prompt chunks of the other slots, under a token budget
 //                                   ──► one BatchRunner::forward (split in steps of n_ubatch tokens)
 //
-// While slots decode, the prompt chunk of a turn is steered by measured step times so that a turn
-// costs at most about 3x a mean decode-only turn (decoding slots keep their pace while a long prompt
-// arrives); with nothing decoding a turn takes up to n_batch prompt tokens. The forward is
+// While slots decode, the prompt chunk of a turn is sized from measured turn times (PrefillPacer) so
+// that every turn costs at most about 1.8x a decode-only turn (decoding slots keep their pace while a
+// long prompt arrives); with nothing decoding a turn takes up to n_batch prompt tokens. The forward is
 // batch-invariant, so a request's tokens do not depend on what the other slots run, nor on how its
 // prompt was chunked: a seeded request gives the same text on a busy server as alone.
 //
@@ -35,6 +35,7 @@
 #include "memory/experts/expert_store.h"
 #include "model/model.h"
 #include "obs/latency_histogram.h"
+#include "runtime/prefill_pacer.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
 
@@ -160,11 +161,8 @@ class Engine {
   std::vector<int32_t> batch_tokens_, batch_seq_;
   std::vector<uint8_t> batch_want_;
   std::vector<float> batch_logits_;  // [n_slots][n_vocab]
-  // Step-time model for the prefill budget: an EMA of decode-only turns (seconds), and the chunk
-  // that mixed turns steer.
-  double t_decode_step_ = 0;
-  int chunk_ = 16;
-  uint64_t mixed_turns_ = 0;  // turns with decoders (every 8th is decode-only while prompts wait)
+  PrefillPacer pacer_;               // the prompt chunk beside decoding slots, from measured turn times
+  uint64_t mixed_turns_ = 0;         // turns with decoders (every 8th is decode-only while prompts wait)
 
   mutable std::mutex mu_;  // queue_, counters_, stop_, the slots' req
   std::condition_variable cv_;
