@@ -28,7 +28,7 @@ namespace strata {
 
 class PrefillPacer {
  public:
-  static constexpr double kTarget = 2.5;  // mixed turn / decode-only turn (see docs/design.md)
+  static constexpr double kTarget = 3.0;  // mixed turn / decode-only turn (see docs/design.md)
   double target = kTarget;
   static constexpr int kFirst = 16;  // the chunk before any mixed turn was measured
   static constexpr int kBuckets = 16;
