@@ -14,6 +14,7 @@
 #include "format/tensor_names.h"
 #include "kernels/cpu_device.h"
 #include "model/arch.h"
+#include "model/arch_chunks.h"
 #include "model/hparams.h"
 
 namespace strata {
@@ -118,23 +119,10 @@ class OddExpertsOnDevice final : public ExpertSource {
 
 std::vector<float> run(const Architecture& arch, ExpertSource* src, const std::vector<int32_t>& tokens,
                        int chunk, ThreadPool& pool) {
-  const int V = arch.hparams().n_vocab, n = static_cast<int>(tokens.size());
-  std::vector<float> out(static_cast<size_t>(n) * V);
   StateOptions so;
   so.n_ctx = 64;
-  so.n_batch = chunk;
   so.experts = src;
-  auto st = arch.new_state(so);
-  EXPECT_TRUE(st.ok()) << st.message();
-  if (!st.ok()) return out;
-  for (int i = 0; i < n; i += chunk) {
-    const int m = std::min(chunk, n - i);
-    Status s = forward_one(arch, **st, std::span<const int32_t>(tokens.data() + i, m), i, true,
-                           out.data() + static_cast<size_t>(i) * V, pool);
-    EXPECT_TRUE(s.ok()) << s.message();
-    if (!s.ok()) break;
-  }
-  return out;
+  return testing::forward_chunks(arch, tokens, chunk, pool, so);
 }
 
 class DeviceSeam : public ::testing::TestWithParam<const char*> {};

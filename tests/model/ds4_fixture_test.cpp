@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/fixtures.h"
+#include "model/arch_chunks.h"
 #include "model/deepseek4/ds4_arch.h"
 #include "model/fixture_metrics.h"
 
@@ -63,24 +64,8 @@ Loaded* load(const std::string& path) {
 
 // Evaluates the sequence in chunks of `chunk` tokens (n: one batch; 1: token by token).
 std::vector<float> run(const Architecture& arch, const std::vector<int32_t>& tokens, int chunk) {
-  const int V = arch.hparams().n_vocab;
-  const int n = static_cast<int>(tokens.size());
-  std::vector<float> out(static_cast<size_t>(n) * V);
   ThreadPool pool(2);
-  StateOptions so;
-  so.n_ctx = std::max(16, n);
-  so.n_batch = chunk;
-  auto st = arch.new_state(so);
-  EXPECT_TRUE(st.ok()) << st.message();
-  if (!st.ok()) return out;
-  for (int i = 0; i < n; i += chunk) {
-    const int m = std::min(chunk, n - i);
-    Status s = forward_one(arch, **st, std::span<const int32_t>(tokens.data() + i, m), i, true,
-                           out.data() + static_cast<size_t>(i) * V, pool);
-    EXPECT_TRUE(s.ok()) << s.message();
-    if (!s.ok()) break;
-  }
-  return out;
+  return testing::forward_chunks(arch, tokens, chunk, pool);
 }
 
 enum Mode { kBatch, kIncremental, kChunks37 };
