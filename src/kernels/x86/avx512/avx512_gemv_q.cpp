@@ -24,6 +24,7 @@
 
 #include <algorithm>
 
+#include "base/assert.h"
 #include "kernels/x86/avx2/avx2_util.h"
 #include "kernels/x86/avx512/avx512_kernels.h"
 #include "quant/quant_ref.h"
@@ -180,6 +181,7 @@ void group(const uint8_t* const* rp, __m512i rows, size_t ws, int nb, const Bloc
 template <class G>
 void gemv_q32(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y) {
   using Block = typename G::Block;
+  STRATA_ASSERT(ws < (size_t{1} << 31) / kRows);  // the gather's int32 row offsets
   const int64_t nb = n / 32;
   const BlockQ8_0* xb = static_cast<const BlockQ8_0*>(x);
   alignas(64) Side side;
