@@ -37,7 +37,7 @@ uint64_t session_scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, in
     p.n_used = m.n_expert_used;
     p.n_ff_exp = m.n_ff_exp;
     p.hc = m.hc;
-    return ds4::ds4_arena_bytes(p, nb);
+    return ds4::ds4_arena_bytes(p, nb, n_ctx);
   }
   HParams hp;
   hp.n_layer = m.n_layer;

@@ -73,9 +73,9 @@ TEST(Ds4Indexer, ScoresMatchEquationAndRotationIsANoOp) {
 TEST(Ds4Indexer, TopKOverVisibleEntries) {
   auto sc = randn(80, 41);
   sc[10] = sc[11] = 5.0f;  // a tie: lower index first
-  std::vector<int32_t> idx(80);
+  std::vector<int32_t> idx(80), scratch(80);
   const int64_t n_vis = 70;  // entries 70.. are not visible yet: only the prefix is ranked
-  const int64_t k = topk_indices(sc.data(), n_vis, 16, idx.data());
+  const int64_t k = topk_indices(sc.data(), n_vis, 16, idx.data(), scratch.data());
   ASSERT_EQ(k, 16);
   std::vector<int32_t> order(n_vis);
   std::iota(order.begin(), order.end(), 0);
@@ -85,10 +85,10 @@ TEST(Ds4Indexer, TopKOverVisibleEntries) {
   EXPECT_EQ(idx[1], 11);
   for (int i = 0; i < 16; ++i) EXPECT_LT(idx[i], n_vis);
   // fewer visible than top_k: all of them
-  EXPECT_EQ(topk_indices(sc.data(), 5, 16, idx.data()), 5);
+  EXPECT_EQ(topk_indices(sc.data(), 5, 16, idx.data(), scratch.data()), 5);
   std::sort(idx.begin(), idx.begin() + 5);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(idx[i], i);
-  EXPECT_EQ(topk_indices(sc.data(), 0, 16, idx.data()), 0);
+  EXPECT_EQ(topk_indices(sc.data(), 0, 16, idx.data(), scratch.data()), 0);
 }
 
 }  // namespace

@@ -135,6 +135,7 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   AttnKeys* keys = c.alloc<AttnKeys>(n);
   int32_t* sel = c.alloc<int32_t>(n * max_sel + 1);  // [n][max_sel] the indexer's choices
   float* iscore = c.alloc<float>(max_comp + 1);
+  int32_t* order = c.alloc<int32_t>(max_comp + 1);  // topk_indices' scratch
   const RowCache* comp = r != 0 ? &kvl.part(ls.comp) : nullptr;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = c.pos0 + t;
@@ -145,7 +146,7 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
       // index keys are rows of a RowCache (not assumed contiguous): score one by one
       for (int64_t j = 0; j < vis; ++j)
         indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, ik.row(j), 1, p.ih, p.ihd, iscore + j);
-      k = topk_indices(iscore, vis, p.itopk, chosen);
+      k = topk_indices(iscore, vis, p.itopk, chosen, order);
       std::sort(chosen, chosen + k);
     }
     new (&keys[t]) AttnKeys(ds4_keys(window, p.n_swa, comp, static_cast<int>(r), pos, chosen, k));
@@ -265,14 +266,16 @@ KvSpec ds4_kv_spec(const Ds4Params& p) {
   return s;
 }
 
-uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch) {
+uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx) {
   const int64_t d = p.n_embd;
   const uint64_t per_tok =
       sizeof(float) * static_cast<uint64_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim +
                                             4 * int64_t{p.ih} * p.ihd + 8 * p.n_expert + 8 * d +
                                             2 * int64_t{p.n_used} * (d + p.n_ff_exp)) +
       sizeof(AttnKeys) + sizeof(int32_t) * static_cast<uint64_t>(p.itopk);  // a token's keys, its top-k
-  return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + (uint64_t{1} << 20));
+  // the indexer's scores and top-k order over a CSA layer's visible entries (at most n_ctx / 4)
+  const uint64_t per_ctx = (sizeof(float) + sizeof(int32_t)) * static_cast<uint64_t>(n_ctx / 4 + 1);
+  return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + per_ctx + (uint64_t{1} << 20));
 }
 
 Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State* share_scratch)
@@ -296,7 +299,7 @@ Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State*
   if (share_scratch) {
     scratch = share_scratch->scratch;
   } else {
-    scratch = std::make_shared<Arena>(ds4_arena_bytes(p, n_batch));
+    scratch = std::make_shared<Arena>(ds4_arena_bytes(p, n_batch, n_ctx_));
     owns_scratch = true;
   }
 }

@@ -31,9 +31,10 @@ struct Ds4LayerState {
 // The KV parts of one sequence: every layer's window; CSA layers (ratio 4) compressed entries,
 // indexer keys and both compressors' state; HCA layers (ratio 128) compressed entries and state.
 KvSpec ds4_kv_spec(const Ds4Params& p);
-// The step scratch (arena) a state allocates for steps of n_batch tokens: a generous estimate of
-// one step's buffers (streams, attention, indexer, MoE); the arena grows once if it is short.
-uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch);
+// The step scratch (arena) a state allocates for steps of n_batch tokens at contexts up to n_ctx: a
+// generous estimate of one step's buffers (streams, attention, indexer scores and their top-k
+// order over the visible compressed entries, MoE); the arena grows once if it is short.
+uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx);
 
 class Ds4State : public ArchState {
  public:

@@ -62,15 +62,14 @@ void indexer_scores(const float* qi, const float* w, const float* keys, int64_t 
   }
 }
 
-int64_t topk_indices(const float* scores, int64_t n, int64_t k, int32_t* idx) {
+int64_t topk_indices(const float* scores, int64_t n, int64_t k, int32_t* idx, int32_t* order) {
   k = std::max<int64_t>(0, std::min(k, n));
-  std::vector<int32_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) {
     if (scores[a] != scores[b]) return scores[a] > scores[b];
     return a < b;
   });
-  std::copy(order.begin(), order.begin() + k, idx);
+  std::copy(order, order + k, idx);
   return k;
 }
 

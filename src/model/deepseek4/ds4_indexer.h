@@ -32,7 +32,7 @@ void indexer_scores(const float* qi, const float* w, const float* keys, int64_t 
                     float* scores);
 
 // Indices of the k largest of scores[0..n) (k clamped to n), ordered by descending score, ties
-// by lower index. Returns the count written to idx.
-int64_t topk_indices(const float* scores, int64_t n, int64_t k, int32_t* idx);
+// by lower index. Returns the count written to idx. order: scratch for n indices.
+int64_t topk_indices(const float* scores, int64_t n, int64_t k, int32_t* idx, int32_t* order);
 
 }  // namespace strata::ds4
