@@ -169,7 +169,10 @@ TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
   EXPECT_EQ(j["batched"][1]["n_kv"], 3 * (4 + 3));
   EXPECT_GT(j["batched"][1]["s_tg"].get<double>(), 0.0);
   EXPECT_GT(j["batched"][0]["s_pp"].get<double>(), 0.0);
-  Proc i = strata("bench -m " + m + " --itl 24 --itl-decoders 2 -c 96 -t 1 --membw-size 4M --json");
+  // -c 1024: the decoders (up to c - 17 tokens each) must still be decoding when bench's poll sees
+  // their 8th tokens; at -c 96 a tiny model's 79 tokens could all land within one poll on a busy
+  // machine ("a decoder ended ... before its 8-th token").
+  Proc i = strata("bench -m " + m + " --itl 24 --itl-decoders 2 -c 1024 -t 1 --membw-size 4M --json");
   ASSERT_EQ(i.code, 0) << i.err;
   const auto k = nlohmann::json::parse(i.out)["itl"];
   EXPECT_EQ(k["n_prompt"], 24);
