@@ -8,7 +8,7 @@
 namespace strata {
 
 CpuDevice::CpuDevice(ThreadPool& pool, std::string name, uint64_t budget_bytes)
-    : pool_(pool), name_(std::move(name)), budget_(budget_bytes) {
+    : pool_(pool), name_(std::move(name)) {
   mem_.budget = budget_bytes;
 }
 
@@ -23,10 +23,10 @@ Result<DeviceBuffer> CpuDevice::alloc(size_t bytes, std::string_view what) {
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes == 0)
     return err("%s: a buffer for %.*s of 0 bytes", name_.c_str(), int(what.size()), what.data());
-  if (budget_ > 0 && mem_.allocated + bytes > budget_)
+  if (mem_.budget > 0 && mem_.allocated + bytes > mem_.budget)
     return err("%s: no room for %.*s (%s): %s of %s budget in use", name_.c_str(), int(what.size()),
                what.data(), format_bytes(bytes).c_str(), format_bytes(mem_.allocated).c_str(),
-               format_bytes(budget_).c_str());
+               format_bytes(mem_.budget).c_str());
   constexpr size_t kAlign = 64;
   void* p = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   if (p == nullptr)
@@ -36,8 +36,7 @@ Result<DeviceBuffer> CpuDevice::alloc(size_t bytes, std::string_view what) {
   b.id = next_id_++;
   b.bytes = bytes;
   b.host = static_cast<uint8_t*>(p);
-  buffers_.emplace(b.id, AlignedPtr<uint8_t>(b.host));
-  sizes_.emplace(b.id, bytes);
+  buffers_.emplace(b.id, Buffer{AlignedPtr<uint8_t>(b.host), bytes});
   mem_.allocated += bytes;
   mem_.peak = std::max(mem_.peak, mem_.allocated);
   ++mem_.buffers;
@@ -47,25 +46,25 @@ Result<DeviceBuffer> CpuDevice::alloc(size_t bytes, std::string_view what) {
 void CpuDevice::free(DeviceBuffer& b) {
   if (b.id == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = sizes_.find(b.id);
-  if (it != sizes_.end()) {
-    mem_.allocated -= it->second;
+  auto it = buffers_.find(b.id);
+  if (it != buffers_.end()) {
+    mem_.allocated -= it->second.bytes;
     --mem_.buffers;
-    sizes_.erase(it);
-    buffers_.erase(b.id);
+    buffers_.erase(it);
   }
   b = DeviceBuffer{};
 }
 
 Status CpuDevice::check_range(const DeviceBuffer& b, size_t offset, size_t bytes, const char* op) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = sizes_.find(b.id);
-  if (b.id == 0 || it == sizes_.end() || buffers_.at(b.id).get() != b.host)
+  auto it = buffers_.find(b.id);
+  if (b.id == 0 || it == buffers_.end() || it->second.mem.get() != b.host)
     return err("%s: %s into buffer %llu, which is not a live buffer of this device", name_.c_str(), op,
                static_cast<unsigned long long>(b.id));
-  if (offset > it->second || bytes > it->second - offset)
+  const size_t size = it->second.bytes;
+  if (offset > size || bytes > size - offset)
     return err("%s: %s of %zu bytes at offset %zu is outside buffer %llu of %zu bytes", name_.c_str(), op,
-               bytes, offset, static_cast<unsigned long long>(b.id), it->second);
+               bytes, offset, static_cast<unsigned long long>(b.id), size);
   return {};
 }
 

@@ -39,14 +39,16 @@ class CpuDevice final : public Device {
   Status check_range(const DeviceBuffer& b, size_t offset, size_t bytes, const char* op) const;
   Status check_mat(const DeviceMat& m, const char* what) const;
 
+  struct Buffer {
+    AlignedPtr<uint8_t> mem;
+    size_t bytes = 0;
+  };
   ThreadPool& pool_;
   std::string name_;
-  uint64_t budget_;
   mutable std::mutex mu_;
-  std::map<uint64_t, AlignedPtr<uint8_t>> buffers_;  // id → memory
-  std::map<uint64_t, size_t> sizes_;
+  std::map<uint64_t, Buffer> buffers_;  // live buffers by id
   uint64_t next_id_ = 1;
-  DeviceMemory mem_;
+  DeviceMemory mem_;         // mem_.budget: the limit (0: none)
   DeviceTicket issued_ = 0;  // every ticket issued is reached (the queue runs at submission)
   Arena arena_;              // run_experts' scratch
 };

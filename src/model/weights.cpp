@@ -84,8 +84,14 @@ Result<const TensorView*> WeightBinder::matrix(const std::string& name,
 }
 
 Result<const float*> WeightBinder::f32(const std::string& name, std::initializer_list<int64_t> shape) const {
-  STRATA_ASSIGN(const TensorView* t, require(name, shape, types_f32()));
-  return static_cast<const float*>(t->data);
+  return f32(name, shape, true);
+}
+
+Result<const float*> WeightBinder::f32(const std::string& name, std::initializer_list<int64_t> shape,
+                                       bool required) const {
+  STRATA_ASSIGN(const TensorView* t,
+                required ? require(name, shape, types_f32()) : optional(name, shape, types_f32()));
+  return t ? static_cast<const float*>(t->data) : nullptr;
 }
 
 }  // namespace strata

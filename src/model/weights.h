@@ -52,6 +52,9 @@ class WeightBinder {
   // types_f32(), its data).
   Result<const TensorView*> matrix(const std::string& name, std::initializer_list<int64_t> shape) const;
   Result<const float*> f32(const std::string& name, std::initializer_list<int64_t> shape) const;
+  // f32(), required or optional (a missing tensor is nullptr): biases present in some files only.
+  Result<const float*> f32(const std::string& name, std::initializer_list<int64_t> shape,
+                           bool required) const;
   // Presence test without checks (to pick between layouts).
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
   const TensorView* find(const std::string& name) const { return f_.find_tensor(name); }

@@ -9,9 +9,9 @@
 //                                   ──► one BatchRunner::forward (split in steps of n_ubatch tokens)
 //
 // While slots decode, the prompt chunk of a turn is sized from measured turn times (PrefillPacer) so
-// that every turn costs at most about 1.8x a decode-only turn (decoding slots keep their pace while a
-// long prompt arrives); with nothing decoding a turn takes up to n_batch prompt tokens. The forward is
-// batch-invariant, so a request's tokens do not depend on what the other slots run, nor on how its
+// that every turn costs at most about PrefillPacer::kTarget (3) decode-only turns (decoding slots keep their
+// pace while a long prompt arrives); with nothing decoding a turn takes up to n_batch prompt tokens. The
+// forward is batch-invariant, so a request's tokens do not depend on what the other slots run, nor on how its
 // prompt was chunked: a seeded request gives the same text on a busy server as alone.
 //
 //   auto e = Engine::create(*model, factory, &model->tokenizer(), model->n_vocab(), {.n_slots = 4}).value();

@@ -42,9 +42,9 @@ Result<std::unique_ptr<Architecture>> make_arch_llama(const GgufFile& f) {
     STRATA_ASSIGN(const TensorView* fn, b.require(blk_name(il, "ffn_norm.weight"), {d}, types_f32()));
     l.ffn_norm = static_cast<const float*>(fn->data);
     l.moe = false;
-    STRATA_ASSIGN(l.ffn_gate, b.require(blk_name(il, "ffn_gate.weight"), {d, F}, types_matmul()));
-    STRATA_ASSIGN(l.ffn_up, b.require(blk_name(il, "ffn_up.weight"), {d, F}, types_matmul()));
-    STRATA_ASSIGN(l.ffn_down, b.require(blk_name(il, "ffn_down.weight"), {F, d}, types_matmul()));
+    STRATA_ASSIGN(l.ffn_gate, b.matrix(blk_name(il, "ffn_gate.weight"), {d, F}));
+    STRATA_ASSIGN(l.ffn_up, b.matrix(blk_name(il, "ffn_up.weight"), {d, F}));
+    STRATA_ASSIGN(l.ffn_down, b.matrix(blk_name(il, "ffn_down.weight"), {F, d}));
   }
   return make_decoder(std::move(hp), std::move(w));
 }

@@ -41,9 +41,9 @@ Result<std::unique_ptr<Architecture>> make_arch_qwen2moe(const GgufFile& f) {
     const TensorView* gs = b.find(blk_name(il, "ffn_gate_shexp.weight"));
     if (!gs) continue;
     const int64_t F = hp.n_ff_shexp > 0 ? hp.n_ff_shexp : gs->ne[1];
-    STRATA_ASSIGN(m.gate_shexp, b.require(blk_name(il, "ffn_gate_shexp.weight"), {d, F}, types_matmul()));
-    STRATA_ASSIGN(m.up_shexp, b.require(blk_name(il, "ffn_up_shexp.weight"), {d, F}, types_matmul()));
-    STRATA_ASSIGN(m.down_shexp, b.require(blk_name(il, "ffn_down_shexp.weight"), {F, d}, types_matmul()));
+    STRATA_ASSIGN(m.gate_shexp, b.matrix(blk_name(il, "ffn_gate_shexp.weight"), {d, F}));
+    STRATA_ASSIGN(m.up_shexp, b.matrix(blk_name(il, "ffn_up_shexp.weight"), {d, F}));
+    STRATA_ASSIGN(m.down_shexp, b.matrix(blk_name(il, "ffn_down_shexp.weight"), {F, d}));
     STRATA_ASSIGN(const TensorView* gi,
                   b.optional(blk_name(il, "ffn_gate_inp_shexp.weight"), {d}, types_f32()));
     m.gate_inp_shexp = gi ? static_cast<const float*>(gi->data) : nullptr;

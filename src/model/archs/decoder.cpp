@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "base/arena.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/blocks/linear.h"
-#include "base/arena.h"
 #include "model/weights.h"
 
 namespace strata {
@@ -204,41 +204,27 @@ Status bind_decoder_io(const WeightBinder& b, HParams& hp, DecoderWeights& w) {
   return {};
 }
 
-namespace {
-
-Result<const float*> f32_vec(const WeightBinder& b, const std::string& name, int64_t n, bool required) {
-  const TensorView* t = nullptr;
-  if (required) {
-    STRATA_ASSIGN(t, b.require(name, {n}, types_f32()));
-  } else {
-    STRATA_ASSIGN(t, b.optional(name, {n}, types_f32()));
-  }
-  return t ? static_cast<const float*>(t->data) : nullptr;
-}
-
-}  // namespace
-
 Status bind_attention(const WeightBinder& b, const HParams& hp, int il, bool biases, DecoderLayer& l) {
   l.attn = attn_config_from(hp, il);
   const AttnConfig& c = l.attn;
   const int64_t q_w = int64_t{c.n_head} * c.head_dim_k, k_w = int64_t{c.n_head_kv} * c.head_dim_k,
                 v_w = int64_t{c.n_head_kv} * c.head_dim_v, o_w = int64_t{c.n_head} * c.head_dim_v;
-  STRATA_ASSIGN(l.attn_norm, f32_vec(b, blk_name(il, "attn_norm.weight"), hp.n_embd, true));
+  STRATA_ASSIGN(l.attn_norm, b.f32(blk_name(il, "attn_norm.weight"), {hp.n_embd}));
   AttnWeights& w = l.attn_w;
-  STRATA_ASSIGN(w.wq, b.require(blk_name(il, "attn_q.weight"), {hp.n_embd, q_w}, types_matmul()));
-  STRATA_ASSIGN(w.wk, b.require(blk_name(il, "attn_k.weight"), {hp.n_embd, k_w}, types_matmul()));
-  STRATA_ASSIGN(w.wv, b.require(blk_name(il, "attn_v.weight"), {hp.n_embd, v_w}, types_matmul()));
-  STRATA_ASSIGN(w.wo, b.require(blk_name(il, "attn_output.weight"), {o_w, hp.n_embd}, types_matmul()));
-  STRATA_ASSIGN(w.bq, f32_vec(b, blk_name(il, "attn_q.bias"), q_w, biases));
-  STRATA_ASSIGN(w.bk, f32_vec(b, blk_name(il, "attn_k.bias"), k_w, biases));
-  STRATA_ASSIGN(w.bv, f32_vec(b, blk_name(il, "attn_v.bias"), v_w, biases));
-  STRATA_ASSIGN(w.bo, f32_vec(b, blk_name(il, "attn_output.bias"), hp.n_embd, false));
+  STRATA_ASSIGN(w.wq, b.matrix(blk_name(il, "attn_q.weight"), {hp.n_embd, q_w}));
+  STRATA_ASSIGN(w.wk, b.matrix(blk_name(il, "attn_k.weight"), {hp.n_embd, k_w}));
+  STRATA_ASSIGN(w.wv, b.matrix(blk_name(il, "attn_v.weight"), {hp.n_embd, v_w}));
+  STRATA_ASSIGN(w.wo, b.matrix(blk_name(il, "attn_output.weight"), {o_w, hp.n_embd}));
+  STRATA_ASSIGN(w.bq, b.f32(blk_name(il, "attn_q.bias"), {q_w}, biases));
+  STRATA_ASSIGN(w.bk, b.f32(blk_name(il, "attn_k.bias"), {k_w}, biases));
+  STRATA_ASSIGN(w.bv, b.f32(blk_name(il, "attn_v.bias"), {v_w}, biases));
+  STRATA_ASSIGN(w.bo, b.f32(blk_name(il, "attn_output.bias"), {hp.n_embd}, false));
   return {};
 }
 
 Status bind_moe(const WeightBinder& b, const HParams& hp, int il, const char* norm_name, DecoderLayer& l) {
   const int64_t d = hp.n_embd, E = hp.n_expert, F = hp.layers[il].n_ff_exp;
-  STRATA_ASSIGN(l.ffn_norm, f32_vec(b, blk_name(il, norm_name), d, true));
+  STRATA_ASSIGN(l.ffn_norm, b.f32(blk_name(il, norm_name), {d}));
   l.moe = true;
   MoeConfig& c = l.moe_cfg;
   c.n_embd = hp.n_embd;
@@ -246,13 +232,10 @@ Status bind_moe(const WeightBinder& b, const HParams& hp, int il, const char* no
   c.n_used = hp.n_expert_used;
   c.n_ff = static_cast<int>(F);
   MoeWeights& w = l.moe_w;
-  STRATA_ASSIGN(w.gate_inp, b.require(blk_name(il, kRouterWeight), {d, E}, types_matmul()));
-  STRATA_ASSIGN(w.gate_exps, b.require(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E},
-                                       types_matmul()));
-  STRATA_ASSIGN(w.up_exps,
-                b.require(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}, types_matmul()));
-  STRATA_ASSIGN(w.down_exps, b.require(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E},
-                                       types_matmul()));
+  STRATA_ASSIGN(w.gate_inp, b.matrix(blk_name(il, kRouterWeight), {d, E}));
+  STRATA_ASSIGN(w.gate_exps, b.matrix(blk_name(il, kRoutedExpertPartNames[routed_expert_gate]), {d, F, E}));
+  STRATA_ASSIGN(w.up_exps, b.matrix(blk_name(il, kRoutedExpertPartNames[routed_expert_up]), {d, F, E}));
+  STRATA_ASSIGN(w.down_exps, b.matrix(blk_name(il, kRoutedExpertPartNames[routed_expert_down]), {F, d, E}));
   return {};
 }
 

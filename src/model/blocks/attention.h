@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <span>
 
+#include "base/arena.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
-#include "base/arena.h"
 #include "model/blocks/attention_core.h"
 
 namespace strata {

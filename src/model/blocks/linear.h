@@ -8,10 +8,10 @@
 
 #include <cstdint>
 
+#include "base/arena.h"
 #include "base/parallel.h"
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
-#include "base/arena.h"
 
 namespace strata {
 

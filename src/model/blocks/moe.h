@@ -18,11 +18,11 @@
 
 #include <cstdint>
 
+#include "base/arena.h"
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
 #include "kernels/expert_ffn.h"
 #include "memory/experts/expert_source.h"
-#include "base/arena.h"
 
 namespace strata {
 

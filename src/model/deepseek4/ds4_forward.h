@@ -13,13 +13,13 @@
 #include <span>
 #include <vector>
 
+#include "base/arena.h"
 #include "base/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/arch.h"
 #include "model/deepseek4/ds4_compressor.h"
 #include "model/deepseek4/ds4_hparams.h"
 #include "model/deepseek4/ds4_weights.h"
-#include "base/arena.h"
 
 namespace strata::ds4 {
 
