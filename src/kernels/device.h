@@ -1,8 +1,20 @@
-// The device seam: what the forward and the memory tiers ask of a compute device — buffers, a
-// queue of uploads / downloads / work with a timeline, and the expert op (a subset of one MoE
-// layer's routed experts applied to the tokens routed to them). The CPU is the only
-// implementation today (kernels/cpu_device.h); the GPU tier implements the same calls, so it
-// arrives without touching model/.
+// The device seam: what the forward and the memory tiers ask of a compute device — buffers
+// (allocated, or imported from host memory such as the mmapped weights), a queue of uploads /
+// downloads / work with a timeline, and a layer's ops: the attention block, the dense FFN, a
+// linear layer (the output head), and the expert op (a subset of one MoE layer's routed experts
+// applied to the tokens routed to them). The CPU is the only implementation today
+// (kernels/cpu_device.h); the GPU tier implements the same calls, so it arrives without touching
+// model/.
+//
+// What stays on the host: the residual stream, the norms between blocks, routing and sampling.
+// A block's normed input x and its output are host memory: a device that is not host-visible
+// copies x down and the output up (n·n_embd floats each way per block). Weights and KV cache
+// rows live in the device's buffers (model/archs/decoder.cpp places them there at load and at
+// session start), so a block's weight bytes never cross the bus during a step.
+//
+// How the standard decoder uses it (model/archs/decoder.cpp): per layer, RMSNorm on the host,
+// run_attention with each sequence's K / V rows (DeviceRows) as segments, the residual add,
+// RMSNorm, then run_ffn (dense) or the MoE loop, the residual add; run_linear for the logits.
 //
 // How the MoE loop uses it (model/blocks/moe.cpp): the expert store hands out each expert's weights
 // with the device that holds them (memory/experts/expert_source.h ExpertViews::device). Experts in
@@ -24,6 +36,7 @@
 
 #include "base/status.h"
 #include "quant/qtypes.h"
+#include "kernels/attention_block.h"
 #include "kernels/expert_ffn.h"
 
 namespace strata {
@@ -45,6 +58,65 @@ struct DeviceMat {
   size_t row_stride = 0;
   int64_t in = 0, out = 0;
   GgmlType type = GgmlType::f32;
+};
+
+// f32 values [n] in a device buffer (a norm's or bias's weights, sink logits); buf null: absent.
+struct DeviceVec {
+  const DeviceBuffer* buf = nullptr;
+  size_t offset = 0;
+  int64_t n = 0;
+};
+
+// A cache's f32 rows in a device buffer, laid out as kernels/kv_rows.h says: row i at
+// offset + slot(i)·width·4 bytes (slot(i) = i, or i mod capacity for a ring).
+struct DeviceRows {
+  const DeviceBuffer* buf = nullptr;
+  size_t offset = 0;
+  int64_t width = 0;
+  int64_t capacity = 0;
+  bool ring = false;
+};
+
+// The attention block of one layer (kernels/attention_block.h) over a batch of sequences: rows
+// seg.t0 .. seg.t0 + seg.n − 1 of x sit at positions seg.pos0.. of the sequence whose K and V
+// rows are seg.k / seg.v; rows pos0.. of them are written. Segments cover rows 0..n−1 in order.
+struct DeviceAttnSeg {
+  DeviceRows k, v;
+  int64_t pos0 = 0;
+  int64_t t0 = 0;
+  int64_t n = 0;
+};
+struct DeviceAttnWork {
+  int layer = 0;
+  AttnConfig cfg;
+  DeviceMat wq, wk, wv, wo;                         // {n_embd, q/k/v width}, {o width, n_embd}
+  DeviceVec bq, bk, bv, bo, q_norm, k_norm, sinks;  // optional
+  const DeviceAttnSeg* segs = nullptr;
+  int n_seg = 0;
+  const float* x = nullptr;  // host [n][n_embd], normed
+  int64_t n = 0;
+  float* out = nullptr;           // host [n][n_embd]
+  Arena* host_scratch = nullptr;  // a host device's scratch (the session's priced arena); null: its own
+};
+
+// The dense SwiGLU FFN: y = down · (silu(gate·x) ⊙ up·x). x host [n][in], y host [n][down.out].
+struct DeviceFfnWork {
+  int layer = 0;
+  DeviceMat gate, up, down;
+  const float* x = nullptr;
+  int64_t n = 0;
+  float* y = nullptr;
+  Arena* host_scratch = nullptr;
+};
+
+// y[n][w.out] = x[n][w.in] · Wᵀ (+ bias). x, y host (the output head: y is the logits).
+struct DeviceLinearWork {
+  DeviceMat w;
+  DeviceVec bias;
+  const float* x = nullptr;
+  int64_t n = 0;
+  float* y = nullptr;
+  Arena* host_scratch = nullptr;
 };
 
 // One routed expert's matrices on a device.
@@ -75,6 +147,7 @@ using DeviceTicket = uint64_t;
 
 // What a device holds: bytes in live buffers now, their peak, and its limit (0: none set).
 struct DeviceMemory {
+  uint64_t imported = 0;  // host memory used in place (import on a host-visible device)
   uint64_t allocated = 0;
   uint64_t peak = 0;
   uint64_t budget = 0;
@@ -90,6 +163,10 @@ class Device {
 
   // Buffers. alloc errors name `what`, the size and what is left under the budget.
   virtual Result<DeviceBuffer> alloc(size_t bytes, std::string_view what) = 0;
+  // A buffer holding a copy of host memory that stays valid and unchanged while the buffer lives
+  // (the mmapped weights): a host-visible device may use that memory in place (counted apart
+  // from its allocations: memory().imported), another one allocates and uploads.
+  virtual Result<DeviceBuffer> import(const void* host, size_t bytes, std::string_view what) = 0;
   virtual void free(DeviceBuffer& b) = 0;  // b becomes empty; freeing an empty buffer is a no-op
 
   // The queue. Errors (a buffer of another device or freed, a range outside the buffer) name the
@@ -98,6 +175,9 @@ class Device {
                                       size_t bytes) = 0;
   virtual Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) = 0;
   virtual Result<DeviceTicket> run_experts(const DeviceExpertWork& w) = 0;
+  virtual Result<DeviceTicket> run_attention(const DeviceAttnWork& w) = 0;
+  virtual Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) = 0;
+  virtual Result<DeviceTicket> run_linear(const DeviceLinearWork& w) = 0;
   virtual bool reached(DeviceTicket t) const = 0;
   virtual Status wait(DeviceTicket t) = 0;
 };

@@ -205,4 +205,18 @@ void expert_ffn_prepare_dense(ExpertFfn& s, const ExpertMat* mats, const float* 
   expert_ffn_prepare(s, mats[0], mats[1], mats[2], x, n, 1, 1, n_threads, arena);
 }
 
+void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
+                        int64_t n, float* out, ThreadPool& pool, Arena& arena) {
+  if (n <= 0) return;
+  STRATA_ASSERT(down.ne[1] == gate.ne[0] && up.ne[1] == gate.ne[1] && down.ne[0] == gate.ne[1]);
+  const size_t mk = arena.mark();
+  ExpertFfn s;
+  const ExpertMat mats[3] = {expert_mat(gate), expert_mat(up), expert_mat(down)};
+  expert_ffn_prepare_dense(s, mats, x, n, out, pool.size(), arena);
+  static constexpr int32_t kOnly = 0;
+  const ExpertFfnJob job{&s, &kOnly, 1};
+  expert_ffn_run(&job, 1, pool);
+  arena.rewind(mk);
+}
+
 }  // namespace strata

@@ -104,4 +104,8 @@ constexpr int kMaxExpertFfnJobs = 2;
 // instead of idling at a region end).
 void expert_ffn_run(const ExpertFfnJob* jobs, int n_jobs, ThreadPool& pool);
 
+// Dense SwiGLU FFN: out = down · (silu(gate·x) ⊙ up·x). x: [n][in], out: [n][down.ne1].
+void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
+                        int64_t n, float* out, ThreadPool& pool, Arena& arena);
+
 }  // namespace strata

@@ -1,5 +1,8 @@
 #include "kv/kv_cache.h"
 
+#include <string>
+#include <utility>
+
 #include "base/assert.h"
 
 namespace strata {
@@ -24,6 +27,21 @@ KvCache::KvCache(const KvSpec& spec, int64_t n_ctx, int64_t n_batch) : layers_(s
       layers_[il].parts_.push_back(
           KvPart{p.kind, p.name, RowCache(p.width, p.rows(n_ctx, n_batch), p.ring(n_ctx, n_batch))});
     }
+}
+
+Result<KvCache> KvCache::on_device(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, Device& dev) {
+  STRATA_ASSERT(n_ctx > 0 && n_batch > 0);
+  KvCache c;
+  c.layers_.resize(spec.layers.size());
+  for (size_t il = 0; il < spec.layers.size(); ++il)
+    for (const KvPartSpec& p : spec.layers[il].parts) {
+      STRATA_ASSERT_MSG(p.type == KvType::f32, "KV rows are f32 today");
+      const std::string what = "KV layer " + std::to_string(il) + " part " + p.name;
+      STRATA_ASSIGN(RowCache rows,
+                    RowCache::on_device(dev, p.width, p.rows(n_ctx, n_batch), p.ring(n_ctx, n_batch), what));
+      c.layers_[il].parts_.push_back(KvPart{p.kind, p.name, std::move(rows)});
+    }
+  return c;
 }
 
 size_t KvCache::bytes() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv/kv_spec.h"
+#include "base/status.h"
 #include "kv/row_cache.h"
 
 namespace strata {
@@ -37,6 +38,8 @@ class KvCache {
  public:
   KvCache() = default;
   KvCache(const KvSpec& spec, int64_t n_ctx, int64_t n_batch);
+  // Every part in buffers of `dev` (RowCache::on_device); errors name the part and the device's budget.
+  static Result<KvCache> on_device(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, Device& dev);
   KvLayer& layer(int il) { return layers_[il]; }
   const KvLayer& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }

@@ -7,13 +7,22 @@
 //
 // Rows are f32 now; a quantized or paged store can replace this class behind the same
 // row()/write_row() contract (callers never assume contiguity across rows).
+//
+// Host memory (the constructor), or a buffer of a compute device (on_device: the cache of a
+// layer whose attention that device runs, kernels/device.h); then device_rows() is what the
+// device's ops read, and row() / view() work only when the device's memory is host-visible.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 #include "base/aligned.h"
 #include "base/assert.h"
+#include "base/status.h"
+#include "kernels/device.h"
+#include "kernels/kv_rows.h"
 
 namespace strata {
 
@@ -23,33 +32,76 @@ class RowCache {
   RowCache(int64_t width, int64_t capacity, bool ring)
       : width_(width), capacity_(capacity), ring_(ring), data_(aligned_alloc_array<float>(width * capacity)) {
     STRATA_ASSERT(width > 0 && capacity > 0);
-    std::memset(data_.get(), 0, sizeof(float) * width * capacity);
+    std::memset(data_.get(), 0, bytes());
+    view_ = KvRows{data_.get(), width_, capacity_, ring_};
   }
+  // Rows in a buffer of `dev` (which outlives the cache); errors are the device's (its budget).
+  // A fresh device buffer is not cleared: every row is written before it is read.
+  static Result<RowCache> on_device(Device& dev, int64_t width, int64_t capacity, bool ring,
+                                    std::string_view what) {
+    STRATA_ASSERT(width > 0 && capacity > 0);
+    RowCache c;
+    c.width_ = width;
+    c.capacity_ = capacity;
+    c.ring_ = ring;
+    STRATA_ASSIGN(c.buf_, dev.alloc(c.bytes(), what));
+    c.dev_ = &dev;
+    c.view_ = KvRows{reinterpret_cast<float*>(c.buf_.host), width, capacity, ring};
+    return c;
+  }
+  RowCache(RowCache&& o) noexcept { *this = std::move(o); }
+  RowCache& operator=(RowCache&& o) noexcept {
+    if (this == &o) return *this;
+    release();
+    width_ = o.width_;
+    capacity_ = o.capacity_;
+    ring_ = o.ring_;
+    data_ = std::move(o.data_);
+    dev_ = o.dev_;
+    buf_ = o.buf_;
+    view_ = o.view_;
+    o.dev_ = nullptr;
+    o.buf_ = DeviceBuffer{};
+    o.view_ = {};
+    return *this;
+  }
+  ~RowCache() { release(); }
 
   int64_t width() const { return width_; }
   int64_t capacity() const { return capacity_; }
   bool ring() const { return ring_; }
   size_t bytes() const { return sizeof(float) * static_cast<size_t>(width_ * capacity_); }
   void clear() {
-    if (data_) std::memset(data_.get(), 0, bytes());
+    if (view_.data) std::memset(view_.data, 0, bytes());
   }
 
-  // [width] f32 row of absolute index i. PRECOND (linear): i < capacity.
-  float* row(int64_t i) { return data_.get() + slot(i) * width_; }
-  const float* row(int64_t i) const { return data_.get() + slot(i) * width_; }
+  // [width] f32 row of absolute index i. PRECOND (linear): i < capacity; host-visible memory.
+  float* row(int64_t i) {
+    STRATA_ASSERT(view_.data != nullptr);
+    return view_.row(i);
+  }
+  const float* row(int64_t i) const {
+    STRATA_ASSERT(view_.data != nullptr);
+    return view_.row(i);
+  }
+  // The rows as the attention kernels read them (valid while this cache lives, not moved).
+  const KvRows& view() const { return view_; }
+  // The rows as a device's ops name them (on_device caches only).
+  DeviceRows device_rows() const { return DeviceRows{dev_ ? &buf_ : nullptr, 0, width_, capacity_, ring_}; }
 
  private:
-  int64_t slot(int64_t i) const {
-    STRATA_ASSERT(i >= 0);
-    if (ring_) return i % capacity_;
-    STRATA_ASSERT(i < capacity_);
-    return i;
+  void release() {
+    if (dev_) dev_->free(buf_);
+    dev_ = nullptr;
   }
 
   int64_t width_ = 0;
   int64_t capacity_ = 0;
   bool ring_ = false;
   AlignedPtr<float> data_;
+  Device* dev_ = nullptr;  // on_device: the device holding buf_
+  DeviceBuffer buf_;
+  KvRows view_;
 };
 
 }  // namespace strata

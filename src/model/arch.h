@@ -37,6 +37,9 @@ struct StateOptions {
   int n_batch = 0;  // max tokens per forward() when this state's scratch serves the step
   int n_threads = 1;
   ExpertSource* experts = nullptr;  // routed experts from a tiered store; null: the mmapped tensors
+  // The device the architecture was placed on (Architecture::place): where the caches of the
+  // layers it runs live. Null: host memory (an architecture not behind the seam).
+  Device* device = nullptr;
   // Borrow this state's step scratch instead of allocating one (a state of the same architecture,
   // n_ctx and n_batch): states whose batches never run at the same time — an engine's slots —
   // share one scratch, which the first run's state lends to each step. Null: own scratch.
@@ -86,12 +89,23 @@ class Architecture {
   virtual KvSpec kv_spec() const = 0;
   virtual Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const = 0;
 
+  // Puts the weights of the layer ops it runs through the device seam (kernels/device.h) on
+  // `dev` (which outlives the architecture): called once, after load, before any state is made
+  // (Model::load does). The standard decoders run attention, dense FFNs and the output head on
+  // it; deepseek4 and deepseek_v41 do not use the seam yet and ignore it (their default).
+  virtual Status place(Device& dev) {
+    (void)dev;
+    return {};
+  }
+
   // The one forward: prefill and decode, one sequence or many, mixed. The first run's state
   // lends its scratch to the step. Each sequence's logits and cache rows are bit-identical
   // whatever else shares the batch and however its tokens were split into batches (within one
   // ISA and any thread count): kernels/ and the blocks compute every row with the same arithmetic.
   // PRECOND (checked by Model::forward): 1 <= n <= runs[0].state's n_batch, every run's
   // pos0 + n <= its n_ctx and continues its sequence, ids < n_vocab.
+  // pool: the host's threads (the MoE loop's host experts, deepseek4 / V4.1); the ops placed on a
+  // device run on that device's.
   virtual Status forward(const Batch& b, float* logits, ThreadPool& pool) const = 0;
 };
 

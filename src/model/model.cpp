@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "format/safetensors_dir.h"
+#include "kernels/cpu_device.h"
 #include "model/arch.h"
 #include "model/hparams.h"
 #include "model/engram_tiered.h"
@@ -176,6 +177,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
     m->st_dir_ = std::move(d.value().dir);
     m->arch_ = std::move(d.value().arch);
     m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
+    STRATA_TRY(m->place(path, opts));
     return m;
   }
   {
@@ -196,6 +198,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
   if (!tok.ok()) return err_context("loading " + path + ": tokenizer", tok.error());
   m->tokenizer_ = std::move(tok).value();
   m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
+  STRATA_TRY(m->place(path, opts));
   const HParams& hp = m->arch_->hparams();
   if (opts.experts.budget_bytes > 0 && hp.n_expert == 0)
     return err("loading %s: --expert-budget given, but the model has no routed experts", path.c_str());
@@ -205,6 +208,19 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
     m->store_ = std::move(st).value();
   }
   return m;
+}
+
+Status Model::place(const std::string& path, const LoadOptions& opts) {
+  if (opts.device) {
+    device_ = opts.device;
+  } else {
+    own_device_ = std::make_unique<CpuDevice>(*pool_);
+    device_ = own_device_.get();
+  }
+  const Status s = arch_->place(*device_);
+  if (!s.ok())
+    return err_context("loading " + path + ": placing the weights on " + device_->name(), s.error());
+  return {};
 }
 
 const std::string& Model::arch_name() const {
@@ -231,6 +247,7 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
   so.n_batch = n_batch;
   so.n_threads = pool_->size();
   so.experts = store_.get();
+  so.device = device_;
   if (opts.share_scratch) {
     auto* other = const_cast<Session*>(opts.share_scratch)->impl();
     if (!other || &other->model() != this)

@@ -32,6 +32,7 @@ class Session;
 class SessionImpl;       // model.cpp: the sessions a Model makes
 class SafetensorsDir;    // format/safetensors_dir.h
 class TieredEngramRows;  // model/engram_tiered.h
+class Device;            // kernels/device.h
 
 struct LoadOptions {
   int n_threads = 0;  // kernel thread pool size; <= 0: all cores
@@ -43,6 +44,9 @@ struct LoadOptions {
   // DeepSeek-V4.1 directories: engram.budget_bytes > 0 serves the Engram tables from a tiered
   // store of that many bytes (memory/engram_store.h); 0 keeps them resident with the weights.
   EngramStoreOptions engram = {};
+  // The device the architecture's layer ops run on (kernels/device.h; it outlives the model).
+  // Null: the model's own CPU device over its thread pool.
+  Device* device = nullptr;
 };
 
 class Session;
@@ -94,6 +98,7 @@ class Model final : public BatchRunner {
   int n_vocab() const;
   int n_ctx_train() const;
   ThreadPool& pool() const { return *pool_; }
+  Device& device() const { return *device_; }          // where the layer ops run (LoadOptions::device)
   const Architecture& arch() const { return *arch_; }  // model/arch.h
   // The tiered expert store, or null (no budget and no statistics asked for).
   ExpertStore* expert_store() const { return store_.get(); }
@@ -112,11 +117,15 @@ class Model final : public BatchRunner {
  private:
   friend class Session;
   Model() = default;
+  // The device (LoadOptions::device or a CpuDevice of its own), the architecture placed on it.
+  Status place(const std::string& path, const LoadOptions& opts);
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<SafetensorsDir> st_dir_;  // a checkpoint directory model (file_ is null)
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<Architecture> arch_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Device> own_device_;  // the CPU device when LoadOptions::device is null
+  Device* device_ = nullptr;
+  std::unique_ptr<Architecture> arch_;        // after the device: its buffers go first
   std::unique_ptr<ExpertStore> store_;        // after file_: destroyed first
   std::unique_ptr<TieredEngramRows> engram_;  // the V4.1 forward reads Engram rows through it
 };

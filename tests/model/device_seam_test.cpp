@@ -6,7 +6,12 @@
 // experts to the device and nothing else changes.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <cstring>
+#include <span>
 #include <map>
 
 #include "common/fixtures.h"
@@ -16,18 +21,25 @@
 #include "model/arch.h"
 #include "model/arch_chunks.h"
 #include "model/hparams.h"
+#include "model/model.h"
+#include "model/synth.h"
 
 namespace strata {
 namespace {
 
-// A device that counts the expert work it is handed (and otherwise is the CPU device).
+// A device that counts the work it is handed (and otherwise is the CPU device; host_visible false:
+// one whose memory the process cannot address, as a GPU's).
 class CountingDevice final : public Device {
  public:
-  explicit CountingDevice(ThreadPool& pool) : cpu_(pool, "CPU1") {}
+  explicit CountingDevice(ThreadPool& pool, bool host_visible = true) : cpu_(pool, "CPU1", 0, host_visible) {}
   const std::string& name() const override { return cpu_.name(); }
   DeviceKind kind() const override { return cpu_.kind(); }
   DeviceMemory memory() const override { return cpu_.memory(); }
   Result<DeviceBuffer> alloc(size_t bytes, std::string_view what) override { return cpu_.alloc(bytes, what); }
+  Result<DeviceBuffer> import(const void* host, size_t bytes, std::string_view what) override {
+    ++imports;
+    return cpu_.import(host, bytes, what);
+  }
   void free(DeviceBuffer& b) override { cpu_.free(b); }
   Result<DeviceTicket> upload(const DeviceBuffer& d, size_t o, const void* s, size_t n) override {
     return cpu_.upload(d, o, s, n);
@@ -40,9 +52,21 @@ class CountingDevice final : public Device {
     experts += w.n_run;
     return cpu_.run_experts(w);
   }
+  Result<DeviceTicket> run_attention(const DeviceAttnWork& w) override {
+    ++attention;
+    return cpu_.run_attention(w);
+  }
+  Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) override {
+    ++ffn;
+    return cpu_.run_ffn(w);
+  }
+  Result<DeviceTicket> run_linear(const DeviceLinearWork& w) override {
+    ++linear;
+    return cpu_.run_linear(w);
+  }
   bool reached(DeviceTicket t) const override { return cpu_.reached(t); }
   Status wait(DeviceTicket t) override { return cpu_.wait(t); }
-  int64_t calls = 0, experts = 0;
+  int64_t calls = 0, experts = 0, imports = 0, attention = 0, ffn = 0, linear = 0;
 
  private:
   CpuDevice cpu_;
@@ -117,11 +141,12 @@ class OddExpertsOnDevice final : public ExpertSource {
   std::map<std::pair<int, int>, Placed> placed_;
 };
 
-std::vector<float> run(const Architecture& arch, ExpertSource* src, const std::vector<int32_t>& tokens,
-                       int chunk, ThreadPool& pool) {
+std::vector<float> run(const Architecture& arch, Device& host, ExpertSource* src,
+                       const std::vector<int32_t>& tokens, int chunk, ThreadPool& pool) {
   StateOptions so;
   so.n_ctx = 64;
   so.experts = src;
+  so.device = &host;
   return testing::forward_chunks(arch, tokens, chunk, pool, so);
 }
 
@@ -135,10 +160,12 @@ TEST_P(DeviceSeam, OddExpertsOnASecondDeviceKeepEveryBit) {
   ASSERT_TRUE(arch_name.ok()) << arch_name.message();
   const ArchEntry* entry = arch_find(*arch_name);
   ASSERT_NE(entry, nullptr);
+  ThreadPool pool(2);
+  CpuDevice host(pool);  // before the architecture: it frees its buffers on it
   auto arch = entry->make(**f);
   ASSERT_TRUE(arch.ok()) << arch.message();
   const HParams& hp = (*arch)->hparams();
-  ThreadPool pool(2);
+  ASSERT_TRUE((*arch)->place(host).ok());
   CountingDevice dev(pool);
   OddExpertsOnDevice src(**f, hp.n_layer, dev);
   ASSERT_GT(src.uploaded, 0u);
@@ -148,9 +175,9 @@ TEST_P(DeviceSeam, OddExpertsOnASecondDeviceKeepEveryBit) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % hp.n_vocab);
   const int n = static_cast<int>(tokens.size());
   for (int chunk : {n, 1}) {
-    const auto ref = run(**arch, nullptr, tokens, chunk, pool);
+    const auto ref = run(**arch, host, nullptr, tokens, chunk, pool);
     const int64_t before = dev.experts;
-    const auto got = run(**arch, &src, tokens, chunk, pool);
+    const auto got = run(**arch, host, &src, tokens, chunk, pool);
     EXPECT_GT(dev.experts, before) << "no expert reached the device";
     EXPECT_EQ(std::memcmp(ref.data(), got.data(), sizeof(float) * ref.size()), 0)
         << GetParam() << ": experts on the device changed the logits (chunk " << chunk << ")";
@@ -160,6 +187,94 @@ TEST_P(DeviceSeam, OddExpertsOnASecondDeviceKeepEveryBit) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, DeviceSeam,
                          ::testing::Values("tiny-qwen3moe-Q4_0.gguf", "tiny-gpt-oss-MXFP4.gguf",
                                            "tiny-deepseek4-MXFP4_MOE.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           s = s.substr(5, s.size() - 10);  // "tiny-" … ".gguf"
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+// The standard decoders' layer ops through a device whose memory the process cannot address: the
+// weights are copies in its buffers, the KV caches live there, and every layer's attention and
+// the output head go through its queue — the logits keep every bit of the default CPU device's,
+// prefill and token by token, so model/ reads those weights and caches only through the seam.
+class DecoderOnDevice : public ::testing::TestWithParam<const char*> {};
+
+std::vector<float> eval_all(const Model& m, const std::vector<int32_t>& tokens, int chunk) {
+  const int V = m.n_vocab(), n = static_cast<int>(tokens.size());
+  std::vector<float> out(static_cast<size_t>(n) * V);
+  auto s = m.new_session({.n_ctx = 64, .n_batch = chunk});
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return out;
+  for (int i = 0; i < n; i += chunk) {
+    const int k = std::min(chunk, n - i);
+    const Status st =
+        (*s)->eval(std::span<const int32_t>(tokens.data() + i, k), out.data() + size_t(i) * V, true);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  return out;
+}
+
+void expect_hidden_device_same_bits(const std::string& path) {
+  auto ref = Model::load(path, {.n_threads = 2});
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  ThreadPool pool(2);
+  CountingDevice dev(pool, /*host_visible=*/false);
+  LoadOptions lo;
+  lo.n_threads = 2;
+  lo.device = &dev;
+  auto m = Model::load(path, lo);
+  ASSERT_TRUE(m.ok()) << m.message();
+  const HParams& hp = (*m)->hparams();
+  EXPECT_GT(dev.imports, 4 * hp.n_layer);
+  EXPECT_GT(dev.memory().allocated, 0u);  // imports are copies on a device of its own
+  EXPECT_EQ(dev.memory().imported, 0u);
+
+  std::vector<int32_t> tokens(12);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % hp.n_vocab);
+  const int n = static_cast<int>(tokens.size());
+  for (int chunk : {n, 1}) {
+    const int64_t att = dev.attention, lin = dev.linear;
+    const auto want = eval_all(**ref, tokens, chunk);
+    const auto got = eval_all(**m, tokens, chunk);
+    const int64_t steps = (n + chunk - 1) / chunk;
+    EXPECT_EQ(dev.attention - att, steps * hp.n_layer);
+    EXPECT_EQ(dev.linear - lin, steps);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0)
+        << path << ": the hidden-memory device changed the logits (chunk " << chunk << ")";
+  }
+  if (hp.n_expert == 0) {
+    EXPECT_EQ(dev.ffn, dev.attention);  // dense: one FFN per attention
+  }
+}
+
+TEST_P(DecoderOnDevice, HiddenMemoryKeepsEveryBit) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  expect_hidden_device_same_bits(dir + "/models/" + GetParam());
+}
+
+TEST(DecoderOnDevice, DenseLlamaHiddenMemoryKeepsEveryBit) {
+  SynthSpec s;
+  s.arch = "llama";
+  s.n_layer = 2;
+  s.n_embd = 64;
+  s.ffn = 128;
+  s.n_vocab = 300;
+  s.type = "f16";
+  s.n_threads = 1;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("strata_dense_device_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  auto r = synth_write(s, path);
+  ASSERT_TRUE(r.ok()) << r.message();
+  expect_hidden_device_same_bits(path);
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderOnDevice,
+                         ::testing::Values("tiny-qwen3moe-Q4_0.gguf", "tiny-gpt-oss-MXFP4.gguf",
+                                           "tiny-llama-moe-Q8_0.gguf", "tiny-qwen2moe-Q8_0.gguf"),
                          [](const auto& info) {
                            std::string s = info.param;
                            s = s.substr(5, s.size() - 10);  // "tiny-" … ".gguf"

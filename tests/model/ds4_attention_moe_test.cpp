@@ -24,8 +24,8 @@ TEST(Ds4Attention, KeySets) {
   const int32_t sel[3] = {0, 5, 7};
   AttnKeys k = ds4_keys(window, n_swa, nullptr, 0, 5, nullptr, 0);
   ASSERT_EQ(k.n_ranges, 1);
-  EXPECT_EQ(k.ranges[0].k, &window);
-  EXPECT_EQ(k.ranges[0].v, &window);  // K = V
+  EXPECT_EQ(k.ranges[0].k, &window.view());
+  EXPECT_EQ(k.ranges[0].v, &window.view());  // K = V
   EXPECT_EQ(k.ranges[0].j0, 0);
   EXPECT_EQ(k.ranges[0].j1, 6);
   EXPECT_EQ(k.list.n, 0);
@@ -33,7 +33,7 @@ TEST(Ds4Attention, KeySets) {
   ASSERT_EQ(k.n_ranges, 2);
   EXPECT_EQ(k.ranges[0].j0, 300 - 128 + 1);
   EXPECT_EQ(k.ranges[0].j1, 301);
-  EXPECT_EQ(k.ranges[1].k, &comp);
+  EXPECT_EQ(k.ranges[1].k, &comp.view());
   EXPECT_EQ(k.ranges[1].j0, 0);
   EXPECT_EQ(k.ranges[1].j1, 2);  // floor(301 / 128)
   EXPECT_EQ(ds4_keys(window, n_swa, &comp, 128, 254, nullptr, 0).ranges[1].j1, 1);
@@ -41,7 +41,7 @@ TEST(Ds4Attention, KeySets) {
   EXPECT_EQ(k.count(), 128 + 2);
   k = ds4_keys(window, n_swa, &comp, 4, 40, sel, 3);
   ASSERT_EQ(k.n_ranges, 1);
-  EXPECT_EQ(k.list.k, &comp);
+  EXPECT_EQ(k.list.k, &comp.view());
   EXPECT_EQ(k.list.idx, sel);
   EXPECT_EQ(k.list.n, 3);
   EXPECT_EQ(k.count(), 41 + 3);

@@ -198,6 +198,7 @@ TEST(KvBill, PricesWhatEverySessionAllocates) {
         StateOptions o;
         o.n_ctx = n_ctx;
         o.n_batch = n_batch;
+        o.device = &(*m)->device();
         auto st = arch.new_state(o);
         ASSERT_TRUE(st.ok()) << st.message();
         EXPECT_EQ((*st)->memory().kv_cache, bill.total_bytes(KvType::f32, n_ctx, n_batch))

@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/aligned.h"
 #include "base/arena.h"
+#include "kernels/device.h"
+#include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
-#include "model/blocks/linear.h"
 #include "model/weights.h"
 
 namespace strata {
@@ -19,17 +22,18 @@ namespace {
 // The step scratch (decoder_scratch): owned by one state, borrowed by those sharing it.
 struct DecoderStepScratch {
   Arena arena;
-  AlignedPtr<float> x;            // [n_batch][n_embd] residual
-  AlignedPtr<float> h;            // [n_batch][n_embd] normed block input
-  AlignedPtr<float> y;            // [n_batch][n_embd] block output
-  std::vector<AttnSegment> segs;  // the step's attention segments (one per sequence in it)
+  AlignedPtr<float> x;              // [n_batch][n_embd] residual
+  AlignedPtr<float> h;              // [n_batch][n_embd] normed block input
+  AlignedPtr<float> y;              // [n_batch][n_embd] block output
+  std::vector<DeviceAttnSeg> segs;  // the step's attention segments (one per sequence in it)
   uint64_t rows_bytes = 0;
 };
 
 class DecoderState final : public ArchState {
  public:
-  DecoderState(const HParams& hp, const StateOptions& o)
-      : kv(decoder_kv_spec(hp), o.n_ctx, o.n_batch), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
+  // kv: the caches, on the device the attention runs on.
+  DecoderState(KvCache kv_, const HParams& hp, const StateOptions& o)
+      : kv(std::move(kv_)), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
     if (o.share_scratch) {  // checked by Model::new_session: same model, n_ctx and n_batch
       const auto& other = static_cast<const DecoderState&>(*o.share_scratch);
       STRATA_ASSERT(other.n_ctx == o.n_ctx && other.n_batch == o.n_batch);
@@ -60,15 +64,68 @@ class DecoderState final : public ArchState {
   bool owns_scratch = false;
 };
 
+// A layer's weights on the device its ops run on (Decoder::place).
+struct DeviceLayer {
+  DeviceAttnWork attn;  // cfg and weights; the step's fields are filled per forward
+  DeviceFfnWork ffn;    // dense FFN layers
+};
+
 class Decoder final : public Architecture {
  public:
   Decoder(HParams hp, DecoderWeights w) : hp_(std::move(hp)), w_(std::move(w)) {}
+  ~Decoder() override {
+    for (DeviceBuffer& b : bufs_) dev_->free(b);
+  }
   const HParams& hparams() const override { return hp_; }
   KvSpec kv_spec() const override { return decoder_kv_spec(hp_); }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
     if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
-    return std::unique_ptr<ArchState>(new DecoderState(hp_, o));
+    if (!dev_) return err("%s: not placed on a device (Architecture::place)", hp_.arch.c_str());
+    if (o.device != dev_)
+      return err("%s: a state's caches must live on the device its layers run on (%s)", hp_.arch.c_str(),
+                 dev_->name().c_str());
+    STRATA_ASSIGN(KvCache kv, KvCache::on_device(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *dev_));
+    for (int il = 0; il < kv.n_layer(); ++il)  // forward reads parts 0 / 1 as K / V
+      STRATA_ASSERT(kv.layer(il).find("k") == 0 && kv.layer(il).find("v") == 1);
+    return std::unique_ptr<ArchState>(new DecoderState(std::move(kv), hp_, o));
+  }
+
+  // Imports every dense weight the device ops read (the mmapped bytes; a host-visible device
+  // uses them in place). Routed experts stay with the MoE loop and the expert store.
+  Status place(Device& dev) override {
+    if (dev_) return err("%s: placed twice", hp_.arch.c_str());
+    dev_ = &dev;
+    layers_.resize(w_.layers.size());
+    for (size_t il = 0; il < w_.layers.size(); ++il) {
+      const DecoderLayer& l = w_.layers[il];
+      DeviceAttnWork& a = layers_[il].attn;
+      const AttnConfig& c = l.attn;
+      a.layer = static_cast<int>(il);
+      a.cfg = c;
+      const int64_t q_w = int64_t{c.n_head} * c.head_dim_k, k_w = int64_t{c.n_head_kv} * c.head_dim_k,
+                    v_w = int64_t{c.n_head_kv} * c.head_dim_v;
+      STRATA_ASSIGN(a.wq, device_mat(*l.attn_w.wq));
+      STRATA_ASSIGN(a.wk, device_mat(*l.attn_w.wk));
+      STRATA_ASSIGN(a.wv, device_mat(*l.attn_w.wv));
+      STRATA_ASSIGN(a.wo, device_mat(*l.attn_w.wo));
+      STRATA_ASSIGN(a.bq, device_vec(l.attn_w.bq, q_w, il, "attn_q.bias"));
+      STRATA_ASSIGN(a.bk, device_vec(l.attn_w.bk, k_w, il, "attn_k.bias"));
+      STRATA_ASSIGN(a.bv, device_vec(l.attn_w.bv, v_w, il, "attn_v.bias"));
+      STRATA_ASSIGN(a.bo, device_vec(l.attn_w.bo, hp_.n_embd, il, "attn_output.bias"));
+      STRATA_ASSIGN(a.q_norm, device_vec(l.attn_w.q_norm, c.head_dim_k, il, "attn_q_norm"));
+      STRATA_ASSIGN(a.k_norm, device_vec(l.attn_w.k_norm, c.head_dim_k, il, "attn_k_norm"));
+      STRATA_ASSIGN(a.sinks, device_vec(l.attn_w.sinks, c.n_head, il, "attn_sinks"));
+      if (!l.moe) {
+        DeviceFfnWork& f = layers_[il].ffn;
+        f.layer = static_cast<int>(il);
+        STRATA_ASSIGN(f.gate, device_mat(*l.ffn_gate));
+        STRATA_ASSIGN(f.up, device_mat(*l.ffn_up));
+        STRATA_ASSIGN(f.down, device_mat(*l.ffn_down));
+      }
+    }
+    STRATA_ASSIGN(output_, device_mat(*w_.output));
+    return {};
   }
 
   // Every run's rows go through the projections, norms and MoE together; attention keeps each run
@@ -83,7 +140,13 @@ class Decoder final : public Architecture {
       const auto& rs = static_cast<const DecoderState&>(*r.state);
       STRATA_ASSERT(r.n >= 1 && r.pos0 >= 0 && r.pos0 + r.n <= rs.n_ctx);
     }
+    STRATA_ASSERT(dev_ != nullptr);  // new_state made the states
     DecoderStepScratch& sc = *st.sc;
+    // An op submitted to the device, waited for: the host reads its output next.
+    auto run_on = [&](Result<DeviceTicket> t) -> Status {
+      if (!t.ok()) return t.status();
+      return dev_->wait(t.value());
+    };
     float* x = sc.x.get();
     float* h = sc.h.get();
     float* y = sc.y.get();
@@ -95,16 +158,31 @@ class Decoder final : public Architecture {
       const DecoderLayer& l = w_.layers[il];
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.attn_norm, h + t * d, d, hp_.rms_eps);
       sc.segs.clear();
-      for (const SeqRun& r : b.runs)
-        sc.segs.push_back(AttnSegment{&static_cast<DecoderState&>(*r.state).kv.layer(il), r.pos0, r.t0, r.n});
-      attention_forward_segments(l.attn, l.attn_w, sc.segs, h, n, y, pool, sc.arena);
+      for (const SeqRun& r : b.runs) {
+        const KvLayer& kv = static_cast<DecoderState&>(*r.state).kv.layer(il);
+        sc.segs.push_back(
+            DeviceAttnSeg{kv.part(0).device_rows(), kv.part(1).device_rows(), r.pos0, r.t0, r.n});
+      }
+      DeviceAttnWork aw = layers_[il].attn;
+      aw.segs = sc.segs.data();
+      aw.n_seg = static_cast<int>(sc.segs.size());
+      aw.x = h;
+      aw.n = n;
+      aw.out = y;
+      aw.host_scratch = &sc.arena;
+      STRATA_TRY(run_on(dev_->run_attention(aw)));
       vec_add(x, y, n * d);
 
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
       if (l.moe) {
         STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, sc.arena, st.experts, il));
       } else {
-        ffn_swiglu_forward(*l.ffn_gate, *l.ffn_up, *l.ffn_down, h, n, y, pool, sc.arena);
+        DeviceFfnWork fw = layers_[il].ffn;
+        fw.x = h;
+        fw.n = n;
+        fw.y = y;
+        fw.host_scratch = &sc.arena;
+        STRATA_TRY(run_on(dev_->run_ffn(fw)));
       }
       vec_add(x, y, n * d);
       sc.arena.reset();
@@ -114,13 +192,47 @@ class Decoder final : public Architecture {
     const int64_t n_out = static_cast<int64_t>(b.out_rows.size());
     for (int64_t k = 0; k < n_out; ++k)
       rms_norm(x + b.out_rows[k] * d, w_.output_norm, h + k * d, d, hp_.rms_eps);
-    if (n_out > 0) linear(pool, sc.arena, *w_.output, h, n_out, logits);
+    if (n_out > 0) {
+      DeviceLinearWork lw;
+      lw.w = output_;
+      lw.x = h;
+      lw.n = n_out;
+      lw.y = logits;
+      lw.host_scratch = &sc.arena;
+      STRATA_TRY(run_on(dev_->run_linear(lw)));
+    }
     return {};
   }
 
  private:
+  // A weight tensor's bytes as a device buffer (one per distinct tensor: a tied output shares
+  // token_embd's).
+  Result<const DeviceBuffer*> import(const void* data, size_t bytes, const std::string& what) {
+    for (size_t i = 0; i < buf_src_.size(); ++i)
+      if (buf_src_[i] == data) return &bufs_[i];
+    STRATA_ASSIGN(DeviceBuffer b, dev_->import(data, bytes, what));
+    bufs_.push_back(b);
+    buf_src_.push_back(data);
+    return &bufs_.back();
+  }
+  Result<DeviceMat> device_mat(const TensorView& t) {
+    STRATA_ASSIGN(const DeviceBuffer* b, import(t.data, t.nbytes, t.name));
+    return DeviceMat{b, 0, t.nb[1], t.ne[0], t.ne[1], t.type};
+  }
+  Result<DeviceVec> device_vec(const float* v, int64_t n, size_t il, const char* name) {
+    if (!v) return DeviceVec{};
+    STRATA_ASSIGN(const DeviceBuffer* b,
+                  import(v, sizeof(float) * static_cast<size_t>(n), blk_name(int(il), name)));
+    return DeviceVec{b, 0, n};
+  }
+
   HParams hp_;
   DecoderWeights w_;
+  Device* dev_ = nullptr;
+  std::vector<DeviceLayer> layers_;
+  DeviceMat output_;
+  std::deque<DeviceBuffer> bufs_;  // stable addresses: DeviceMats point at them
+  std::vector<const void*> buf_src_;
 };
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "model/arch.h"
-#include "model/blocks/attention.h"
+#include "kernels/attention_block.h"
 #include "model/hparams.h"
 #include "model/blocks/moe.h"
 

@@ -8,7 +8,7 @@
 #include "kernels/expert_ffn.h"
 #include "kernels/ops.h"
 #include "kernels/traits.h"
-#include "model/blocks/linear.h"
+#include "kernels/linear.h"
 
 namespace strata {
 
@@ -93,19 +93,6 @@ struct DeviceSubmits {
 };
 
 }  // namespace
-
-void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
-                        int64_t n, float* out, ThreadPool& pool, Arena& arena) {
-  if (n <= 0) return;
-  STRATA_ASSERT(down.ne[1] == gate.ne[0] && up.ne[1] == gate.ne[1] && down.ne[0] == gate.ne[1]);
-  const size_t mk = arena.mark();
-  ExpertFfn s;
-  const ExpertMat mats[3] = {expert_mat(gate), expert_mat(up), expert_mat(down)};
-  expert_ffn_prepare_dense(s, mats, x, n, out, pool.size(), arena);
-  const ExpertFfnJob job{&s, &kOnlyExpert, 1};
-  expert_ffn_run(&job, 1, pool);
-  arena.rewind(mk);
-}
 
 Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
                    ThreadPool& pool, Arena& arena, ExpertSource* experts, int layer) {

@@ -1,5 +1,5 @@
-// The mixture-of-experts FFN block (the one MoE loop: the standard decoders' and deepseek4's) and
-// the dense SwiGLU FFN.
+// The mixture-of-experts FFN block (the one MoE loop: the standard decoders' and deepseek4's); the
+// dense SwiGLU FFN is kernels/expert_ffn.h's ffn_swiglu_forward.
 //
 // Router variants (MoeRouter):
 //   softmax_topk_renorm  p = softmax(W_r·h) over all experts → top-k → w /= max(Σw, 2^-14)
@@ -72,9 +72,5 @@ Status moe_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, in
 Status moe_experts_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n,
                            const int32_t* sel, const float* wts, float* out, ThreadPool& pool, Arena& arena,
                            ExpertSource* experts = nullptr, int layer = 0);
-
-// Dense SwiGLU FFN: out = down · (silu(gate·x) ⊙ up·x). x: [n][in], out: [n][down.ne1].
-void ffn_swiglu_forward(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
-                        int64_t n, float* out, ThreadPool& pool, Arena& arena);
 
 }  // namespace strata

@@ -5,7 +5,7 @@
 // CSA), all in ONE softmax with a per-head sink that only enters the denominator:
 //   s_j = (q_h . k_j) * scale,  M = max(max_j s_j, sink_h)
 //   o_h = sum_j exp(s_j - M) v_j / (exp(sink_h - M) + sum_j exp(s_j - M))
-// That softmax is the one attention core (model/blocks/attention_core.h); this file says which
+// That softmax is the one attention core (kernels/attention_core.h); this file says which
 // rows it reads. After attention the caller inverse-ropes the last n_rot dims of every head
 // (rope_rows with inverse = true) and applies the grouped low-rank output projection:
 //   z_g = wo_a[g] . o[g-th group of n_head/G consecutive heads]   (o_lora values per group)
@@ -14,7 +14,8 @@
 
 #include <cstdint>
 
-#include "model/blocks/attention_core.h"
+#include "kernels/attention_core.h"
+#include "kv/row_cache.h"
 
 namespace strata::ds4 {
 

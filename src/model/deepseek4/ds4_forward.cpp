@@ -10,7 +10,7 @@
 #include "model/deepseek4/ds4_math.h"
 #include "model/deepseek4/ds4_mhc.h"
 #include "model/deepseek4/ds4_moe.h"
-#include "model/blocks/linear.h"
+#include "kernels/linear.h"
 #include "model/blocks/moe.h"
 
 namespace strata::ds4 {

@@ -1,4 +1,4 @@
-#include "model/blocks/linear.h"
+#include "kernels/linear.h"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // gpt-oss): projections (+ optional biases), optional per-head q/k RMSNorm, RoPE (NORM / NEOX,
 // YaRN), GQA, causal mask with an optional sliding window, optional per-head sinks, output
 // projection (+ optional bias). K and V rows are appended to the layer's KvLayer parts; the
-// attention itself is model/blocks/attention_core.h's (each query's causal / window key range).
+// attention itself is kernels/attention_core.h's (each query's causal / window key range).
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,8 @@
 #include "base/thread_pool.h"
 #include "format/tensor_view.h"
 #include "kernels/ops.h"
-#include "kv/kv_cache.h"
-#include "model/blocks/attention_core.h"
+#include "kernels/attention_core.h"
+#include "kernels/kv_rows.h"
 
 namespace strata {
 
@@ -46,9 +46,12 @@ struct AttnConfig {
 };
 
 // A run of consecutive tokens of one sequence inside a multi-sequence batch: rows t0 .. t0+n-1 of
-// x / out sit at positions pos0 .. pos0+n-1 of the sequence whose cache is `kv`.
+// x / out sit at positions pos0 .. pos0+n-1 of the sequence whose K and V rows are k / v
+// ([n_head_kv*hd_k] and [n_head_kv*hd_v] wide): rows pos0.. are written, rows < pos0 must hold
+// the sequence's earlier keys.
 struct AttnSegment {
-  KvLayer* kv = nullptr;
+  const KvRows* k = nullptr;
+  const KvRows* v = nullptr;
   int64_t pos0 = 0;
   int64_t t0 = 0;
   int64_t n = 0;
@@ -60,11 +63,5 @@ struct AttnSegment {
 void attention_forward_segments(const AttnConfig& cfg, const AttnWeights& w,
                                 std::span<const AttnSegment> segs, const float* x, int64_t n, float* out,
                                 ThreadPool& pool, Arena& arena);
-
-// x: [n][n_embd] (already normed) at positions pos0.. ; out: [n][n_embd].
-// kv: part "k" rows [n_head_kv*hd_k], part "v" rows [n_head_kv*hd_v]; rows for
-// pos0..pos0+n-1 are written, rows < pos0 must hold the sequence's earlier keys.
-void attention_forward(const AttnConfig& cfg, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
-                       int64_t pos0, float* out, ThreadPool& pool, Arena& arena);
 
 }  // namespace strata

@@ -1,4 +1,4 @@
-// model/blocks/attention_core.h (blocked, one pass, online softmax) against a direct
+// kernels/attention_core.h (blocked, one pass, online softmax) against a direct
 // double-precision softmax over each query's keys. The decoder's causal key ranges: GQA groups,
 // prefill from position 0 and after a cached prefix, decode, a sliding window over a ring cache,
 // attention sinks, more keys than one key block, 1 and 2 threads (bit-identical). DeepSeek-V4's
@@ -10,7 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "model/blocks/attention_core.h"
+#include "kernels/attention_core.h"
+#include "kv/row_cache.h"
 
 namespace strata {
 namespace {
@@ -52,7 +53,8 @@ void check(const Case& cs, uint32_t seed) {
   const float* sk = cs.sinks ? sinks.data() : nullptr;
   c.sinks = sk;
   std::vector<AttnKeys> keys;
-  for (int64_t t = 0; t < cs.n; ++t) keys.push_back(causal_keys(kc, vc, cs.pos0 + t, cs.window));
+  for (int64_t t = 0; t < cs.n; ++t)
+    keys.push_back(causal_keys(kc.view(), vc.view(), cs.pos0 + t, cs.window));
   const size_t o_n = static_cast<size_t>(cs.n * cs.n_head * cs.hd_v);
   std::vector<float> o1(o_n, -1.0f), o2(o_n, -2.0f);
   ThreadPool p1(1), p2(2);
@@ -127,10 +129,10 @@ TEST(AttentionCore, RangesAndGatheredRows) {
         if (t == 3) continue;  // no keys: the output is 0 (with or without a sink), never NaN
         const int64_t pos = pos0 + t;
         for (int64_t i = 0, ni = int64_t(g() % 90); i < ni; ++i) idx[t].push_back(int32_t(g() % n_comp));
-        keys[t].ranges[0] = {&win, &win, std::max<int64_t>(0, pos - n_swa + 1), pos + 1};
-        keys[t].ranges[1] = {&ck, &cv, 0, (pos + 1) / 2 - 10};
+        keys[t].ranges[0] = {&win.view(), &win.view(), std::max<int64_t>(0, pos - n_swa + 1), pos + 1};
+        keys[t].ranges[1] = {&ck.view(), &cv.view(), 0, (pos + 1) / 2 - 10};
         keys[t].n_ranges = 2;
-        keys[t].list = {&ck, &cv, idx[t].data(), int64_t(idx[t].size())};
+        keys[t].list = {&ck.view(), &cv.view(), idx[t].data(), int64_t(idx[t].size())};
       }
       const auto q = rnd(static_cast<size_t>(n * nh * hd), 12, 2.0f);
       const auto sinks = rnd(static_cast<size_t>(nh), 13, 2.0f);

@@ -1,4 +1,4 @@
-#include "model/blocks/attention.h"
+#include "kernels/attention_block.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +7,7 @@
 #include <new>
 
 #include "base/assert.h"
-#include "model/blocks/linear.h"
+#include "kernels/linear.h"
 
 namespace strata {
 
@@ -34,12 +34,6 @@ AttnShape attn_shape(const AttnConfig& c, const float* sinks) {
 // Every value is the same call on the same rows whatever thread runs it, so the result does
 // not depend on the thread count; decode's attention, too small for a region of its own, now
 // runs on both threads between the projections.
-void attention_forward(const AttnConfig& c, const AttnWeights& w, KvLayer& kv, const float* x, int64_t n,
-                       int64_t pos0, float* out, ThreadPool& pool, Arena& arena) {
-  const AttnSegment seg{&kv, pos0, 0, n};
-  attention_forward_segments(c, w, std::span<const AttnSegment>(&seg, 1), x, n, out, pool, arena);
-}
-
 void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::span<const AttnSegment> segs,
                                 const float* x, int64_t n, float* out, ThreadPool& pool, Arena& arena) {
   if (n <= 0) return;
@@ -50,16 +44,10 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
   const int64_t o_w = int64_t{c.n_head} * hdv;
   STRATA_ASSERT(!segs.empty());
   const int n_seg = static_cast<int>(segs.size());
-  RowCache** kcs = arena.alloc<RowCache*>(static_cast<size_t>(n_seg));
-  RowCache** vcs = arena.alloc<RowCache*>(static_cast<size_t>(n_seg));
   int64_t covered = 0;
   for (int s = 0; s < n_seg; ++s) {
-    KvLayer& kv = *segs[s].kv;
-    const int ki = kv.find("k"), vi = kv.find("v");
-    STRATA_ASSERT(ki >= 0 && vi >= 0);
-    kcs[s] = &kv.part(ki);
-    vcs[s] = &kv.part(vi);
-    STRATA_ASSERT(kcs[s]->width() == k_w && vcs[s]->width() == v_w);
+    STRATA_ASSERT(segs[s].k && segs[s].v);
+    STRATA_ASSERT(segs[s].k->width == k_w && segs[s].v->width == v_w);
     STRATA_ASSERT(segs[s].t0 == covered && segs[s].n >= 1);
     covered += segs[s].n;
   }
@@ -134,8 +122,8 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
         float* kh = k + t * k_w + int64_t{hk} * hdk;
         if (w.k_norm) rms_norm(kh, w.k_norm, kh, hdk, c.eps);
         rope_apply(c.rope_style, n_rot, cache, kh);
-        std::memcpy(kcs[s]->row(pos) + int64_t{hk} * hdk, kh, sizeof(float) * hdk);
-        std::memcpy(vcs[s]->row(pos) + int64_t{hk} * hdv, v + t * v_w + int64_t{hk} * hdv,
+        std::memcpy(segs[s].k->row(pos) + int64_t{hk} * hdk, kh, sizeof(float) * hdk);
+        std::memcpy(segs[s].v->row(pos) + int64_t{hk} * hdv, v + t * v_w + int64_t{hk} * hdv,
                     sizeof(float) * hdv);
       }
   };
@@ -165,7 +153,7 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
       const AttnSegment& sg = segs[qb_seg[b]];
       AttnKeys keys[kAttnQueryBlock];  // row t of the block sits at position sg.pos0 + (t − sg.t0)
       for (int64_t t = qb_t0[b]; t < qb_t1[b]; ++t)
-        keys[t - qb_t0[b]] = causal_keys(*kcs[qb_seg[b]], *vcs[qb_seg[b]], sg.pos0 + (t - sg.t0), c.window);
+        keys[t - qb_t0[b]] = causal_keys(*sg.k, *sg.v, sg.pos0 + (t - sg.t0), c.window);
       attend_rows(shape, q, qb_t0[b], qb_t1[b], hk * group, (hk + 1) * group, keys, o);
       // acq_rel: the last head's item sees every other head's o rows before converting them.
       if (attended[b].fetch_add(1, std::memory_order_acq_rel) + 1 == n_kv) {

@@ -24,7 +24,7 @@
 #include <span>
 
 #include "base/thread_pool.h"
-#include "kv/row_cache.h"
+#include "kernels/kv_rows.h"
 
 namespace strata {
 
@@ -41,16 +41,16 @@ struct AttnShape {
 
 // Rows [j0, j1) of a K and a V cache (k and v may be the same cache: K = V).
 struct AttnKeyRange {
-  const RowCache* k = nullptr;
-  const RowCache* v = nullptr;
+  const KvRows* k = nullptr;
+  const KvRows* v = nullptr;
   int64_t j0 = 0;
   int64_t j1 = 0;
 };
 
 // Rows idx[0..n) of a K and a V cache, attended in that order.
 struct AttnKeyList {
-  const RowCache* k = nullptr;
-  const RowCache* v = nullptr;
+  const KvRows* k = nullptr;
+  const KvRows* v = nullptr;
   const int32_t* idx = nullptr;
   int64_t n = 0;
 };
@@ -83,6 +83,6 @@ void attend(const AttnShape& s, const float* q, int64_t n, std::span<const AttnK
 
 // The key set of the standard decoder's query at position p: rows max(0, p − window + 1) .. p of
 // its K and V caches (window 0: from 0).
-AttnKeys causal_keys(const RowCache& k, const RowCache& v, int64_t p, int window);
+AttnKeys causal_keys(const KvRows& k, const KvRows& v, int64_t p, int window);
 
 }  // namespace strata

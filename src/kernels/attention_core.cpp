@@ -1,4 +1,4 @@
-#include "model/blocks/attention_core.h"
+#include "kernels/attention_core.h"
 
 #include <algorithm>
 #include <cmath>
@@ -79,7 +79,7 @@ int64_t AttnKeys::count() const {
   return c;
 }
 
-AttnKeys causal_keys(const RowCache& k, const RowCache& v, int64_t p, int window) {
+AttnKeys causal_keys(const KvRows& k, const KvRows& v, int64_t p, int window) {
   AttnKeys ks;
   ks.ranges[0] = {&k, &v, window > 0 ? std::max<int64_t>(0, p - window + 1) : int64_t{0}, p + 1};
   ks.n_ranges = 1;
