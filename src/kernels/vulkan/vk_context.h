@@ -1,0 +1,91 @@
+// One Vulkan logical device and its in-order queue: raw buffers (device-local, or host-visible
+// staging), and submissions on a timeline. A submission is one command buffer with the scratch
+// buffers, descriptor set and host copies it needs; its ticket is reached when the GPU has
+// finished it and its host copies (a download's staging → host memory) are done. The timeline
+// is a timeline semaphore where the device has one, else a fence per submission.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernels/vulkan/vk_instance.h"
+
+namespace strata::vk {
+
+struct RawBuffer {
+  VkBuffer buf = VK_NULL_HANDLE;
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  uint8_t* mapped = nullptr;  // host-visible buffers only
+  size_t bytes = 0;           // the VkBuffer's size
+};
+
+struct Submission {
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  std::vector<RawBuffer> scratch;              // freed when reached
+  std::vector<std::function<void()>> on_done;  // host work once the GPU finished (in order)
+  VkFence fence = VK_NULL_HANDLE;              // the fence path only
+  uint64_t ticket = 0;
+};
+
+class Context {
+ public:
+  // The logical device on pd with one queue of its compute family.
+  static Result<std::unique_ptr<Context>> create(const Instance& inst, const PhysicalDevice& pd);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Api& api() const { return api_; }
+  VkDevice device() const { return device_; }
+  bool timeline() const { return timeline_; }
+  bool device_local_is_host_visible() const { return unified_; }
+
+  // A buffer of `bytes` (rounded up to 16) usable as storage and copy source / destination;
+  // host_visible: mapped, coherent memory (staging), else device-local memory where the device
+  // has it. Errors name `what` and the driver's result.
+  Result<RawBuffer> create_buffer(size_t bytes, bool host_visible, const char* what);
+  void destroy_buffer(RawBuffer& b);
+
+  // Every write recorded before it in cmd (or submitted before) is visible after it: to later
+  // commands, or to the host (to_host).
+  void barrier(VkCommandBuffer cmd, bool to_host = false);
+  // A recording command buffer, ordered after every earlier submission; its Submission goes to
+  // submit() (or discard()).
+  Result<Submission> begin();
+  Result<VkDescriptorSet> allocate_set(VkDescriptorSetLayout layout);
+  void discard(Submission& s);
+  // Ends and submits s; the returned ticket is the next point on the timeline.
+  Result<uint64_t> submit(Submission s);
+
+  // Retires what the GPU has finished (runs host copies, frees scratch); true when t is.
+  bool reached(uint64_t t);
+  // Waits until t is reached; an error for a ticket never issued or a lost device.
+  Status wait(uint64_t t);
+  uint64_t issued() const { return issued_; }
+
+ private:
+  Context() = default;
+  Result<bool> gpu_done(Submission& s, bool block);
+  void release(Submission& s);
+  int memory_type(uint32_t bits, VkMemoryPropertyFlags want) const;
+
+  Api api_;
+  std::string name_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkDescriptorPool set_pool_ = VK_NULL_HANDLE;
+  VkSemaphore sem_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  bool timeline_ = false;
+  bool unified_ = false;
+  uint64_t issued_ = 0;
+  uint64_t retired_ = 0;
+  std::deque<Submission> pending_;  // in ticket order
+  Status failed_;                   // a lost device: every later call reports it
+};
+
+}  // namespace strata::vk

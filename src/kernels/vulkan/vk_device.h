@@ -1,0 +1,90 @@
+// The Vulkan compute device behind the seam (kernels/device.h), on any Vulkan 1.1+ driver: a
+// GPU's, or Mesa's lavapipe on the CPU (what CI tests on). Names are llama.cpp's: "Vulkan0",
+// "Vulkan1", ... with discrete GPUs first (vk_instance.h).
+//
+// Buffers are VkBuffers in device-local memory (one allocation each; the process has no pointer
+// to them: DeviceBuffer::host is null), accounted exactly like CpuDevice's (bytes as asked,
+// under an optional budget); import is alloc + upload. The queue is one Vulkan queue: every call
+// records one command buffer, ordered after everything submitted before it, and returns its
+// ticket on the device's timeline (a timeline semaphore, or a fence per submission where the
+// device has none). upload copies the host bytes into a staging buffer at once; download's
+// bytes reach dst when its ticket is reached (reached() / wait() run the host copies).
+//
+// Ops: run_linear for F32, F16, Q8_0 and Q4_0 weights (shaders/linear.comp). Its activations
+// arrive on the host, are converted there to the weight type's vec_dot_type exactly as
+// kernels/linear does (f16 rounding, Q8_0 quantization), copied down, and y is copied up.
+// The other ops (run_ffn, run_attention, run_experts) answer with an error naming what is missing.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/device.h"
+#include "kernels/vulkan/vk_context.h"
+#include "kernels/vulkan/vk_pipeline.h"
+
+namespace strata {
+
+struct VulkanDeviceInfo {
+  std::string name;         // "Vulkan0"
+  std::string description;  // the driver's name for it
+  std::string type;         // "discrete GPU", "CPU", ...
+  uint64_t memory_bytes = 0;
+  bool timeline = false;
+};
+
+// The Vulkan devices of this machine (empty when there is none); an error when the loader is
+// not installed.
+Result<std::vector<VulkanDeviceInfo>> list_vulkan_devices();
+
+class VulkanDevice final : public Device {
+ public:
+  // name "VulkanN", or empty for Vulkan0. Errors: no loader, no Vulkan device, no device of that
+  // name (listing those there are), a device that fails to start.
+  static Result<std::unique_ptr<VulkanDevice>> open(std::string_view name = {}, uint64_t budget_bytes = 0);
+  ~VulkanDevice() override;
+
+  const std::string& name() const override { return info_.name; }
+  const VulkanDeviceInfo& info() const { return info_; }
+  DeviceKind kind() const override { return DeviceKind::device_gpu; }
+  DeviceMemory memory() const override;
+
+  Result<DeviceBuffer> alloc(size_t bytes, std::string_view what) override;
+  Result<DeviceBuffer> import(const void* host, size_t bytes, std::string_view what) override;
+  void free(DeviceBuffer& b) override;
+
+  Result<DeviceTicket> upload(const DeviceBuffer& dst, size_t offset, const void* src, size_t bytes) override;
+  Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) override;
+  Result<DeviceTicket> run_experts(const DeviceExpertWork& w) override;
+  Result<DeviceTicket> run_attention(const DeviceAttnWork& w) override;
+  Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) override;
+  Result<DeviceTicket> run_linear(const DeviceLinearWork& w) override;
+  bool reached(DeviceTicket t) const override;
+  Status wait(DeviceTicket t) override;
+
+ private:
+  VulkanDevice() = default;
+  // The live buffer b names with [offset, offset + bytes) inside it; errors name the op, the
+  // buffer and the range. Caller holds mu_.
+  Result<const vk::RawBuffer*> resolve(const DeviceBuffer& b, size_t offset, size_t bytes,
+                                       const char* op) const;
+  Result<DeviceTicket> run_linear_locked(const DeviceLinearWork& w);
+
+  struct Buffer {
+    vk::RawBuffer raw;
+    size_t bytes = 0;  // as asked
+  };
+  VulkanDeviceInfo info_;
+  std::unique_ptr<vk::Instance> instance_;
+  std::unique_ptr<vk::Context> ctx_;
+  std::map<GgmlType, vk::Pipeline> linear_;  // run_linear's pipeline per weight type
+  mutable std::mutex mu_;
+  std::map<uint64_t, Buffer> buffers_;  // live buffers by id
+  uint64_t next_id_ = 1;
+  DeviceMemory mem_;  // mem_.budget: the limit (0: none)
+};
+
+}  // namespace strata

@@ -1,0 +1,15 @@
+// The compute shaders (kernels/vulkan/shaders/*.comp), compiled by glslc at build time into
+// SPIR-V words that are part of the binary.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "quant/qtypes.h"
+
+namespace strata::vk {
+
+// linear.comp built for weight type t; empty for a type it has no build for.
+std::span<const uint32_t> linear_shader(GgmlType t);
+
+}  // namespace strata::vk
