@@ -1,8 +1,8 @@
 // The Vulkan device behind the seam (kernels/vulkan/vk_device.h), on whatever Vulkan device the
 // machine has (CI: Mesa's lavapipe): device names and listing, buffers and their accounting,
-// the queue's copies and tickets, errors that name the problem, and run_linear matching the CPU
-// device for every weight type it has a kernel for. Without Vulkan (not built, or no device)
-// the tests skip saying so, and fail under CI=true, where lavapipe is installed.
+// the queue's copies and tickets, errors that name the problem, and run_linear / run_ffn
+// matching the CPU device for every weight type they have kernels for. Without Vulkan (not built, or no
+// device) the tests skip saying so, and fail under CI=true, where lavapipe is installed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,10 +63,7 @@ TEST(VulkanDevice, ListsDevicesByLlamaCppNames) {
       << missing.message();
 }
 
-TEST(VulkanDevice, BuffersCopiesAndTickets) {
-  auto& opened = shared_device();
-  STRATA_REQUIRE_VULKAN(opened);
-  VulkanDevice& dev = **opened;
+void copies_and_tickets(VulkanDevice& dev) {
   const DeviceMemory before = dev.memory();
   auto a = dev.alloc(1000, "a");
   auto b = dev.alloc(24, "b");
@@ -121,6 +118,22 @@ TEST(VulkanDevice, BuffersCopiesAndTickets) {
   EXPECT_FALSE(dev.import(nullptr, 10, "nothing").ok());
 }
 
+TEST(VulkanDevice, BuffersCopiesAndTickets) {
+  auto& opened = shared_device();
+  STRATA_REQUIRE_VULKAN(opened);
+  copies_and_tickets(**opened);
+}
+
+// The timeline kept with a fence per submission (devices without timeline semaphores).
+TEST(VulkanDevice, BuffersCopiesAndTicketsOnFences) {
+  auto& opened = shared_device();
+  STRATA_REQUIRE_VULKAN(opened);
+  auto fenced = VulkanDevice::open("Vulkan0", 0, /*timeline=*/false);
+  ASSERT_TRUE(fenced.ok()) << fenced.message();
+  EXPECT_FALSE((*fenced)->timeline());
+  copies_and_tickets(**fenced);
+}
+
 TEST(VulkanDevice, ErrorsNameTheProblem) {
   auto& opened = shared_device();
   STRATA_REQUIRE_VULKAN(opened);
@@ -148,12 +161,12 @@ TEST(VulkanDevice, ErrorsNameTheProblem) {
   auto never = dev.wait(1000);
   ASSERT_FALSE(never.ok());
   EXPECT_NE(never.message().find("ticket 1000"), std::string::npos) << never.message();
-  DeviceFfnWork fw;
-  fw.layer = 3;
-  auto ffn = dev.run_ffn(fw);
+  auto ffn = dev.run_ffn(DeviceFfnWork{});
   ASSERT_FALSE(ffn.ok());
-  EXPECT_NE(ffn.message().find("run_ffn on layer 3"), std::string::npos) << ffn.message();
-  EXPECT_FALSE(dev.run_attention(DeviceAttnWork{}).ok());
+  EXPECT_NE(ffn.message().find("run_ffn: gate has no buffer"), std::string::npos) << ffn.message();
+  auto attn = dev.run_attention(DeviceAttnWork{});
+  ASSERT_FALSE(attn.ok());
+  EXPECT_NE(attn.message().find("no attention kernels yet"), std::string::npos) << attn.message();
   EXPECT_FALSE(dev.run_experts(DeviceExpertWork{}).ok());
   EXPECT_EQ(dev.memory().allocated, 0u);
 }
@@ -250,6 +263,117 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   for (auto* b : {&*vw, &*vb}) dev.free(*b);
   for (auto* b : {&*cw, &*cb}) cpu.free(*b);
 }
+
+// A random {in, out} matrix of type t, its bytes and its dequantized values.
+struct Mat {
+  GgmlType type;
+  int64_t in, out;
+  size_t row;
+  std::vector<uint8_t> bytes;
+  std::vector<float> dq;
+  Mat(GgmlType t, int64_t in_, int64_t out_, uint32_t seed)
+      : type(t), in(in_), out(out_), row(row_bytes(t, in_)) {
+    const auto v = rnd(static_cast<size_t>(in * out), seed, 0.2f);
+    bytes.resize(row * static_cast<size_t>(out));
+    dq.resize(v.size());
+    for (int64_t r = 0; r < out; ++r) {
+      uint8_t* dst = bytes.data() + row * static_cast<size_t>(r);
+      if (t == GgmlType::f32)
+        std::memcpy(dst, v.data() + r * in, row);
+      else
+        kernel_traits(t).from_float(v.data() + r * in, dst, in);
+      kernel_traits(t).to_float(dst, dq.data() + r * in, in);
+    }
+  }
+  // Σ_k |W[r][k] · x[k]|: the size of output r's terms.
+  double terms(int64_t r, const float* x) const {
+    double m = 0.0;
+    for (int64_t k = 0; k < in; ++k) m += std::fabs(double(dq[static_cast<size_t>(r * in + k)]) * x[k]);
+    return m;
+  }
+};
+
+class VulkanFfn : public ::testing::TestWithParam<GgmlType> {};
+
+// run_ffn on Vulkan against run_ffn on the CPU device, for one token and several: per output,
+// |Δ| within a tolerance of Σ_j |down[r][j] · h_j| (h = silu(g) ⊙ u from the dequantized
+// weights). The products are the CPU's; silu's exp and the division in h's Q8_0 scale are the
+// GPU's, so a value of h may round to the neighbouring f16 / Q8_0 step where the CPU's does not:
+// 1e-5 for F32 / F16 weights (an f16 step of one h_j is 2^-11 of its term), 1e-3 for Q8_0 / Q4_0
+// (a Q8_0 step of one h_j, amax/127, can be ~2e-4 of the sum; one wrong or missing term is ~1e-2).
+TEST_P(VulkanFfn, MatchesTheCpuDevice) {
+  auto& opened = shared_device();
+  STRATA_REQUIRE_VULKAN(opened);
+  VulkanDevice& dev = **opened;
+  const GgmlType t = GetParam();
+  const int64_t d = 64, F = 128;
+  const Mat gate(t, d, F, 2), up(t, d, F, 3), down(t, F, d, 4);
+  ThreadPool pool(1);
+  CpuDevice cpu(pool);
+  std::vector<DeviceBuffer> cb, vb;
+  for (const Mat* m : {&gate, &up, &down}) {
+    auto c = cpu.import(m->bytes.data(), m->bytes.size(), "w");
+    auto v = dev.import(m->bytes.data(), m->bytes.size(), "w");
+    ASSERT_TRUE(c.ok() && v.ok());
+    cb.push_back(*c);
+    vb.push_back(*v);
+  }
+  const double tol = t == GgmlType::f32 || t == GgmlType::f16 ? 1e-5 : 1e-3;
+  double worst = 0.0;
+  for (int64_t n : {1, 5}) {
+    const auto x = rnd(static_cast<size_t>(n * d), 10 + static_cast<uint32_t>(n), 1.0f);
+    std::vector<float> want(static_cast<size_t>(n * d)), got(want.size(), NAN);
+    DeviceFfnWork fw;
+    fw.layer = 1;
+    fw.gate = DeviceMat{&cb[0], 0, gate.row, d, F, t};
+    fw.up = DeviceMat{&cb[1], 0, up.row, d, F, t};
+    fw.down = DeviceMat{&cb[2], 0, down.row, F, d, t};
+    fw.x = x.data();
+    fw.n = n;
+    fw.y = want.data();
+    ASSERT_TRUE(cpu.run_ffn(fw).ok());
+    fw.gate.buf = &vb[0];
+    fw.up.buf = &vb[1];
+    fw.down.buf = &vb[2];
+    fw.y = got.data();
+    auto tk = dev.run_ffn(fw);
+    ASSERT_TRUE(tk.ok()) << tk.message();
+    ASSERT_TRUE(dev.wait(*tk).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<float> h(static_cast<size_t>(F));
+      for (int64_t j = 0; j < F; ++j) {
+        double g = 0.0, u = 0.0;
+        for (int64_t k = 0; k < d; ++k) {
+          g += double(gate.dq[static_cast<size_t>(j * d + k)]) * x[static_cast<size_t>(i * d + k)];
+          u += double(up.dq[static_cast<size_t>(j * d + k)]) * x[static_cast<size_t>(i * d + k)];
+        }
+        h[static_cast<size_t>(j)] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+      }
+      for (int64_t r = 0; r < d; ++r) {
+        const size_t k = static_cast<size_t>(i * d + r);
+        const double rel = std::fabs(double(got[k]) - want[k]) / down.terms(r, h.data());
+        worst = std::max(worst, rel);
+        ASSERT_LE(rel, tol) << "token " << i << " output " << r << ": " << got[k] << " vs " << want[k];
+      }
+    }
+  }
+  std::printf("run_ffn %s on %s: worst |vulkan - cpu| / sum|down*h| = %.2e\n", type_name(t),
+              dev.name().c_str(), worst);
+  DeviceFfnWork bad;
+  bad.gate = DeviceMat{&vb[0], 0, gate.row, d, F, t};
+  bad.up = DeviceMat{&vb[1], 0, up.row, d, F, t};
+  bad.down = DeviceMat{&vb[0], 0, gate.row, d, F, t};  // the gate's shape as down
+  bad.n = 1;
+  auto shapes = dev.run_ffn(bad);
+  ASSERT_FALSE(shapes.ok());
+  EXPECT_NE(shapes.message().find("do not fit"), std::string::npos) << shapes.message();
+  for (auto& b : vb) dev.free(b);
+  for (auto& b : cb) cpu.free(b);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, VulkanFfn,
+                         ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::q8_0, GgmlType::q4_0),
+                         [](const auto& info) { return std::string(type_info(info.param).name); });
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanLinear,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::q8_0, GgmlType::q4_0),

@@ -9,11 +9,12 @@ constexpr uint32_t kMaxSets = 256;       // descriptor sets in flight
 constexpr uint32_t kBindingsPerSet = 8;  // storage buffers per set
 }  // namespace
 
-Result<std::unique_ptr<Context>> Context::create(const Instance& inst, const PhysicalDevice& pd) {
+Result<std::unique_ptr<Context>> Context::create(const Instance& inst, const PhysicalDevice& pd,
+                                                 bool timeline) {
   std::unique_ptr<Context> c(new Context());
   c->api_ = inst.api();
   c->name_ = pd.name;
-  c->timeline_ = pd.timeline;
+  c->timeline_ = pd.timeline && timeline;
   const Api& a = c->api_;
   a.vkGetPhysicalDeviceMemoryProperties(pd.handle, &c->mem_props_);
   c->unified_ = true;
@@ -178,7 +179,7 @@ Result<VkDescriptorSet> Context::allocate_set(VkDescriptorSetLayout layout) {
 
 void Context::release(Submission& s) {
   for (RawBuffer& b : s.scratch) destroy_buffer(b);
-  if (s.set != VK_NULL_HANDLE) api_.vkFreeDescriptorSets(device_, set_pool_, 1, &s.set);
+  if (!s.sets.empty()) api_.vkFreeDescriptorSets(device_, set_pool_, uint32_t(s.sets.size()), s.sets.data());
   if (s.cmd != VK_NULL_HANDLE) api_.vkFreeCommandBuffers(device_, cmd_pool_, 1, &s.cmd);
   if (s.fence != VK_NULL_HANDLE) api_.vkDestroyFence(device_, s.fence, nullptr);
   s = Submission{};

@@ -23,7 +23,7 @@ struct RawBuffer {
 
 struct Submission {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
-  VkDescriptorSet set = VK_NULL_HANDLE;
+  std::vector<VkDescriptorSet> sets;
   std::vector<RawBuffer> scratch;              // freed when reached
   std::vector<std::function<void()>> on_done;  // host work once the GPU finished (in order)
   VkFence fence = VK_NULL_HANDLE;              // the fence path only
@@ -32,8 +32,10 @@ struct Submission {
 
 class Context {
  public:
-  // The logical device on pd with one queue of its compute family.
-  static Result<std::unique_ptr<Context>> create(const Instance& inst, const PhysicalDevice& pd);
+  // The logical device on pd with one queue of its compute family; timeline false: fences even
+  // where pd has timeline semaphores.
+  static Result<std::unique_ptr<Context>> create(const Instance& inst, const PhysicalDevice& pd,
+                                                 bool timeline);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

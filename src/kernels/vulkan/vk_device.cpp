@@ -27,6 +27,50 @@ size_t align_up(size_t v, size_t a) {
   return (v + a - 1) / a * a;
 }
 
+// swiglu.comp's push constants.
+struct SwigluParams {
+  uint32_t n_tok, F, form, pad;
+};
+
+constexpr int64_t kMaxRows = int64_t{kMaxGroups} * kMaxGroups;
+
+// The device's form of activations for a weight type's vec_dot_type (linear.comp's x).
+enum XForm : uint32_t { xform_f32 = 0, xform_f16 = 1, xform_q8 = 2 };
+
+XForm form_of(GgmlType t) {
+  return t == GgmlType::f32 ? xform_f32 : t == GgmlType::f16 ? xform_f16 : xform_q8;
+}
+
+size_t form_bytes(XForm f, int64_t n, int64_t in) {
+  return f == xform_q8 ? static_cast<size_t>(n * (in / 32)) * 36 : static_cast<size_t>(n * in) * 4;
+}
+
+// x [n][in] into form f at dst, by the CPU's own converters (as kernels/linear converts).
+void to_form(XForm f, const float* x, int64_t n, int64_t in, uint8_t* dst) {
+  if (f == xform_f32) {
+    std::memcpy(dst, x, form_bytes(f, n, in));
+  } else if (f == xform_f16) {
+    const KernelTraits& f16 = kernel_traits(GgmlType::f16);
+    std::vector<uint8_t> row(row_bytes(GgmlType::f16, in));
+    for (int64_t t = 0; t < n; ++t) {
+      f16.from_float(x + t * in, row.data(), in);
+      f16.to_float(row.data(), reinterpret_cast<float*>(dst) + t * in, in);
+    }
+  } else {
+    const KernelTraits& q8 = kernel_traits(GgmlType::q8_0);
+    std::vector<BlockQ8_0> row(static_cast<size_t>(in / 32));
+    for (int64_t t = 0; t < n; ++t) {
+      q8.from_float(x + t * in, row.data(), in);
+      for (const BlockQ8_0& b : row) {
+        const float d = fp16_to_f32(b.d);
+        std::memcpy(dst, &d, 4);
+        std::memcpy(dst + 4, b.qs, 32);
+        dst += 36;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Result<std::vector<VulkanDeviceInfo>> list_vulkan_devices() {
@@ -36,7 +80,8 @@ Result<std::vector<VulkanDeviceInfo>> list_vulkan_devices() {
   return out;
 }
 
-Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(std::string_view name, uint64_t budget_bytes) {
+Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(std::string_view name, uint64_t budget_bytes,
+                                                         bool timeline) {
   STRATA_ASSIGN(auto inst, vk::Instance::create());
   const auto& devs = inst->devices();
   if (devs.empty())
@@ -54,7 +99,7 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(std::string_view name, 
   std::unique_ptr<VulkanDevice> dev(new VulkanDevice());
   dev->info_ = info_of(*pd);
   dev->mem_.budget = budget_bytes;
-  STRATA_ASSIGN(dev->ctx_, vk::Context::create(*inst, *pd));
+  STRATA_ASSIGN(dev->ctx_, vk::Context::create(*inst, *pd, timeline));
   dev->instance_ = std::move(inst);
   for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::q8_0, GgmlType::q4_0}) {
     const std::string what = std::string("linear_") + type_name(t);
@@ -63,6 +108,8 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(std::string_view name, 
                                       sizeof(LinearParams), what.c_str()));
     dev->linear_.emplace(t, p);
   }
+  STRATA_ASSIGN(dev->swiglu_, vk::create_pipeline(dev->ctx_->api(), dev->ctx_->device(), vk::swiglu_shader(),
+                                                  3, sizeof(SwigluParams), "swiglu"));
   return dev;
 }
 
@@ -70,6 +117,7 @@ VulkanDevice::~VulkanDevice() {
   if (!ctx_) return;
   (void)ctx_->wait(ctx_->issued());
   for (auto& [t, p] : linear_) vk::destroy_pipeline(ctx_->api(), ctx_->device(), p);
+  vk::destroy_pipeline(ctx_->api(), ctx_->device(), swiglu_);
   for (auto& [id, b] : buffers_) ctx_->destroy_buffer(b.raw);
   ctx_.reset();  // before the instance
 }
@@ -187,7 +235,8 @@ Result<DeviceTicket> VulkanDevice::run_attention(const DeviceAttnWork& w) {
 }
 
 Result<DeviceTicket> VulkanDevice::run_ffn(const DeviceFfnWork& w) {
-  return err("%s: run_ffn on layer %d: the Vulkan device has no FFN kernels yet", name().c_str(), w.layer);
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_ffn_locked(w);
 }
 
 Result<DeviceTicket> VulkanDevice::run_linear(const DeviceLinearWork& w) {
@@ -195,26 +244,78 @@ Result<DeviceTicket> VulkanDevice::run_linear(const DeviceLinearWork& w) {
   return run_linear_locked(w);
 }
 
-Result<DeviceTicket> VulkanDevice::run_linear_locked(const DeviceLinearWork& w) {
-  const DeviceMat& m = w.w;
+Result<const vk::RawBuffer*> VulkanDevice::weight(const DeviceMat& m, const char* op,
+                                                  const char* what) const {
   const char* nm = name().c_str();
-  if (m.buf == nullptr) return err("%s: run_linear: weight has no buffer", nm);
-  auto pipe = linear_.find(m.type);
-  if (pipe == linear_.end())
-    return err("%s: run_linear: weight type %s has no Vulkan kernel yet (F32, F16, Q8_0, Q4_0)", nm,
+  if (m.buf == nullptr) return err("%s: %s: %s has no buffer", nm, op, what);
+  if (linear_.count(m.type) == 0)
+    return err("%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, Q8_0, Q4_0)", nm, op, what,
                type_name(m.type));
   const int64_t bs = type_info(m.type).block_size;
-  if (m.out < 1 || m.in < 1 || m.in % bs != 0 || m.row_stride < row_bytes(m.type, m.in))
-    return err("%s: run_linear: weight has shape {%lld, %lld} with rows %zu bytes apart", nm,
+  if (m.out < 1 || m.in < 1 || m.in % bs != 0 || m.row_stride < row_bytes(m.type, m.in) || m.out > kMaxRows)
+    return err("%s: %s: %s has shape {%lld, %lld} with rows %zu bytes apart", nm, op, what,
                static_cast<long long>(m.in), static_cast<long long>(m.out), m.row_stride);
   const size_t extent = m.row_stride * static_cast<size_t>(m.out - 1) + row_bytes(m.type, m.in);
-  STRATA_ASSIGN(const vk::RawBuffer* wb, resolve(*m.buf, m.offset, extent, "weight"));
+  STRATA_ASSIGN(const vk::RawBuffer* raw, resolve(*m.buf, m.offset, extent, what));
   const size_t align = m.type == GgmlType::f32 ? 4 : 2;
   if (m.offset % align != 0 || m.row_stride % align != 0 || m.offset + extent > UINT32_MAX)
     return err(
-        "%s: run_linear: weight rows at offset %zu, %zu bytes apart: the kernel needs %zu-byte alignment "
-        "and a range within 4 GiB",
-        nm, m.offset, m.row_stride, align);
+        "%s: %s: %s rows at offset %zu, %zu bytes apart: the kernel needs %zu-byte alignment and a range "
+        "within 4 GiB",
+        nm, op, what, m.offset, m.row_stride, align);
+  return raw;
+}
+
+Result<VkDescriptorSet> VulkanDevice::bind(vk::Submission& s, const vk::Pipeline& p, const Region* regions,
+                                           const void* params) {
+  STRATA_ASSIGN(VkDescriptorSet set, ctx_->allocate_set(p.set_layout));
+  s.sets.push_back(set);
+  VkDescriptorBufferInfo bufs[kMaxBindings];
+  VkWriteDescriptorSet writes[kMaxBindings];
+  for (uint32_t i = 0; i < p.bindings; ++i) {
+    bufs[i] = VkDescriptorBufferInfo{regions[i].buf, regions[i].offset, regions[i].bytes};
+    writes[i] = VkWriteDescriptorSet{};
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &bufs[i];
+  }
+  const vk::Api& api = ctx_->api();
+  api.vkUpdateDescriptorSets(ctx_->device(), p.bindings, writes, 0, nullptr);
+  api.vkCmdBindPipeline(s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  api.vkCmdBindDescriptorSets(s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  api.vkCmdPushConstants(s.cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, params);
+  return set;
+}
+
+Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
+                                   const vk::RawBuffer* bias, size_t bias_offset, const Region& x,
+                                   const Region& y, int64_t n) {
+  const Region regions[4] = {
+      {w.buf, 0, VK_WHOLE_SIZE}, x, y, bias != nullptr ? Region{bias->buf, 0, VK_WHOLE_SIZE} : x};
+  const LinearParams params{static_cast<uint32_t>(m.offset), static_cast<uint32_t>(m.row_stride),
+                            static_cast<uint32_t>(m.in),     static_cast<uint32_t>(m.out),
+                            static_cast<uint32_t>(n),        static_cast<uint32_t>(bias_offset / 4),
+                            bias != nullptr ? 1u : 0u,       0};
+  STRATA_TRY(bind(s, linear_.at(m.type), regions, &params).status());
+  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(m.out, kMaxGroups));
+  const uint32_t gy = static_cast<uint32_t>((m.out + kMaxGroups - 1) / kMaxGroups);
+  ctx_->api().vkCmdDispatch(s.cmd, gx, gy, static_cast<uint32_t>(n));
+  ctx_->barrier(s.cmd);
+  return {};
+}
+
+Result<DeviceTicket> VulkanDevice::empty_submission() {
+  STRATA_ASSIGN(vk::Submission s, ctx_->begin());
+  return ctx_->submit(std::move(s));
+}
+
+Result<DeviceTicket> VulkanDevice::run_linear_locked(const DeviceLinearWork& w) {
+  const DeviceMat& m = w.w;
+  const char* nm = name().c_str();
+  STRATA_ASSIGN(const vk::RawBuffer* wb, weight(m, "run_linear", "weight"));
   const vk::RawBuffer* bb = nullptr;
   if (w.bias.buf != nullptr) {
     if (w.bias.n != m.out || w.bias.offset % 4 != 0)
@@ -224,20 +325,15 @@ Result<DeviceTicket> VulkanDevice::run_linear_locked(const DeviceLinearWork& w) 
     STRATA_ASSIGN(bb,
                   resolve(*w.bias.buf, w.bias.offset, sizeof(float) * static_cast<size_t>(m.out), "bias"));
   }
-  if (w.n < 0 || w.n > kMaxGroups || m.out > int64_t{kMaxGroups} * kMaxGroups)
-    return err("%s: run_linear of %lld rows into %lld outputs", nm, static_cast<long long>(w.n),
-               static_cast<long long>(m.out));
-  if (w.n == 0) {
-    STRATA_ASSIGN(vk::Submission s, ctx_->begin());
-    return ctx_->submit(std::move(s));
-  }
+  if (w.n < 0 || w.n > kMaxGroups)
+    return err("%s: run_linear of %lld rows (at most %u)", nm, static_cast<long long>(w.n), kMaxGroups);
+  if (w.n == 0) return empty_submission();
 
-  // x in the device's form of the vec_dot_type (linear.comp), then y: one staging buffer for
-  // both directions, one device scratch buffer the shader reads and writes.
-  const int64_t n = w.n, in = m.in, out = m.out;
-  const bool blocks = m.type == GgmlType::q8_0 || m.type == GgmlType::q4_0;
-  const size_t x_bytes = blocks ? static_cast<size_t>(n * (in / 32)) * 36 : static_cast<size_t>(n * in) * 4;
-  const size_t y_off = align_up(x_bytes, kRegionAlign), y_bytes = static_cast<size_t>(n * out) * 4;
+  // Staging [x | y] and the device's scratch [x | y]: x down, the product, y up.
+  const int64_t n = w.n;
+  const XForm xf = form_of(m.type);
+  const size_t x_bytes = form_bytes(xf, n, m.in);
+  const size_t y_off = align_up(x_bytes, kRegionAlign), y_bytes = static_cast<size_t>(n * m.out) * 4;
   STRATA_ASSIGN(vk::Submission s, ctx_->begin());
   auto fail = [&](const Error& e) -> Result<DeviceTicket> {
     ctx_->discard(s);
@@ -249,74 +345,88 @@ Result<DeviceTicket> VulkanDevice::run_linear_locked(const DeviceLinearWork& w) 
   auto scratch = ctx_->create_buffer(y_off + y_bytes, /*host_visible=*/false, "run_linear activations");
   if (!scratch.ok()) return fail(scratch.error());
   s.scratch.push_back(*scratch);
-
-  uint8_t* xs = staging->mapped;
-  if (m.type == GgmlType::f32) {
-    std::memcpy(xs, w.x, x_bytes);
-  } else if (m.type == GgmlType::f16) {
-    const KernelTraits& f16 = kernel_traits(GgmlType::f16);
-    std::vector<uint8_t> row(row_bytes(GgmlType::f16, in));
-    for (int64_t t = 0; t < n; ++t) {
-      f16.from_float(w.x + t * in, row.data(), in);
-      f16.to_float(row.data(), reinterpret_cast<float*>(xs) + t * in, in);
-    }
-  } else {
-    const KernelTraits& q8 = kernel_traits(GgmlType::q8_0);
-    std::vector<BlockQ8_0> row(static_cast<size_t>(in / 32));
-    uint32_t* dst = reinterpret_cast<uint32_t*>(xs);
-    for (int64_t t = 0; t < n; ++t) {
-      q8.from_float(w.x + t * in, row.data(), in);
-      for (const BlockQ8_0& b : row) {
-        const float d = fp16_to_f32(b.d);
-        std::memcpy(dst, &d, 4);
-        std::memcpy(dst + 1, b.qs, 32);
-        dst += 9;
-      }
-    }
-  }
+  to_form(xf, w.x, n, m.in, staging->mapped);
 
   const vk::Api& api = ctx_->api();
   const VkBufferCopy down{0, 0, x_bytes};
   api.vkCmdCopyBuffer(s.cmd, staging->buf, scratch->buf, 1, &down);
   ctx_->barrier(s.cmd);
-  const vk::Pipeline& p = pipe->second;
-  auto set = ctx_->allocate_set(p.set_layout);
-  if (!set.ok()) return fail(set.error());
-  s.set = *set;
-  const VkDescriptorBufferInfo bufs[4] = {
-      {wb->buf, 0, VK_WHOLE_SIZE},
-      {scratch->buf, 0, x_bytes},
-      {scratch->buf, y_off, y_bytes},
-      bb != nullptr ? VkDescriptorBufferInfo{bb->buf, 0, VK_WHOLE_SIZE}
-                    : VkDescriptorBufferInfo{scratch->buf, 0, x_bytes},
-  };
-  VkWriteDescriptorSet writes[4];
-  for (uint32_t i = 0; i < 4; ++i) {
-    writes[i] = VkWriteDescriptorSet{};
-    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-    writes[i].dstSet = s.set;
-    writes[i].dstBinding = i;
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &bufs[i];
-  }
-  api.vkUpdateDescriptorSets(ctx_->device(), 4, writes, 0, nullptr);
-  const LinearParams params{static_cast<uint32_t>(m.offset), static_cast<uint32_t>(m.row_stride),
-                            static_cast<uint32_t>(in),       static_cast<uint32_t>(out),
-                            static_cast<uint32_t>(n),        static_cast<uint32_t>(w.bias.offset / 4),
-                            bb != nullptr ? 1u : 0u,         0};
-  api.vkCmdBindPipeline(s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  api.vkCmdBindDescriptorSets(s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &s.set, 0, nullptr);
-  api.vkCmdPushConstants(s.cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(params), &params);
-  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(out, kMaxGroups));
-  const uint32_t gy = static_cast<uint32_t>((out + kMaxGroups - 1) / kMaxGroups);
-  api.vkCmdDispatch(s.cmd, gx, gy, static_cast<uint32_t>(n));
-  ctx_->barrier(s.cmd);
+  Status st = record_linear(s, m, *wb, bb, w.bias.offset, Region{scratch->buf, 0, x_bytes},
+                            Region{scratch->buf, y_off, y_bytes}, n);
+  if (!st.ok()) return fail(st.error());
   const VkBufferCopy up{y_off, y_off, y_bytes};
   api.vkCmdCopyBuffer(s.cmd, scratch->buf, staging->buf, 1, &up);
   const uint8_t* from = staging->mapped + y_off;
   float* y = w.y;
   s.on_done.push_back([y, from, y_bytes] { std::memcpy(y, from, y_bytes); });
+  return ctx_->submit(std::move(s));
+}
+
+Result<DeviceTicket> VulkanDevice::run_ffn_locked(const DeviceFfnWork& w) {
+  static constexpr const char* kOp = "run_ffn";
+  STRATA_ASSIGN(const vk::RawBuffer* gb, weight(w.gate, kOp, "gate"));
+  STRATA_ASSIGN(const vk::RawBuffer* ub, weight(w.up, kOp, "up"));
+  STRATA_ASSIGN(const vk::RawBuffer* db, weight(w.down, kOp, "down"));
+  const int64_t d = w.gate.in, F = w.gate.out;
+  if (w.up.in != d || w.up.out != F || w.down.in != F || w.down.out != d || w.n < 0 || w.n > kMaxGroups)
+    return err(
+        "%s: run_ffn on layer %d: gate {%lld, %lld}, up {%lld, %lld}, down {%lld, %lld} do not fit (%lld "
+        "tokens)",
+        name().c_str(), w.layer, static_cast<long long>(w.gate.in), static_cast<long long>(w.gate.out),
+        static_cast<long long>(w.up.in), static_cast<long long>(w.up.out), static_cast<long long>(w.down.in),
+        static_cast<long long>(w.down.out), static_cast<long long>(w.n));
+  if (w.n == 0) return empty_submission();
+
+  // Scratch regions: x for gate (and up, unless its form differs), g, u, h, y; staging holds the
+  // x regions then y.
+  const int64_t n = w.n;
+  const XForm gf = form_of(w.gate.type), uf = form_of(w.up.type), hf = form_of(w.down.type);
+  const size_t xg_bytes = form_bytes(gf, n, d), xu_bytes = uf == gf ? 0 : form_bytes(uf, n, d);
+  const size_t f_bytes = static_cast<size_t>(n * F) * 4, h_bytes = form_bytes(hf, n, F);
+  const size_t y_bytes = static_cast<size_t>(n * d) * 4;
+  const size_t xu_off = align_up(xg_bytes, kRegionAlign), y_off = align_up(xu_off + xu_bytes, kRegionAlign);
+  const size_t g_off = align_up(y_off + y_bytes, kRegionAlign),
+               u_off = align_up(g_off + f_bytes, kRegionAlign);
+  const size_t h_off = align_up(u_off + f_bytes, kRegionAlign), total = h_off + h_bytes;
+  STRATA_ASSIGN(vk::Submission s, ctx_->begin());
+  auto fail = [&](const Error& e) -> Result<DeviceTicket> {
+    ctx_->discard(s);
+    return e;
+  };
+  auto staging = ctx_->create_buffer(y_off + y_bytes, /*host_visible=*/true, "run_ffn staging");
+  if (!staging.ok()) return fail(staging.error());
+  s.scratch.push_back(*staging);
+  auto scratch = ctx_->create_buffer(total, /*host_visible=*/false, "run_ffn activations");
+  if (!scratch.ok()) return fail(scratch.error());
+  s.scratch.push_back(*scratch);
+  to_form(gf, w.x, n, d, staging->mapped);
+  if (xu_bytes > 0) to_form(uf, w.x, n, d, staging->mapped + xu_off);
+
+  const vk::Api& api = ctx_->api();
+  const VkBuffer sb = scratch->buf;
+  const VkBufferCopy down{0, 0, xu_off + xu_bytes};
+  api.vkCmdCopyBuffer(s.cmd, staging->buf, sb, 1, &down);
+  ctx_->barrier(s.cmd);
+  const Region xg{sb, 0, xg_bytes}, xu = xu_bytes > 0 ? Region{sb, xu_off, xu_bytes} : xg;
+  const Region g{sb, g_off, f_bytes}, u{sb, u_off, f_bytes}, h{sb, h_off, h_bytes}, y{sb, y_off, y_bytes};
+  Status st = record_linear(s, w.gate, *gb, nullptr, 0, xg, g, n);
+  if (st.ok()) st = record_linear(s, w.up, *ub, nullptr, 0, xu, u, n);
+  if (!st.ok()) return fail(st.error());
+  const Region act[3] = {g, u, h};
+  const SwigluParams params{static_cast<uint32_t>(n), static_cast<uint32_t>(F), static_cast<uint32_t>(hf), 0};
+  auto set = bind(s, swiglu_, act, &params);
+  if (!set.ok()) return fail(set.error());
+  const int64_t groups = (n * ((F + 31) / 32) + 63) / 64;
+  api.vkCmdDispatch(s.cmd, static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups)),
+                    static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups), 1);
+  ctx_->barrier(s.cmd);
+  st = record_linear(s, w.down, *db, nullptr, 0, h, y, n);
+  if (!st.ok()) return fail(st.error());
+  const VkBufferCopy up{y_off, y_off, y_bytes};
+  api.vkCmdCopyBuffer(s.cmd, sb, staging->buf, 1, &up);
+  const uint8_t* from = staging->mapped + y_off;
+  float* out = w.y;
+  s.on_done.push_back([out, from, y_bytes] { std::memcpy(out, from, y_bytes); });
   return ctx_->submit(std::move(s));
 }
 

@@ -10,10 +10,12 @@
 // device has none). upload copies the host bytes into a staging buffer at once; download's
 // bytes reach dst when its ticket is reached (reached() / wait() run the host copies).
 //
-// Ops: run_linear for F32, F16, Q8_0 and Q4_0 weights (shaders/linear.comp). Its activations
-// arrive on the host, are converted there to the weight type's vec_dot_type exactly as
-// kernels/linear does (f16 rounding, Q8_0 quantization), copied down, and y is copied up.
-// The other ops (run_ffn, run_attention, run_experts) answer with an error naming what is missing.
+// Ops, for F32, F16, Q8_0 and Q4_0 weights: run_linear (shaders/linear.comp) and run_ffn (gate
+// and up by linear.comp, h = silu(g) ⊙ u by shaders/swiglu.comp, which also converts h to down's
+// vec_dot_type on the device, then down by linear.comp). Host activations are converted on the
+// host to the weight type's vec_dot_type by the CPU's own converters (f16 rounding, Q8_0
+// quantization, as kernels/linear does), copied down in one staging buffer, and y is copied up.
+// run_attention and run_experts answer with an error naming what is missing.
 #pragma once
 
 #include <map>
@@ -43,12 +45,15 @@ Result<std::vector<VulkanDeviceInfo>> list_vulkan_devices();
 class VulkanDevice final : public Device {
  public:
   // name "VulkanN", or empty for Vulkan0. Errors: no loader, no Vulkan device, no device of that
-  // name (listing those there are), a device that fails to start.
-  static Result<std::unique_ptr<VulkanDevice>> open(std::string_view name = {}, uint64_t budget_bytes = 0);
+  // name (listing those there are), a device that fails to start. timeline false: a fence per
+  // submission even where the device has timeline semaphores (the path of devices without them).
+  static Result<std::unique_ptr<VulkanDevice>> open(std::string_view name = {}, uint64_t budget_bytes = 0,
+                                                    bool timeline = true);
   ~VulkanDevice() override;
 
   const std::string& name() const override { return info_.name; }
   const VulkanDeviceInfo& info() const { return info_; }
+  bool timeline() const { return ctx_->timeline(); }  // the queue's timeline is a timeline semaphore
   DeviceKind kind() const override { return DeviceKind::device_gpu; }
   DeviceMemory memory() const override;
 
@@ -71,7 +76,24 @@ class VulkanDevice final : public Device {
   // buffer and the range. Caller holds mu_.
   Result<const vk::RawBuffer*> resolve(const DeviceBuffer& b, size_t offset, size_t bytes,
                                        const char* op) const;
+  // A matrix's buffer, checked for the linear kernel (type, shape, range, alignment).
+  Result<const vk::RawBuffer*> weight(const DeviceMat& m, const char* op, const char* what) const;
+  // A range of a VkBuffer bound to a shader.
+  struct Region {
+    VkBuffer buf = VK_NULL_HANDLE;
+    VkDeviceSize offset = 0, bytes = 0;
+  };
+  static constexpr uint32_t kMaxBindings = 4;
+  // Binds p with regions [p.bindings] and its push constants in s.
+  Result<VkDescriptorSet> bind(vk::Submission& s, const vk::Pipeline& p, const Region* regions,
+                               const void* params);
+  // y = x · mᵀ (+ bias) on the device, x in the form of m's vec_dot_type, then a barrier.
+  Status record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
+                       const vk::RawBuffer* bias, size_t bias_offset, const Region& x, const Region& y,
+                       int64_t n);
+  Result<DeviceTicket> empty_submission();
   Result<DeviceTicket> run_linear_locked(const DeviceLinearWork& w);
+  Result<DeviceTicket> run_ffn_locked(const DeviceFfnWork& w);
 
   struct Buffer {
     vk::RawBuffer raw;
@@ -80,7 +102,8 @@ class VulkanDevice final : public Device {
   VulkanDeviceInfo info_;
   std::unique_ptr<vk::Instance> instance_;
   std::unique_ptr<vk::Context> ctx_;
-  std::map<GgmlType, vk::Pipeline> linear_;  // run_linear's pipeline per weight type
+  std::map<GgmlType, vk::Pipeline> linear_;  // linear.comp per weight type
+  vk::Pipeline swiglu_;
   mutable std::mutex mu_;
   std::map<uint64_t, Buffer> buffers_;  // live buffers by id
   uint64_t next_id_ = 1;

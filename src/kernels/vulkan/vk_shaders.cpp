@@ -17,7 +17,14 @@ constexpr uint32_t kLinearQ8_0[] = {
 constexpr uint32_t kLinearQ4_0[] = {
 #include "linear_q4_0.spv.inc"
 };
+constexpr uint32_t kSwiglu[] = {
+#include "swiglu.spv.inc"
+};
 }  // namespace
+
+std::span<const uint32_t> swiglu_shader() {
+  return kSwiglu;
+}
 
 std::span<const uint32_t> linear_shader(GgmlType t) {
   switch (t) {

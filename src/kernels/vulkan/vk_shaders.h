@@ -11,5 +11,7 @@ namespace strata::vk {
 
 // linear.comp built for weight type t; empty for a type it has no build for.
 std::span<const uint32_t> linear_shader(GgmlType t);
+// swiglu.comp: h = silu(g) ⊙ u into the form of down's vec_dot_type.
+std::span<const uint32_t> swiglu_shader();
 
 }  // namespace strata::vk

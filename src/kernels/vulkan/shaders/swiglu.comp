@@ -1,0 +1,68 @@
+// h = silu(g) ⊙ u (kernels/ops.h swiglu) for n tokens of F values, written in the device's form
+// of down's vec_dot_type (linear.comp's x): one invocation per token and block of 32 values.
+//   form 0 (F32): f32.  form 1 (F16): f32 values of h rounded to f16 (to nearest, ties to even).
+//   form 2 (Q8_0): per block 9 words, d = fp16(amax / 127) as f32, then 32 int8
+//   q = round_half_even(h · 127 / amax) packed (quant/q8_0.cpp from_float_q8_0).
+#version 450
+
+layout(local_size_x = 64) in;
+
+layout(std430, binding = 0) readonly buffer G { float g[]; };
+layout(std430, binding = 1) readonly buffer U { float u[]; };
+layout(std430, binding = 2) writeonly buffer H { uint h[]; };
+
+layout(push_constant) uniform Params {
+  uint n_tok;
+  uint F;
+  uint form;
+  uint pad;
+} p;
+
+// v rounded to the nearest f16 value, ties to even; beyond the f16 range: ±inf.
+float round_f16(float v) {
+  const uint b = floatBitsToUint(v);
+  const uint s = b & 0x80000000u, a = b & 0x7fffffffu;
+  if (a >= 0x7f800000u) return v;                                        // inf, nan
+  if (a >= 0x477ff000u) return uintBitsToFloat(s | 0x7f800000u);         // ≥ 65520: inf
+  if (a < 0x38800000u) return (s != 0u ? -1.0 : 1.0) * roundEven(abs(v) * 16777216.0) / 16777216.0;  // subnormal
+  const uint r = (a + 0x0fffu + ((a >> 13) & 1u)) & 0xffffe000u;
+  return uintBitsToFloat(s | r);
+}
+
+float act(uint i) {
+  const float x = g[i];
+  return x / (1.0 + exp(-x)) * u[i];
+}
+
+void main() {
+  const uint nb = (p.F + 31u) / 32u;
+  const uint id = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * 65535u * 64u;
+  if (id >= p.n_tok * nb) return;
+  const uint t = id / nb, b = id % nb;
+  const uint i0 = t * p.F + b * 32u, m = min(32u, p.F - b * 32u);
+  if (p.form != 2u) {
+    for (uint j = 0u; j < m; ++j) {
+      const float v = act(i0 + j);
+      h[i0 + j] = floatBitsToUint(p.form == 1u ? round_f16(v) : v);
+    }
+    return;
+  }
+  float v[32];
+  float amax = 0.0;
+  for (uint j = 0u; j < 32u; ++j) {
+    v[j] = act(i0 + j);
+    amax = max(amax, abs(v[j]));
+  }
+  const float d = amax / 127.0;
+  const float inv = amax != 0.0 ? 127.0 / amax : 0.0;
+  const uint o = (t * nb + b) * 9u;
+  h[o] = floatBitsToUint(round_f16(d));
+  for (uint k = 0u; k < 8u; ++k) {
+    uint word = 0u;
+    for (uint j = 0u; j < 4u; ++j) {
+      const int q = clamp(int(roundEven(v[4u * k + j] * inv)), -128, 127);
+      word |= uint(q & 0xff) << (8u * j);
+    }
+    h[o + 1u + k] = word;
+  }
+}
