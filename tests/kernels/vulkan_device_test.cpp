@@ -183,14 +183,15 @@ class VulkanLinear : public ::testing::TestWithParam<GgmlType> {};
 
 // run_linear on Vulkan against run_linear on the CPU device: per output, |Δ| ≤ 1e-5 · Σ|w·x|
 // (the same products, summed in another order), for one token (decode) and several, with and
-// without a bias, the matrix at a 2-byte (quantized, f16) or 4-byte (f32) aligned offset.
+// without a bias, the matrix at a 2-byte (quantized, f16) or 4-byte (f32) aligned offset past a
+// 256-byte boundary and the bias 300 bytes into its buffer (bound from the boundary before them).
 TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   auto& opened = shared_device();
   STRATA_REQUIRE_VULKAN(opened);
   VulkanDevice& dev = **opened;
   const GgmlType t = GetParam();
   const int64_t in = 256, out = 96;
-  const size_t row = row_bytes(t, in), off = t == GgmlType::f32 ? 8 : 6;
+  const size_t row = row_bytes(t, in), off = t == GgmlType::f32 ? 264 : 262;
   const auto wf = rnd(static_cast<size_t>(in * out), 1, 0.2f);
   std::vector<uint8_t> bytes(off + row * static_cast<size_t>(out), 0xa5);
   for (int64_t r = 0; r < out; ++r) {
@@ -204,13 +205,16 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   for (int64_t r = 0; r < out; ++r)
     kernel_traits(t).to_float(bytes.data() + off + row * static_cast<size_t>(r), wdq.data() + r * in, in);
   const auto bias = rnd(out, 5, 1.0f);
+  constexpr size_t kBiasOff = 300;
+  std::vector<uint8_t> bias_bytes(kBiasOff + sizeof(float) * bias.size(), 0x5a);
+  std::memcpy(bias_bytes.data() + kBiasOff, bias.data(), sizeof(float) * bias.size());
 
   ThreadPool pool(1);
   CpuDevice cpu(pool);
   auto cw = cpu.import(bytes.data(), bytes.size(), "w");
-  auto cb = cpu.import(bias.data(), sizeof(float) * bias.size(), "bias");
+  auto cb = cpu.import(bias_bytes.data(), bias_bytes.size(), "bias");
   auto vw = dev.import(bytes.data(), bytes.size(), "w");
-  auto vb = dev.import(bias.data(), sizeof(float) * bias.size(), "bias");
+  auto vb = dev.import(bias_bytes.data(), bias_bytes.size(), "bias");
   ASSERT_TRUE(cw.ok() && cb.ok() && vw.ok() && vb.ok());
   double worst = 0.0;
   for (int64_t n : {1, 5}) {
@@ -219,7 +223,7 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
       std::vector<float> want(static_cast<size_t>(n * out)), got(want.size(), NAN);
       DeviceLinearWork lw;
       lw.w = DeviceMat{&*cw, off, row, in, out, t};
-      lw.bias = with_bias ? DeviceVec{&*cb, 0, out} : DeviceVec{};
+      lw.bias = with_bias ? DeviceVec{&*cb, kBiasOff, out} : DeviceVec{};
       lw.x = x.data();
       lw.n = n;
       lw.y = want.data();

@@ -17,12 +17,7 @@ Result<std::unique_ptr<Context>> Context::create(const Instance& inst, const Phy
   c->timeline_ = pd.timeline && timeline;
   const Api& a = c->api_;
   a.vkGetPhysicalDeviceMemoryProperties(pd.handle, &c->mem_props_);
-  c->unified_ = true;
-  for (uint32_t i = 0; i < c->mem_props_.memoryTypeCount; ++i) {
-    const VkMemoryPropertyFlags f = c->mem_props_.memoryTypes[i].propertyFlags;
-    if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
-      c->unified_ = false;
-  }
+  c->max_storage_range_ = pd.max_storage_range;
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qi{};

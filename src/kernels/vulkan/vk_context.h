@@ -43,7 +43,7 @@ class Context {
   const Api& api() const { return api_; }
   VkDevice device() const { return device_; }
   bool timeline() const { return timeline_; }
-  bool device_local_is_host_visible() const { return unified_; }
+  uint32_t max_storage_range() const { return max_storage_range_; }
 
   // A buffer of `bytes` (rounded up to 16) usable as storage and copy source / destination;
   // host_visible: mapped, coherent memory (staging), else device-local memory where the device
@@ -83,7 +83,7 @@ class Context {
   VkSemaphore sem_ = VK_NULL_HANDLE;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   bool timeline_ = false;
-  bool unified_ = false;
+  uint32_t max_storage_range_ = 0;
   uint64_t issued_ = 0;
   uint64_t retired_ = 0;
   std::deque<Submission> pending_;  // in ticket order

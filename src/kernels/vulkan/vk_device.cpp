@@ -27,6 +27,16 @@ size_t align_up(size_t v, size_t a) {
   return (v + a - 1) / a * a;
 }
 
+// The bound range of `bytes` at `offset` in a buffer: from the 256-byte boundary at or before
+// offset, a whole number of words (within the VkBuffer, whose size is rounded up to 16).
+struct Window {
+  size_t base, span;
+};
+Window window(size_t offset, size_t bytes) {
+  const size_t base = offset / kRegionAlign * kRegionAlign;
+  return Window{base, align_up(offset - base + bytes, 4)};
+}
+
 // swiglu.comp's push constants.
 struct SwigluParams {
   uint32_t n_tok, F, form, pad;
@@ -258,11 +268,13 @@ Result<const vk::RawBuffer*> VulkanDevice::weight(const DeviceMat& m, const char
   const size_t extent = m.row_stride * static_cast<size_t>(m.out - 1) + row_bytes(m.type, m.in);
   STRATA_ASSIGN(const vk::RawBuffer* raw, resolve(*m.buf, m.offset, extent, what));
   const size_t align = m.type == GgmlType::f32 ? 4 : 2;
-  if (m.offset % align != 0 || m.row_stride % align != 0 || m.offset + extent > UINT32_MAX)
-    return err(
-        "%s: %s: %s rows at offset %zu, %zu bytes apart: the kernel needs %zu-byte alignment and a range "
-        "within 4 GiB",
-        nm, op, what, m.offset, m.row_stride, align);
+  if (m.offset % align != 0 || m.row_stride % align != 0)
+    return err("%s: %s: %s rows at offset %zu, %zu bytes apart: the kernel needs %zu-byte alignment", nm, op,
+               what, m.offset, m.row_stride, align);
+  const Window win = window(m.offset, extent);
+  if (win.span > ctx_->max_storage_range())
+    return err("%s: %s: %s spans %s, more than the device binds at once (%s)", nm, op, what,
+               format_bytes(win.span).c_str(), format_bytes(ctx_->max_storage_range()).c_str());
   return raw;
 }
 
@@ -293,12 +305,21 @@ Result<VkDescriptorSet> VulkanDevice::bind(vk::Submission& s, const vk::Pipeline
 Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
                                    const vk::RawBuffer* bias, size_t bias_offset, const Region& x,
                                    const Region& y, int64_t n) {
+  // Bound from the last 256-byte boundary at or before the data (a valid storage buffer offset
+  // on every device); the shader adds the rest.
+  const Window wwin =
+      window(m.offset, m.row_stride * static_cast<size_t>(m.out - 1) + row_bytes(m.type, m.in));
+  const Window bwin = window(bias_offset, sizeof(float) * static_cast<size_t>(m.out));
   const Region regions[4] = {
-      {w.buf, 0, VK_WHOLE_SIZE}, x, y, bias != nullptr ? Region{bias->buf, 0, VK_WHOLE_SIZE} : x};
-  const LinearParams params{static_cast<uint32_t>(m.offset), static_cast<uint32_t>(m.row_stride),
-                            static_cast<uint32_t>(m.in),     static_cast<uint32_t>(m.out),
-                            static_cast<uint32_t>(n),        static_cast<uint32_t>(bias_offset / 4),
-                            bias != nullptr ? 1u : 0u,       0};
+      {w.buf, wwin.base, wwin.span}, x, y, bias != nullptr ? Region{bias->buf, bwin.base, bwin.span} : x};
+  const LinearParams params{static_cast<uint32_t>(m.offset - wwin.base),
+                            static_cast<uint32_t>(m.row_stride),
+                            static_cast<uint32_t>(m.in),
+                            static_cast<uint32_t>(m.out),
+                            static_cast<uint32_t>(n),
+                            static_cast<uint32_t>((bias_offset - bwin.base) / 4),
+                            bias != nullptr ? 1u : 0u,
+                            0};
   STRATA_TRY(bind(s, linear_.at(m.type), regions, &params).status());
   const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(m.out, kMaxGroups));
   const uint32_t gy = static_cast<uint32_t>((m.out + kMaxGroups - 1) / kMaxGroups);

@@ -88,6 +88,7 @@ Result<std::unique_ptr<Instance>> Instance::create() {
     d.type = props.deviceType;
     d.api_version = props.apiVersion;
     d.queue_family = family;
+    d.max_storage_range = props.limits.maxStorageBufferRange;
     VkPhysicalDeviceMemoryProperties mem;
     a.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
     for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)

@@ -19,9 +19,10 @@ struct PhysicalDevice {
   std::string description;  // the driver's device name, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   uint32_t api_version = 0;
-  uint32_t queue_family = 0;  // the first family with compute
-  uint64_t local_bytes = 0;   // the largest device-local heap
-  bool timeline = false;      // timeline semaphores (Vulkan 1.2 or VK_KHR_timeline_semaphore)
+  uint32_t queue_family = 0;       // the first family with compute
+  uint64_t local_bytes = 0;        // the largest device-local heap
+  uint32_t max_storage_range = 0;  // the most bytes one storage-buffer binding covers
+  bool timeline = false;           // timeline semaphores (Vulkan 1.2 or VK_KHR_timeline_semaphore)
 };
 
 const char* device_type_name(VkPhysicalDeviceType t);  // "discrete GPU", "CPU", ...
