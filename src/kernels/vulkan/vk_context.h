@@ -67,6 +67,8 @@ class Context {
   // Waits until t is reached; an error for a ticket never issued or a lost device.
   Status wait(uint64_t t);
   uint64_t issued() const { return issued_; }
+  // Waits until the device is idle (no host copies run: for tearing down).
+  void idle() { api_.vkDeviceWaitIdle(device_); }
 
  private:
   Context() = default;

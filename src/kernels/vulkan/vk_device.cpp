@@ -125,7 +125,7 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(std::string_view name, 
 
 VulkanDevice::~VulkanDevice() {
   if (!ctx_) return;
-  (void)ctx_->wait(ctx_->issued());
+  ctx_->idle();  // work in flight ends; its host copies are dropped (nobody waits for them)
   for (auto& [t, p] : linear_) vk::destroy_pipeline(ctx_->api(), ctx_->device(), p);
   vk::destroy_pipeline(ctx_->api(), ctx_->device(), swiglu_);
   for (auto& [id, b] : buffers_) ctx_->destroy_buffer(b.raw);
