@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs strata's build and test dependencies from Debian 12 packages (only what is missing).
-# The Vulkan ones (headers, glslc, Mesa's lavapipe to run Vulkan on the CPU) are optional for a
-# build: without them the Vulkan device is left out and its tests say so.
+# The Vulkan ones (headers, glslc, Mesa's lavapipe to run Vulkan on the CPU, the validation
+# layer) are optional for a build: without them the Vulkan device is left out and its tests say so.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev clang-format-14 clang-14 libclang-rt-14-dev
       libpcre2-dev liburing-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev python3-numpy
-      libvulkan-dev glslc spirv-tools mesa-vulkan-drivers)
+      libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
