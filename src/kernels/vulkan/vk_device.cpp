@@ -45,10 +45,13 @@ struct SwigluParams {
 constexpr int64_t kMaxRows = int64_t{kMaxGroups} * kMaxGroups;
 
 // The device's form of activations for a weight type's vec_dot_type (linear.comp's x).
-enum XForm : uint32_t { xform_f32 = 0, xform_f16 = 1, xform_q8 = 2 };
+enum XForm : uint32_t { xform_f32 = 0, xform_f16 = 1, xform_q8 = 2, xform_bf16 = 3 };
 
 XForm form_of(GgmlType t) {
-  return t == GgmlType::f32 ? xform_f32 : t == GgmlType::f16 ? xform_f16 : xform_q8;
+  return t == GgmlType::f32    ? xform_f32
+         : t == GgmlType::f16  ? xform_f16
+         : t == GgmlType::bf16 ? xform_bf16
+                               : xform_q8;
 }
 
 size_t form_bytes(XForm f, int64_t n, int64_t in) {
@@ -59,12 +62,13 @@ size_t form_bytes(XForm f, int64_t n, int64_t in) {
 void to_form(XForm f, const float* x, int64_t n, int64_t in, uint8_t* dst) {
   if (f == xform_f32) {
     std::memcpy(dst, x, form_bytes(f, n, in));
-  } else if (f == xform_f16) {
-    const KernelTraits& f16 = kernel_traits(GgmlType::f16);
-    std::vector<uint8_t> row(row_bytes(GgmlType::f16, in));
+  } else if (f == xform_f16 || f == xform_bf16) {  // rounded to the half type and back
+    const GgmlType ht = f == xform_f16 ? GgmlType::f16 : GgmlType::bf16;
+    const KernelTraits& half = kernel_traits(ht);
+    std::vector<uint8_t> row(row_bytes(ht, in));
     for (int64_t t = 0; t < n; ++t) {
-      f16.from_float(x + t * in, row.data(), in);
-      f16.to_float(row.data(), reinterpret_cast<float*>(dst) + t * in, in);
+      half.from_float(x + t * in, row.data(), in);
+      half.to_float(row.data(), reinterpret_cast<float*>(dst) + t * in, in);
     }
   } else {
     const KernelTraits& q8 = kernel_traits(GgmlType::q8_0);
@@ -111,7 +115,8 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(std::string_view name, 
   dev->mem_.budget = budget_bytes;
   STRATA_ASSIGN(dev->ctx_, vk::Context::create(*inst, *pd, timeline));
   dev->instance_ = std::move(inst);
-  for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::q8_0, GgmlType::q4_0}) {
+  for (GgmlType t :
+       {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
     const std::string what = std::string("linear_") + type_name(t);
     STRATA_ASSIGN(vk::Pipeline p,
                   vk::create_pipeline(dev->ctx_->api(), dev->ctx_->device(), vk::linear_shader(t), 4,
@@ -259,15 +264,15 @@ Result<const vk::RawBuffer*> VulkanDevice::weight(const DeviceMat& m, const char
   const char* nm = name().c_str();
   if (m.buf == nullptr) return err("%s: %s: %s has no buffer", nm, op, what);
   if (linear_.count(m.type) == 0)
-    return err("%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, Q8_0, Q4_0)", nm, op, what,
-               type_name(m.type));
+    return err("%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, BF16, Q8_0, Q4_0, MXFP4)",
+               nm, op, what, type_name(m.type));
   const int64_t bs = type_info(m.type).block_size;
   if (m.out < 1 || m.in < 1 || m.in % bs != 0 || m.row_stride < row_bytes(m.type, m.in) || m.out > kMaxRows)
     return err("%s: %s: %s has shape {%lld, %lld} with rows %zu bytes apart", nm, op, what,
                static_cast<long long>(m.in), static_cast<long long>(m.out), m.row_stride);
   const size_t extent = m.row_stride * static_cast<size_t>(m.out - 1) + row_bytes(m.type, m.in);
   STRATA_ASSIGN(const vk::RawBuffer* raw, resolve(*m.buf, m.offset, extent, what));
-  const size_t align = m.type == GgmlType::f32 ? 4 : 2;
+  const size_t align = m.type == GgmlType::f32 ? 4 : m.type == GgmlType::mxfp4 ? 1 : 2;
   if (m.offset % align != 0 || m.row_stride % align != 0)
     return err("%s: %s: %s rows at offset %zu, %zu bytes apart: the kernel needs %zu-byte alignment", nm, op,
                what, m.offset, m.row_stride, align);

@@ -10,10 +10,10 @@
 // device has none). upload copies the host bytes into a staging buffer at once; download's
 // bytes reach dst when its ticket is reached (reached() / wait() run the host copies).
 //
-// Ops, for F32, F16, Q8_0 and Q4_0 weights: run_linear (shaders/linear.comp) and run_ffn (gate
+// Ops, for F32, F16, BF16, Q8_0, Q4_0 and MXFP4 weights: run_linear (shaders/linear.comp) and run_ffn (gate
 // and up by linear.comp, h = silu(g) ⊙ u by shaders/swiglu.comp, which also converts h to down's
 // vec_dot_type on the device, then down by linear.comp). Host activations are converted on the
-// host to the weight type's vec_dot_type by the CPU's own converters (f16 rounding, Q8_0
+// host to the weight type's vec_dot_type by the CPU's own converters (f16 / bf16 rounding, Q8_0
 // quantization, as kernels/linear does), copied down in one staging buffer, and y is copied up.
 // run_attention and run_experts answer with an error naming what is missing.
 #pragma once

@@ -11,6 +11,12 @@ constexpr uint32_t kLinearF32[] = {
 constexpr uint32_t kLinearF16[] = {
 #include "linear_f16.spv.inc"
 };
+constexpr uint32_t kLinearBF16[] = {
+#include "linear_bf16.spv.inc"
+};
+constexpr uint32_t kLinearMxfp4[] = {
+#include "linear_mxfp4.spv.inc"
+};
 constexpr uint32_t kLinearQ8_0[] = {
 #include "linear_q8_0.spv.inc"
 };
@@ -34,6 +40,10 @@ std::span<const uint32_t> linear_shader(GgmlType t) {
       return kLinearF16;
     case GgmlType::q8_0:
       return kLinearQ8_0;
+    case GgmlType::bf16:
+      return kLinearBF16;
+    case GgmlType::mxfp4:
+      return kLinearMxfp4;
     case GgmlType::q4_0:
       return kLinearQ4_0;
     default:

@@ -1,12 +1,14 @@
 // y[t][r] = W_r · x[t] (+ bias[r]): one workgroup per (row r, token t), 64 invocations striding
 // over the row (elements for F32 / F16, 32-element blocks for Q8_0 / Q4_0) and a tree sum.
-// Built once per weight type with -DTYPE_F32 / -DTYPE_F16 / -DTYPE_Q8_0 / -DTYPE_Q4_0.
-// W is bound as bytes (ggml's row layout, any 2-aligned offset); x comes in the device's form
-// of the weight type's vec_dot_type, converted on the host exactly as kernels/linear does:
-//   F32: f32 values.  F16: f32 values of the f16-rounded activations.
-//   Q8_0 / Q4_0: per 32-element block 9 words: the block scale as f32, then 32 int8 packed.
-// Per block the integer sum and its scaling follow quant/q8_0.cpp and quant/q4_0.cpp:
-//   sum += float(isum) * (d_w * d_x).
+// Built once per weight type with -DTYPE_F32 / -DTYPE_F16 / -DTYPE_BF16 / -DTYPE_Q8_0 /
+// -DTYPE_Q4_0 / -DTYPE_MXFP4. W is bound as bytes (ggml's row layout, at an offset aligned as
+// the type's elements: 4 for F32, 2 for F16 / BF16 / Q8_0 / Q4_0, any for MXFP4); x comes in the
+// device's form of the weight type's vec_dot_type, converted as kernels/linear converts:
+//   F32: f32 values.  F16 / BF16: f32 values of the f16- / bf16-rounded activations.
+//   Q8_0 (for Q8_0, Q4_0, MXFP4): per 32-element block 9 words: the block scale as f32, then
+//   32 int8 packed.
+// Per block the integer sum and its scaling follow quant/q8_0.cpp, q4_0.cpp and mxfp4.cpp:
+//   sum += float(isum) * (d_w * d_x)   (MXFP4: sum += (d_x * 2^(e−128)) * float(isum)).
 #version 450
 
 layout(local_size_x = 64) in;
@@ -29,12 +31,16 @@ layout(push_constant) uniform Params {
 
 shared float partial[64];
 
+#if defined(TYPE_MXFP4)
+const int kE2m1x2[16] = int[16](0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+#endif
+
 uint load_u16(uint a) { return (w[a >> 2] >> ((a & 2u) * 8u)) & 0xffffu; }  // a even
 float load_f16(uint a) { return unpackHalf2x16(load_u16(a)).x; }
-uint load_u32(uint a) {  // a even: one or two words
-  const uint lo = w[a >> 2];
-  if ((a & 3u) == 0u) return lo;
-  return (lo >> 16) | (w[(a >> 2) + 1u] << 16);
+uint load_u32(uint a) {  // any a: one or two words
+  const uint lo = w[a >> 2], sh = (a & 3u) * 8u;
+  if (sh == 0u) return lo;
+  return (lo >> sh) | (w[(a >> 2) + 1u] << (32u - sh));
 }
 int dot4(uint a, uint b) {
   int s = 0;
@@ -55,6 +61,10 @@ void main() {
 #elif defined(TYPE_F16)
   const uint xb = t * p.n_in;
   for (uint i = tid; i < p.n_in; i += 64u) sum += load_f16(base + 2u * i) * uintBitsToFloat(x[xb + i]);
+#elif defined(TYPE_BF16)
+  const uint xb = t * p.n_in;
+  for (uint i = tid; i < p.n_in; i += 64u)
+    sum += uintBitsToFloat(load_u16(base + 2u * i) << 16) * uintBitsToFloat(x[xb + i]);
 #else
   const uint nb = p.n_in / 32u;
   for (uint b = tid; b < nb; b += 64u) {
@@ -72,8 +82,23 @@ void main() {
         s += (int(bitfieldExtract(q, 8 * j, 4)) - 8) * bitfieldExtract(int(xl), 8 * j, 8) +
              (int(bitfieldExtract(q, 8 * j + 4, 4)) - 8) * bitfieldExtract(int(xh), 8 * j, 8);
     }
+#elif defined(TYPE_MXFP4)
+    const uint a = base + b * 17u;
+    for (uint k = 0u; k < 4u; ++k) {
+      // as Q4_0, the nibble an index into E2M1 values times 2 (quant/fp8_fp4.h kMxfp4Values2x)
+      const uint q = load_u32(a + 1u + 4u * k), xl = x[xb + 1u + k], xh = x[xb + 5u + k];
+      for (int j = 0; j < 4; ++j)
+        s += kE2m1x2[bitfieldExtract(q, 8 * j, 4)] * bitfieldExtract(int(xl), 8 * j, 8) +
+             kE2m1x2[bitfieldExtract(q, 8 * j + 4, 4)] * bitfieldExtract(int(xh), 8 * j, 8);
+    }
 #endif
+#if defined(TYPE_MXFP4)
+    const uint e = load_u32(a) & 0xffu;  // E8M0: 2^(e − 128), subnormal below e = 2
+    const float half_scale = uintBitsToFloat(e < 2u ? (0x00200000u << e) : ((e - 1u) << 23));
+    sum += (uintBitsToFloat(x[xb]) * half_scale) * float(s);
+#else
     sum += float(s) * (load_f16(a) * uintBitsToFloat(x[xb]));
+#endif
   }
 #endif
   partial[tid] = sum;

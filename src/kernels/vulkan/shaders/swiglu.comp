@@ -3,6 +3,7 @@
 //   form 0 (F32): f32.  form 1 (F16): f32 values of h rounded to f16 (to nearest, ties to even).
 //   form 2 (Q8_0): per block 9 words, d = fp16(amax / 127) as f32, then 32 int8
 //   q = round_half_even(h · 127 / amax) packed (quant/q8_0.cpp from_float_q8_0).
+//   form 3 (BF16): f32 values of h rounded to bf16 (base/fp16.h f32_to_bf16).
 #version 450
 
 layout(local_size_x = 64) in;
@@ -29,6 +30,12 @@ float round_f16(float v) {
   return uintBitsToFloat(s | r);
 }
 
+float round_bf16(float v) {
+  const uint b = floatBitsToUint(v);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return uintBitsToFloat((b | 0x00400000u) & 0xffff0000u);  // quiet nan
+  return uintBitsToFloat((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
+}
+
 float act(uint i) {
   const float x = g[i];
   return x / (1.0 + exp(-x)) * u[i];
@@ -43,7 +50,7 @@ void main() {
   if (p.form != 2u) {
     for (uint j = 0u; j < m; ++j) {
       const float v = act(i0 + j);
-      h[i0 + j] = floatBitsToUint(p.form == 1u ? round_f16(v) : v);
+      h[i0 + j] = floatBitsToUint(p.form == 1u ? round_f16(v) : p.form == 3u ? round_bf16(v) : v);
     }
     return;
   }
