@@ -1,8 +1,8 @@
 // The Vulkan device behind the seam (kernels/vulkan/vk_device.h), on whatever Vulkan device the
 // machine has (CI: Mesa's lavapipe): device names and listing, buffers and their accounting,
-// the queue's copies and tickets, errors that name the problem, and run_linear / run_ffn
-// matching the CPU device for every weight type they have kernels for. Without Vulkan (not built, or no
-// device) the tests skip saying so, and fail under CI=true, where lavapipe is installed.
+// the queue's copies and tickets, errors that name the problem, and run_linear / run_ffn /
+// run_experts matching the CPU device for every weight type they have kernels for. Without Vulkan (not built,
+// or no device) the tests skip saying so, and fail under CI=true, where lavapipe is installed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -167,7 +167,7 @@ TEST(VulkanDevice, ErrorsNameTheProblem) {
   auto attn = dev.run_attention(DeviceAttnWork{});
   ASSERT_FALSE(attn.ok());
   EXPECT_NE(attn.message().find("no attention kernels yet"), std::string::npos) << attn.message();
-  EXPECT_FALSE(dev.run_experts(DeviceExpertWork{}).ok());
+  EXPECT_FALSE(dev.run_experts(DeviceExpertWork{}).ok());  // no experts, K 0
   EXPECT_EQ(dev.memory().allocated, 0u);
 }
 
@@ -379,6 +379,127 @@ TEST_P(VulkanFfn, MatchesTheCpuDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanFfn,
+                         ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
+                                           GgmlType::q4_0, GgmlType::mxfp4),
+                         [](const auto& info) { return std::string(type_info(info.param).name); });
+
+class VulkanExperts : public ::testing::TestWithParam<GgmlType> {};
+
+// run_experts for a subset of a MoE layer's experts (1 and 3 of 4; top-2 routing, weights and a
+// down bias) on Vulkan against the same work on the CPU device: the rows of those experts' slots
+// within the FFN test's tolerance of their terms' size (times the routing weight), every other
+// row untouched.
+TEST_P(VulkanExperts, SubsetMatchesTheCpuDevice) {
+  auto& opened = shared_device();
+  STRATA_REQUIRE_VULKAN(opened);
+  VulkanDevice& dev = **opened;
+  const GgmlType t = GetParam();
+  constexpr int64_t d = 64, F = 96, n = 5;
+  constexpr int E = 4, K = 2;
+  std::vector<Mat> gate, up, down;
+  for (int e = 0; e < E; ++e) {
+    gate.emplace_back(t, d, F, 100 + 3 * e);
+    up.emplace_back(t, d, F, 101 + 3 * e);
+    down.emplace_back(t, F, d, 102 + 3 * e);
+  }
+  const auto x = rnd(static_cast<size_t>(n * d), 7, 1.0f);
+  const auto wts = rnd(static_cast<size_t>(n * K), 8, 1.0f);
+  const auto down_b = rnd(static_cast<size_t>(E * d), 9, 0.5f);
+  // Token i picks experts i % E and (i + 1 + i / 2) % E.
+  std::vector<int32_t> sel(static_cast<size_t>(n * K)), off(E + 1, 0), slots(static_cast<size_t>(n * K)),
+      fill(E);
+  for (int64_t i = 0; i < n; ++i) {
+    sel[static_cast<size_t>(i * K)] = static_cast<int32_t>(i % E);
+    sel[static_cast<size_t>(i * K + 1)] = static_cast<int32_t>((i + 1 + i / 2) % E);
+  }
+  for (int32_t e : sel) off[static_cast<size_t>(e + 1)]++;
+  for (int e = 0; e < E; ++e) off[e + 1] += off[e];
+  std::copy(off.begin(), off.end() - 1, fill.begin());
+  for (int64_t i = 0; i < n * K; ++i)
+    slots[static_cast<size_t>(fill[sel[static_cast<size_t>(i)]]++)] = int32_t(i);
+
+  ThreadPool pool(1);
+  CpuDevice cpu(pool);
+  const std::vector<int32_t> run = {1, 3};
+  auto place = [&](Device& dv, std::vector<DeviceBuffer>& bufs, std::vector<DeviceExpert>& mats) {
+    bufs.reserve(3 * run.size());
+    for (int e : run) {
+      DeviceExpert m;
+      for (auto [st, dm] :
+           {std::pair{&gate[e], &m.gate}, std::pair{&up[e], &m.up}, std::pair{&down[e], &m.down}}) {
+        auto b = dv.import(st->bytes.data(), st->bytes.size(), "expert");
+        ASSERT_TRUE(b.ok()) << b.message();
+        bufs.push_back(*b);
+        *dm = DeviceMat{&bufs.back(), 0, st->row, st->in, st->out, t};
+      }
+      mats.push_back(m);
+    }
+  };
+  std::vector<DeviceBuffer> cbufs, vbufs;
+  std::vector<DeviceExpert> cmats, vmats;
+  place(cpu, cbufs, cmats);
+  place(dev, vbufs, vmats);
+  std::vector<float> want(static_cast<size_t>(n * K * d), 0.0f), got(want.size(), 0.0f);
+  DeviceExpertWork w;
+  w.layer = 2;
+  w.step.d = d;
+  w.step.F = F;
+  w.step.off = off.data();
+  w.step.slots = slots.data();
+  w.step.wts = wts.data();
+  w.step.down_b = down_b.data();
+  w.n_expert = E;
+  w.K = K;
+  w.experts = run.data();
+  w.n_run = static_cast<int>(run.size());
+  w.x = x.data();
+  w.n = n;
+  w.step.y = want.data();
+  w.mats = cmats.data();
+  ASSERT_TRUE(cpu.run_experts(w).ok());
+  w.step.y = got.data();
+  w.mats = vmats.data();
+  auto tk = dev.run_experts(w);
+  ASSERT_TRUE(tk.ok()) << tk.message();
+  ASSERT_TRUE(dev.wait(*tk).ok());
+  const double tol = t == GgmlType::f32 ? 1e-5 : 1e-3;
+  double worst = 0.0;
+  for (int64_t slot = 0; slot < n * K; ++slot) {
+    const int e = sel[static_cast<size_t>(slot)];
+    const float* xt = x.data() + (slot / K) * d;
+    std::vector<float> h(static_cast<size_t>(F));
+    for (int64_t j = 0; j < F; ++j) {
+      double g = 0.0, u = 0.0;
+      for (int64_t k = 0; k < d; ++k) {
+        g += double(gate[e].dq[static_cast<size_t>(j * d + k)]) * xt[k];
+        u += double(up[e].dq[static_cast<size_t>(j * d + k)]) * xt[k];
+      }
+      h[static_cast<size_t>(j)] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+    }
+    for (int64_t r = 0; r < d; ++r) {
+      const size_t k = static_cast<size_t>(slot * d + r);
+      if (e != 1 && e != 3) {
+        ASSERT_EQ(got[k], 0.0f) << "slot " << slot << " of expert " << e << " was written";
+        continue;
+      }
+      const double mag = std::fabs(wts[static_cast<size_t>(slot)]) *
+                         (down[e].terms(r, h.data()) + std::fabs(down_b[static_cast<size_t>(e * d + r)]));
+      const double rel = std::fabs(double(got[k]) - want[k]) / mag;
+      worst = std::max(worst, rel);
+      ASSERT_LE(rel, tol) << "slot " << slot << " output " << r << ": " << got[k] << " vs " << want[k];
+    }
+  }
+  std::printf("run_experts %s on %s: worst |vulkan - cpu| / (|wt| sum|down*h|) = %.2e\n", type_name(t),
+              dev.name().c_str(), worst);
+  w.step.act = ExpertAct::expert_act_swiglu_oai;
+  auto act = dev.run_experts(w);
+  ASSERT_FALSE(act.ok());
+  EXPECT_NE(act.message().find("plain SwiGLU"), std::string::npos) << act.message();
+  for (auto& b : vbufs) dev.free(b);
+  for (auto& b : cbufs) cpu.free(b);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, VulkanExperts,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
                                            GgmlType::q4_0, GgmlType::mxfp4),
                          [](const auto& info) { return std::string(type_info(info.param).name); });

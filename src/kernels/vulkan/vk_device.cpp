@@ -17,7 +17,7 @@ VulkanDeviceInfo info_of(const vk::PhysicalDevice& d) {
 
 // linear.comp's push constants.
 struct LinearParams {
-  uint32_t w_off, row_stride, n_in, n_out, n_tok, bias_off, has_bias, pad;
+  uint32_t w_off, row_stride, n_in, n_out, n_tok, bias_off, has_bias, row0;
 };
 
 constexpr uint32_t kMaxGroups = 65535;  // the least maxComputeWorkGroupCount Vulkan allows
@@ -240,8 +240,8 @@ Result<DeviceTicket> VulkanDevice::download(void* dst, const DeviceBuffer& src, 
 }
 
 Result<DeviceTicket> VulkanDevice::run_experts(const DeviceExpertWork& w) {
-  return err("%s: run_experts on layer %d: the Vulkan device has no expert kernels yet", name().c_str(),
-             w.layer);
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_experts_locked(w);
 }
 
 Result<DeviceTicket> VulkanDevice::run_attention(const DeviceAttnWork& w) {
@@ -309,7 +309,7 @@ Result<VkDescriptorSet> VulkanDevice::bind(vk::Submission& s, const vk::Pipeline
 
 Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
                                    const vk::RawBuffer* bias, size_t bias_offset, const Region& x,
-                                   const Region& y, int64_t n) {
+                                   const Region& y, int64_t n, int64_t row0) {
   // Bound from the last 256-byte boundary at or before the data (a valid storage buffer offset
   // on every device); the shader adds the rest.
   const Window wwin =
@@ -324,7 +324,7 @@ Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const 
                             static_cast<uint32_t>(n),
                             static_cast<uint32_t>((bias_offset - bwin.base) / 4),
                             bias != nullptr ? 1u : 0u,
-                            0};
+                            static_cast<uint32_t>(row0)};
   STRATA_TRY(bind(s, linear_.at(m.type), regions, &params).status());
   const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(m.out, kMaxGroups));
   const uint32_t gy = static_cast<uint32_t>((m.out + kMaxGroups - 1) / kMaxGroups);
@@ -453,6 +453,152 @@ Result<DeviceTicket> VulkanDevice::run_ffn_locked(const DeviceFfnWork& w) {
   const uint8_t* from = staging->mapped + y_off;
   float* out = w.y;
   s.on_done.push_back([out, from, y_bytes] { std::memcpy(out, from, y_bytes); });
+  return ctx_->submit(std::move(s));
+}
+
+Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w) {
+  static constexpr const char* kOp = "run_experts";
+  const char* nm = name().c_str();
+  const ExpertFfnStep& st = w.step;
+  if (w.n_run < 0 || w.n_run > w.n_expert || w.K < 1 || w.n < 0 || st.d < 1 || st.F < 1)
+    return err("%s: run_experts on layer %d: %d experts of %d, K %d, %lld tokens", nm, w.layer, w.n_run,
+               w.n_expert, w.K, static_cast<long long>(w.n));
+  if (w.n_run == 0 || w.n == 0) return empty_submission();
+  const bool plain = st.act == ExpertAct::expert_act_swiglu ||
+                     (st.act == ExpertAct::expert_act_swiglu_clamped && st.limit <= 0.0f);
+  if (!plain || st.gate_b != nullptr || st.up_b != nullptr)
+    return err(
+        "%s: run_experts on layer %d: the Vulkan device has plain SwiGLU without gate / up biases only "
+        "(not yet the clamped or gpt-oss activations)",
+        nm, w.layer);
+  const int64_t d = st.d, F = st.F;
+  // Each run expert's matrices and its slots, grouped in the step's order.
+  struct Run {
+    const vk::RawBuffer *gate, *up, *down;
+    int64_t row0, m;
+  };
+  std::vector<Run> runs(static_cast<size_t>(w.n_run));
+  std::vector<int32_t> slots;  // grouped rows -> slot
+  for (int i = 0; i < w.n_run; ++i) {
+    const int e = w.experts[i];
+    if (e < 0 || e >= w.n_expert)
+      return err("%s: run_experts on layer %d: expert %d of %d", nm, w.layer, e, w.n_expert);
+    const DeviceExpert& m = w.mats[i];
+    Run& r = runs[static_cast<size_t>(i)];
+    STRATA_ASSIGN(r.gate, weight(m.gate, kOp, "gate"));
+    STRATA_ASSIGN(r.up, weight(m.up, kOp, "up"));
+    STRATA_ASSIGN(r.down, weight(m.down, kOp, "down"));
+    if (m.gate.in != d || m.up.in != d || m.gate.out != F || m.up.out != F || m.down.in != F ||
+        m.down.out != d || m.gate.type != w.mats[0].gate.type || m.up.type != w.mats[0].up.type ||
+        m.down.type != w.mats[0].down.type)
+      return err("%s: run_experts on layer %d: expert %d's matrices do not have the step's shapes and types",
+                 nm, w.layer, e);
+    r.row0 = static_cast<int64_t>(slots.size());
+    for (int32_t j = st.off[e]; j < st.off[e + 1]; ++j) {
+      const int32_t slot = st.slots[j];
+      if (slot < 0 || slot >= w.n * w.K)
+        return err("%s: run_experts on layer %d: slot %d of %lld", nm, w.layer, slot,
+                   static_cast<long long>(w.n * w.K));
+      slots.push_back(slot);
+    }
+    r.m = static_cast<int64_t>(slots.size()) - r.row0;
+  }
+  const int64_t M = static_cast<int64_t>(slots.size());
+  if (M == 0) return empty_submission();
+  if (M > kMaxGroups)
+    return err("%s: run_experts on layer %d: %lld slots (at most %u)", nm, w.layer, static_cast<long long>(M),
+               kMaxGroups);
+
+  // As run_ffn over the grouped slots' rows, each expert's dispatches on its rows.
+  const XForm gf = form_of(w.mats[0].gate.type), uf = form_of(w.mats[0].up.type),
+              hf = form_of(w.mats[0].down.type);
+  const size_t xg_row = form_bytes(gf, 1, d), xu_row = uf == gf ? 0 : form_bytes(uf, 1, d);
+  const size_t xg_bytes = xg_row * static_cast<size_t>(M), xu_bytes = xu_row * static_cast<size_t>(M);
+  const size_t f_bytes = static_cast<size_t>(M * F) * 4, h_bytes = form_bytes(hf, M, F);
+  const size_t y_bytes = static_cast<size_t>(M * d) * 4;
+  const size_t xu_off = align_up(xg_bytes, kRegionAlign), y_off = align_up(xu_off + xu_bytes, kRegionAlign);
+  const size_t g_off = align_up(y_off + y_bytes, kRegionAlign),
+               u_off = align_up(g_off + f_bytes, kRegionAlign);
+  const size_t h_off = align_up(u_off + f_bytes, kRegionAlign), total = h_off + h_bytes;
+  STRATA_ASSIGN(vk::Submission s, ctx_->begin());
+  auto fail = [&](const Error& e) -> Result<DeviceTicket> {
+    ctx_->discard(s);
+    return e;
+  };
+  auto staging = ctx_->create_buffer(y_off + y_bytes, /*host_visible=*/true, "run_experts staging");
+  if (!staging.ok()) return fail(staging.error());
+  s.scratch.push_back(*staging);
+  auto scratch = ctx_->create_buffer(total, /*host_visible=*/false, "run_experts activations");
+  if (!scratch.ok()) return fail(scratch.error());
+  s.scratch.push_back(*scratch);
+  {  // every token converted once, then its rows copied to the slots routed to these experts
+    std::vector<uint8_t> xg(xg_row * static_cast<size_t>(w.n)), xu(xu_row * static_cast<size_t>(w.n));
+    to_form(gf, w.x, w.n, d, xg.data());
+    if (xu_row > 0) to_form(uf, w.x, w.n, d, xu.data());
+    for (int64_t j = 0; j < M; ++j) {
+      const size_t t = static_cast<size_t>(slots[static_cast<size_t>(j)] / w.K);
+      std::memcpy(staging->mapped + static_cast<size_t>(j) * xg_row, xg.data() + t * xg_row, xg_row);
+      if (xu_row > 0)
+        std::memcpy(staging->mapped + xu_off + static_cast<size_t>(j) * xu_row, xu.data() + t * xu_row,
+                    xu_row);
+    }
+  }
+  const vk::Api& api = ctx_->api();
+  const VkBuffer sb = scratch->buf;
+  const VkBufferCopy down{0, 0, xu_off + xu_bytes};
+  api.vkCmdCopyBuffer(s.cmd, staging->buf, sb, 1, &down);
+  ctx_->barrier(s.cmd);
+  const Region xg{sb, 0, xg_bytes}, xu = xu_bytes > 0 ? Region{sb, xu_off, xu_bytes} : xg;
+  const Region g{sb, g_off, f_bytes}, u{sb, u_off, f_bytes}, h{sb, h_off, h_bytes}, y{sb, y_off, y_bytes};
+  Status status;
+  for (int i = 0; i < w.n_run && status.ok(); ++i) {
+    const Run& r = runs[static_cast<size_t>(i)];
+    if (r.m == 0) continue;
+    status = record_linear(s, w.mats[i].gate, *r.gate, nullptr, 0, xg, g, r.m, r.row0);
+    if (status.ok()) status = record_linear(s, w.mats[i].up, *r.up, nullptr, 0, xu, u, r.m, r.row0);
+  }
+  if (!status.ok()) return fail(status.error());
+  const Region act[3] = {g, u, h};
+  const SwigluParams params{static_cast<uint32_t>(M), static_cast<uint32_t>(F), static_cast<uint32_t>(hf), 0};
+  auto set = bind(s, swiglu_, act, &params);
+  if (!set.ok()) return fail(set.error());
+  const int64_t groups = (M * ((F + 31) / 32) + 63) / 64;
+  api.vkCmdDispatch(s.cmd, static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups)),
+                    static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups), 1);
+  ctx_->barrier(s.cmd);
+  for (int i = 0; i < w.n_run && status.ok(); ++i) {
+    const Run& r = runs[static_cast<size_t>(i)];
+    if (r.m > 0) status = record_linear(s, w.mats[i].down, *r.down, nullptr, 0, h, y, r.m, r.row0);
+  }
+  if (!status.ok()) return fail(status.error());
+  const VkBufferCopy up{y_off, y_off, y_bytes};
+  api.vkCmdCopyBuffer(s.cmd, sb, staging->buf, 1, &up);
+  // Up on the host as phase_down of kernels/expert_ffn.cpp finishes a row: + down bias, · weight.
+  std::vector<const float*> down_b(static_cast<size_t>(M), nullptr);
+  std::vector<float> wts(st.wts != nullptr ? static_cast<size_t>(M) : 0);
+  for (int i = 0; i < w.n_run; ++i) {
+    const Run& r = runs[static_cast<size_t>(i)];
+    for (int64_t j = r.row0; j < r.row0 + r.m; ++j) {
+      if (st.down_b != nullptr) down_b[static_cast<size_t>(j)] = st.down_b + int64_t{w.experts[i]} * d;
+      if (st.wts != nullptr) wts[static_cast<size_t>(j)] = st.wts[slots[static_cast<size_t>(j)]];
+    }
+  }
+  const float* from = reinterpret_cast<const float*>(staging->mapped + y_off);
+  s.on_done.push_back(
+      [from, d, y_out = st.y, slots = std::move(slots), down_b = std::move(down_b), wts = std::move(wts)] {
+        std::vector<float> row(static_cast<size_t>(d));
+        for (size_t j = 0; j < slots.size(); ++j) {
+          std::memcpy(row.data(), from + j * static_cast<size_t>(d), sizeof(float) * row.size());
+          if (down_b[j] != nullptr)
+            for (int64_t k = 0; k < d; ++k) row[static_cast<size_t>(k)] += down_b[j][k];
+          float* dst = y_out + int64_t{slots[j]} * d;
+          if (!wts.empty()) {
+            for (int64_t k = 0; k < d; ++k) dst[k] = row[static_cast<size_t>(k)] * wts[j];
+          } else {
+            std::memcpy(dst, row.data(), sizeof(float) * row.size());
+          }
+        }
+      });
   return ctx_->submit(std::move(s));
 }
 

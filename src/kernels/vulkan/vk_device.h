@@ -87,13 +87,15 @@ class VulkanDevice final : public Device {
   // Binds p with regions [p.bindings] and its push constants in s.
   Result<VkDescriptorSet> bind(vk::Submission& s, const vk::Pipeline& p, const Region* regions,
                                const void* params);
-  // y = x · mᵀ (+ bias) on the device, x in the form of m's vec_dot_type, then a barrier.
+  // Rows row0 .. row0 + n − 1 of y = x · mᵀ (+ bias) on the device, x in the form of m's
+  // vec_dot_type, then a barrier.
   Status record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
                        const vk::RawBuffer* bias, size_t bias_offset, const Region& x, const Region& y,
-                       int64_t n);
+                       int64_t n, int64_t row0 = 0);
   Result<DeviceTicket> empty_submission();
   Result<DeviceTicket> run_linear_locked(const DeviceLinearWork& w);
   Result<DeviceTicket> run_ffn_locked(const DeviceFfnWork& w);
+  Result<DeviceTicket> run_experts_locked(const DeviceExpertWork& w);
 
   struct Buffer {
     vk::RawBuffer raw;

@@ -26,7 +26,7 @@ layout(push_constant) uniform Params {
   uint n_tok;
   uint bias_off;  // f32 index
   uint has_bias;
-  uint pad;
+  uint row0;  // rows row0.. of x and y (an expert's slots among all grouped slots)
 } p;
 
 shared float partial[64];
@@ -50,7 +50,7 @@ int dot4(uint a, uint b) {
 
 void main() {
   const uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u;
-  const uint t = gl_WorkGroupID.z;
+  const uint t = p.row0 + gl_WorkGroupID.z;
   if (r >= p.n_out) return;  // the whole workgroup
   const uint tid = gl_LocalInvocationID.x;
   const uint base = p.w_off + r * p.row_stride;
