@@ -10,12 +10,14 @@
 // device has none). upload copies the host bytes into a staging buffer at once; download's
 // bytes reach dst when its ticket is reached (reached() / wait() run the host copies).
 //
-// Ops, for F32, F16, BF16, Q8_0, Q4_0 and MXFP4 weights: run_linear (shaders/linear.comp) and run_ffn (gate
-// and up by linear.comp, h = silu(g) ⊙ u by shaders/swiglu.comp, which also converts h to down's
-// vec_dot_type on the device, then down by linear.comp). Host activations are converted on the
-// host to the weight type's vec_dot_type by the CPU's own converters (f16 / bf16 rounding, Q8_0
+// Ops (vk_ops.cpp), for F32, F16, BF16, Q8_0, Q4_0 and MXFP4 weights: run_linear
+// (shaders/linear.comp); run_ffn (gate and up by linear.comp, h = silu(g) ⊙ u by
+// shaders/swiglu.comp, which also converts h to down's vec_dot_type on the device, then down by
+// linear.comp); run_experts (the same over the run experts' slots, grouped; plain SwiGLU; down
+// bias and routing weight applied on the host). Host activations are converted on the host to
+// the weight type's vec_dot_type by the CPU's own converters (f16 / bf16 rounding, Q8_0
 // quantization, as kernels/linear does), copied down in one staging buffer, and y is copied up.
-// run_attention and run_experts answer with an error naming what is missing.
+// run_attention answers with an error naming what is missing.
 #pragma once
 
 #include <map>
@@ -72,6 +74,7 @@ class VulkanDevice final : public Device {
 
  private:
   VulkanDevice() = default;
+  Status create_pipelines();  // vk_ops.cpp
   // The live buffer b names with [offset, offset + bytes) inside it; errors name the op, the
   // buffer and the range. Caller holds mu_.
   Result<const vk::RawBuffer*> resolve(const DeviceBuffer& b, size_t offset, size_t bytes,
