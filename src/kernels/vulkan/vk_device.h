@@ -13,7 +13,8 @@
 // Ops (vk_ops.cpp), for F32, F16, BF16, Q8_0, Q4_0 and MXFP4 weights: run_linear
 // (shaders/linear.comp); run_ffn (gate and up by linear.comp, h = silu(g) ⊙ u by
 // shaders/swiglu.comp, which also converts h to down's vec_dot_type on the device, then down by
-// linear.comp); run_experts (the same over the run experts' slots, grouped; plain SwiGLU; down
+// linear.comp); run_experts (the same over the run experts' slots, grouped; the three
+// activations of kernels/expert_ffn.h; gate / up biases added by linear.comp; down
 // bias and routing weight applied on the host). Host activations are converted on the host to
 // the weight type's vec_dot_type by the CPU's own converters (f16 / bf16 rounding, Q8_0
 // quantization, as kernels/linear does), copied down in one staging buffer, and y is copied up.

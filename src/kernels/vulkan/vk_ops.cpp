@@ -36,7 +36,8 @@ Window window(size_t offset, size_t bytes) {
 
 // swiglu.comp's push constants.
 struct SwigluParams {
-  uint32_t n_tok, F, form, pad;
+  uint32_t n_tok, F, form, act;  // act: 0 swiglu, 1 swiglu_oai, 2 swiglu_clamped
+  float alpha, limit;
 };
 
 constexpr int64_t kMaxRows = int64_t{kMaxGroups} * kMaxGroups;
@@ -297,7 +298,8 @@ Result<DeviceTicket> VulkanDevice::run_ffn_locked(const DeviceFfnWork& w) {
   if (st.ok()) st = record_linear(s, w.up, *ub, nullptr, 0, xu, u, n);
   if (!st.ok()) return fail(st.error());
   const Region act[3] = {g, u, h};
-  const SwigluParams params{static_cast<uint32_t>(n), static_cast<uint32_t>(F), static_cast<uint32_t>(hf), 0};
+  const SwigluParams params{
+      static_cast<uint32_t>(n), static_cast<uint32_t>(F), static_cast<uint32_t>(hf), 0, 0, 0};
   auto set = bind(s, swiglu_, act, &params);
   if (!set.ok()) return fail(set.error());
   const int64_t groups = (n * ((F + 31) / 32) + 63) / 64;
@@ -322,13 +324,9 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
     return err("%s: run_experts on layer %d: %d experts of %d, K %d, %lld tokens", nm, w.layer, w.n_run,
                w.n_expert, w.K, static_cast<long long>(w.n));
   if (w.n_run == 0 || w.n == 0) return empty_submission();
-  const bool plain = st.act == ExpertAct::expert_act_swiglu ||
-                     (st.act == ExpertAct::expert_act_swiglu_clamped && st.limit <= 0.0f);
-  if (!plain || st.gate_b != nullptr || st.up_b != nullptr)
-    return err(
-        "%s: run_experts on layer %d: the Vulkan device has plain SwiGLU without gate / up biases only "
-        "(not yet the clamped or gpt-oss activations)",
-        nm, w.layer);
+  const uint32_t act_mode = st.act == ExpertAct::expert_act_swiglu_oai                          ? 1u
+                            : st.act == ExpertAct::expert_act_swiglu_clamped && st.limit > 0.0f ? 2u
+                                                                                                : 0u;
   const int64_t d = st.d, F = st.F;
   // Each run expert's matrices and its slots, grouped in the step's order.
   struct Run {
@@ -374,7 +372,12 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
   const size_t xg_bytes = xg_row * static_cast<size_t>(M), xu_bytes = xu_row * static_cast<size_t>(M);
   const size_t f_bytes = static_cast<size_t>(M * F) * 4, h_bytes = form_bytes(hf, M, F);
   const size_t y_bytes = static_cast<size_t>(M * d) * 4;
-  const size_t xu_off = align_up(xg_bytes, kRegionAlign), y_off = align_up(xu_off + xu_bytes, kRegionAlign);
+  // The run experts' gate / up bias rows: linear.comp adds them after each product, as
+  // kernels/expert_ffn.cpp adds them before the activation.
+  const size_t b_bytes = sizeof(float) * static_cast<size_t>(w.n_run * F);
+  const size_t xu_off = align_up(xg_bytes, kRegionAlign), gb_off = align_up(xu_off + xu_bytes, kRegionAlign);
+  const size_t ub_off = gb_off + (st.gate_b != nullptr ? align_up(b_bytes, kRegionAlign) : 0);
+  const size_t y_off = align_up(ub_off + (st.up_b != nullptr ? b_bytes : 0), kRegionAlign);
   const size_t g_off = align_up(y_off + y_bytes, kRegionAlign),
                u_off = align_up(g_off + f_bytes, kRegionAlign);
   const size_t h_off = align_up(u_off + f_bytes, kRegionAlign), total = h_off + h_bytes;
@@ -401,9 +404,16 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
                     xu_row);
     }
   }
+  const size_t fb = sizeof(float) * static_cast<size_t>(F);
+  for (int i = 0; i < w.n_run; ++i) {
+    const size_t o = fb * static_cast<size_t>(i),
+                 e = static_cast<size_t>(w.experts[i]) * static_cast<size_t>(F);
+    if (st.gate_b != nullptr) std::memcpy(staging->mapped + gb_off + o, st.gate_b + e, fb);
+    if (st.up_b != nullptr) std::memcpy(staging->mapped + ub_off + o, st.up_b + e, fb);
+  }
   const vk::Api& api = ctx_->api();
   const VkBuffer sb = scratch->buf;
-  const VkBufferCopy down{0, 0, xu_off + xu_bytes};
+  const VkBufferCopy down{0, 0, y_off};
   api.vkCmdCopyBuffer(s.cmd, staging->buf, sb, 1, &down);
   ctx_->barrier(s.cmd);
   const Region xg{sb, 0, xg_bytes}, xu = xu_bytes > 0 ? Region{sb, xu_off, xu_bytes} : xg;
@@ -412,12 +422,20 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
   for (int i = 0; i < w.n_run && status.ok(); ++i) {
     const Run& r = runs[static_cast<size_t>(i)];
     if (r.m == 0) continue;
-    status = record_linear(s, w.mats[i].gate, *r.gate, nullptr, 0, xg, g, r.m, r.row0);
-    if (status.ok()) status = record_linear(s, w.mats[i].up, *r.up, nullptr, 0, xu, u, r.m, r.row0);
+    const size_t o = sizeof(float) * static_cast<size_t>(i * F);
+    const vk::RawBuffer* gb = st.gate_b != nullptr ? &*scratch : nullptr;
+    const vk::RawBuffer* ub = st.up_b != nullptr ? &*scratch : nullptr;
+    status = record_linear(s, w.mats[i].gate, *r.gate, gb, gb_off + o, xg, g, r.m, r.row0);
+    if (status.ok()) status = record_linear(s, w.mats[i].up, *r.up, ub, ub_off + o, xu, u, r.m, r.row0);
   }
   if (!status.ok()) return fail(status.error());
   const Region act[3] = {g, u, h};
-  const SwigluParams params{static_cast<uint32_t>(M), static_cast<uint32_t>(F), static_cast<uint32_t>(hf), 0};
+  const SwigluParams params{static_cast<uint32_t>(M),
+                            static_cast<uint32_t>(F),
+                            static_cast<uint32_t>(hf),
+                            act_mode,
+                            st.alpha,
+                            st.limit};
   auto set = bind(s, swiglu_, act, &params);
   if (!set.ok()) return fail(set.error());
   const int64_t groups = (M * ((F + 31) / 32) + 63) / 64;

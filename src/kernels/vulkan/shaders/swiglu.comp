@@ -1,4 +1,6 @@
-// h = silu(g) ⊙ u (kernels/ops.h swiglu) for n tokens of F values, written in the device's form
+// h = act(g, u) for n tokens of F values (kernels/ops.h: act 0 swiglu silu(g)·u; 1 swiglu_oai
+// min(g,L)·σ(α·min(g,L))·(clamp(u,−L,L) + 1); 2 swiglu_clamped silu(min(g,L))·clamp(u,−L,L)),
+// written in the device's form
 // of down's vec_dot_type (linear.comp's x): one invocation per token and block of 32 values.
 //   form 0 (F32): f32.  form 1 (F16): f32 values of h rounded to f16 (to nearest, ties to even).
 //   form 2 (Q8_0): per block 9 words, d = fp16(amax / 127) as f32, then 32 int8
@@ -16,7 +18,9 @@ layout(push_constant) uniform Params {
   uint n_tok;
   uint F;
   uint form;
-  uint pad;
+  uint act;
+  float alpha;
+  float limit;
 } p;
 
 // v rounded to the nearest f16 value, ties to even; beyond the f16 range: ±inf.
@@ -37,8 +41,10 @@ float round_bf16(float v) {
 }
 
 float act(uint i) {
-  const float x = g[i];
-  return x / (1.0 + exp(-x)) * u[i];
+  if (p.act == 0u) return g[i] / (1.0 + exp(-g[i])) * u[i];
+  const float x = min(g[i], p.limit), y = clamp(u[i], -p.limit, p.limit);
+  if (p.act == 1u) return x / (1.0 + exp(p.alpha * (-x))) * (y + 1.0);
+  return x / (1.0 + exp(-x)) * y;
 }
 
 void main() {
