@@ -6,6 +6,7 @@
 
 #include "server/event_channel.h"
 #include "server/openai_api.h"
+#include "server/response_builder.h"
 
 namespace strata::server {
 
@@ -13,31 +14,19 @@ using nlohmann::json;
 
 namespace {
 
-// Model text is bytes: a token may end inside a UTF-8 character or hold an invalid sequence.
-// JSON needs valid UTF-8, so invalid bytes become U+FFFD (never an exception on a server thread).
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(dump(body), "application/json; charset=utf-8");
+  res.set_content(json_text(body), "application/json; charset=utf-8");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
   send_json(res, status, error_body(message, status));
 }
 
-std::string sse(const json& j) {
-  return "data: " + dump(j) + "\n\n";
-}
-
 // A streamed response's state, shared by httplib's content provider and its releaser.
 struct Stream {
   std::shared_ptr<EventChannel> ch;
-  ApiResponseHead head;
-  bool include_usage = false;
-  bool first = true;
+  std::optional<ResponseBuilder> out;
   bool finished = false;
 };
 
@@ -49,27 +38,8 @@ bool stream_step(Stream& st, httplib::DataSink& sink) {
     return true;
   }
   CompletionEvent ev = st.ch->pop();
-  std::string out;
-  if (!ev.text.empty()) {
-    out += sse(chunk_body(st.head, ev.text, nullptr, st.first));
-    st.first = false;
-  }
-  if (ev.done) {
-    if (ev.finish == FinishReason::error) {
-      out += sse(error_body(ev.error, 500));
-    } else {
-      out += sse(chunk_body(st.head, "", api_finish_reason(ev.finish), st.first));
-      if (st.include_usage) {
-        json u = chunk_body(st.head, "", nullptr, false);
-        u["choices"] = json::array();
-        u["usage"] = usage_body(ev);
-        u["timings"] = timings_body(ev);
-        out += sse(u);
-      }
-    }
-    out += "data: [DONE]\n\n";
-    st.finished = true;
-  }
+  const std::string out = st.out->sse(ev);
+  st.finished = ev.done;
   if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
   if (st.finished) sink.done();
   return true;
@@ -177,32 +147,31 @@ void HttpServer::routes() {
       r.prompt_text = std::move(*text);
     }
     if (r.prompt_tokens.empty()) r.prompt_tokens = tok_.encode(r.prompt_text, /*add_special=*/true, true);
-    r.params.prompt = std::move(r.prompt_tokens);
+    r.params.prompt = r.prompt_tokens;
+    ApiResponseHead head;
+    head.chat = chat;
+    head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+    head.model = opts_.model_name;
+    head.created = static_cast<int64_t>(std::time(nullptr));
+    ResponseBuilder out(head, r, r.prompt_tokens, tok_);
     auto ch = std::make_shared<EventChannel>();
     auto id = engine_.submit(std::move(r.params), EventChannel::sink(ch));
     if (!id.ok()) {
       const bool busy = id.message().rfind("server busy", 0) == 0 || id.message() == "server shutting down";
       return send_error(res, busy ? 503 : 400, id.message());
     }
-    ApiResponseHead head;
-    head.chat = chat;
-    head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-    head.model = opts_.model_name;
-    head.created = static_cast<int64_t>(std::time(nullptr));
     if (!r.stream) {
-      std::string text;
       for (;;) {
         CompletionEvent ev = ch->pop();
-        text += ev.text;
+        out.add(ev);
         if (!ev.done) continue;
         if (ev.finish == FinishReason::error) return send_error(res, 500, ev.error);
-        return send_json(res, 200, completion_body(head, text, ev));
+        return send_json(res, 200, out.body(ev));
       }
     }
     auto st = std::make_shared<Stream>();
     st->ch = ch;
-    st->head = head;
-    st->include_usage = r.include_usage;
+    st->out.emplace(std::move(out));
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",

@@ -117,6 +117,28 @@ Status parse_messages(const json& body, ApiRequest* r) {
   return {};
 }
 
+// completions: logprobs (0..5 alternatives) and echo; chat: logprobs (bool) and top_logprobs
+// (0..20, with logprobs: true).
+Status parse_logprobs(const json& body, bool chat, ApiRequest* r) {
+  CompletionParams& p = r->params;
+  if (chat) {
+    bool on = false;
+    STRATA_TRY(want_bool(body, "logprobs", &on));
+    int64_t top = 0;
+    bool has_top = false;
+    STRATA_TRY(want_int(body, "top_logprobs", 0, kMaxChatTopLogprobs, &top, &has_top));
+    if (has_top && !on) return err("'top_logprobs' needs 'logprobs': true");
+    if (on) p.logprobs = static_cast<int>(top);
+    return refuse_unless_neutral(body, "echo");
+  }
+  int64_t n = -1;
+  STRATA_TRY(want_int(body, "logprobs", 0, kMaxCompletionLogprobs, &n));
+  p.logprobs = static_cast<int>(n);
+  STRATA_TRY(want_bool(body, "echo", &r->echo));
+  if (r->echo) p.prompt_logprobs = p.logprobs;
+  return refuse_unless_neutral(body, "top_logprobs");  // completions spell it logprobs: N
+}
+
 }  // namespace
 
 Result<ApiRequest> parse_request(const std::string& text, bool chat) {
@@ -184,8 +206,9 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
       return err("'stop' must be a string or an array of strings, got %s", kind(*st));
     }
   }
-  for (const char* key : {"presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "echo",
-                          "best_of", "logit_bias", "tools", "suffix"}) {
+  STRATA_TRY(parse_logprobs(body, chat, &r));
+  for (const char* key :
+       {"presence_penalty", "frequency_penalty", "best_of", "logit_bias", "tools", "suffix"}) {
     if (std::string(key) == "best_of" && body.contains(key) && body[key].is_number_integer() &&
         body[key].get<int64_t>() == 1)
       continue;
@@ -220,14 +243,15 @@ json timings_body(const CompletionEvent& last) {
               {"ttft_ms", last.ttft_s * 1e3}};
 }
 
-json completion_body(const ApiResponseHead& h, const std::string& text, const CompletionEvent& last) {
+json completion_body(const ApiResponseHead& h, const std::string& text, const CompletionEvent& last,
+                     const json& logprobs) {
   json choice{{"index", 0}, {"finish_reason", api_finish_reason(last.finish)}};
   if (h.chat) {
     choice["message"] = json{{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   }
+  choice["logprobs"] = logprobs;
   return json{{"id", h.id},
               {"object", h.chat ? "chat.completion" : "text_completion"},
               {"created", h.created},
@@ -237,7 +261,8 @@ json completion_body(const ApiResponseHead& h, const std::string& text, const Co
               {"timings", timings_body(last)}};
 }
 
-json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first) {
+json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first,
+                const json& logprobs) {
   json choice{{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
   if (h.chat) {
     json delta = json::object();
@@ -246,13 +271,17 @@ json chunk_body(const ApiResponseHead& h, const std::string& text, const char* f
     choice["delta"] = delta;
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   }
+  choice["logprobs"] = logprobs;
   return json{{"id", h.id},
               {"object", h.chat ? "chat.completion.chunk" : "text_completion"},
               {"created", h.created},
               {"model", h.model},
               {"choices", json::array({choice})}};
+}
+
+std::string json_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 json error_body(const std::string& message, int code) {

@@ -19,6 +19,9 @@
 
 namespace strata::server {
 
+constexpr int kMaxCompletionLogprobs = 5;  // /v1/completions "logprobs": N (OpenAI's limit)
+constexpr int kMaxChatTopLogprobs = 20;    // /v1/chat/completions "top_logprobs"
+
 struct ApiRequest {
   bool chat = false;
   std::string prompt_text;             // completions with a text prompt
@@ -27,6 +30,7 @@ struct ApiRequest {
   CompletionParams params;             // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
+  bool echo = false;  // completions: the prompt's text (and logprobs) before the completion's
   std::string model;
 };
 
@@ -41,13 +45,18 @@ struct ApiResponseHead {
   bool chat = false;
 };
 
-// Non-streamed body: the whole text, finish reason, usage, and llama-server-style timings.
-nlohmann::json completion_body(const ApiResponseHead& h, const std::string& text,
-                               const CompletionEvent& last);
-// One SSE chunk: a text delta (finish == nullptr) or the final chunk (finish reason set).
-nlohmann::json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first);
+// Non-streamed body: the whole text, finish reason, logprobs (null when not asked), usage, and
+// llama-server-style timings.
+nlohmann::json completion_body(const ApiResponseHead& h, const std::string& text, const CompletionEvent& last,
+                               const nlohmann::json& logprobs = nullptr);
+// One SSE chunk: a text delta with its tokens' logprobs (finish == nullptr) or the final chunk
+// (finish reason set).
+nlohmann::json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first,
+                          const nlohmann::json& logprobs = nullptr);
 nlohmann::json usage_body(const CompletionEvent& last);
 nlohmann::json timings_body(const CompletionEvent& last);
+// A body as text: invalid UTF-8 in model text becomes U+FFFD (never an exception).
+std::string json_text(const nlohmann::json& j);
 // {"error": {"message", "type", "code"}}
 nlohmann::json error_body(const std::string& message, int code);
 // OpenAI finish reasons: stop | length (cancelled/error never reach a client).
