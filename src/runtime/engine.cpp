@@ -160,6 +160,8 @@ Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
     if (t < 0 || t >= n_vocab_)
       return err("token id %d at prompt position %d is outside the vocabulary (%d)", t, i, n_vocab_);
   }
+  for (const auto& [id, bias] : p.sampling.logit_bias)
+    if (id >= n_vocab_) return err("logit_bias: token id %d is outside the vocabulary (%d)", id, n_vocab_);
   auto r = std::make_unique<Request>();
   r->p = std::move(p);
   r->sink = std::move(sink);

@@ -1,6 +1,8 @@
 #include "server/openai_api.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace strata::server {
@@ -139,6 +141,32 @@ Status parse_logprobs(const json& body, bool chat, ApiRequest* r) {
   return refuse_unless_neutral(body, "top_logprobs");  // completions spell it logprobs: N
 }
 
+// presence_penalty, frequency_penalty: [-2, 2]; logit_bias: {"token id": bias in [-100, 100]}.
+Status parse_penalties(const json& body, SamplerParams* s) {
+  double v = 0;
+  STRATA_TRY(want_number(body, "presence_penalty", -2, 2, &v));
+  s->presence_penalty = static_cast<float>(v);
+  v = 0;
+  STRATA_TRY(want_number(body, "frequency_penalty", -2, 2, &v));
+  s->frequency_penalty = static_cast<float>(v);
+  auto lb = body.find("logit_bias");
+  if (lb == body.end() || lb->is_null()) return {};
+  if (!lb->is_object()) return err("'logit_bias' must be an object of token id -> bias, got %s", kind(*lb));
+  for (auto& [key, val] : lb->items()) {
+    char* end = nullptr;
+    errno = 0;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || errno != 0 || id < 0 || id > std::numeric_limits<int32_t>::max())
+      return err("'logit_bias' key \"%s\" is not a token id", key.c_str());
+    if (!val.is_number()) return err("'logit_bias'[\"%s\"] must be a number, got %s", key.c_str(), kind(val));
+    const double b = val.get<double>();
+    if (!std::isfinite(b) || b < -100 || b > 100)
+      return err("'logit_bias'[\"%s\"] is %g; it must be in [-100, 100]", key.c_str(), b);
+    s->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ApiRequest> parse_request(const std::string& text, bool chat) {
@@ -207,8 +235,8 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
     }
   }
   STRATA_TRY(parse_logprobs(body, chat, &r));
-  for (const char* key :
-       {"presence_penalty", "frequency_penalty", "best_of", "logit_bias", "tools", "suffix"}) {
+  STRATA_TRY(parse_penalties(body, &s));
+  for (const char* key : {"best_of", "tools", "suffix"}) {
     if (std::string(key) == "best_of" && body.contains(key) && body[key].is_number_integer() &&
         body[key].get<int64_t>() == 1)
       continue;

@@ -1,6 +1,7 @@
 // Token logprobs: token_logprob is log_softmax of the row with the n most likely tokens, and the
 // engine's per-token and prompt logprobs equal log_softmax of the scored rows of the same tokens
-// (runtime/generate.h score) within 1e-5, for a request beside another one.
+// (runtime/generate.h score) within 1e-5, for a request beside another one, whatever its penalties
+// and logit bias.
 #include "runtime/logprobs.h"
 
 #include <gtest/gtest.h>
@@ -82,6 +83,8 @@ TEST(EngineModel, LogprobsEqualLogSoftmaxOfTheScoredRows) {
   p.n_predict = 10;
   p.sampling.temp = 0.8f;
   p.sampling.seed = 11;
+  p.sampling.frequency_penalty = 1.5f;  // penalties and bias do not touch the reported logprobs
+  p.sampling.logit_bias = {{5, 4.0f}, {6, -100.0f}};
   p.logprobs = 4;
   p.prompt_logprobs = 2;
   p.return_tokens = true;

@@ -1,6 +1,7 @@
 // logprobs, top_logprobs and echo end to end on the bundled model: OpenAI's shapes for completions
 // and chat, streamed and not; an echoed prompt's logprobs (max_tokens 0: prompt scoring) equal
-// log_softmax of the scored rows within 1e-5; limits are 400s naming the field.
+// log_softmax of the scored rows within 1e-5; limits (and penalties', logit_bias's) are 400s
+// naming the field.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -154,7 +155,7 @@ TEST_F(HttpServerTest, ChatLogprobsHaveTheChatShape) {
   EXPECT_EQ(n, 2u);
 }
 
-TEST_F(HttpServerTest, LogprobLimitsAre400sNamingTheField) {
+TEST_F(HttpServerTest, NewFieldsOutOfRangeAre400sNamingTheField) {
   start();
   auto c = client();
   auto expect_400 = [&](const char* path, const json& body, const std::string& needle) {
@@ -170,6 +171,10 @@ TEST_F(HttpServerTest, LogprobLimitsAre400sNamingTheField) {
   expect_400("/v1/chat/completions", json{{"messages", msgs}, {"logprobs", 3}},
              "'logprobs' must be true or false");
   expect_400("/v1/chat/completions", json{{"messages", msgs}, {"echo", true}}, "'echo'");
+  expect_400("/v1/completions", json{{"prompt", "x"}, {"presence_penalty", 3}}, "'presence_penalty' is 3");
+  expect_400("/v1/completions",
+             json{{"prompt", "x"}, {"logit_bias", {{std::to_string(model_->n_vocab()), 1}}}},
+             "logit_bias: token id " + std::to_string(model_->n_vocab()) + " is outside the vocabulary");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace strata::server {
 namespace {
 
@@ -75,8 +77,7 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": "x", "stop": [1]})").find("'stop'[0] must be a string"),
             std::string::npos);
-  for (const char* f :
-       {"presence_penalty\": 0.5", "frequency_penalty\": 1", "logit_bias\": {\"1\": 2}", "best_of\": 3"}) {
+  for (const char* f : {"best_of\": 3", "suffix\": \"x\""}) {
     const std::string body = std::string(R"({"prompt": "x", ")") + f + "}";
     EXPECT_NE(parse_error(body).find("is not supported by strata serve"), std::string::npos) << body;
   }
@@ -91,6 +92,51 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_NE(parse_error(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true)
                 .find("messages[0].content[0]"),
             std::string::npos);
+}
+
+TEST(OpenAiRequest, LogprobsPenaltiesAndBias) {
+  auto r = parse_request(R"({"prompt": "x", "logprobs": 5, "echo": true, "presence_penalty": -2,
+                             "frequency_penalty": 1.5, "logit_bias": {"7": -100, "12": 3.5}})",
+                         false);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->params.logprobs, 5);
+  EXPECT_EQ(r->params.prompt_logprobs, 5);
+  EXPECT_TRUE(r->echo);
+  EXPECT_FLOAT_EQ(r->params.sampling.presence_penalty, -2.0f);
+  EXPECT_FLOAT_EQ(r->params.sampling.frequency_penalty, 1.5f);
+  EXPECT_EQ(r->params.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{12, 3.5f}, {7, -100.0f}}));  // keys in JSON order
+  auto c = parse_request(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                             "top_logprobs": 20})",
+                         true);
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->params.logprobs, 20);
+  EXPECT_EQ(c->params.prompt_logprobs, -1);
+  auto off = parse_request(R"({"prompt": "x", "echo": true})", false);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->params.logprobs, -1);
+  EXPECT_EQ(off->params.prompt_logprobs, -1);
+  const char* chat_msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  for (auto [body, chat, needle] : std::vector<std::tuple<std::string, bool, std::string>>{
+           {R"({"prompt": "x", "logprobs": 6})", false, "'logprobs' is 6"},
+           {R"({"prompt": "x", "logprobs": -1})", false, "'logprobs' is -1"},
+           {R"({"prompt": "x", "echo": 1})", false, "'echo' must be true or false"},
+           {R"({"prompt": "x", "top_logprobs": 2})", false, "'top_logprobs' is not supported"},
+           {std::string("{") + chat_msgs + R"(, "logprobs": true, "top_logprobs": 21})", true,
+            "'top_logprobs' is 21"},
+           {std::string("{") + chat_msgs + R"(, "top_logprobs": 1})", true, "'top_logprobs' needs"},
+           {R"({"prompt": "x", "presence_penalty": 2.5})", false, "'presence_penalty' is 2.5"},
+           {R"({"prompt": "x", "frequency_penalty": "1"})", false, "'frequency_penalty' must be a number"},
+           {R"({"prompt": "x", "logit_bias": [1]})", false, "'logit_bias' must be an object"},
+           {R"({"prompt": "x", "logit_bias": {"a1": 1}})", false,
+            "'logit_bias' key \"a1\" is not a token id"},
+           {R"({"prompt": "x", "logit_bias": {"-3": 1}})", false, "'logit_bias' key \"-3\""},
+           {R"({"prompt": "x", "logit_bias": {"3": 101}})", false, "'logit_bias'[\"3\"] is 101"},
+           {R"({"prompt": "x", "logit_bias": {"3": "up"}})", false,
+            "'logit_bias'[\"3\"] must be a number"}}) {
+    EXPECT_NE(parse_error(body, chat).find(needle), std::string::npos)
+        << body << " -> " << parse_error(body, chat);
+  }
 }
 
 TEST(OpenAiResponse, BodiesHaveTheOpenAiShape) {
