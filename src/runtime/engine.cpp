@@ -424,7 +424,7 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   ev.prompt_s = s.prompt_s;
   ev.decode_s = s.decode_s;
   ev.ttft_s = s.t_first > 0 ? s.t_first - r.t_submit : 0;
-  if (reason != FinishReason::cancelled || r.p.final_on_cancel) r.sink(ev);
+  // Counted before the client hears the end: whoever reads the counters after a response sees it.
   e2e_.add(now_seconds() - r.t_submit);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -437,6 +437,10 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
     counters_.prompt_tokens += s.n_eval;
     counters_.gen_tokens += static_cast<uint64_t>(s.n_gen);
     counters_.running = std::max(0, counters_.running - 1);
+  }
+  if (reason != FinishReason::cancelled || r.p.final_on_cancel) r.sink(ev);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
     s.req.reset();  // under mu_: submit() counts free slots from other threads
   }
   s.sampler.reset();

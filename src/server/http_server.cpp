@@ -4,9 +4,8 @@
 
 #include <ctime>
 
-#include "server/event_channel.h"
+#include "server/completion_job.h"
 #include "server/openai_api.h"
-#include "server/response_builder.h"
 
 namespace strata::server {
 
@@ -23,25 +22,16 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   send_json(res, status, error_body(message, status));
 }
 
-// A streamed response's state, shared by httplib's content provider and its releaser.
-struct Stream {
-  std::shared_ptr<EventChannel> ch;
-  std::optional<ResponseBuilder> out;
-  bool finished = false;
-};
-
 // One call of a streamed response's content provider: waits for the next event, writes its SSE
 // chunks; false when the client is gone.
-bool stream_step(Stream& st, httplib::DataSink& sink) {
-  if (st.finished) {
+bool stream_step(CompletionJob& job, httplib::DataSink& sink) {
+  if (job.finished()) {
     sink.done();
     return true;
   }
-  CompletionEvent ev = st.ch->pop();
-  const std::string out = st.out->sse(ev);
-  st.finished = ev.done;
+  const std::string out = job.next_sse();
   if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
-  if (st.finished) sink.done();
+  if (job.finished()) sink.done();
   return true;
 }
 
@@ -134,55 +124,24 @@ void HttpServer::routes() {
 
   auto completion = [this, authorized](const httplib::Request& req, httplib::Response& res, bool chat) {
     if (!authorized(req, res)) return;
-    auto parsed = parse_request(req.body, chat);
-    if (!parsed.ok()) return send_error(res, 400, parsed.message());
-    ApiRequest& r = *parsed;
-    if (chat) {
-      if (!chat_)
-        return send_error(res, 400,
-                          "this model has no chat template strata knows; use /v1/completions or start the "
-                          "server with --chat-template NAME");
-      auto text = chat_apply(*chat_, r.messages, /*add_assistant_prompt=*/true);
-      if (!text.ok()) return send_error(res, 400, text.message());
-      r.prompt_text = std::move(*text);
+    ApiError e;
+    auto job = CompletionJob::start(api_context(), next_id_++, req.body, chat, &e);
+    if (!job) return send_error(res, e.status, e.message);
+    if (!job->stream()) {
+      auto [status, body] = job->wait();
+      return send_json(res, status, body);
     }
-    if (r.prompt_tokens.empty()) r.prompt_tokens = tok_.encode(r.prompt_text, /*add_special=*/true, true);
-    r.params.prompt = r.prompt_tokens;
-    ApiResponseHead head;
-    head.chat = chat;
-    head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-    head.model = opts_.model_name;
-    head.created = static_cast<int64_t>(std::time(nullptr));
-    ResponseBuilder out(head, r, r.prompt_tokens, tok_);
-    auto ch = std::make_shared<EventChannel>();
-    auto id = engine_.submit(std::move(r.params), EventChannel::sink(ch));
-    if (!id.ok()) {
-      const bool busy = id.message().rfind("server busy", 0) == 0 || id.message() == "server shutting down";
-      return send_error(res, busy ? 503 : 400, id.message());
-    }
-    if (!r.stream) {
-      for (;;) {
-        CompletionEvent ev = ch->pop();
-        out.add(ev);
-        if (!ev.done) continue;
-        if (ev.finish == FinishReason::error) return send_error(res, 500, ev.error);
-        return send_json(res, 200, out.body(ev));
-      }
-    }
-    auto st = std::make_shared<Stream>();
-    st->ch = ch;
-    st->out.emplace(std::move(out));
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st](size_t, httplib::DataSink& sink) {
+        [job](size_t, httplib::DataSink& sink) {
           try {
-            return stream_step(*st, sink);
+            return stream_step(*job, sink);
           } catch (...) {  // never let an exception end the process from a server thread
             return false;
           }
         },
-        [st](bool) { st->ch->close(); });
+        [job](bool) { job->close(); });
   };
 
   for (const char* p : {"/v1/completions", "/completions"})

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "runtime/engine.h"
+#include "server/completion_job.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -42,6 +43,7 @@ class HttpServer {
 
  private:
   void routes();
+  ApiContext api_context() { return ApiContext{engine_, tok_, chat_, opts_.model_name}; }
   Engine& engine_;
   const Tokenizer& tok_;
   std::optional<ChatFormat> chat_;

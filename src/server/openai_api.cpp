@@ -77,29 +77,48 @@ Result<std::string> message_content(const json& m, size_t i) {
   return s;
 }
 
+Result<std::vector<int32_t>> token_ids(const json& arr, const std::string& where) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& v = arr[i];
+    if (!v.is_number_integer()) return err("%s[%zu] must be a token id, got %s", where.c_str(), i, kind(v));
+    const int64_t t = v.get<int64_t>();
+    if (t < 0 || t > std::numeric_limits<int32_t>::max())
+      return err("%s[%zu] = %lld is not a token id", where.c_str(), i, static_cast<long long>(t));
+    ids.push_back(static_cast<int32_t>(t));
+  }
+  if (ids.empty()) return err("%s is empty", where.c_str());
+  return ids;
+}
+
+// A string, an array of token ids, or an array of several prompts (strings or arrays of ids).
 Status parse_prompt(const json& body, ApiRequest* r) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return err("'prompt' is required");
   if (it->is_string()) {
-    r->prompt_text = it->get<std::string>();
+    r->prompts.push_back(ApiPrompt{it->get<std::string>(), {}});
     return {};
   }
   if (!it->is_array()) return err("'prompt' must be a string or an array of token ids, got %s", kind(*it));
-  if (it->size() == 1 && (*it)[0].is_string()) {
-    r->prompt_text = (*it)[0].get<std::string>();
+  if (it->empty()) return err("'prompt' is empty");
+  if (!(*it)[0].is_string() && !(*it)[0].is_array()) {
+    STRATA_ASSIGN(std::vector<int32_t> ids, token_ids(*it, "'prompt'"));
+    r->prompts.push_back(ApiPrompt{"", std::move(ids)});
     return {};
   }
+  if (it->size() > static_cast<size_t>(kMaxPrompts))
+    return err("'prompt' holds %zu prompts; at most %d in one request", it->size(), kMaxPrompts);
   for (size_t i = 0; i < it->size(); ++i) {
     const json& v = (*it)[i];
-    if (v.is_string())
-      return err("'prompt': several prompts in one request are not supported (use n = 1 per request)");
-    if (!v.is_number_integer()) return err("'prompt'[%zu] must be a token id, got %s", i, kind(v));
-    const int64_t t = v.get<int64_t>();
-    if (t < 0 || t > std::numeric_limits<int32_t>::max())
-      return err("'prompt'[%zu] = %lld is not a token id", i, static_cast<long long>(t));
-    r->prompt_tokens.push_back(static_cast<int32_t>(t));
+    if (v.is_string()) {
+      r->prompts.push_back(ApiPrompt{v.get<std::string>(), {}});
+    } else if (v.is_array()) {
+      STRATA_ASSIGN(std::vector<int32_t> ids, token_ids(v, "'prompt'[" + std::to_string(i) + "]"));
+      r->prompts.push_back(ApiPrompt{"", std::move(ids)});
+    } else {
+      return err("'prompt'[%zu] must be a string or an array of token ids, got %s", i, kind(v));
+    }
   }
-  if (r->prompt_tokens.empty()) return err("'prompt' is empty");
   return {};
 }
 
@@ -271,27 +290,30 @@ json timings_body(const CompletionEvent& last) {
               {"ttft_ms", last.ttft_s * 1e3}};
 }
 
-json completion_body(const ApiResponseHead& h, const std::string& text, const CompletionEvent& last,
-                     const json& logprobs) {
-  json choice{{"index", 0}, {"finish_reason", api_finish_reason(last.finish)}};
-  if (h.chat) {
+json choice_body(bool chat, int index, const std::string& text, FinishReason finish, const json& logprobs) {
+  json choice{{"index", index}, {"finish_reason", api_finish_reason(finish)}};
+  if (chat) {
     choice["message"] = json{{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
   }
   choice["logprobs"] = logprobs;
+  return choice;
+}
+
+json completion_body(const ApiResponseHead& h, json choices, const CompletionEvent& totals) {
   return json{{"id", h.id},
               {"object", h.chat ? "chat.completion" : "text_completion"},
               {"created", h.created},
               {"model", h.model},
-              {"choices", json::array({choice})},
-              {"usage", usage_body(last)},
-              {"timings", timings_body(last)}};
+              {"choices", std::move(choices)},
+              {"usage", usage_body(totals)},
+              {"timings", timings_body(totals)}};
 }
 
-json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first,
+json chunk_body(const ApiResponseHead& h, int index, const std::string& text, const char* finish, bool first,
                 const json& logprobs) {
-  json choice{{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+  json choice{{"index", index}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
   if (h.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

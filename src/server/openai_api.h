@@ -22,12 +22,19 @@ namespace strata::server {
 constexpr int kMaxCompletionLogprobs = 5;  // /v1/completions "logprobs": N (OpenAI's limit)
 constexpr int kMaxChatTopLogprobs = 20;    // /v1/chat/completions "top_logprobs"
 
+constexpr int kMaxPrompts = 64;  // /v1/completions: prompts in one request (one choice each)
+
+// One prompt: text (tokenized by the server) or token ids.
+struct ApiPrompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
 struct ApiRequest {
   bool chat = false;
-  std::string prompt_text;             // completions with a text prompt
-  std::vector<int32_t> prompt_tokens;  // completions with token ids
-  std::vector<ChatMessage> messages;   // chat
-  CompletionParams params;             // prompt filled by the caller after tokenizing
+  std::vector<ApiPrompt> prompts;     // completions: one per choice; chat: filled from messages
+  std::vector<ChatMessage> messages;  // chat
+  CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
   bool echo = false;  // completions: the prompt's text (and logprobs) before the completion's
@@ -45,14 +52,17 @@ struct ApiResponseHead {
   bool chat = false;
 };
 
-// Non-streamed body: the whole text, finish reason, logprobs (null when not asked), usage, and
-// llama-server-style timings.
-nlohmann::json completion_body(const ApiResponseHead& h, const std::string& text, const CompletionEvent& last,
-                               const nlohmann::json& logprobs = nullptr);
-// One SSE chunk: a text delta with its tokens' logprobs (finish == nullptr) or the final chunk
-// (finish reason set).
-nlohmann::json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first,
-                          const nlohmann::json& logprobs = nullptr);
+// One choice of a non-streamed body: its whole text, finish reason, logprobs (null when not asked).
+nlohmann::json choice_body(bool chat, int index, const std::string& text, FinishReason finish,
+                           const nlohmann::json& logprobs = nullptr);
+// Non-streamed body: the choices, and usage and llama-server-style timings from `totals` (the last
+// events' counters, summed over the choices).
+nlohmann::json completion_body(const ApiResponseHead& h, nlohmann::json choices,
+                               const CompletionEvent& totals);
+// One SSE chunk of choice `index`: a text delta with its tokens' logprobs (finish == nullptr) or the
+// choice's final chunk (finish reason set).
+nlohmann::json chunk_body(const ApiResponseHead& h, int index, const std::string& text, const char* finish,
+                          bool first, const nlohmann::json& logprobs = nullptr);
 nlohmann::json usage_body(const CompletionEvent& last);
 nlohmann::json timings_body(const CompletionEvent& last);
 // A body as text: invalid UTF-8 in model text becomes U+FFFD (never an exception).

@@ -1,5 +1,9 @@
 #include "server/response_builder.h"
 
+#include <algorithm>
+
+#include "base/status.h"
+
 namespace strata::server {
 
 using nlohmann::json;
@@ -12,51 +16,80 @@ std::string sse_line(const json& j) {
 
 }  // namespace
 
-ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, std::span<const int32_t> prompt,
-                                 const Tokenizer& tok)
-    : head_(std::move(head)), include_usage_(r.include_usage) {
-  if (r.params.logprobs >= 0) lp_.emplace(tok, head_.chat);
-  if (!r.echo) return;
-  text_ =
-      !r.prompt_text.empty() ? r.prompt_text : tok.decode(std::vector<int32_t>(prompt.begin(), prompt.end()));
-  if (lp_ && !prompt.empty()) lp_->add_unscored(prompt[0]);
+ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, const Tokenizer& tok)
+    : head_(std::move(head)), include_usage_(r.include_usage), choices_(r.prompts.size()) {
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    Choice& c = choices_[i];
+    const ApiPrompt& p = r.prompts[i];
+    if (r.params.logprobs >= 0) c.lp.emplace(tok, head_.chat);
+    if (!r.echo) continue;
+    c.text = !p.text.empty() ? p.text : tok.decode(p.tokens);
+    if (c.lp && !p.tokens.empty()) c.lp->add_unscored(p.tokens[0]);
+  }
 }
 
-void ResponseBuilder::add_logprobs(const CompletionEvent& ev) {
-  if (!lp_) return;
-  lp_->add(ev.prompt_logprobs);
-  lp_->add(ev.logprobs);
+void ResponseBuilder::finish(Choice& c, const CompletionEvent& ev) {
+  c.done = true;
+  c.finish = ev.finish;
+  ++n_done_;
+  if (ev.finish == FinishReason::error) failed_ = true;
+  totals_.n_prompt += ev.n_prompt;
+  totals_.n_gen += ev.n_gen;
+  totals_.n_decode += ev.n_decode;
+  totals_.prompt_s += ev.prompt_s;
+  totals_.decode_s += ev.decode_s;
+  totals_.sample_s += ev.sample_s;
+  totals_.queue_s = std::max(totals_.queue_s, ev.queue_s);
+  totals_.ttft_s = std::max(totals_.ttft_s, ev.ttft_s);
 }
 
-void ResponseBuilder::add(const CompletionEvent& ev) {
-  text_ += ev.text;
-  add_logprobs(ev);
+void ResponseBuilder::add(int choice, const CompletionEvent& ev) {
+  STRATA_ASSERT(choice >= 0 && static_cast<size_t>(choice) < choices_.size());
+  Choice& c = choices_[static_cast<size_t>(choice)];
+  c.text += ev.text;
+  if (c.lp) {
+    c.lp->add(ev.prompt_logprobs);
+    c.lp->add(ev.logprobs);
+  }
+  if (ev.done) finish(c, ev);
 }
 
-json ResponseBuilder::body(const CompletionEvent& last) {
-  return completion_body(head_, text_, last, lp_ ? lp_->take() : json(nullptr));
+json ResponseBuilder::body() {
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    choices.push_back(
+        choice_body(head_.chat, static_cast<int>(i), c.text, c.finish, c.lp ? c.lp->take() : json(nullptr)));
+  }
+  return completion_body(head_, std::move(choices), totals_);
 }
 
-std::string ResponseBuilder::sse(const CompletionEvent& ev) {
-  add_logprobs(ev);
+std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
+  STRATA_ASSERT(choice >= 0 && static_cast<size_t>(choice) < choices_.size());
+  if (failed_) return "";  // the stream already ended with an error
+  Choice& c = choices_[static_cast<size_t>(choice)];
+  if (c.lp) {
+    c.lp->add(ev.prompt_logprobs);
+    c.lp->add(ev.logprobs);
+  }
   std::string out;
-  if (!ev.text.empty() || !text_.empty() || (lp_ && !lp_->empty())) {
-    out += sse_line(chunk_body(head_, text_ + ev.text, nullptr, first_, lp_ ? lp_->take() : json(nullptr)));
-    text_.clear();
-    first_ = false;
+  if (!ev.text.empty() || !c.text.empty() || (c.lp && !c.lp->empty())) {
+    out += sse_line(
+        chunk_body(head_, choice, c.text + ev.text, nullptr, c.first, c.lp ? c.lp->take() : json(nullptr)));
+    c.text.clear();
+    c.first = false;
   }
   if (!ev.done) return out;
-  if (ev.finish == FinishReason::error) {
-    out += sse_line(error_body(ev.error, 500));
-  } else {
-    out += sse_line(chunk_body(head_, "", api_finish_reason(ev.finish), first_));
-    if (include_usage_) {
-      json u = chunk_body(head_, "", nullptr, false);
-      u["choices"] = json::array();
-      u["usage"] = usage_body(ev);
-      u["timings"] = timings_body(ev);
-      out += sse_line(u);
-    }
+  finish(c, ev);
+  if (ev.finish == FinishReason::error) return out + sse_line(error_body(ev.error, 500)) + "data: [DONE]\n\n";
+  out += sse_line(chunk_body(head_, choice, "", api_finish_reason(ev.finish), c.first));
+  if (!done()) return out;
+  if (include_usage_) {
+    json u = chunk_body(head_, 0, "", nullptr, false);
+    u["choices"] = json::array();
+    u["usage"] = usage_body(totals_);
+    u["timings"] = timings_body(totals_);
+    out += sse_line(u);
   }
   return out + "data: [DONE]\n\n";
 }

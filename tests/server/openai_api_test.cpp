@@ -22,7 +22,8 @@ TEST(OpenAiRequest, CompletionFields) {
                              "presence_penalty": 0, "logprobs": null, "ignore_eos": true})",
                          false);
   ASSERT_TRUE(r.ok()) << r.message();
-  EXPECT_EQ(r->prompt_text, "hi");
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompts[0].text, "hi");
   EXPECT_EQ(r->model, "m");
   EXPECT_EQ(r->params.n_predict, 7);
   EXPECT_FLOAT_EQ(r->params.sampling.temp, 0.5f);
@@ -37,14 +38,21 @@ TEST(OpenAiRequest, CompletionFields) {
   EXPECT_TRUE(r->params.ignore_eos);
   auto d = parse_request(R"({"prompt": [1, 2, 3], "stop": "x"})", false);
   ASSERT_TRUE(d.ok()) << d.message();
-  EXPECT_EQ(d->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(d->prompts.size(), 1u);
+  EXPECT_EQ(d->prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(d->params.n_predict, -1);  // no max_tokens: until end of text or a full context
   EXPECT_EQ(d->params.sampling.seed, kSamplerRandomSeed);
   EXPECT_FALSE(d->stream);
   EXPECT_EQ(d->params.stop, std::vector<std::string>{"x"});
   auto one = parse_request(R"({"prompt": ["only one"]})", false);
   ASSERT_TRUE(one.ok());
-  EXPECT_EQ(one->prompt_text, "only one");
+  ASSERT_EQ(one->prompts.size(), 1u);
+  EXPECT_EQ(one->prompts[0].text, "only one");
+  auto several = parse_request(R"({"prompt": ["a", [5, 6], "c"]})", false);
+  ASSERT_TRUE(several.ok()) << several.message();
+  ASSERT_EQ(several->prompts.size(), 3u);
+  EXPECT_EQ(several->prompts[1].tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(several->prompts[2].text, "c");
 }
 
 TEST(OpenAiRequest, ChatMessages) {
@@ -65,7 +73,14 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_NE(parse_error("[1]").find("must be a JSON object"), std::string::npos);
   EXPECT_EQ(parse_error("{}"), "'prompt' is required");
   EXPECT_NE(parse_error(R"({"prompt": 5})").find("'prompt' must be a string"), std::string::npos);
-  EXPECT_NE(parse_error(R"({"prompt": ["a", "b"]})").find("several prompts"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": []})").find("'prompt' is empty"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": ["a", 3]})").find("'prompt'[1] must be a string or an array"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": ["a", []]})").find("'prompt'[1] is empty"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": [[1, "x"]]})").find("'prompt'[0][1] must be a token id"),
+            std::string::npos);
+  EXPECT_NE(parse_error(json{{"prompt", std::vector<std::string>(65, "a")}}.dump()).find("at most 64"),
+            std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": [1, -2]})").find("'prompt'[1] = -2"), std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": "x", "max_tokens": "7"})").find("'max_tokens' must be an integer"),
             std::string::npos);
@@ -147,23 +162,24 @@ TEST(OpenAiResponse, BodiesHaveTheOpenAiShape) {
   last.n_gen = 3;
   last.decode_s = 0.5;
   ApiResponseHead h{"cmpl-1", "m", 99, false};
-  json b = completion_body(h, "abc", last);
+  json b = completion_body(h, json::array({choice_body(false, 0, "abc", last.finish)}), last);
   EXPECT_EQ(b["object"], "text_completion");
   EXPECT_EQ(b["choices"][0]["text"], "abc");
   EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(b["usage"]["total_tokens"], 7);
   EXPECT_DOUBLE_EQ(b["timings"]["predicted_per_second"].get<double>(), 4.0);  // 2 decode evals in 0.5 s
   h.chat = true;
-  b = completion_body(h, "abc", last);
+  b = completion_body(h, json::array({choice_body(true, 0, "abc", last.finish)}), last);
   EXPECT_EQ(b["object"], "chat.completion");
   EXPECT_EQ(b["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(b["choices"][0]["message"]["content"], "abc");
-  json c = chunk_body(h, "x", nullptr, true);
+  json c = chunk_body(h, 0, "x", nullptr, true);
   EXPECT_EQ(c["object"], "chat.completion.chunk");
   EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(c["choices"][0]["delta"]["content"], "x");
   EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
-  c = chunk_body(h, "", "stop", false);
+  c = chunk_body(h, 2, "", "stop", false);
+  EXPECT_EQ(c["choices"][0]["index"], 2);
   EXPECT_TRUE(c["choices"][0]["delta"].empty());
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
   json e = error_body("bad", 400);
