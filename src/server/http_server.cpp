@@ -2,10 +2,11 @@
 
 #include <httplib.h>
 
-#include <ctime>
+#include <functional>
 
 #include "server/completion_job.h"
 #include "server/openai_api.h"
+#include "server/text_routes.h"
 
 namespace strata::server {
 
@@ -110,17 +111,49 @@ void HttpServer::routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(engine_.metrics_text(), "text/plain; version=0.0.4");
   });
-  auto models = [this, authorized](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    json m{{"id", opts_.model_name},
-           {"object", "model"},
-           {"created", static_cast<int64_t>(std::time(nullptr))},
-           {"owned_by", "strata"},
-           {"meta", {{"n_ctx_slot", engine_.n_ctx()}, {"n_slots", engine_.n_slots()}}}};
-    send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+  // Routes whose answer is one JSON body (server/text_routes.h), behind the API key.
+  using Reply = std::function<ApiReply(const httplib::Request&)>;
+  auto json_route = [this, authorized](Reply f) {
+    return [authorized, f](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      const ApiReply r = f(req);
+      send_json(res, r.status, r.body);
+    };
   };
-  s.Get("/v1/models", models);
-  s.Get("/models", models);
+  for (const char* p : {"/v1/models", "/models"})
+    s.Get(p, json_route([this](const httplib::Request&) { return models_reply(api_context()); }));
+  for (const char* p : {"/v1/models/(.+)", "/models/(.+)"})
+    s.Get(p,
+          json_route([this](const httplib::Request& q) { return model_reply(api_context(), q.matches[1]); }));
+  for (const char* p : {"/tokenize", "/v1/tokenize"})
+    s.Post(p,
+           json_route([this](const httplib::Request& q) { return tokenize_reply(api_context(), q.body); }));
+  for (const char* p : {"/detokenize", "/v1/detokenize"})
+    s.Post(p,
+           json_route([this](const httplib::Request& q) { return detokenize_reply(api_context(), q.body); }));
+  s.Post("/apply-template", json_route([this](const httplib::Request& q) {
+           return apply_template_reply(api_context(), q.body);
+         }));
+  if (!opts_.cors_origins.empty()) {
+    // CORS: an allowed origin's requests carry Access-Control-Allow-Origin (SSE included); a
+    // preflight (OPTIONS) is answered here, 204, without the API key.
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string allow = cors_allow_origin(opts_.cors_origins, req.get_header_value("Origin"));
+      if (!allow.empty()) {
+        res.set_header("Access-Control-Allow-Origin", allow);
+        res.set_header("Vary", "Origin");
+      }
+      if (req.method != "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+      res.status = 204;
+      if (!allow.empty()) {
+        const std::string want = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", want.empty() ? "Authorization, Content-Type" : want);
+        res.set_header("Access-Control-Max-Age", "600");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
 
   auto completion = [this, authorized](const httplib::Request& req, httplib::Response& res, bool chat) {
     if (!authorized(req, res)) return;

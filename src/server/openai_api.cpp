@@ -122,22 +122,6 @@ Status parse_prompt(const json& body, ApiRequest* r) {
   return {};
 }
 
-Status parse_messages(const json& body, ApiRequest* r) {
-  auto it = body.find("messages");
-  if (it == body.end() || !it->is_array()) return err("'messages' is required: an array of {role, content}");
-  if (it->empty()) return err("'messages' is empty");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
-    if (!m.is_object()) return err("messages[%zu] must be an object, got %s", i, kind(m));
-    if (!m.contains("role") || !m["role"].is_string()) return err("messages[%zu].role must be a string", i);
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null())
-      return err("messages[%zu].tool_calls: tool calls are not supported by strata serve", i);
-    STRATA_ASSIGN(std::string content, message_content(m, i));
-    r->messages.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content)});
-  }
-  return {};
-}
-
 // completions: logprobs (0..5 alternatives) and echo; chat: logprobs (bool) and top_logprobs
 // (0..20, with logprobs: true).
 Status parse_logprobs(const json& body, bool chat, ApiRequest* r) {
@@ -188,6 +172,23 @@ Status parse_penalties(const json& body, SamplerParams* s) {
 
 }  // namespace
 
+Result<std::vector<ChatMessage>> parse_chat_messages(const json& body) {
+  auto it = body.find("messages");
+  if (it == body.end() || !it->is_array()) return err("'messages' is required: an array of {role, content}");
+  if (it->empty()) return err("'messages' is empty");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    if (!m.is_object()) return err("messages[%zu] must be an object, got %s", i, kind(m));
+    if (!m.contains("role") || !m["role"].is_string()) return err("messages[%zu].role must be a string", i);
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null())
+      return err("messages[%zu].tool_calls: tool calls are not supported by strata serve", i);
+    STRATA_ASSIGN(std::string content, message_content(m, i));
+    out.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content)});
+  }
+  return out;
+}
+
 Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return err("request body is not valid JSON");
@@ -195,7 +196,7 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   ApiRequest r;
   r.chat = chat;
   if (chat) {
-    STRATA_TRY(parse_messages(body, &r));
+    STRATA_ASSIGN(r.messages, parse_chat_messages(body));
   } else {
     STRATA_TRY(parse_prompt(body, &r));
   }

@@ -41,6 +41,9 @@ struct ApiRequest {
   std::string model;
 };
 
+// A body's "messages": [{role, content: a string or [{type: "text", text}]}, ..].
+Result<std::vector<ChatMessage>> parse_chat_messages(const nlohmann::json& body);
+
 // Parses a request body. Errors name the field and what was expected.
 Result<ApiRequest> parse_request(const std::string& body, bool chat);
 
