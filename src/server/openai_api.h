@@ -1,12 +1,15 @@
 // The OpenAI-compatible request and response bodies of `strata serve` (/v1/completions,
 // /v1/chat/completions), kept apart from HTTP so they can be tested as plain JSON.
 //
-// Accepted fields: prompt (string, or token ids, or a one-string array) / messages (role +
-// content: a string or [{type: "text", text}]), max_tokens (max_completion_tokens, n_predict),
-// temperature, top_p, top_k, min_p, repeat_penalty, repeat_last_n, seed, stop (string or array),
-// stream, stream_options.include_usage, ignore_eos, n (1 only). Anything that would change the
-// output but is not supported (n > 1, logprobs, echo, non-zero presence/frequency penalties,
-// tools) is an error that names the field, never silently ignored.
+// Accepted fields: prompt (a string, token ids, or an array of prompts — strings or id arrays — a
+// choice each) / messages (role + content: a string or [{type: "text", text}]), max_tokens
+// (max_completion_tokens, n_predict), temperature, top_p, top_k, min_p, repeat_penalty,
+// repeat_last_n, presence_penalty and frequency_penalty ([-2, 2], over generated tokens),
+// logit_bias ({"token id": [-100, 100]}), seed, stop (string or array), stream,
+// stream_options.include_usage, ignore_eos, logprobs (completions: 0..5 alternatives; chat: true,
+// with top_logprobs 0..20), echo (completions), n (1 only), best_of (1 only). Anything that would
+// change the output but is not supported (n > 1, tools, suffix, response_format other than text)
+// is an error that names the field, never silently ignored.
 #pragma once
 
 #include <nlohmann/json.hpp>
