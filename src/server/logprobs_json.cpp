@@ -1,5 +1,7 @@
 #include "server/logprobs_json.h"
 
+#include <algorithm>
+
 #include "base/status.h"
 
 namespace strata::server {
@@ -43,8 +45,8 @@ void LogprobsJson::add_token(int32_t id, const TokenLogprob* lp) {
     return;
   }
   j_["tokens"].push_back(piece);
-  j_["text_offset"].push_back(offset_);
-  offset_ += piece.size();
+  j_["text_offset"].push_back(std::max<int64_t>(offset_, 0));
+  offset_ += static_cast<int64_t>(tok_.token_to_piece(id, /*special=*/false).size());  // what the text holds
   if (!lp) {
     j_["token_logprobs"].push_back(nullptr);
     j_["top_logprobs"].push_back(nullptr);
@@ -59,7 +61,8 @@ void LogprobsJson::add_token(int32_t id, const TokenLogprob* lp) {
   j_["top_logprobs"].push_back(top);
 }
 
-void LogprobsJson::add_unscored(int32_t id) {
+void LogprobsJson::add_unscored(int32_t id, size_t lead) {
+  offset_ -= static_cast<int64_t>(lead);
   add_token(id, nullptr);
 }
 

@@ -24,7 +24,11 @@ ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, cons
     if (r.params.logprobs >= 0) c.lp.emplace(tok, head_.chat);
     if (!r.echo) continue;
     c.text = !p.text.empty() ? p.text : tok.decode(p.tokens);
-    if (c.lp && !p.tokens.empty()) c.lp->add_unscored(p.tokens[0]);
+    if (!c.lp || p.tokens.empty()) continue;
+    std::string pieces;
+    for (int32_t id : p.tokens) pieces += tok.token_to_piece(id);
+    const bool prefixed = pieces.size() >= c.text.size() && pieces.ends_with(c.text);
+    c.lp->add_unscored(p.tokens[0], prefixed ? pieces.size() - c.text.size() : 0);
   }
 }
 

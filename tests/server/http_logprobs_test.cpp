@@ -103,6 +103,11 @@ TEST_F(HttpServerTest, EchoWithMaxTokensZeroScoresThePrompt) {
     EXPECT_EQ(lp["top_logprobs"][i].size(), 1u);
   }
   EXPECT_EQ(b["usage"]["completion_tokens"], 0);
+  // text offsets index the echoed text (a BOS adds nothing to it)
+  for (size_t i = 1; i < toks.size(); ++i) {
+    const std::string piece = model_->tokenizer().token_to_piece(toks[i]);
+    EXPECT_EQ(prompt.substr(lp["text_offset"][i].get<size_t>(), piece.size()), piece) << "position " << i;
+  }
   // echo without logprobs, generating: the prompt's text then the completion's
   json e = post(c, "/v1/completions",
                 json{{"prompt", prompt}, {"max_tokens", 4}, {"echo", true}, {"temperature", 0}});
