@@ -52,6 +52,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (default: all cores)");
   app.add_option("--alias", alias, "model name reported by the API (default: the file name)");
   app.add_option("--api-key", so.api_key, "require Authorization: Bearer KEY");
+  app.add_option("--cors-origins", so.cors_origins,
+                 "browser origins allowed to call the API, comma-separated (\"*\": any; default: none)")
+      ->delimiter(',');
   app.add_option("--chat-template", chat_template,
                  "chat format for /v1/chat/completions: a built-in name (" +
                      strata::chat_format_names_joined() +

@@ -23,6 +23,15 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
+namespace {
+
+// The request needs the logits of every prompt position, not only the last.
+bool wants_prompt_rows(const CompletionParams& p) {
+  return p.prompt_logits || p.prompt_logprobs >= 0;
+}
+
+}  // namespace
+
 struct Engine::Request {
   uint64_t id = 0;
   CompletionParams p;
@@ -43,7 +52,8 @@ struct Engine::Slot {
   bool ready = false;  // logits hold the next token's distribution (prompt done)
   int32_t next = 0;    // the sampled token in this turn's batch
   int n_gen = 0, n_decode = 0;
-  std::vector<int32_t> pending;  // return_tokens: sampled ids not yet sent
+  std::vector<int32_t> pending;          // return_tokens: sampled ids not yet sent
+  std::vector<TokenLogprob> pending_lp;  // logprobs: entries not yet sent
   double t_admit = 0, t_first = 0, t_last = 0, prompt_s = 0, decode_s = 0, sample_s = 0;
 };
 
@@ -150,6 +160,8 @@ Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
     if (t < 0 || t >= n_vocab_)
       return err("token id %d at prompt position %d is outside the vocabulary (%d)", t, i, n_vocab_);
   }
+  for (const auto& [id, bias] : p.sampling.logit_bias)
+    if (id >= n_vocab_) return err("logit_bias: token id %d is outside the vocabulary (%d)", id, n_vocab_);
   auto r = std::make_unique<Request>();
   r->p = std::move(p);
   r->sink = std::move(sink);
@@ -204,6 +216,7 @@ void Engine::admit() {
     s->ready = false;
     s->n_gen = s->n_decode = 0;
     s->pending.clear();
+    s->pending_lp.clear();
     s->t_admit = now_seconds();
     s->t_first = s->t_last = s->prompt_s = s->decode_s = s->sample_s = 0;
     queue_wait_.add(s->t_admit - s->req->t_submit);
@@ -235,7 +248,7 @@ bool Engine::step() {
   batch_want_.clear();
   auto add = [&](Slot& s, std::span<const int32_t> toks, bool want_last) {
     const int32_t seq = static_cast<int32_t>(batch_sessions_.size());
-    const bool all = s.n_chunk > 0 && s.req->p.prompt_logits;
+    const bool all = s.n_chunk > 0 && wants_prompt_rows(s.req->p);
     batch_slots_.push_back(&s);
     batch_sessions_.push_back(s.session);
     for (size_t i = 0; i < toks.size(); ++i) {
@@ -272,7 +285,7 @@ bool Engine::step() {
     if (n == 0) continue;
     s->n_chunk = n;
     add(*s, std::span<const int32_t>(prompt.data() + s->n_eval, n), s->n_eval + n == prompt.size());
-    if (s->req->p.prompt_logits) n_rows_extra += n - 1;
+    if (wants_prompt_rows(s->req->p)) n_rows_extra += n - 1;
     budget -= static_cast<int>(n);
     n_prefill += static_cast<int>(n);
   }
@@ -305,10 +318,20 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       continue;
     }
     const size_t V = static_cast<size_t>(n_vocab_);
-    if (!decoding && s->req->p.prompt_logits) {  // every row of the chunk, then the last as usual
+    const CompletionParams& p = s->req->p;
+    if (!decoding && wants_prompt_rows(p)) {  // every row of the chunk, then the last as usual
       CompletionEvent ev;
-      ev.logits = std::span<const float>(batch_logits_.data() + row * V, s->n_chunk * V);
-      ev.logits_pos = static_cast<int64_t>(s->n_eval);
+      const std::span<const float> rows(batch_logits_.data() + row * V, s->n_chunk * V);
+      if (p.prompt_logits) {
+        ev.logits = rows;
+        ev.logits_pos = static_cast<int64_t>(s->n_eval);
+      }
+      for (size_t j = 0; p.prompt_logprobs >= 0 && j < s->n_chunk; ++j) {
+        const size_t next = s->n_eval + j + 1;  // row j predicts this prompt position
+        if (next < p.prompt.size())
+          ev.prompt_logprobs.push_back(
+              token_logprob(rows.subspan(j * V, V), p.prompt[next], p.prompt_logprobs));
+      }
       row += s->n_chunk - 1;
       if (!s->req->sink(ev)) {
         ++row;
@@ -322,7 +345,7 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       std::copy(src, src + n_vocab_, s->logits.begin());
       s->ready = true;
       ++row;
-    } else if (s->req->p.prompt_logits) {
+    } else if (wants_prompt_rows(p)) {
       ++row;
     }
   }
@@ -336,11 +359,13 @@ void Engine::run_batch(int n_decode, int n_prefill) {
 }
 
 bool Engine::emit(Slot& s, const std::string& text) {
-  if (text.empty() && s.pending.empty()) return true;
+  if (text.empty() && s.pending.empty() && s.pending_lp.empty()) return true;
   CompletionEvent ev;
   ev.text = text;
   ev.tokens = std::move(s.pending);
   s.pending.clear();
+  ev.logprobs = std::move(s.pending_lp);
+  s.pending_lp.clear();
   return s.req->sink(ev);
 }
 
@@ -363,6 +388,7 @@ bool Engine::sample(Slot& s) {
   }
   s.t_last = now;
   if (tok_ && tok_->is_eog(tok) && !r.p.ignore_eos) return finish(s, FinishReason::stop), false;
+  if (r.p.logprobs >= 0) s.pending_lp.push_back(token_logprob(s.logits, tok, r.p.logprobs));
   std::string out;
   bool hit = false;
   if (tok_) hit = s.stops->push(s.utf8.push(tok_->token_to_piece(tok, r.p.special)), &out);
@@ -388,6 +414,8 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   ev.error = error;
   ev.tokens = std::move(s.pending);
   s.pending.clear();
+  ev.logprobs = std::move(s.pending_lp);
+  s.pending_lp.clear();
   ev.n_prompt = static_cast<int>(r.p.prompt.size());
   ev.n_gen = s.n_gen;
   ev.n_decode = s.n_decode;
@@ -396,7 +424,7 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   ev.prompt_s = s.prompt_s;
   ev.decode_s = s.decode_s;
   ev.ttft_s = s.t_first > 0 ? s.t_first - r.t_submit : 0;
-  if (reason != FinishReason::cancelled || r.p.final_on_cancel) r.sink(ev);
+  // Counted before the client hears the end: whoever reads the counters after a response sees it.
   e2e_.add(now_seconds() - r.t_submit);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -409,6 +437,10 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
     counters_.prompt_tokens += s.n_eval;
     counters_.gen_tokens += static_cast<uint64_t>(s.n_gen);
     counters_.running = std::max(0, counters_.running - 1);
+  }
+  if (reason != FinishReason::cancelled || r.p.final_on_cancel) r.sink(ev);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
     s.req.reset();  // under mu_: submit() counts free slots from other threads
   }
   s.sampler.reset();

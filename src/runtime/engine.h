@@ -35,6 +35,7 @@
 #include "memory/experts/expert_store.h"
 #include "model/model.h"
 #include "obs/latency_histogram.h"
+#include "runtime/logprobs.h"
 #include "runtime/prefill_pacer.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
@@ -60,6 +61,13 @@ struct CompletionParams {
   // evaluated: scoring (perplexity, `strata logits`, an echo of the prompt's logprobs). With
   // n_predict 0 the prompt may fill the whole context.
   bool prompt_logits = false;
+  // >= 0: every sampled token's logprob and the `logprobs` most likely tokens, from the raw logits
+  // of its row (runtime/logprobs.h), in CompletionEvent::logprobs. An end-of-generation token that
+  // stops the request is not part of them (nor of the text).
+  int logprobs = -1;
+  // >= 0: the same for prompt positions 1.. (each from the row before it), as their chunks are
+  // evaluated, in CompletionEvent::prompt_logprobs (prompt scoring, OpenAI's echo).
+  int prompt_logprobs = -1;
   SamplerParams sampling;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
@@ -78,6 +86,9 @@ struct CompletionEvent {
   // distribution after position logits_pos+j), valid during the call
   std::span<const float> logits;
   int64_t logits_pos = 0;
+  std::vector<TokenLogprob>
+      logprobs;  // CompletionParams::logprobs: the tokens sampled since the previous event
+  std::vector<TokenLogprob> prompt_logprobs;  // CompletionParams::prompt_logprobs: this chunk's positions
   // Filled on the last event (n_decode: forward steps that evaluated a sampled token):
   int n_prompt = 0, n_gen = 0, n_decode = 0;
   double queue_s = 0, prompt_s = 0, decode_s = 0, sample_s = 0, ttft_s = 0;

@@ -15,6 +15,14 @@ Status sampler_params_validate(const SamplerParams& p) {
     return err("--repeat-penalty must be > 0 (got %g)", p.repeat_penalty);
   }
   if (p.repeat_last_n < 0) return err("--repeat-last-n must be >= 0 (got %d)", p.repeat_last_n);
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
+    return err("presence_penalty must be in [-2, 2] (got %g)", p.presence_penalty);
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
+    return err("frequency_penalty must be in [-2, 2] (got %g)", p.frequency_penalty);
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0) return err("logit_bias: token id %d is negative", id);
+    if (!std::isfinite(bias)) return err("logit_bias: the bias of token %d is not a finite number", id);
+  }
   return {};
 }
 
@@ -43,6 +51,27 @@ void sample_penalties(Candidates* c, const std::unordered_map<int32_t, int>& cou
     cd.logit = cd.logit <= 0.0f ? cd.logit * penalty : cd.logit / penalty;
   }
   c->sorted = false;
+}
+
+void sample_presence_frequency(Candidates* c, const std::unordered_map<int32_t, int>& counts, float presence,
+                               float frequency) {
+  if ((presence == 0.0f && frequency == 0.0f) || counts.empty()) return;
+  for (auto& cd : c->data) {
+    auto it = counts.find(cd.id);
+    if (it == counts.end()) continue;
+    cd.logit -= presence + static_cast<float>(it->second) * frequency;
+  }
+  c->sorted = false;
+}
+
+void sample_logit_bias(Candidates* c, std::span<const std::pair<int32_t, float>> bias) {
+  if (bias.empty()) return;
+  STRATA_ASSERT(!c->sorted);
+  for (const auto& [id, b] : bias) {
+    STRATA_ASSERT(id >= 0 && static_cast<size_t>(id) < c->data.size() &&
+                  c->data[static_cast<size_t>(id)].id == id);
+    c->data[static_cast<size_t>(id)].logit += b;
+  }
 }
 
 void sample_top_k(Candidates* c, int32_t k) {
@@ -179,7 +208,9 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
 
 int32_t Sampler::sample(const float* logits) {
   candidates_from_logits(logits, n_vocab_, &cands_);
+  sample_logit_bias(&cands_, params_.logit_bias);
   sample_penalties(&cands_, counts_, params_.repeat_penalty);
+  sample_presence_frequency(&cands_, gen_counts_, params_.presence_penalty, params_.frequency_penalty);
   if (params_.temp <= 0.0f) {
     sample_temperature(&cands_, 0.0f);  // argmax of the penalised logits; no RNG draw
     return cands_.data[0].id;
@@ -192,6 +223,11 @@ int32_t Sampler::sample(const float* logits) {
 }
 
 void Sampler::accept(int32_t token) {
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) ++gen_counts_[token];
+  remember(token);
+}
+
+void Sampler::remember(int32_t token) {
   if (params_.repeat_last_n <= 0) return;
   history_.push_back(token);
   ++counts_[token];
@@ -203,12 +239,13 @@ void Sampler::accept(int32_t token) {
 }
 
 void Sampler::accept_prompt(std::span<const int32_t> tokens) {
-  for (int32_t t : tokens) accept(t);
+  for (int32_t t : tokens) remember(t);
 }
 
 void Sampler::reset() {
   history_.clear();
   counts_.clear();
+  gen_counts_.clear();
   rng_.seed(seed_);
 }
 

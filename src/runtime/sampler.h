@@ -1,5 +1,6 @@
-// Token sampling with llama.cpp's semantics and default chain order:
-//   penalties -> top-k -> top-p -> min-p -> temperature -> dist
+// Token sampling with llama.cpp's semantics and default chain order, OpenAI's logit bias and
+// presence / frequency penalties in front:
+//   logit bias -> repetition penalty -> presence/frequency -> top-k -> top-p -> min-p -> temperature -> dist
 // temp <= 0 means greedy (argmax; ties go to the lowest id). Every stage is also a free function
 // over a candidate list so it can be tested on its own.
 //
@@ -15,6 +16,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -30,12 +32,19 @@ struct SamplerParams {
   float min_p = 0.05f;          // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off
   int32_t repeat_last_n = 64;   // tokens of history penalised; 0: off
+  // OpenAI's penalties, over the tokens generated so far (not the prompt): a token generated c > 0
+  // times loses presence_penalty + c * frequency_penalty from its logit. 0: off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to the token's logit before every stage (OpenAI's logit_bias; -100 all but bans it).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint32_t seed = kSamplerRandomSeed;
   size_t min_keep = 1;  // top-p / min-p keep at least this many candidates
 };
 
-// Checks ranges (finite temp, 0 < top_p, 0 <= min_p <= 1, repeat_penalty > 0, repeat_last_n >= 0);
-// the error names the parameter and its value.
+// Checks ranges (finite temp, 0 < top_p, 0 <= min_p <= 1, repeat_penalty > 0, repeat_last_n >= 0,
+// presence / frequency penalties in [-2, 2], finite biases for ids >= 0 — the ids' upper bound is the
+// vocabulary, checked where it is known); the error names the parameter and its value.
 Status sampler_params_validate(const SamplerParams& p);
 
 struct Candidate {
@@ -54,6 +63,11 @@ struct Candidates {
 void candidates_from_logits(const float* logits, int32_t n_vocab, Candidates* c);
 // Multiply logits <= 0 by `penalty`, divide positive ones by it, for ids in `counts`.
 void sample_penalties(Candidates* c, const std::unordered_map<int32_t, int>& counts, float penalty);
+// Subtract presence + count * frequency from the logits of ids in `counts`.
+void sample_presence_frequency(Candidates* c, const std::unordered_map<int32_t, int>& counts, float presence,
+                               float frequency);
+// Add each bias to its id's logit; c must be the full list in id order (candidates_from_logits).
+void sample_logit_bias(Candidates* c, std::span<const std::pair<int32_t, float>> bias);
 void sample_top_k(Candidates* c, int32_t k);
 void sample_softmax(Candidates* c);  // fills p (f32 expf, max-subtracted), keeps order
 void sample_top_p(Candidates* c, float p, size_t min_keep);
@@ -69,8 +83,10 @@ class Sampler {
 
   // logits: [n_vocab] f32. Returns a token id in [0, n_vocab).
   int32_t sample(const float* logits);
-  // Record a token in the repetition-penalty history (the last repeat_last_n are kept).
+  // Record a generated token: the repetition-penalty history (the last repeat_last_n are kept)
+  // and the presence / frequency counts.
   void accept(int32_t token);
+  // Prompt tokens: the repetition-penalty history only.
   void accept_prompt(std::span<const int32_t> tokens);
   void reset();  // clear history and re-seed
 
@@ -85,8 +101,10 @@ class Sampler {
   uint32_t seed_;
   std::mt19937 rng_;
   std::deque<int32_t> history_;
-  std::unordered_map<int32_t, int> counts_;
+  std::unordered_map<int32_t, int> counts_;      // in history_
+  std::unordered_map<int32_t, int> gen_counts_;  // generated tokens (presence / frequency)
   Candidates cands_;
+  void remember(int32_t token);  // history_ and counts_
 };
 
 }  // namespace strata

@@ -2,10 +2,11 @@
 
 #include <httplib.h>
 
-#include <ctime>
+#include <functional>
 
-#include "server/event_channel.h"
+#include "server/completion_job.h"
 #include "server/openai_api.h"
+#include "server/text_routes.h"
 
 namespace strata::server {
 
@@ -13,65 +14,25 @@ using nlohmann::json;
 
 namespace {
 
-// Model text is bytes: a token may end inside a UTF-8 character or hold an invalid sequence.
-// JSON needs valid UTF-8, so invalid bytes become U+FFFD (never an exception on a server thread).
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(dump(body), "application/json; charset=utf-8");
+  res.set_content(json_text(body), "application/json; charset=utf-8");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
   send_json(res, status, error_body(message, status));
 }
 
-std::string sse(const json& j) {
-  return "data: " + dump(j) + "\n\n";
-}
-
-// A streamed response's state, shared by httplib's content provider and its releaser.
-struct Stream {
-  std::shared_ptr<EventChannel> ch;
-  ApiResponseHead head;
-  bool include_usage = false;
-  bool first = true;
-  bool finished = false;
-};
-
 // One call of a streamed response's content provider: waits for the next event, writes its SSE
 // chunks; false when the client is gone.
-bool stream_step(Stream& st, httplib::DataSink& sink) {
-  if (st.finished) {
+bool stream_step(CompletionJob& job, httplib::DataSink& sink) {
+  if (job.finished()) {
     sink.done();
     return true;
   }
-  CompletionEvent ev = st.ch->pop();
-  std::string out;
-  if (!ev.text.empty()) {
-    out += sse(chunk_body(st.head, ev.text, nullptr, st.first));
-    st.first = false;
-  }
-  if (ev.done) {
-    if (ev.finish == FinishReason::error) {
-      out += sse(error_body(ev.error, 500));
-    } else {
-      out += sse(chunk_body(st.head, "", api_finish_reason(ev.finish), st.first));
-      if (st.include_usage) {
-        json u = chunk_body(st.head, "", nullptr, false);
-        u["choices"] = json::array();
-        u["usage"] = usage_body(ev);
-        u["timings"] = timings_body(ev);
-        out += sse(u);
-      }
-    }
-    out += "data: [DONE]\n\n";
-    st.finished = true;
-  }
+  const std::string out = job.next_sse();
   if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
-  if (st.finished) sink.done();
+  if (job.finished()) sink.done();
   return true;
 }
 
@@ -150,70 +111,70 @@ void HttpServer::routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(engine_.metrics_text(), "text/plain; version=0.0.4");
   });
-  auto models = [this, authorized](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    json m{{"id", opts_.model_name},
-           {"object", "model"},
-           {"created", static_cast<int64_t>(std::time(nullptr))},
-           {"owned_by", "strata"},
-           {"meta", {{"n_ctx_slot", engine_.n_ctx()}, {"n_slots", engine_.n_slots()}}}};
-    send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+  // Routes whose answer is one JSON body (server/text_routes.h), behind the API key.
+  using Reply = std::function<ApiReply(const httplib::Request&)>;
+  auto json_route = [this, authorized](Reply f) {
+    return [authorized, f](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      const ApiReply r = f(req);
+      send_json(res, r.status, r.body);
+    };
   };
-  s.Get("/v1/models", models);
-  s.Get("/models", models);
+  for (const char* p : {"/v1/models", "/models"})
+    s.Get(p, json_route([this](const httplib::Request&) { return models_reply(api_context()); }));
+  for (const char* p : {"/v1/models/(.+)", "/models/(.+)"})
+    s.Get(p,
+          json_route([this](const httplib::Request& q) { return model_reply(api_context(), q.matches[1]); }));
+  for (const char* p : {"/tokenize", "/v1/tokenize"})
+    s.Post(p,
+           json_route([this](const httplib::Request& q) { return tokenize_reply(api_context(), q.body); }));
+  for (const char* p : {"/detokenize", "/v1/detokenize"})
+    s.Post(p,
+           json_route([this](const httplib::Request& q) { return detokenize_reply(api_context(), q.body); }));
+  s.Post("/apply-template", json_route([this](const httplib::Request& q) {
+           return apply_template_reply(api_context(), q.body);
+         }));
+  if (!opts_.cors_origins.empty()) {
+    // CORS: an allowed origin's requests carry Access-Control-Allow-Origin (SSE included); a
+    // preflight (OPTIONS) is answered here, 204, without the API key.
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string allow = cors_allow_origin(opts_.cors_origins, req.get_header_value("Origin"));
+      if (!allow.empty()) {
+        res.set_header("Access-Control-Allow-Origin", allow);
+        res.set_header("Vary", "Origin");
+      }
+      if (req.method != "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+      res.status = 204;
+      if (!allow.empty()) {
+        const std::string want = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", want.empty() ? "Authorization, Content-Type" : want);
+        res.set_header("Access-Control-Max-Age", "600");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
 
   auto completion = [this, authorized](const httplib::Request& req, httplib::Response& res, bool chat) {
     if (!authorized(req, res)) return;
-    auto parsed = parse_request(req.body, chat);
-    if (!parsed.ok()) return send_error(res, 400, parsed.message());
-    ApiRequest& r = *parsed;
-    if (chat) {
-      if (!chat_)
-        return send_error(res, 400,
-                          "this model has no chat template strata knows; use /v1/completions or start the "
-                          "server with --chat-template NAME");
-      auto text = chat_apply(*chat_, r.messages, /*add_assistant_prompt=*/true);
-      if (!text.ok()) return send_error(res, 400, text.message());
-      r.prompt_text = std::move(*text);
+    ApiError e;
+    auto job = CompletionJob::start(api_context(), next_id_++, req.body, chat, &e);
+    if (!job) return send_error(res, e.status, e.message);
+    if (!job->stream()) {
+      auto [status, body] = job->wait();
+      return send_json(res, status, body);
     }
-    if (r.prompt_tokens.empty()) r.prompt_tokens = tok_.encode(r.prompt_text, /*add_special=*/true, true);
-    r.params.prompt = std::move(r.prompt_tokens);
-    auto ch = std::make_shared<EventChannel>();
-    auto id = engine_.submit(std::move(r.params), EventChannel::sink(ch));
-    if (!id.ok()) {
-      const bool busy = id.message().rfind("server busy", 0) == 0 || id.message() == "server shutting down";
-      return send_error(res, busy ? 503 : 400, id.message());
-    }
-    ApiResponseHead head;
-    head.chat = chat;
-    head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-    head.model = opts_.model_name;
-    head.created = static_cast<int64_t>(std::time(nullptr));
-    if (!r.stream) {
-      std::string text;
-      for (;;) {
-        CompletionEvent ev = ch->pop();
-        text += ev.text;
-        if (!ev.done) continue;
-        if (ev.finish == FinishReason::error) return send_error(res, 500, ev.error);
-        return send_json(res, 200, completion_body(head, text, ev));
-      }
-    }
-    auto st = std::make_shared<Stream>();
-    st->ch = ch;
-    st->head = head;
-    st->include_usage = r.include_usage;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st](size_t, httplib::DataSink& sink) {
+        [job](size_t, httplib::DataSink& sink) {
           try {
-            return stream_step(*st, sink);
+            return stream_step(*job, sink);
           } catch (...) {  // never let an exception end the process from a server thread
             return false;
           }
         },
-        [st](bool) { st->ch->close(); });
+        [job](bool) { job->close(); });
   };
 
   for (const char* p : {"/v1/completions", "/completions"})

@@ -1,6 +1,8 @@
 // HttpServer: the HTTP face of `strata serve` (cpp-httplib), OpenAI-compatible:
 //   POST /v1/completions, /v1/chat/completions   (also without /v1; "stream": true -> SSE)
-//   GET  /v1/models, /health, /metrics (Prometheus text)
+//   POST /tokenize, /detokenize, /apply-template (server/text_routes.h)
+//   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+// With cors_origins, browsers of those origins may call it (OPTIONS preflights need no API key).
 // Requests go to the Engine's slots; a client that disconnects cancels its request. Bad input
 // (invalid JSON, unsupported fields, a prompt longer than a slot's context, an unknown chat role)
 // is a 400 with {"error": {"message", "type", "code"}}; a full queue is a 503.
@@ -10,9 +12,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "runtime/engine.h"
+#include "server/completion_job.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -28,6 +32,8 @@ struct ServerOptions {
   std::string model_name = "strata";  // reported by /v1/models and in every response
   std::string api_key;                // non-empty: requests need "Authorization: Bearer KEY"
   size_t max_body_bytes = 16u << 20;  // larger request bodies are refused (413)
+  // Browser origins allowed to call the API (CORS; "*": any); empty: no CORS headers.
+  std::vector<std::string> cors_origins;
 };
 
 class HttpServer {
@@ -42,6 +48,7 @@ class HttpServer {
 
  private:
   void routes();
+  ApiContext api_context() { return ApiContext{engine_, tok_, chat_, opts_.model_name}; }
   Engine& engine_;
   const Tokenizer& tok_;
   std::optional<ChatFormat> chat_;

@@ -1,6 +1,8 @@
 #include "server/openai_api.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace strata::server {
@@ -75,36 +77,106 @@ Result<std::string> message_content(const json& m, size_t i) {
   return s;
 }
 
+Result<std::vector<int32_t>> token_ids(const json& arr, const std::string& where) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& v = arr[i];
+    if (!v.is_number_integer()) return err("%s[%zu] must be a token id, got %s", where.c_str(), i, kind(v));
+    const int64_t t = v.get<int64_t>();
+    if (t < 0 || t > std::numeric_limits<int32_t>::max())
+      return err("%s[%zu] = %lld is not a token id", where.c_str(), i, static_cast<long long>(t));
+    ids.push_back(static_cast<int32_t>(t));
+  }
+  if (ids.empty()) return err("%s is empty", where.c_str());
+  return ids;
+}
+
+// A string, an array of token ids, or an array of several prompts (strings or arrays of ids).
 Status parse_prompt(const json& body, ApiRequest* r) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return err("'prompt' is required");
   if (it->is_string()) {
-    r->prompt_text = it->get<std::string>();
+    r->prompts.push_back(ApiPrompt{it->get<std::string>(), {}});
     return {};
   }
   if (!it->is_array()) return err("'prompt' must be a string or an array of token ids, got %s", kind(*it));
-  if (it->size() == 1 && (*it)[0].is_string()) {
-    r->prompt_text = (*it)[0].get<std::string>();
+  if (it->empty()) return err("'prompt' is empty");
+  if (!(*it)[0].is_string() && !(*it)[0].is_array()) {
+    STRATA_ASSIGN(std::vector<int32_t> ids, token_ids(*it, "'prompt'"));
+    r->prompts.push_back(ApiPrompt{"", std::move(ids)});
     return {};
   }
+  if (it->size() > static_cast<size_t>(kMaxPrompts))
+    return err("'prompt' holds %zu prompts; at most %d in one request", it->size(), kMaxPrompts);
   for (size_t i = 0; i < it->size(); ++i) {
     const json& v = (*it)[i];
-    if (v.is_string())
-      return err("'prompt': several prompts in one request are not supported (use n = 1 per request)");
-    if (!v.is_number_integer()) return err("'prompt'[%zu] must be a token id, got %s", i, kind(v));
-    const int64_t t = v.get<int64_t>();
-    if (t < 0 || t > std::numeric_limits<int32_t>::max())
-      return err("'prompt'[%zu] = %lld is not a token id", i, static_cast<long long>(t));
-    r->prompt_tokens.push_back(static_cast<int32_t>(t));
+    if (v.is_string()) {
+      r->prompts.push_back(ApiPrompt{v.get<std::string>(), {}});
+    } else if (v.is_array()) {
+      STRATA_ASSIGN(std::vector<int32_t> ids, token_ids(v, "'prompt'[" + std::to_string(i) + "]"));
+      r->prompts.push_back(ApiPrompt{"", std::move(ids)});
+    } else {
+      return err("'prompt'[%zu] must be a string or an array of token ids, got %s", i, kind(v));
+    }
   }
-  if (r->prompt_tokens.empty()) return err("'prompt' is empty");
   return {};
 }
 
-Status parse_messages(const json& body, ApiRequest* r) {
+// completions: logprobs (0..5 alternatives) and echo; chat: logprobs (bool) and top_logprobs
+// (0..20, with logprobs: true).
+Status parse_logprobs(const json& body, bool chat, ApiRequest* r) {
+  CompletionParams& p = r->params;
+  if (chat) {
+    bool on = false;
+    STRATA_TRY(want_bool(body, "logprobs", &on));
+    int64_t top = 0;
+    bool has_top = false;
+    STRATA_TRY(want_int(body, "top_logprobs", 0, kMaxChatTopLogprobs, &top, &has_top));
+    if (has_top && !on) return err("'top_logprobs' needs 'logprobs': true");
+    if (on) p.logprobs = static_cast<int>(top);
+    return refuse_unless_neutral(body, "echo");
+  }
+  int64_t n = -1;
+  STRATA_TRY(want_int(body, "logprobs", 0, kMaxCompletionLogprobs, &n));
+  p.logprobs = static_cast<int>(n);
+  STRATA_TRY(want_bool(body, "echo", &r->echo));
+  if (r->echo) p.prompt_logprobs = p.logprobs;
+  return refuse_unless_neutral(body, "top_logprobs");  // completions spell it logprobs: N
+}
+
+// presence_penalty, frequency_penalty: [-2, 2]; logit_bias: {"token id": bias in [-100, 100]}.
+Status parse_penalties(const json& body, SamplerParams* s) {
+  double v = 0;
+  STRATA_TRY(want_number(body, "presence_penalty", -2, 2, &v));
+  s->presence_penalty = static_cast<float>(v);
+  v = 0;
+  STRATA_TRY(want_number(body, "frequency_penalty", -2, 2, &v));
+  s->frequency_penalty = static_cast<float>(v);
+  auto lb = body.find("logit_bias");
+  if (lb == body.end() || lb->is_null()) return {};
+  if (!lb->is_object()) return err("'logit_bias' must be an object of token id -> bias, got %s", kind(*lb));
+  for (auto& [key, val] : lb->items()) {
+    char* end = nullptr;
+    errno = 0;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || errno != 0 || id < 0 || id > std::numeric_limits<int32_t>::max())
+      return err("'logit_bias' key \"%s\" is not a token id", key.c_str());
+    if (!val.is_number()) return err("'logit_bias'[\"%s\"] must be a number, got %s", key.c_str(), kind(val));
+    const double b = val.get<double>();
+    if (!std::isfinite(b) || b < -100 || b > 100)
+      return err("'logit_bias'[\"%s\"] is %g; it must be in [-100, 100]", key.c_str(), b);
+    s->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<ChatMessage>> parse_chat_messages(const json& body) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array()) return err("'messages' is required: an array of {role, content}");
   if (it->empty()) return err("'messages' is empty");
+  std::vector<ChatMessage> out;
   for (size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
     if (!m.is_object()) return err("messages[%zu] must be an object, got %s", i, kind(m));
@@ -112,12 +184,10 @@ Status parse_messages(const json& body, ApiRequest* r) {
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
       return err("messages[%zu].tool_calls: tool calls are not supported by strata serve", i);
     STRATA_ASSIGN(std::string content, message_content(m, i));
-    r->messages.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content)});
+    out.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content)});
   }
-  return {};
+  return out;
 }
-
-}  // namespace
 
 Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -126,7 +196,7 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   ApiRequest r;
   r.chat = chat;
   if (chat) {
-    STRATA_TRY(parse_messages(body, &r));
+    STRATA_ASSIGN(r.messages, parse_chat_messages(body));
   } else {
     STRATA_TRY(parse_prompt(body, &r));
   }
@@ -184,8 +254,9 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
       return err("'stop' must be a string or an array of strings, got %s", kind(*st));
     }
   }
-  for (const char* key : {"presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "echo",
-                          "best_of", "logit_bias", "tools", "suffix"}) {
+  STRATA_TRY(parse_logprobs(body, chat, &r));
+  STRATA_TRY(parse_penalties(body, &s));
+  for (const char* key : {"best_of", "tools", "suffix"}) {
     if (std::string(key) == "best_of" && body.contains(key) && body[key].is_number_integer() &&
         body[key].get<int64_t>() == 1)
       continue;
@@ -220,25 +291,30 @@ json timings_body(const CompletionEvent& last) {
               {"ttft_ms", last.ttft_s * 1e3}};
 }
 
-json completion_body(const ApiResponseHead& h, const std::string& text, const CompletionEvent& last) {
-  json choice{{"index", 0}, {"finish_reason", api_finish_reason(last.finish)}};
-  if (h.chat) {
+json choice_body(bool chat, int index, const std::string& text, FinishReason finish, const json& logprobs) {
+  json choice{{"index", index}, {"finish_reason", api_finish_reason(finish)}};
+  if (chat) {
     choice["message"] = json{{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   }
+  choice["logprobs"] = logprobs;
+  return choice;
+}
+
+json completion_body(const ApiResponseHead& h, json choices, const CompletionEvent& totals) {
   return json{{"id", h.id},
               {"object", h.chat ? "chat.completion" : "text_completion"},
               {"created", h.created},
               {"model", h.model},
-              {"choices", json::array({choice})},
-              {"usage", usage_body(last)},
-              {"timings", timings_body(last)}};
+              {"choices", std::move(choices)},
+              {"usage", usage_body(totals)},
+              {"timings", timings_body(totals)}};
 }
 
-json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first) {
-  json choice{{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+json chunk_body(const ApiResponseHead& h, int index, const std::string& text, const char* finish, bool first,
+                const json& logprobs) {
+  json choice{{"index", index}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
   if (h.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -246,13 +322,17 @@ json chunk_body(const ApiResponseHead& h, const std::string& text, const char* f
     choice["delta"] = delta;
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   }
+  choice["logprobs"] = logprobs;
   return json{{"id", h.id},
               {"object", h.chat ? "chat.completion.chunk" : "text_completion"},
               {"created", h.created},
               {"model", h.model},
               {"choices", json::array({choice})}};
+}
+
+std::string json_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 json error_body(const std::string& message, int code) {

@@ -1,12 +1,15 @@
 // The OpenAI-compatible request and response bodies of `strata serve` (/v1/completions,
 // /v1/chat/completions), kept apart from HTTP so they can be tested as plain JSON.
 //
-// Accepted fields: prompt (string, or token ids, or a one-string array) / messages (role +
-// content: a string or [{type: "text", text}]), max_tokens (max_completion_tokens, n_predict),
-// temperature, top_p, top_k, min_p, repeat_penalty, repeat_last_n, seed, stop (string or array),
-// stream, stream_options.include_usage, ignore_eos, n (1 only). Anything that would change the
-// output but is not supported (n > 1, logprobs, echo, non-zero presence/frequency penalties,
-// tools) is an error that names the field, never silently ignored.
+// Accepted fields: prompt (a string, token ids, or an array of prompts — strings or id arrays — a
+// choice each) / messages (role + content: a string or [{type: "text", text}]), max_tokens
+// (max_completion_tokens, n_predict), temperature, top_p, top_k, min_p, repeat_penalty,
+// repeat_last_n, presence_penalty and frequency_penalty ([-2, 2], over generated tokens),
+// logit_bias ({"token id": [-100, 100]}), seed, stop (string or array), stream,
+// stream_options.include_usage, ignore_eos, logprobs (completions: 0..5 alternatives; chat: true,
+// with top_logprobs 0..20), echo (completions), n (1 only), best_of (1 only). Anything that would
+// change the output but is not supported (n > 1, tools, suffix, response_format other than text)
+// is an error that names the field, never silently ignored.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,16 +22,30 @@
 
 namespace strata::server {
 
+constexpr int kMaxCompletionLogprobs = 5;  // /v1/completions "logprobs": N (OpenAI's limit)
+constexpr int kMaxChatTopLogprobs = 20;    // /v1/chat/completions "top_logprobs"
+
+constexpr int kMaxPrompts = 64;  // /v1/completions: prompts in one request (one choice each)
+
+// One prompt: text (tokenized by the server) or token ids.
+struct ApiPrompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
 struct ApiRequest {
   bool chat = false;
-  std::string prompt_text;             // completions with a text prompt
-  std::vector<int32_t> prompt_tokens;  // completions with token ids
-  std::vector<ChatMessage> messages;   // chat
-  CompletionParams params;             // prompt filled by the caller after tokenizing
+  std::vector<ApiPrompt> prompts;     // completions: one per choice; chat: filled from messages
+  std::vector<ChatMessage> messages;  // chat
+  CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
+  bool echo = false;  // completions: the prompt's text (and logprobs) before the completion's
   std::string model;
 };
+
+// A body's "messages": [{role, content: a string or [{type: "text", text}]}, ..].
+Result<std::vector<ChatMessage>> parse_chat_messages(const nlohmann::json& body);
 
 // Parses a request body. Errors name the field and what was expected.
 Result<ApiRequest> parse_request(const std::string& body, bool chat);
@@ -41,13 +58,21 @@ struct ApiResponseHead {
   bool chat = false;
 };
 
-// Non-streamed body: the whole text, finish reason, usage, and llama-server-style timings.
-nlohmann::json completion_body(const ApiResponseHead& h, const std::string& text,
-                               const CompletionEvent& last);
-// One SSE chunk: a text delta (finish == nullptr) or the final chunk (finish reason set).
-nlohmann::json chunk_body(const ApiResponseHead& h, const std::string& text, const char* finish, bool first);
+// One choice of a non-streamed body: its whole text, finish reason, logprobs (null when not asked).
+nlohmann::json choice_body(bool chat, int index, const std::string& text, FinishReason finish,
+                           const nlohmann::json& logprobs = nullptr);
+// Non-streamed body: the choices, and usage and llama-server-style timings from `totals` (the last
+// events' counters, summed over the choices).
+nlohmann::json completion_body(const ApiResponseHead& h, nlohmann::json choices,
+                               const CompletionEvent& totals);
+// One SSE chunk of choice `index`: a text delta with its tokens' logprobs (finish == nullptr) or the
+// choice's final chunk (finish reason set).
+nlohmann::json chunk_body(const ApiResponseHead& h, int index, const std::string& text, const char* finish,
+                          bool first, const nlohmann::json& logprobs = nullptr);
 nlohmann::json usage_body(const CompletionEvent& last);
 nlohmann::json timings_body(const CompletionEvent& last);
+// A body as text: invalid UTF-8 in model text becomes U+FFFD (never an exception).
+std::string json_text(const nlohmann::json& j);
 // {"error": {"message", "type", "code"}}
 nlohmann::json error_body(const std::string& message, int code);
 // OpenAI finish reasons: stop | length (cancelled/error never reach a client).

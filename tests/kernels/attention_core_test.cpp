@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention_core.h"
+#include "kernels/kernel_test_data.h"
 #include "kv/row_cache.h"
 
 namespace strata {
@@ -24,11 +25,7 @@ struct Case {
 };
 
 std::vector<float> rnd(size_t n, uint32_t seed, float scale) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
+  return kernel_test::normal(n, seed, scale);
 }
 
 void check(const Case& cs, uint32_t seed) {

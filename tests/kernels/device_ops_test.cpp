@@ -13,6 +13,7 @@
 #include "kernels/attention_block.h"
 #include "kernels/cpu_device.h"
 #include "kernels/expert_ffn.h"
+#include "kernels/kernel_test_data.h"
 #include "kernels/linear.h"
 #include "kernels/traits.h"
 
@@ -20,11 +21,7 @@ namespace strata {
 namespace {
 
 std::vector<float> rnd(size_t n, uint32_t seed, float scale) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
+  return kernel_test::normal(n, seed, scale);
 }
 
 // A random {in, out} matrix of type t: its bytes and a TensorView over them.

@@ -15,6 +15,15 @@
 
 namespace strata::kernel_test {
 
+// n N(0, scale²) values from seed.
+inline std::vector<float> normal(size_t n, uint32_t seed, float scale) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
 // n N(0, 1) values from seed; seeds ≡ 1 (mod 3) mix in zero blocks and large magnitudes.
 inline std::vector<float> gaussian(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "base/units.h"
 #include "common/fixtures.h"
 #include "kernels/cpu_device.h"
+#include "kernels/kernel_test_data.h"
 #include "kernels/traits.h"
 #if STRATA_HAVE_VULKAN
 #include "kernels/vulkan/vk_device.h"
@@ -172,13 +172,7 @@ TEST(VulkanDevice, ErrorsNameTheProblem) {
   EXPECT_EQ(dev.memory().allocated, 0u);
 }
 
-std::vector<float> rnd(size_t n, uint32_t seed, float scale) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using kernel_test::normal;
 
 class VulkanLinear : public ::testing::TestWithParam<GgmlType> {};
 
@@ -193,7 +187,7 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   const GgmlType t = GetParam();
   const int64_t in = 256, out = 96;
   const size_t row = row_bytes(t, in), off = t == GgmlType::f32 ? 264 : 262;
-  const auto wf = rnd(static_cast<size_t>(in * out), 1, 0.2f);
+  const auto wf = normal(static_cast<size_t>(in * out), 1, 0.2f);
   std::vector<uint8_t> bytes(off + row * static_cast<size_t>(out), 0xa5);
   for (int64_t r = 0; r < out; ++r) {
     uint8_t* dst = bytes.data() + off + row * static_cast<size_t>(r);
@@ -202,10 +196,7 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
     else
       kernel_traits(t).from_float(wf.data() + r * in, dst, in);
   }
-  std::vector<float> wdq(static_cast<size_t>(in * out));  // |w| for the tolerance
-  for (int64_t r = 0; r < out; ++r)
-    kernel_traits(t).to_float(bytes.data() + off + row * static_cast<size_t>(r), wdq.data() + r * in, in);
-  const auto bias = rnd(out, 5, 1.0f);
+  const auto bias = normal(out, 5, 1.0f);
   constexpr size_t kBiasOff = 300;
   std::vector<uint8_t> bias_bytes(kBiasOff + sizeof(float) * bias.size(), 0x5a);
   std::memcpy(bias_bytes.data() + kBiasOff, bias.data(), sizeof(float) * bias.size());
@@ -220,7 +211,7 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   double worst = 0.0;
   for (int64_t n : {1, 5}) {
     for (bool with_bias : {false, true}) {
-      const auto x = rnd(static_cast<size_t>(n * in), 6 + static_cast<uint32_t>(n), 1.0f);
+      const auto x = normal(static_cast<size_t>(n * in), 6 + static_cast<uint32_t>(n), 1.0f);
       std::vector<float> want(static_cast<size_t>(n * out)), got(want.size(), NAN);
       DeviceLinearWork lw;
       lw.w = DeviceMat{&*cw, off, row, in, out, t};
@@ -237,8 +228,10 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
       ASSERT_TRUE(dev.wait(*tk).ok());
       for (int64_t i = 0; i < n; ++i)
         for (int64_t r = 0; r < out; ++r) {
-          double mag = with_bias ? std::fabs(bias[static_cast<size_t>(r)]) : 0.0;
-          for (int64_t k = 0; k < in; ++k) mag += std::fabs(double(wdq[r * in + k]) * x[i * in + k]);
+          const double mag =
+              (with_bias ? std::fabs(bias[static_cast<size_t>(r)]) : 0.0) +
+              kernel_test::abs_dot(t, bytes.data() + off + row * static_cast<size_t>(r), GgmlType::f32,
+                                   reinterpret_cast<const uint8_t*>(x.data() + i * in), in);
           const size_t j = static_cast<size_t>(i * out + r);
           const double rel = std::fabs(double(got[j]) - want[j]) / mag;
           worst = std::max(worst, rel);
@@ -280,7 +273,7 @@ struct Mat {
   std::vector<float> dq;
   Mat(GgmlType t, int64_t in_, int64_t out_, uint32_t seed)
       : type(t), in(in_), out(out_), row(row_bytes(t, in_)) {
-    const auto v = rnd(static_cast<size_t>(in * out), seed, 0.2f);
+    const auto v = normal(static_cast<size_t>(in * out), seed, 0.2f);
     bytes.resize(row * static_cast<size_t>(out));
     dq.resize(v.size());
     for (int64_t r = 0; r < out; ++r) {
@@ -294,9 +287,8 @@ struct Mat {
   }
   // Σ_k |W[r][k] · x[k]|: the size of output r's terms.
   double terms(int64_t r, const float* x) const {
-    double m = 0.0;
-    for (int64_t k = 0; k < in; ++k) m += std::fabs(double(dq[static_cast<size_t>(r * in + k)]) * x[k]);
-    return m;
+    return kernel_test::abs_dot(type, bytes.data() + row * static_cast<size_t>(r), GgmlType::f32,
+                                reinterpret_cast<const uint8_t*>(x), in);
   }
 };
 
@@ -329,7 +321,7 @@ TEST_P(VulkanFfn, MatchesTheCpuDevice) {
   const double tol = t == GgmlType::f32 ? 1e-5 : 1e-3;
   double worst = 0.0;
   for (int64_t n : {1, 5}) {
-    const auto x = rnd(static_cast<size_t>(n * d), 10 + static_cast<uint32_t>(n), 1.0f);
+    const auto x = normal(static_cast<size_t>(n * d), 10 + static_cast<uint32_t>(n), 1.0f);
     std::vector<float> want(static_cast<size_t>(n * d)), got(want.size(), NAN);
     DeviceFfnWork fw;
     fw.layer = 1;
@@ -403,9 +395,9 @@ TEST_P(VulkanExperts, SubsetMatchesTheCpuDevice) {
     up.emplace_back(t, d, F, 101 + 3 * e);
     down.emplace_back(t, F, d, 102 + 3 * e);
   }
-  const auto x = rnd(static_cast<size_t>(n * d), 7, 1.0f);
-  const auto wts = rnd(static_cast<size_t>(n * K), 8, 1.0f);
-  const auto down_b = rnd(static_cast<size_t>(E * d), 9, 0.5f);
+  const auto x = normal(static_cast<size_t>(n * d), 7, 1.0f);
+  const auto wts = normal(static_cast<size_t>(n * K), 8, 1.0f);
+  const auto down_b = normal(static_cast<size_t>(E * d), 9, 0.5f);
   // Token i picks experts i % E and (i + 1 + i / 2) % E.
   std::vector<int32_t> sel(static_cast<size_t>(n * K)), off(E + 1, 0), slots(static_cast<size_t>(n * K)),
       fill(E);
@@ -440,8 +432,8 @@ TEST_P(VulkanExperts, SubsetMatchesTheCpuDevice) {
   std::vector<DeviceExpert> cmats, vmats;
   place(cpu, cbufs, cmats);
   place(dev, vbufs, vmats);
-  const auto gate_b = rnd(static_cast<size_t>(E * F), 11, 0.5f),
-             up_b = rnd(static_cast<size_t>(E * F), 12, 0.5f);
+  const auto gate_b = normal(static_cast<size_t>(E * F), 11, 0.5f),
+             up_b = normal(static_cast<size_t>(E * F), 12, 0.5f);
   DeviceExpertWork w;
   w.layer = 2;
   w.step.d = d;

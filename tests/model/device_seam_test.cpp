@@ -150,6 +150,15 @@ std::vector<float> run(const Architecture& arch, Device& host, ExpertSource* src
   return testing::forward_chunks(arch, tokens, chunk, pool, so);
 }
 
+// "tiny-qwen3moe-Q4_0.gguf" → "qwen3moe_Q4_0"
+std::string fixture_test_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string s = info.param;
+  s = s.substr(5, s.size() - 10);
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
 class DeviceSeam : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(DeviceSeam, OddExpertsOnASecondDeviceKeepEveryBit) {
@@ -187,13 +196,7 @@ TEST_P(DeviceSeam, OddExpertsOnASecondDeviceKeepEveryBit) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, DeviceSeam,
                          ::testing::Values("tiny-qwen3moe-Q4_0.gguf", "tiny-gpt-oss-MXFP4.gguf",
                                            "tiny-deepseek4-MXFP4_MOE.gguf"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           s = s.substr(5, s.size() - 10);  // "tiny-" … ".gguf"
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         fixture_test_name);
 
 // The standard decoders' layer ops through a device whose memory the process cannot address: the
 // weights are copies in its buffers, the KV caches live there, and every layer's attention and
@@ -275,13 +278,7 @@ TEST(DecoderOnDevice, DenseLlamaHiddenMemoryKeepsEveryBit) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderOnDevice,
                          ::testing::Values("tiny-qwen3moe-Q4_0.gguf", "tiny-gpt-oss-MXFP4.gguf",
                                            "tiny-llama-moe-Q8_0.gguf", "tiny-qwen2moe-Q8_0.gguf"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           s = s.substr(5, s.size() - 10);  // "tiny-" … ".gguf"
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         fixture_test_name);
 
 }  // namespace
 }  // namespace strata

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace strata::server {
 namespace {
 
@@ -20,7 +22,8 @@ TEST(OpenAiRequest, CompletionFields) {
                              "presence_penalty": 0, "logprobs": null, "ignore_eos": true})",
                          false);
   ASSERT_TRUE(r.ok()) << r.message();
-  EXPECT_EQ(r->prompt_text, "hi");
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompts[0].text, "hi");
   EXPECT_EQ(r->model, "m");
   EXPECT_EQ(r->params.n_predict, 7);
   EXPECT_FLOAT_EQ(r->params.sampling.temp, 0.5f);
@@ -35,14 +38,21 @@ TEST(OpenAiRequest, CompletionFields) {
   EXPECT_TRUE(r->params.ignore_eos);
   auto d = parse_request(R"({"prompt": [1, 2, 3], "stop": "x"})", false);
   ASSERT_TRUE(d.ok()) << d.message();
-  EXPECT_EQ(d->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(d->prompts.size(), 1u);
+  EXPECT_EQ(d->prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(d->params.n_predict, -1);  // no max_tokens: until end of text or a full context
   EXPECT_EQ(d->params.sampling.seed, kSamplerRandomSeed);
   EXPECT_FALSE(d->stream);
   EXPECT_EQ(d->params.stop, std::vector<std::string>{"x"});
   auto one = parse_request(R"({"prompt": ["only one"]})", false);
   ASSERT_TRUE(one.ok());
-  EXPECT_EQ(one->prompt_text, "only one");
+  ASSERT_EQ(one->prompts.size(), 1u);
+  EXPECT_EQ(one->prompts[0].text, "only one");
+  auto several = parse_request(R"({"prompt": ["a", [5, 6], "c"]})", false);
+  ASSERT_TRUE(several.ok()) << several.message();
+  ASSERT_EQ(several->prompts.size(), 3u);
+  EXPECT_EQ(several->prompts[1].tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(several->prompts[2].text, "c");
 }
 
 TEST(OpenAiRequest, ChatMessages) {
@@ -63,7 +73,14 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_NE(parse_error("[1]").find("must be a JSON object"), std::string::npos);
   EXPECT_EQ(parse_error("{}"), "'prompt' is required");
   EXPECT_NE(parse_error(R"({"prompt": 5})").find("'prompt' must be a string"), std::string::npos);
-  EXPECT_NE(parse_error(R"({"prompt": ["a", "b"]})").find("several prompts"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": []})").find("'prompt' is empty"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": ["a", 3]})").find("'prompt'[1] must be a string or an array"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": ["a", []]})").find("'prompt'[1] is empty"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"prompt": [[1, "x"]]})").find("'prompt'[0][1] must be a token id"),
+            std::string::npos);
+  EXPECT_NE(parse_error(json{{"prompt", std::vector<std::string>(65, "a")}}.dump()).find("at most 64"),
+            std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": [1, -2]})").find("'prompt'[1] = -2"), std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": "x", "max_tokens": "7"})").find("'max_tokens' must be an integer"),
             std::string::npos);
@@ -75,8 +92,7 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": "x", "stop": [1]})").find("'stop'[0] must be a string"),
             std::string::npos);
-  for (const char* f : {"presence_penalty\": 0.5", "frequency_penalty\": 1", "logprobs\": true",
-                        "echo\": true", "logit_bias\": {\"1\": 2}", "best_of\": 3"}) {
+  for (const char* f : {"best_of\": 3", "suffix\": \"x\""}) {
     const std::string body = std::string(R"({"prompt": "x", ")") + f + "}";
     EXPECT_NE(parse_error(body).find("is not supported by strata serve"), std::string::npos) << body;
   }
@@ -93,6 +109,51 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
             std::string::npos);
 }
 
+TEST(OpenAiRequest, LogprobsPenaltiesAndBias) {
+  auto r = parse_request(R"({"prompt": "x", "logprobs": 5, "echo": true, "presence_penalty": -2,
+                             "frequency_penalty": 1.5, "logit_bias": {"7": -100, "12": 3.5}})",
+                         false);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->params.logprobs, 5);
+  EXPECT_EQ(r->params.prompt_logprobs, 5);
+  EXPECT_TRUE(r->echo);
+  EXPECT_FLOAT_EQ(r->params.sampling.presence_penalty, -2.0f);
+  EXPECT_FLOAT_EQ(r->params.sampling.frequency_penalty, 1.5f);
+  EXPECT_EQ(r->params.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{12, 3.5f}, {7, -100.0f}}));  // keys in JSON order
+  auto c = parse_request(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                             "top_logprobs": 20})",
+                         true);
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->params.logprobs, 20);
+  EXPECT_EQ(c->params.prompt_logprobs, -1);
+  auto off = parse_request(R"({"prompt": "x", "echo": true})", false);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->params.logprobs, -1);
+  EXPECT_EQ(off->params.prompt_logprobs, -1);
+  const char* chat_msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  for (auto [body, chat, needle] : std::vector<std::tuple<std::string, bool, std::string>>{
+           {R"({"prompt": "x", "logprobs": 6})", false, "'logprobs' is 6"},
+           {R"({"prompt": "x", "logprobs": -1})", false, "'logprobs' is -1"},
+           {R"({"prompt": "x", "echo": 1})", false, "'echo' must be true or false"},
+           {R"({"prompt": "x", "top_logprobs": 2})", false, "'top_logprobs' is not supported"},
+           {std::string("{") + chat_msgs + R"(, "logprobs": true, "top_logprobs": 21})", true,
+            "'top_logprobs' is 21"},
+           {std::string("{") + chat_msgs + R"(, "top_logprobs": 1})", true, "'top_logprobs' needs"},
+           {R"({"prompt": "x", "presence_penalty": 2.5})", false, "'presence_penalty' is 2.5"},
+           {R"({"prompt": "x", "frequency_penalty": "1"})", false, "'frequency_penalty' must be a number"},
+           {R"({"prompt": "x", "logit_bias": [1]})", false, "'logit_bias' must be an object"},
+           {R"({"prompt": "x", "logit_bias": {"a1": 1}})", false,
+            "'logit_bias' key \"a1\" is not a token id"},
+           {R"({"prompt": "x", "logit_bias": {"-3": 1}})", false, "'logit_bias' key \"-3\""},
+           {R"({"prompt": "x", "logit_bias": {"3": 101}})", false, "'logit_bias'[\"3\"] is 101"},
+           {R"({"prompt": "x", "logit_bias": {"3": "up"}})", false,
+            "'logit_bias'[\"3\"] must be a number"}}) {
+    EXPECT_NE(parse_error(body, chat).find(needle), std::string::npos)
+        << body << " -> " << parse_error(body, chat);
+  }
+}
+
 TEST(OpenAiResponse, BodiesHaveTheOpenAiShape) {
   CompletionEvent last;
   last.done = true;
@@ -101,23 +162,24 @@ TEST(OpenAiResponse, BodiesHaveTheOpenAiShape) {
   last.n_gen = 3;
   last.decode_s = 0.5;
   ApiResponseHead h{"cmpl-1", "m", 99, false};
-  json b = completion_body(h, "abc", last);
+  json b = completion_body(h, json::array({choice_body(false, 0, "abc", last.finish)}), last);
   EXPECT_EQ(b["object"], "text_completion");
   EXPECT_EQ(b["choices"][0]["text"], "abc");
   EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(b["usage"]["total_tokens"], 7);
   EXPECT_DOUBLE_EQ(b["timings"]["predicted_per_second"].get<double>(), 4.0);  // 2 decode evals in 0.5 s
   h.chat = true;
-  b = completion_body(h, "abc", last);
+  b = completion_body(h, json::array({choice_body(true, 0, "abc", last.finish)}), last);
   EXPECT_EQ(b["object"], "chat.completion");
   EXPECT_EQ(b["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(b["choices"][0]["message"]["content"], "abc");
-  json c = chunk_body(h, "x", nullptr, true);
+  json c = chunk_body(h, 0, "x", nullptr, true);
   EXPECT_EQ(c["object"], "chat.completion.chunk");
   EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(c["choices"][0]["delta"]["content"], "x");
   EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
-  c = chunk_body(h, "", "stop", false);
+  c = chunk_body(h, 2, "", "stop", false);
+  EXPECT_EQ(c["choices"][0]["index"], 2);
   EXPECT_TRUE(c["choices"][0]["delta"].empty());
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
   json e = error_body("bad", 400);

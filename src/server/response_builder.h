@@ -1,0 +1,51 @@
+// One completion response built from its engine events, apart from HTTP and the engine: the
+// non-streamed JSON body, or the SSE text of each event (text deltas with their tokens' logprobs,
+// each choice's final chunk, the usage chunk when asked, "data: [DONE]" after the last choice).
+// A response has a choice per prompt (completions' prompt arrays); echo puts a prompt's text (and,
+// with logprobs, its tokens' logprobs, the first one null) before its completion's.
+//
+//   ResponseBuilder b(head, request, tok);       // request.prompts[i].tokens as evaluated
+//   non-streamed: b.add(choice, ev) for each event; when b.done(): send b.body()
+//   streamed:     write b.sse(choice, ev) for each event; the stream ends when b.done()
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "server/logprobs_json.h"
+#include "server/openai_api.h"
+#include "text/tokenizer.h"
+
+namespace strata::server {
+
+class ResponseBuilder {
+ public:
+  ResponseBuilder(ApiResponseHead head, const ApiRequest& r, const Tokenizer& tok);
+
+  void add(int choice, const CompletionEvent& ev);
+  // Every choice's last event arrived (or, streamed, one failed: its error ended the stream).
+  bool done() const { return n_done_ == choices_.size() || failed_; }
+  nlohmann::json body();  // when done(), no choice failed
+  std::string sse(int choice, const CompletionEvent& ev);
+
+ private:
+  struct Choice {
+    std::string text;                // non-streamed: the text so far; streamed: the echo not yet sent
+    std::optional<LogprobsJson> lp;  // logprobs asked
+    bool first = true;               // streamed: no chunk of this choice sent yet
+    bool done = false;
+    FinishReason finish = FinishReason::stop;
+  };
+  void finish(Choice& c, const CompletionEvent& ev);
+  ApiResponseHead head_;
+  bool include_usage_ = false;
+  std::vector<Choice> choices_;
+  size_t n_done_ = 0;
+  bool failed_ = false;
+  CompletionEvent totals_;  // the choices' counters summed (queue and first-token times: the longest)
+};
+
+}  // namespace strata::server
