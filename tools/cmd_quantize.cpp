@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +14,8 @@
 #include "command.h"
 #include "format/gguf.h"
 #include "quantize/quantize_gguf.h"
+#include "runtime/kl_divergence.h"
+#include "runtime/perplexity.h"
 
 namespace {
 
@@ -32,9 +36,73 @@ int fail(const std::string& msg, int code = 1) {
   return code;
 }
 
+// --gate "kld=X,routing=Y" (either part may be left out): mean KLD at most X, every MoE layer's
+// routing consistency at least Y. Negative: no gate on that number.
+struct Gate {
+  double kld = -1, routing = -1;
+};
+
+strata::Result<Gate> parse_gate(const std::string& spec) {
+  Gate g;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string part = spec.substr(pos, end - pos);
+    const size_t eq = part.find('=');
+    const std::string key = part.substr(0, eq);
+    char* stop = nullptr;
+    const double v = eq == std::string::npos ? 0 : std::strtod(part.c_str() + eq + 1, &stop);
+    if (eq == std::string::npos || eq + 1 == part.size() || *stop != '\0' || !(v >= 0))
+      return strata::err("--gate '%s': expected kld=X,routing=Y with numbers >= 0 (at '%s')", spec.c_str(),
+                         part.c_str());
+    if (key == "kld") {
+      g.kld = v;
+    } else if (key == "routing") {
+      if (v > 1) return strata::err("--gate '%s': routing=%g is above 1", spec.c_str(), v);
+      g.routing = v;
+    } else {
+      return strata::err("--gate '%s': unknown measure '%s' (kld, routing)", spec.c_str(), key.c_str());
+    }
+    pos = end + 1;
+  }
+  return g;
+}
+
+// Measures OUT.gating against IN (strata kld); renames it to OUT when the gate passes, else
+// removes it and fails naming the number.
+int run_gate(const std::string& in_path, const std::string& out_path, const std::string& text,
+             const Gate& gate, int n_ctx, int n_threads) {
+  const std::string tmp = out_path + ".gating";
+  strata::KldOptions ko;
+  ko.n_ctx = n_ctx;
+  auto r = strata::kl_divergence_of_files(tmp, in_path, text, ko, n_threads);
+  std::error_code ec;
+  if (!r.ok()) {
+    std::filesystem::remove(tmp, ec);
+    return fail("--gate: " + r.message() + " (" + out_path + " not written)");
+  }
+  std::string routing;
+  for (size_t l = 0; l < r->routing.size(); ++l) {
+    if (r->routing[l] >= 0)
+      routing += " " + std::to_string(l) + ":" + std::to_string(r->routing[l]).substr(0, 6);
+  }
+  std::printf("gate: mean KLD %.6f (P99 %.6f), top-1 %.4f, dPPL %+.4f, routing per layer%s\n", r->kld_mean,
+              r->kld_p99, r->top1_agree, r->dppl(), routing.empty() ? " n/a" : routing.c_str());
+  std::fflush(stdout);
+  if (auto st = strata::kld_gate(*r, gate.kld, gate.routing); !st.ok()) {
+    std::filesystem::remove(tmp, ec);
+    return fail(st.message() + " (" + out_path + " not written)");
+  }
+  std::filesystem::rename(tmp, out_path, ec);
+  if (ec) return fail("cannot rename " + tmp + " to " + out_path + ": " + ec.message());
+  std::printf("gate passed: wrote %s\n", out_path.c_str());
+  return 0;
+}
+
 int cmd_quantize(int argc, char** argv) {
   std::vector<std::string> pos, tensor_types;
-  std::string output_type, embd_type;
+  std::string output_type, embd_type, gate_spec, gate_text;
+  int gate_ctx = 0;
   strata::QuantizeOptions opts;
   bool dry_run = false;
   CLI::App app{"Quantize a GGUF model (llama-quantize's types, rules and flags)", "strata quantize"};
@@ -49,6 +117,11 @@ int cmd_quantize(int argc, char** argv) {
                "convert already-quantized tensors (loses quality)");
   app.add_flag("--dry-run", dry_run, "print each tensor's type and the sizes; write nothing");
   app.add_option("-t,--threads", opts.n_threads, "threads (default all cores)");
+  app.add_option("--gate", gate_spec,
+                 "kld=X,routing=Y: after quantizing, measure against IN on -f TEXT (strata kld) and fail, "
+                 "leaving no OUT, when the mean KLD exceeds X or a layer's routing consistency is below Y");
+  app.add_option("-f,--file", gate_text, "text for --gate");
+  app.add_option("-c,--ctx-size", gate_ctx, "window for --gate (0: the model's context, at most 4096)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -81,6 +154,20 @@ int cmd_quantize(int argc, char** argv) {
       !parse_type("--token-embedding-type", embd_type, &opts.policy.token_embd_type))
     return 2;
   if (!out_path.empty() && out_path == in_path) return fail("OUT must differ from IN", 2);
+  Gate gate;
+  std::string text;
+  if (!gate_spec.empty()) {
+    auto g = parse_gate(gate_spec);
+    if (!g.ok()) return fail(g.message(), 2);
+    gate = *g;
+    if (dry_run) return fail("--gate needs an output (not --dry-run)", 2);
+    if (gate_text.empty()) return fail("--gate needs -f TEXT", 2);
+    auto t = strata::read_text_file(gate_text);
+    if (!t.ok()) return fail(t.message());
+    text = std::move(t).value();
+  } else if (!gate_text.empty()) {
+    return fail("-f is the text of --gate; give --gate too", 2);
+  }
 
   auto in = strata::GgufFile::open(in_path);
   if (!in.ok()) return fail(in.message());
@@ -107,7 +194,10 @@ int cmd_quantize(int argc, char** argv) {
         std::fprintf(stderr, "strata quantize: %zu/%zu tensors\n", done, total);
       }
     };
-    if (auto st = strata::write_quantized(**in, *plan, opts, out_path, progress); !st.ok())
+    // Gated: written under a temporary name that becomes OUT only when the gate passes.
+    if (auto st = strata::write_quantized(**in, *plan, opts,
+                                          gate_spec.empty() ? out_path : out_path + ".gating", progress);
+        !st.ok())
       return fail(st.message());
   }
   std::printf("model size: %.2f MiB (%.2f bpw) -> %s: %.2f MiB (%.2f bpw)%s\n", mib(plan->in_bytes),
@@ -116,6 +206,7 @@ int cmd_quantize(int argc, char** argv) {
   if (plan->n_fallback > 0)
     std::printf("%d of %zu tensors fell back to another type (rows not a multiple of the block)\n",
                 plan->n_fallback, plan->tensors.size());
+  if (!gate_spec.empty()) return run_gate(in_path, out_path, text, gate, gate_ctx, opts.n_threads);
   return 0;
 }
 
