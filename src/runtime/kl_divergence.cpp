@@ -52,17 +52,17 @@ std::span<const int32_t> RoutingCapture::chosen(int layer, int p) const {
 
 namespace {
 
-// log-softmax of one row in double; returns false on non-finite logits.
-bool log_softmax(const float* x, int n, std::vector<double>* out) {
+// log Σ exp(x) of one row in double (max-subtracted); NaN / inf on non-finite logits.
+double log_sum_exp(const float* x, int n) {
   double mx = x[0];
   for (int v = 1; v < n; ++v) mx = std::max(mx, double(x[v]));
   double sum = 0;
   for (int v = 0; v < n; ++v) sum += std::exp(double(x[v]) - mx);
-  const double lse = mx + std::log(sum);
-  if (!std::isfinite(lse)) return false;
-  out->resize(static_cast<size_t>(n));
-  for (int v = 0; v < n; ++v) (*out)[static_cast<size_t>(v)] = double(x[v]) - lse;
-  return std::all_of(out->begin(), out->end(), [](double d) { return !std::isnan(d); });
+  return mx + std::log(sum);
+}
+
+bool all_finite(const float* x, int n) {
+  return std::all_of(x, x + n, [](float v) { return std::isfinite(v); });
 }
 
 int argmax(const float* x, int n) {
@@ -108,9 +108,12 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
   STRATA_ASSIGN(auto sr, ref.new_session(so));
 
   const int n_scored = ctx - 1 - first;  // positions first .. ctx-2
-  std::vector<float> ref_lp(static_cast<size_t>(n_scored) * V);
+  // The reference's logits of the scored positions and their log Σ exp: log P_ref is recomputed
+  // from them in double, so a model against itself gives exactly 0.
+  std::vector<float> ref_logits(static_cast<size_t>(n_scored) * V);
+  std::vector<double> ref_lse(static_cast<size_t>(n_scored));
   std::vector<int> ref_top(static_cast<size_t>(n_scored));
-  std::vector<double> klds, lp;
+  std::vector<double> klds;
   klds.reserve(static_cast<size_t>(n_win * n_scored));
   double nll_q = 0, nll_r = 0, kl_sum = 0;
   int64_t agree = 0;
@@ -131,43 +134,45 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
           const int64_t p = s + j;
           if (p < first || p > ctx - 2) continue;
           const float* row = rows.data() + static_cast<size_t>(j) * V;
-          if (!log_softmax(row, V, &lp)) {
+          const double lse = log_sum_exp(row, V);
+          if (!std::isfinite(lse) || !all_finite(row, V)) {
             problem = err("non-finite logits of the %s model at position %lld of window %lld", which,
                           static_cast<long long>(p), static_cast<long long>(w))
                           .message;
             return false;
           }
-          per_row(static_cast<int>(p - first), row, win[static_cast<size_t>(p + 1)]);
+          per_row(static_cast<int>(p - first), row, lse, win[static_cast<size_t>(p + 1)]);
         }
         return true;
       };
     };
     if (cr) cr->begin_window(ctx);
     if (cq) cq->begin_window(ctx);
-    Status st =
-        score(ref, *sr, V, win, so.n_batch, rows_of("reference", [&](int i, const float* row, int32_t tgt) {
-                float* dst = ref_lp.data() + static_cast<size_t>(i) * V;
-                for (int v = 0; v < V; ++v) dst[v] = static_cast<float>(lp[static_cast<size_t>(v)]);
-                ref_top[static_cast<size_t>(i)] = argmax(row, V);
-                nll_r -= lp[static_cast<size_t>(tgt)];
-              }));
+    Status st = score(ref, *sr, V, win, so.n_batch,
+                      rows_of("reference", [&](int i, const float* row, double lse, int32_t tgt) {
+                        std::copy(row, row + V, ref_logits.begin() + static_cast<ptrdiff_t>(i) * V);
+                        ref_lse[static_cast<size_t>(i)] = lse;
+                        ref_top[static_cast<size_t>(i)] = argmax(row, V);
+                        nll_r += lse - double(row[tgt]);
+                      }));
     if (!problem.empty()) return err("kld: %s", problem.c_str());
     if (!st.ok())
       return err("kld: reference, window %lld: %s", static_cast<long long>(w), st.message().c_str());
-    st =
-        score(quant, *sq, V, win, so.n_batch, rows_of("quantized", [&](int i, const float* row, int32_t tgt) {
-                const float* lr = ref_lp.data() + static_cast<size_t>(i) * V;
-                double kl = 0;
-                for (int v = 0; v < V; ++v) {
-                  const double a = lr[v];
-                  kl += std::exp(a) * (a - lp[static_cast<size_t>(v)]);
-                }
-                kl = std::max(kl, 0.0);  // rounding can leave a tiny negative sum
-                klds.push_back(kl);
-                kl_sum += kl;
-                agree += argmax(row, V) == ref_top[static_cast<size_t>(i)];
-                nll_q -= lp[static_cast<size_t>(tgt)];
-              }));
+    st = score(quant, *sq, V, win, so.n_batch,
+               rows_of("quantized", [&](int i, const float* row, double lse, int32_t tgt) {
+                 const float* lr = ref_logits.data() + static_cast<size_t>(i) * V;
+                 const double lse_r = ref_lse[static_cast<size_t>(i)];
+                 double kl = 0;
+                 for (int v = 0; v < V; ++v) {
+                   const double a = double(lr[v]) - lse_r, b = double(row[v]) - lse;
+                   kl += std::exp(a) * (a - b);
+                 }
+                 kl = std::max(kl, 0.0);  // rounding can leave a tiny negative sum
+                 klds.push_back(kl);
+                 kl_sum += kl;
+                 agree += argmax(row, V) == ref_top[static_cast<size_t>(i)];
+                 nll_q += lse - double(row[tgt]);
+               }));
     if (!problem.empty()) return err("kld: %s", problem.c_str());
     if (!st.ok())
       return err("kld: quantized, window %lld: %s", static_cast<long long>(w), st.message().c_str());
