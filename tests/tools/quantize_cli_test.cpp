@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "common/cli.h"
+#include "common/fixtures.h"
 
 namespace {
 
@@ -63,6 +65,43 @@ TEST_F(QuantizeCli, BadInputOneLineErrorNoOutput) {
   ASSERT_EQ(q.code, 0) << q.err;
   bad(path("q8.gguf") + " " + out + " Q4_0", "requantizing from type q8_0 is disabled");
   bad(path("missing.gguf") + " " + out + " Q4_0", "missing.gguf");
+}
+
+TEST_F(QuantizeCli, KldAndTheGate) {
+  const std::string in = path("f16.gguf"), out = path("gated.gguf");
+  // A short excerpt keeps the four measurements fast.
+  const std::string text = path("text.txt");
+  std::ofstream(text) << strata::testing::slurp(strata::testing::source_dir() +
+                                                "/tests/data/bundled_smoke_valid.txt")
+                             .substr(0, 1500);
+  Proc q = strata("quantize " + in + " " + path("q4.gguf") + " Q4_0");
+  ASSERT_EQ(q.code, 0) << q.err;
+  Proc k = strata("kld -m " + path("q4.gguf") + " --ref " + in + " -f " + text + " -c 32 -q --json");
+  ASSERT_EQ(k.code, 0) << k.err;
+  EXPECT_NE(k.out.find("\"kld_mean\""), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("\"routing\":["), std::string::npos) << k.out;
+  strata::testing::expect_one_line_error(
+      strata("kld -m " + path("q4.gguf") + " --ref " + in + " -f " + in + "x"), "cannot open");
+
+  // A gate no quantization meets: no OUT, the number named.
+  Proc g = strata("quantize --gate kld=0 -f " + text + " -c 32 " + in + " " + out + " Q4_0");
+  EXPECT_NE(g.code, 0);
+  EXPECT_NE(g.err.find("gate failed: mean KLD"), std::string::npos) << g.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".gating"));
+  g = strata("quantize --gate routing=1 -f " + text + " -c 32 " + in + " " + out + " Q4_0");
+  EXPECT_NE(g.err.find("routing consistency"), std::string::npos) << g.err;
+  EXPECT_FALSE(fs::exists(out));
+  // One every quantization meets: OUT written.
+  g = strata("quantize --gate kld=100,routing=0 -f " + text + " -c 32 " + in + " " + out + " Q4_0");
+  EXPECT_EQ(g.code, 0) << g.err;
+  EXPECT_NE(g.out.find("gate passed"), std::string::npos) << g.out;
+  EXPECT_TRUE(fs::exists(out));
+  strata::testing::expect_one_line_error(
+      strata("quantize --gate kld=1,speed=2 -f " + text + " " + in + " " + out + "2 Q4_0"),
+      "unknown measure 'speed'");
+  strata::testing::expect_one_line_error(strata("quantize --gate kld=1 " + in + " " + out + "2 Q4_0"),
+                                         "--gate needs -f TEXT");
 }
 
 }  // namespace
