@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "base/thread_pool.h"
@@ -95,41 +96,44 @@ Status write_quantized(const GgufFile& in, const QuantizePlan& plan, const Quant
   w.set_u32("general.file_type", opts.policy.ftype->llama_ftype);
 
   ThreadPool pool(opts.n_threads);
-  std::vector<std::vector<uint8_t>> buffers(plan.tensors.size());
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+  const size_t total = plan.tensors.size();
+  for (size_t i = 0; i < total; ++i) {
     const TensorPlan& tp = plan.tensors[i];
     const TensorView& t = *tp.src;
-    const void* data = t.data;
-    if (tp.convert) {
-      const ToFloatFn to_float = source_to_float(t.type);
-      const FromFloatFn quantize = weight_quantizer(tp.choice.type);
-      const int64_t n = t.ne[0];
-      const size_t src_row = row_bytes(t.type, n), dst_row = row_bytes(tp.choice.type, n);
-      buffers[i].resize(tp.out_bytes);
-      uint8_t* out = buffers[i].data();
-      const auto* src = static_cast<const uint8_t*>(t.data);
-      std::atomic<int64_t> bad_row{-1};
-      pool.parallel_for(t.rows(), [&](int64_t r0, int64_t r1) {
-        std::vector<float> row(static_cast<size_t>(n));
-        for (int64_t r = r0; r < r1; ++r) {
-          to_float(src + r * src_row, row.data(), n);
-          if (!std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
-            bad_row.store(r);
-            return;
+    // Produced at write time, one tensor in memory at a time (GgufWriter's TensorFill).
+    auto fill = [&pool, &tp, &progress, i, total](uint8_t* out, size_t nbytes) -> Status {
+      const TensorView& t = *tp.src;
+      STRATA_ASSERT(nbytes == tp.out_bytes);
+      if (!tp.convert) {
+        std::memcpy(out, t.data, nbytes);
+      } else {
+        const ToFloatFn to_float = source_to_float(t.type);
+        const FromFloatFn quantize = weight_quantizer(tp.choice.type);
+        const int64_t n = t.ne[0];
+        const size_t src_row = row_bytes(t.type, n), dst_row = row_bytes(tp.choice.type, n);
+        const auto* src = static_cast<const uint8_t*>(t.data);
+        std::atomic<int64_t> bad_row{-1};
+        pool.parallel_for(t.rows(), [&](int64_t r0, int64_t r1) {
+          std::vector<float> row(static_cast<size_t>(n));
+          for (int64_t r = r0; r < r1; ++r) {
+            to_float(src + r * src_row, row.data(), n);
+            if (!std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
+              bad_row.store(r);
+              return;
+            }
+            quantize(row.data(), out + r * dst_row, n);
           }
-          quantize(row.data(), out + r * dst_row, n);
-        }
-      });
-      if (bad_row.load() >= 0)
-        return err("tensor %s: row %lld holds a non-finite value (inf or nan); not converted", t.name.c_str(),
-                   static_cast<long long>(bad_row.load()));
-      data = out;
-    }
+        });
+        if (bad_row.load() >= 0)
+          return err("tensor %s: row %lld holds a non-finite value (inf or nan); not converted",
+                     t.name.c_str(), static_cast<long long>(bad_row.load()));
+      }
+      if (progress) progress(i + 1, total, tp);
+      return {};
+    };
     int dims = 1;  // as ggml writes them: up to the last dim above 1
     for (int d = 1; d < kMaxDims; ++d) dims = t.ne[d] > 1 ? d + 1 : dims;
-    std::vector<int64_t> ne(t.ne, t.ne + dims);
-    STRATA_TRY(w.add_tensor(t.name, tp.choice.type, ne, data));
-    if (progress) progress(i + 1, plan.tensors.size(), tp);
+    STRATA_TRY(w.add_tensor(t.name, tp.choice.type, std::vector<int64_t>(t.ne, t.ne + dims), fill));
   }
   return w.write(out_path);
 }

@@ -7,9 +7,10 @@
 //
 // plan_quantize validates everything before any output: sources strata cannot dequantize,
 // requantizing without allow_requantize, target types strata cannot write, rows the target
-// block does not divide. write_quantized converts (rows in parallel), fails on non-finite source
-// values naming the tensor, and writes through GgufWriter (a temporary name renamed at the end,
-// so an interrupted run leaves no half-written file). Metadata is copied, with
+// block does not divide. write_quantized converts each tensor as GgufWriter writes it (rows in
+// parallel; one converted tensor in memory at a time), fails on non-finite source values naming
+// the tensor, and writes to a temporary name renamed at the end, so a failed or interrupted run
+// leaves no OUT (an interrupted one may leave OUT.tmp). Metadata is copied, with
 // general.quantization_version = 2 and general.file_type = the llama_ftype number; the tensors
 // are ordered as llama-quantize orders them (by layer, then name).
 #pragma once
