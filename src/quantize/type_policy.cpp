@@ -3,9 +3,24 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <regex>
 #include <string_view>
 
 namespace strata {
+
+class NameRegex {
+ public:
+  explicit NameRegex(const std::string& pattern) : re_(pattern) {}
+  bool search(const std::string& name) const { return std::regex_search(name, re_); }
+
+ private:
+  std::regex re_;
+};
+
+bool TensorTypeRule::matches(const std::string& name) const {
+  return regex && regex->search(name);
+}
+
 namespace {
 
 bool contains(std::string_view s, std::string_view part) {
@@ -137,7 +152,7 @@ Result<TensorTypeRule> parse_tensor_type_rule(const std::string& spec) {
   if (!type_from_name(tname, &r.type))
     return err("--tensor-type '%s': unknown type '%s'", spec.c_str(), tname.c_str());
   try {
-    r.regex = std::regex(r.pattern);
+    r.regex = std::make_shared<const NameRegex>(r.pattern);
   } catch (const std::regex_error& e) {
     return err("--tensor-type '%s': bad regex '%s': %s", spec.c_str(), r.pattern.c_str(), e.what());
   }
@@ -153,7 +168,7 @@ Result<TypeChoice> choose_tensor_type(const TypePolicy& p, const PolicyModel& m,
     // per_layer_token_embd follows --token-embedding-type unless a --tensor-type names it.
     const bool named = name == "per_layer_token_embd.weight" &&
                        std::any_of(p.tensor_types.begin(), p.tensor_types.end(),
-                                   [&](const TensorTypeRule& r) { return std::regex_search(name, r.regex); });
+                                   [&](const TensorTypeRule& r) { return r.matches(name); });
     if (!named) {
       c.type = *p.token_embd_type;
       return c;
@@ -167,7 +182,7 @@ Result<TypeChoice> choose_tensor_type(const TypePolicy& p, const PolicyModel& m,
   if (!is_quantized(c.type)) return c;
   bool manual = false;
   for (const TensorTypeRule& r : p.tensor_types) {
-    if (std::regex_search(name, r.regex)) {
+    if (r.matches(name)) {
       c.type = r.type;
       manual = true;
       break;

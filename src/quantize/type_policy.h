@@ -16,8 +16,8 @@
 // F16 / BF16 / F32 file types convert every tensor of rule 1 to that type (no regexes, no mix).
 #pragma once
 
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -27,10 +27,13 @@
 
 namespace strata {
 
+class NameRegex;  // type_policy.cpp: the compiled pattern (std::regex, ECMAScript as llama-quantize)
+
 struct TensorTypeRule {
   std::string pattern;  // as given (lower-cased, as llama-quantize does)
-  std::regex regex;     // searched anywhere in the tensor name
+  std::shared_ptr<const NameRegex> regex;
   GgmlType type;
+  bool matches(const std::string& name) const;  // the pattern found anywhere in the name
 };
 
 // "REGEX=TYPE" -> a rule; errors name a missing '=', an empty side, a bad regex or an unknown type.
