@@ -112,7 +112,8 @@ TEST_F(Kld, BadInput) {
   o.n_ctx = 16;
   auto v = strata::kl_divergence_of_files(path("vocab400"), path("f32"), kText, o, 1);
   ASSERT_FALSE(v.ok());
-  EXPECT_NE(v.message().find("different vocabularies (400 vs reference 300)"), std::string::npos) << v.message();
+  EXPECT_NE(v.message().find("different vocabularies (400 vs reference 300)"), std::string::npos)
+      << v.message();
   auto s = strata::kl_divergence_of_files(path("q4_0"), path("f32"), "too short", o, 1);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("fewer than one window of 16"), std::string::npos) << s.message();
