@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -161,6 +162,11 @@ class GgufWriter {
   void set_alignment(uint32_t a);  // writes general.alignment too
   // ne in ggml order (ne[0] contiguous); data holds row_bytes(type, ne[0]) * rows bytes.
   Status add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne, const void* data);
+  // A tensor whose bytes are produced at write time, in file order, into a buffer of its size that
+  // the writer reuses (one tensor in memory at a time: `strata quantize` of a model larger than
+  // RAM). An error from fill stops the write (write() then leaves no file).
+  using TensorFill = std::function<Status(uint8_t* dst, size_t nbytes)>;
+  Status add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne, TensorFill fill);
   // Writes to path + ".tmp" then renames, so a failed write never leaves a half file at path.
   Status write(const std::string& path) const;
   // The same bytes, into memory (tests, fuzzing).
@@ -176,7 +182,10 @@ class GgufWriter {
     std::vector<int64_t> ne;
     const void* data;
     size_t nbytes;
+    TensorFill fill;  // set: data is produced at write time
   };
+  Status add_pending(const std::string& name, GgmlType type, const std::vector<int64_t>& ne, const void* data,
+                     TensorFill fill);
   std::vector<GgufKv> kvs_;
   std::vector<PendingTensor> tensors_;
   uint32_t alignment_ = 32;

@@ -235,6 +235,17 @@ void GgufWriter::set_alignment(uint32_t a) {
 
 Status GgufWriter::add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
                               const void* data) {
+  return add_pending(name, type, ne, data, nullptr);
+}
+
+Status GgufWriter::add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+                              TensorFill fill) {
+  if (!fill) return err("gguf writer: tensor '%s': no fill function", name.c_str());
+  return add_pending(name, type, ne, nullptr, std::move(fill));
+}
+
+Status GgufWriter::add_pending(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+                               const void* data, TensorFill fill) {
   const char* nm = name.c_str();
   if (name.empty()) return err("gguf writer: empty tensor name");
   if (name.size() > kMaxTensorNameLlama)
@@ -265,10 +276,10 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, const std:
           ti.type_size, &nbytes))
     return err("gguf writer: tensor '%s': byte size overflows", nm);
   if (n_el == 0) nbytes = 0;
-  if (nbytes && !data)
+  if (nbytes && !data && !fill)
     return err("gguf writer: tensor '%s': null data for %llu bytes", nm,
                static_cast<unsigned long long>(nbytes));
-  tensors_.push_back(PendingTensor{name, type, ne, data, static_cast<size_t>(nbytes)});
+  tensors_.push_back(PendingTensor{name, type, ne, data, static_cast<size_t>(nbytes), std::move(fill)});
   return {};
 }
 
@@ -305,8 +316,15 @@ Status GgufWriter::write_impl(Sink* sink) const {
   enc.buf.resize(pad_to(enc.buf.size(), alignment_), 0);
   if (!sink->put(enc.buf.data(), enc.buf.size())) return err("gguf writer: write failed (header)");
   static const uint8_t kZeros[256] = {};
+  std::vector<uint8_t> filled;  // reused by the tensors produced at write time
   for (const PendingTensor& t : tensors_) {
-    if (!sink->put(t.data, t.nbytes)) return err("gguf writer: write failed (tensor '%s')", t.name.c_str());
+    const void* data = t.data;
+    if (t.fill) {
+      filled.resize(t.nbytes);
+      STRATA_TRY(t.fill(filled.data(), t.nbytes));
+      data = filled.data();
+    }
+    if (!sink->put(data, t.nbytes)) return err("gguf writer: write failed (tensor '%s')", t.name.c_str());
     for (size_t pad = pad_to(t.nbytes, alignment_) - t.nbytes; pad > 0;) {
       const size_t n = pad < sizeof kZeros ? pad : sizeof kZeros;
       if (!sink->put(kZeros, n)) return err("gguf writer: write failed (padding)");

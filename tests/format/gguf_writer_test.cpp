@@ -156,6 +156,47 @@ TEST(GgufWriter, WriteToFileMatchesMemory) {
   std::filesystem::remove(path);
 }
 
+// Tensors produced at write time give the same bytes as tensors given up front; a fill that fails
+// stops the write and leaves no file.
+TEST(GgufWriter, FilledTensorsMatchAndFailuresLeaveNoFile) {
+  std::vector<float> a(64), b(96);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) * 0.5f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i);
+  GgufWriter direct, filled;
+  ASSERT_TRUE(direct.add_tensor("a", GgmlType::f32, {64}, a.data()).ok());
+  ASSERT_TRUE(direct.add_tensor("b", GgmlType::f32, {32, 3}, b.data()).ok());
+  int calls = 0;
+  auto from = [&calls](const std::vector<float>& v) {
+    return [&calls, &v](uint8_t* dst, size_t n) -> Status {
+      EXPECT_EQ(n, v.size() * sizeof(float));
+      std::memcpy(dst, v.data(), n);
+      ++calls;
+      return {};
+    };
+  };
+  ASSERT_TRUE(filled.add_tensor("a", GgmlType::f32, {64}, from(a)).ok());
+  ASSERT_TRUE(filled.add_tensor("b", GgmlType::f32, {32, 3}, from(b)).ok());
+  std::vector<uint8_t> m1, m2;
+  ASSERT_TRUE(direct.write_to_memory(&m1).ok());
+  ASSERT_TRUE(filled.write_to_memory(&m2).ok());
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(calls, 2);
+
+  GgufWriter bad;
+  ASSERT_TRUE(bad.add_tensor("a", GgmlType::f32, {64}, a.data()).ok());
+  ASSERT_TRUE(bad.add_tensor("b", GgmlType::f32, {64},
+                             [](uint8_t*, size_t) -> Status { return err("tensor b: no bytes today"); })
+                  .ok());
+  EXPECT_FALSE(bad.add_tensor("c", GgmlType::f32, {64}, GgufWriter::TensorFill{}).ok());
+  const std::string path =
+      ::testing::TempDir() + "/strata_writer_fill_" + std::to_string(::getpid()) + ".gguf";
+  Status st = bad.write(path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tensor b: no bytes today"), std::string::npos) << st.message();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
 TEST(GgufWriter, WriteToBadPathFails) {
   Sample s(32);
   Status st = s.w.write("/nonexistent-dir/x.gguf");

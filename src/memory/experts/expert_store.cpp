@@ -384,6 +384,7 @@ void ExpertStore::route_locked(int layer, const float* x, int64_t n, const int32
   }
   cur_layer_ = layer;
   if (trace_ && (resident_ || !lookahead_ || n != 1)) write_trace_locked(layer, n, sel, wts, k);
+  if (opts_.on_route) opts_.on_route(tick0_, layer, n, sel, k);
   ExpertStepStats* step = stats_.current();
   ExpertTotals& tot = stats_.totals();
   if (resident_) {

@@ -70,6 +70,10 @@ struct ExpertStoreOptions {
   bool dense_resident = true;
   std::string profile_path;        // --expert-profile: seeds counts and the static hot set
   std::string routing_trace_path;  // --routing-trace-out: one JSON line per (token, layer)
+  // In-memory routing observer, called beside the trace on every routed layer of every step:
+  // token0 = the logical index (as the trace's token_idx) of the step's first token, sel = [n][k]
+  // chosen experts in router order. `strata kld` reads routing consistency through it.
+  std::function<void(uint64_t token0, int layer, int64_t n, const int32_t* sel, int k)> on_route;
 };
 
 using IoOpener = std::function<Result<std::unique_ptr<IoFile>>(const std::string& path, bool direct)>;

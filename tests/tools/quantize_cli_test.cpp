@@ -1,0 +1,107 @@
+// `strata quantize`: converts a synth F16 model to MXFP4_MOE that strata then runs, --dry-run
+// writes nothing, and bad input gives a one-line error before any output exists.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/cli.h"
+#include "common/fixtures.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using strata::testing::Proc;
+
+class QuantizeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("strata_quantize_cli_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    Proc r = strata(
+        "synth --layers 2 --embd 64 --heads 4 --kv-heads 2 --experts 4 --top-k 2 --expert-ffn 64 --vocab 300 "
+        "--type f16 -o " +
+        path("f16.gguf"));
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  Proc strata(const std::string& args) { return strata::testing::run_strata(args, dir_); }
+  std::string path(const std::string& name) { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(QuantizeCli, ConvertsAndTheResultRuns) {
+  Proc q = strata("quantize " + path("f16.gguf") + " " + path("mx.gguf") + " MXFP4_MOE");
+  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_NE(q.out.find("-> MXFP4_MOE"), std::string::npos) << q.out;
+  Proc i = strata("inspect -m " + path("mx.gguf"));
+  ASSERT_EQ(i.code, 0) << i.err;
+  EXPECT_NE(i.out.find("mxfp4"), std::string::npos);
+  Proc r = strata("run -m " + path("mx.gguf") + " -p hello -n 3 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+
+  Proc d = strata("quantize --dry-run --tensor-type attn_q=q4_0 " + path("f16.gguf") + " Q8_0");
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NE(d.out.find("blk.0.attn_q.weight"), std::string::npos);
+  EXPECT_NE(d.out.find("f16 -> q4_0"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("dry run, nothing written"), std::string::npos);
+}
+
+TEST_F(QuantizeCli, BadInputOneLineErrorNoOutput) {
+  const std::string in = path("f16.gguf"), out = path("out.gguf");
+  auto bad = [&](const std::string& args, const std::string& needle) {
+    Proc p = strata("quantize " + args);
+    strata::testing::expect_one_line_error(p, needle);
+    EXPECT_FALSE(fs::exists(out)) << args;
+  };
+  bad(in + " " + out + " Q9_9", "unknown type 'Q9_9'");
+  bad("--tensor-type 'attn(=q8_0' " + in + " " + out + " Q8_0", "bad regex");
+  bad("--tensor-type attn=zz " + in + " " + out + " Q8_0", "unknown type 'zz'");
+  bad("--output-tensor-type zz " + in + " " + out + " Q8_0", "--output-tensor-type: unknown type 'zz'");
+  bad(in + " " + out, "expected IN OUT TYPE");
+  Proc q = strata("quantize " + in + " " + path("q8.gguf") + " Q8_0");
+  ASSERT_EQ(q.code, 0) << q.err;
+  bad(path("q8.gguf") + " " + out + " Q4_0", "requantizing from type q8_0 is disabled");
+  bad(path("missing.gguf") + " " + out + " Q4_0", "missing.gguf");
+}
+
+TEST_F(QuantizeCli, KldAndTheGate) {
+  const std::string in = path("f16.gguf"), out = path("gated.gguf");
+  // A short excerpt keeps the four measurements fast.
+  const std::string text = path("text.txt");
+  std::ofstream(text) << strata::testing::slurp(strata::testing::source_dir() +
+                                                "/tests/data/bundled_smoke_valid.txt")
+                             .substr(0, 1500);
+  Proc q = strata("quantize " + in + " " + path("q4.gguf") + " Q4_0");
+  ASSERT_EQ(q.code, 0) << q.err;
+  Proc k = strata("kld -m " + path("q4.gguf") + " --ref " + in + " -f " + text + " -c 32 -q --json");
+  ASSERT_EQ(k.code, 0) << k.err;
+  EXPECT_NE(k.out.find("\"kld_mean\""), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("\"routing\":["), std::string::npos) << k.out;
+  strata::testing::expect_one_line_error(
+      strata("kld -m " + path("q4.gguf") + " --ref " + in + " -f " + in + "x"), "cannot open");
+
+  // A gate no quantization meets: no OUT, the number named.
+  Proc g = strata("quantize --gate kld=0 -f " + text + " -c 32 " + in + " " + out + " Q4_0");
+  EXPECT_NE(g.code, 0);
+  EXPECT_NE(g.err.find("gate failed: mean KLD"), std::string::npos) << g.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".gating"));
+  g = strata("quantize --gate routing=1 -f " + text + " -c 32 " + in + " " + out + " Q4_0");
+  EXPECT_NE(g.err.find("routing consistency"), std::string::npos) << g.err;
+  EXPECT_FALSE(fs::exists(out));
+  // One every quantization meets: OUT written.
+  g = strata("quantize --gate kld=100,routing=0 -f " + text + " -c 32 " + in + " " + out + " Q4_0");
+  EXPECT_EQ(g.code, 0) << g.err;
+  EXPECT_NE(g.out.find("gate passed"), std::string::npos) << g.out;
+  EXPECT_TRUE(fs::exists(out));
+  strata::testing::expect_one_line_error(
+      strata("quantize --gate kld=1,speed=2 -f " + text + " " + in + " " + out + "2 Q4_0"),
+      "unknown measure 'speed'");
+  strata::testing::expect_one_line_error(strata("quantize --gate kld=1 " + in + " " + out + "2 Q4_0"),
+                                         "--gate needs -f TEXT");
+}
+
+}  // namespace
