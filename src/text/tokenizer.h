@@ -67,4 +67,7 @@ class Tokenizer {
   virtual int32_t find_token(std::string_view text) const = 0;  // exact vocab text -> id, -1 if none
 };
 
+// The tokenizer.ggml.* metadata of a GGUF as plain data (what from_gguf builds from).
+Result<text::VocabData> read_vocab_data(const GgufFile& file);
+
 }  // namespace strata

@@ -26,7 +26,7 @@ mkdir -p "$cache"
 fetch() {
   local spec=$1 dir=$2 tgz
   [ -f "$cache/$dir/package/package.json" ] && return 0
-  tgz=$(cd "$cache" && timeout 120 npm pack --silent "$spec" 2>/dev/null | tail -n 1) ||
+  tgz=$(cd "$cache" && timeout 60 npm pack --silent --fetch-timeout=20000 --fetch-retries=1 "$spec" 2>/dev/null | tail -n 1) ||
     skip "npm could not fetch $spec (no network or registry?)"
   [ -n "$tgz" ] && [ -f "$cache/$tgz" ] || skip "npm pack $spec gave no tarball"
   rm -rf "$cache/$dir.tmp"
