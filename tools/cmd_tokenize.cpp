@@ -4,6 +4,8 @@
 //   --ids:               one line, "[id, id, ...]"
 //   --lines:             -f FILE holds one text per line (escapes processed as for -p); one
 //                        "[id, ...]" line is printed per input line
+//   --export-tokenizer-json OUT: write the GGUF's byte-level BPE vocab as a Hugging Face
+//                        tokenizer.json (no text needed)
 // Only the vocabulary is read (any GGUF with tokenizer.ggml.* metadata works, weights or not), or
 // a Hugging Face tokenizer.json given with --tokenizer.
 // -p text has its escapes processed (\n \r \t \' \" \\ \xHH) unless --no-escape, as llama.cpp does;
@@ -17,6 +19,7 @@
 #include "format/gguf.h"
 #include "runtime/perplexity.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_json_writer.h"
 
 namespace {
 
@@ -74,8 +77,22 @@ std::string process_escapes(const std::string& in) {
   return out;
 }
 
+int export_tokenizer_json(const std::string& model_path, const std::string& out_path) {
+  auto gguf = strata::GgufFile::open(model_path);
+  if (!gguf.ok()) return fail(gguf.message());
+  auto data = strata::read_vocab_data(**gguf);
+  if (!data.ok()) return fail(model_path + ": " + data.message());
+  auto json = strata::text::to_tokenizer_json(*data);
+  if (!json.ok()) return fail(model_path + ": " + json.message());
+  std::FILE* out = std::fopen(out_path.c_str(), "wb");
+  if (!out) return fail("cannot create " + out_path);
+  const bool ok = std::fwrite(json->data(), 1, json->size(), out) == json->size();
+  if (std::fclose(out) != 0 || !ok) return fail("cannot write " + out_path);
+  return 0;
+}
+
 int cmd_tokenize(int argc, char** argv) {
-  std::string model_path, tokenizer_path, prompt, file;
+  std::string model_path, tokenizer_path, prompt, file, export_json;
   bool add_special = false, parse_special = false, ids = false, pieces = false, no_escape = false,
        show_count = false, lines = false;
   CLI::App app{"Print the tokens of a text (like llama.cpp's llama-tokenize)", "strata tokenize"};
@@ -95,6 +112,10 @@ int cmd_tokenize(int argc, char** argv) {
   fi->excludes(fp);
   app.add_flag("--no-escape", no_escape, "take -p text literally");
   app.add_flag("--show-count", show_count, "print the number of tokens at the end");
+  auto* fx =
+      app.add_option("--export-tokenizer-json", export_json,
+                     "write the -m GGUF's vocab as a Hugging Face tokenizer.json to this file and exit");
+  fx->needs(m);
   auto* fl = app.add_flag("--lines", lines, "-f FILE has one text per line: print one [ids] line per text");
   fl->needs(f);
   try {
@@ -104,6 +125,7 @@ int cmd_tokenize(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what(), 2);
   }
+  if (fx->count()) return export_tokenizer_json(model_path, export_json);
   if (p->count() == 0 && f->count() == 0) return fail("give the text with -p TEXT or -f FILE", 2);
   if (m->count() == 0 && t->count() == 0)
     return fail("give the tokenizer with -m MODEL.gguf or --tokenizer FILE", 2);

