@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <queue>
 
+#include "text/unicode_nfc.h"
 #include "text/utf8.h"
 
 namespace strata::text {
@@ -54,10 +55,14 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(VocabData data, BpeOp
 }
 
 void BpeTokenizer::encode_fragment(std::string_view text, bool, std::vector<int32_t>* out) const {
+  std::string buf;
+  if (opt_.nfc) {
+    buf = nfc(text);
+    text = buf;
+  }
   if (opt_.add_prefix_space && !text.empty() && text[0] != ' ') {
-    const std::string spaced = " " + std::string(text);
-    for (const std::string& w : pre_tokenizer_->split(spaced)) encode_word(w, out);
-    return;
+    buf = " " + std::string(text);  // copies before assigning: text may view buf
+    text = buf;
   }
   for (const std::string& w : pre_tokenizer_->split(text)) encode_word(w, out);
 }

@@ -17,6 +17,7 @@ namespace strata::text {
 struct BpeOptions {
   PreTokenizerInfo pre;  // regexes, ignore_merges, the add_bos default
   RegexDialect dialect = RegexDialect::llama_cpp;
+  bool nfc = false;               // HF NFC normalizer: each text fragment is composed first
   bool add_prefix_space = false;  // HF ByteLevel: " " before a fragment that does not start with one
   // A byte whose alphabet character is not a token. llama.cpp (hf_unknown = false): the UTF-8
   // bytes of that character as one-byte tokens, when they exist. HF: with byte_fallback its

@@ -4,9 +4,9 @@
 //
 // Read from the file: model (BPE: vocab, merges as "a b" or ["a", "b"], unk_token, byte_fallback,
 // fuse_unk, ignore_merges), added_tokens (special -> control, else user-defined; lstrip / rstrip),
-// normalizer (none or an empty Sequence), pre_tokenizer (Sequence of Split "Isolated" regex or
-// string patterns, Digits, ByteLevel last), post_processor (TemplateProcessing's BOS / EOS,
-// ByteLevel) and decoder (ByteLevel). A tokenizer_config.json beside the file gives bos / eos /
+// normalizer (none, NFC, Sequence; applied to the text between added tokens), pre_tokenizer (Sequence of
+// Split "Isolated" regex or string patterns, Digits, ByteLevel last), post_processor (TemplateProcessing's
+// BOS / EOS, ByteLevel) and decoder (ByteLevel). A tokenizer_config.json beside the file gives bos / eos /
 // unk / pad and add_bos_token / add_eos_token, as transformers reads them. Anything else is an
 // error naming the file and the field.
 #include <algorithm>
@@ -119,14 +119,19 @@ Status read_pre_tokenizer(const Parser& p, const json& j, const std::string& whe
   return p.bad(where + ".type", "'" + type + "' is not supported (Sequence, Split, Digits, ByteLevel)");
 }
 
-Status check_normalizer(const Parser& p, const json* j, const std::string& where) {
+// Supported: none, NFC, and Sequences of those (*nfc set when any NFC is present).
+Status read_normalizer(const Parser& p, const json* j, const std::string& where, bool* nfc) {
   if (!j) return {};
   STRATA_ASSIGN(const std::string type, p.type_of(*j, where));
-  if (type != "Sequence") return p.bad(where + ".type", "'" + type + "' is not supported (only none)");
+  if (type == "NFC") {
+    *nfc = true;
+    return {};
+  }
+  if (type != "Sequence") return p.bad(where + ".type", "'" + type + "' is not supported (NFC, Sequence)");
   const json* list = Parser::get(*j, "normalizers");
   if (!list || !list->is_array()) return p.bad(where + ".normalizers", "is missing or not an array");
   for (size_t i = 0; i < list->size(); ++i) {
-    STRATA_TRY(check_normalizer(p, &(*list)[i], where + ".normalizers[" + std::to_string(i) + "]"));
+    STRATA_TRY(read_normalizer(p, &(*list)[i], where + ".normalizers[" + std::to_string(i) + "]", nfc));
   }
   return {};
 }
@@ -283,7 +288,7 @@ Result<std::unique_ptr<Tokenizer>> load(const Parser& p, std::string_view text, 
     if (texts[id].empty()) texts[id] = "[EMPTY_" + std::to_string(id) + "]";  // no token has this id
   }
 
-  STRATA_TRY(check_normalizer(p, Parser::get(j, "normalizer"), "normalizer"));
+  STRATA_TRY(read_normalizer(p, Parser::get(j, "normalizer"), "normalizer", &opt.nfc));
   PreSteps steps;
   const json* pre = Parser::get(j, "pre_tokenizer");
   if (!pre) return p.bad("pre_tokenizer", "is missing (byte-level BPE needs a ByteLevel step)");

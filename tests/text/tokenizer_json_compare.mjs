@@ -1,23 +1,31 @@
 // Compares strata's tokenizer.json encoder with the Hugging Face reference (@huggingface/tokenizers,
 // pure JS) on generated mixed text: English, code, CJK, emoji, numbers, whitespace runs, other
 // scripts and added / special tokens inside the text.
-// Usage: node tokenizer_json_compare.mjs STRATA TOKENIZERS_MJS TOKENIZER_JSON [N_LINES] [WORK_DIR]
+// Usage: node tokenizer_json_compare.mjs STRATA TOKENIZERS_MJS TOKENIZER_JSON [N_LINES] [WORK_DIR] [nfc]
+// With "nfc" a copy of the file with an NFC normalizer (as Qwen's have) is compared instead.
 // Prints the agreement count; exits 1 on any disagreement (showing the first few).
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [strata, tokenizersMjs, tokJsonPath, nArg, workArg] = process.argv.slice(2);
-if (!strata || !tokenizersMjs || !tokJsonPath) {
+const [strata, tokenizersMjs, tokJsonArg, nArg, workArg, variant] = process.argv.slice(2);
+if (!strata || !tokenizersMjs || !tokJsonArg) {
   console.error("usage: node tokenizer_json_compare.mjs STRATA TOKENIZERS_MJS TOKENIZER_JSON [N_LINES] [WORK_DIR]");
   process.exit(2);
 }
 const nLines = Number(nArg ?? 12000);
-const work = workArg ?? path.dirname(tokJsonPath);
+const work = workArg ?? path.dirname(tokJsonArg);
 const { Tokenizer } = await import(pathToFileURL(tokenizersMjs).href);
 
-const tokJson = JSON.parse(fs.readFileSync(tokJsonPath, "utf8"));
+const tokJson = JSON.parse(fs.readFileSync(tokJsonArg, "utf8"));
+let tokJsonPath = tokJsonArg;
+if (variant === "nfc") {
+  tokJson.normalizer = { type: "NFC" };
+  fs.mkdirSync(path.join(work, "nfc"), { recursive: true });
+  tokJsonPath = path.join(work, "nfc", "tokenizer.json");
+  fs.writeFileSync(tokJsonPath, JSON.stringify(tokJson));
+}
 const cfgPath = path.join(path.dirname(tokJsonPath), "tokenizer_config.json");
 const tokCfg = fs.existsSync(cfgPath) ? JSON.parse(fs.readFileSync(cfgPath, "utf8")) : {};
 const tok = new Tokenizer(tokJson, tokCfg);
@@ -148,6 +156,6 @@ for (let i = 0; i < texts.length; ++i) {
     console.error(`line ${i + 1}: ${JSON.stringify(texts[i])}\n  reference ${JSON.stringify(want[i])}\n  strata    ${JSON.stringify(got[i])}`);
   }
 }
-console.log(`tokenizer.json agreement: ${agree} / ${texts.length} lines (${nTok} reference tokens; ` +
+console.log(`tokenizer.json${variant ? " (" + variant + ")" : ""} agreement: ${agree} / ${texts.length} lines (${nTok} reference tokens; ` +
   `reference ${tJs} ms, strata ${tStrata} ms incl. load)`);
 process.exit(agree === texts.length ? 0 : 1);

