@@ -235,10 +235,14 @@ Result<std::unique_ptr<Tokenizer>> load(const Parser& p, std::string_view text, 
   if (!vocab || !vocab->is_object()) return p.bad("model.vocab", "is missing or not an object");
   std::vector<std::string> texts;
   std::vector<int32_t> types;
-  std::vector<uint8_t> strip;
+  // Ids may leave holes, but not so many that a bad id makes us allocate gigabytes.
+  const json* added = Parser::get(j, "added_tokens");
+  const int64_t max_id =
+      4 * static_cast<int64_t>(vocab->size() + (added && added->is_array() ? added->size() : 0)) + 1024;
   auto place = [&](int64_t id, const std::string& s, int32_t type, const std::string& field) -> Status {
-    if (id < 0 || id >= (int64_t{1} << 30))
-      return p.bad(field, "id " + std::to_string(id) + " is out of range");
+    if (id < 0 || id >= max_id)
+      return p.bad(field,
+                   "id " + std::to_string(id) + " is out of range (0.." + std::to_string(max_id - 1) + ")");
     if (static_cast<size_t>(id) >= texts.size()) {
       texts.resize(id + 1);
       types.resize(id + 1, static_cast<int32_t>(text::TokenType::unused));
@@ -263,7 +267,7 @@ Result<std::unique_ptr<Tokenizer>> load(const Parser& p, std::string_view text, 
   }
   if (texts.empty()) return p.bad("model.vocab", "is empty");
   std::vector<std::pair<int32_t, uint8_t>> strips;
-  if (const json* added = Parser::get(j, "added_tokens")) {
+  if (added) {
     if (!added->is_array()) return p.bad("added_tokens", "is not an array");
     for (size_t i = 0; i < added->size(); ++i) {
       const json& a = (*added)[i];
@@ -375,6 +379,7 @@ Result<std::unique_ptr<Tokenizer>> load(const Parser& p, std::string_view text, 
     d.merges.push_back(left + " " + right);
   }
 
+  d.leftmost_longest = true;
   d.tokens = std::move(texts);
   d.token_types = std::move(types);
   if (!strips.empty()) {

@@ -134,6 +134,7 @@ Result<Vocab> Vocab::build(VocabData& d) {
 
   Vocab v;
   v.strip = d.token_strip;
+  v.leftmost_longest = d.leftmost_longest;
   v.text = std::move(d.tokens);
   d.tokens.clear();
   v.score = d.scores.empty() ? std::vector<float>(n, 0.0f) : d.scores;
@@ -216,12 +217,53 @@ Status Vocab::finish_specials(const VocabData& d, int32_t default_bos, int32_t d
   }
   std::stable_sort(specials.begin(), specials.end(),
                    [&](int32_t a, int32_t b) { return text[a].size() > text[b].size(); });
+  specials_by_byte.clear();
+  if (leftmost_longest) {
+    specials_by_byte.resize(256);
+    for (int32_t id : specials) specials_by_byte[static_cast<uint8_t>(text[id][0])].push_back(id);
+  }
   return {};
 }
+
+namespace {
+
+// HF's scan: at each position the longest special token that starts there, else move on.
+std::vector<Fragment> partition_leftmost_longest(const Vocab& vocab, std::string_view text,
+                                                 bool parse_special) {
+  std::vector<Fragment> frags;
+  size_t start = 0;  // of the pending plain text
+  for (size_t pos = 0; pos < text.size();) {
+    int32_t hit = -1;
+    for (int32_t id : vocab.specials_by_byte[static_cast<uint8_t>(text[pos])]) {
+      if (!parse_special && (vocab.attr[id] & (kAttrControl | kAttrUnknown))) continue;
+      if (text.compare(pos, vocab.text[id].size(), vocab.text[id]) == 0) {
+        hit = id;
+        break;
+      }
+    }
+    if (hit < 0) {
+      ++pos;
+      continue;
+    }
+    if (pos > start) frags.push_back({-1, text.substr(start, pos - start)});
+    frags.push_back({hit, vocab.text[hit]});
+    pos += vocab.text[hit].size();
+    start = pos;
+  }
+  if (start < text.size()) frags.push_back({-1, text.substr(start)});
+  return frags;
+}
+
+}  // namespace
 
 std::vector<Fragment> partition_specials(const Vocab& vocab, std::string_view text, bool parse_special) {
   std::vector<Fragment> frags;
   if (text.empty()) return frags;
+  if (vocab.leftmost_longest) {
+    frags = partition_leftmost_longest(vocab, text, parse_special);
+    if (!vocab.strip.empty()) strip_beside_tokens(vocab, &frags);
+    return frags;
+  }
   frags.push_back({-1, text});
   std::vector<Fragment> next;
   for (int32_t id : vocab.specials) {

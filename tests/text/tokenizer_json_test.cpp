@@ -16,7 +16,8 @@ namespace {
 using Ids = std::vector<int32_t>;
 
 // Vocab: 0 <unk>, 1 <s>, 2 </s>, 3..10 single characters, 11..19 merge results, 20..23 byte
-// fallback tokens, then added tokens 24 "<|user|>" (special, rstrip) and 25 "[MASK]" (lstrip).
+// fallback tokens, then added tokens 24 "<|user|>" (special, rstrip), 25 "[MASK]" (lstrip) and two
+// that overlap, 28 "<ab" and 29 "b>hello".
 // Byte 0xC3 is "Ã" (UTF-8 C3 83) in the byte alphabet, byte 0xA9 is "©" (C2 A9).
 std::string tiny_json(const std::string& model_extra = R"("byte_fallback": true, "fuse_unk": true,)",
                       const std::string& pre = R"({"type": "Sequence", "pretokenizers": [
@@ -30,7 +31,9 @@ std::string tiny_json(const std::string& model_extra = R"("byte_fallback": true,
     {"id": 1, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
     {"id": 2, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
     {"id": 24, "content": "<|user|>", "single_word": false, "lstrip": false, "rstrip": true, "normalized": false, "special": true},
-    {"id": 25, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": false, "normalized": true, "special": false}
+    {"id": 25, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": false, "normalized": true, "special": false},
+    {"id": 28, "content": "<ab", "special": false},
+    {"id": 29, "content": "b>hello", "special": false}
   ],
   "normalizer": )" +
          normalizer + R"(,
@@ -75,7 +78,7 @@ std::string load_error(const std::string& json, const std::string& config = "") 
 TEST(TokenizerJson, AppliesMergesByRank) {
   auto tok = load(tiny_json());
   ASSERT_NE(tok, nullptr);
-  EXPECT_EQ(tok->n_vocab(), 28);
+  EXPECT_EQ(tok->n_vocab(), 30);
   EXPECT_EQ(tok->encode("hello world", false, false), (Ids{14, 19}));
   EXPECT_EQ(tok->encode("hello", false, false), (Ids{14}));
   EXPECT_EQ(tok->encode("hell", false, false), (Ids{11, 12}));  // "l l" outranks "e l" (no such merge)
@@ -131,6 +134,9 @@ TEST(TokenizerJson, AddedTokensSplitAndStrip) {
   EXPECT_TRUE(tok->is_control(1));
   EXPECT_EQ(tok->decode({1, 14}, /*special=*/true), "<s>hello");
   EXPECT_EQ(tok->decode({1, 14}), "hello");
+  // Leftmost-longest, as HF matches added tokens ("b>hello" is longer but starts later).
+  EXPECT_EQ(tok->encode("<ab>hello", false, false), (Ids{28, 0, 14}));
+  EXPECT_EQ(tok->encode("a b>hello", false, false), (Ids{0, 7, 29}));
 }
 
 TEST(TokenizerJson, BosFromPostProcessorAndConfig) {
@@ -218,6 +224,9 @@ TEST(TokenizerJson, ErrorsNameTheFileAndTheField) {
 
   e = load_error(replaced(tiny_json(), "\"id\": 25", "\"id\": 3"));  // "[MASK]" on the id of "h"
   EXPECT_NE(e.find("added_tokens[4]: id 3 is '[MASK]' but already 'h'"), std::string::npos) << e;
+
+  e = load_error(replaced(tiny_json(), "\"id\": 25", "\"id\": 2000000000"));
+  EXPECT_NE(e.find("added_tokens[4]: id 2000000000 is out of range"), std::string::npos) << e;
 
   e = load_error(tiny_json(), R"({"eos_token": "<eos>"})");
   EXPECT_NE(e.find("tiny/tokenizer_config.json: eos_token: token '<eos>' is not in the vocabulary"),
