@@ -128,7 +128,7 @@ int cmd_tokenize(int argc, char** argv) {
   if (fx->count()) return export_tokenizer_json(model_path, export_json);
   if (p->count() == 0 && f->count() == 0) return fail("give the text with -p TEXT or -f FILE", 2);
   if (m->count() == 0 && t->count() == 0)
-    return fail("give the tokenizer with -m MODEL.gguf or --tokenizer FILE", 2);
+    return fail("give the model with -m MODEL.gguf (or a tokenizer.json with --tokenizer FILE)", 2);
 
   std::string text;
   if (f->count()) {
