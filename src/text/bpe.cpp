@@ -3,25 +3,31 @@
 #include <cstdio>
 #include <queue>
 
+#include "text/unicode_nfc.h"
 #include "text/utf8.h"
 
 namespace strata::text {
 
 Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(VocabData data) {
+  if (data.pre.empty()) data.pre = "default";
+  BpeOptions opt;
+  STRATA_ASSIGN(opt.pre, pre_tokenizer_info(data.pre));
+  return create(std::move(data), std::move(opt));
+}
+
+Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(VocabData data, BpeOptions opt) {
   if (data.model != "gpt2")
     return err("BPE tokenizer needs tokenizer.ggml.model 'gpt2', got '%s'", data.model.c_str());
-  const std::string pre = data.pre.empty() ? "default" : data.pre;
-  STRATA_ASSIGN(PreTokenizerInfo info, pre_tokenizer_info(pre));
-  STRATA_ASSIGN(std::unique_ptr<PreTokenizer> pt, PreTokenizer::create(info.regexes));
+  STRATA_ASSIGN(std::unique_ptr<PreTokenizer> pt, PreTokenizer::create(opt.pre.regexes, opt.dialect));
   STRATA_ASSIGN(Vocab vocab, Vocab::build(data));
   // No implicit BOS/EOS ids for BPE vocabs (llama.cpp's default of 11 is a GPT-NeoX leftover).
-  STRATA_TRY(vocab.finish_specials(data, -1, -1, -1, info.add_bos));
+  STRATA_TRY(vocab.finish_specials(data, -1, -1, -1, opt.pre.add_bos));
   if (data.merges.empty())
     return err("tokenizer.ggml.merges is missing or empty (required for a gpt2 tokenizer)");
 
-  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer(std::move(vocab), data.model, pre));
+  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer(std::move(vocab), data.model, data.pre));
   t->pre_tokenizer_ = std::move(pt);
-  t->info_ = std::move(info);
+  t->opt_ = std::move(opt);
   const Vocab& v = t->vocab_;
   for (int b = 0; b < 256; ++b) t->byte_token_[b] = v.find(byte_to_utf8(static_cast<uint8_t>(b)));
 
@@ -49,12 +55,50 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(VocabData data) {
 }
 
 void BpeTokenizer::encode_fragment(std::string_view text, bool, std::vector<int32_t>* out) const {
+  std::string buf;
+  if (opt_.nfc) {
+    buf = nfc(text);
+    text = buf;
+  }
+  if (opt_.add_prefix_space && !text.empty() && text[0] != ' ') {
+    buf = " " + std::string(text);  // copies before assigning: text may view buf
+    text = buf;
+  }
   for (const std::string& w : pre_tokenizer_->split(text)) encode_word(w, out);
+}
+
+bool BpeTokenizer::encode_unknown_byte(uint8_t byte, bool after_unk, std::vector<int32_t>* out) const {
+  const std::string& cpt = byte_to_utf8(byte);
+  if (!opt_.hf_unknown) {
+    // llama.cpp tries each UTF-8 byte of that character as a one-byte token and drops the
+    // ones that do not exist.
+    for (char c : cpt) {
+      if (int32_t id = vocab_.find(std::string_view(&c, 1)); id >= 0) out->push_back(id);
+    }
+    return false;
+  }
+  if (opt_.byte_fallback) {
+    int32_t ids[4];
+    size_t n = 0;
+    for (char c : cpt) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", static_cast<uint8_t>(c));
+      if ((ids[n] = vocab_.find(name)) < 0) break;
+      ++n;
+    }
+    if (n == cpt.size()) {
+      out->insert(out->end(), ids, ids + n);
+      return false;
+    }
+  }
+  if (vocab_.unk < 0) return false;
+  if (!(opt_.fuse_unk && after_unk)) out->push_back(vocab_.unk);
+  return true;
 }
 
 void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t>* out) const {
   if (raw.empty()) return;
-  if (info_.ignore_merges) {
+  if (opt_.pre.ignore_merges) {
     if (int32_t id = vocab_.find(byte_level_encode(raw)); id >= 0) {
       out->push_back(id);
       return;
@@ -102,16 +146,14 @@ void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t>* out) 
     consider(c.left, l.next);
   }
 
+  bool after_unk = false;
   for (int32_t i = 0; i >= 0 && i < static_cast<int32_t>(sym.size()); i = sym[i].next) {
     if (sym[i].id >= 0) {
       out->push_back(sym[i].id);
+      after_unk = false;
       continue;
     }
-    // A byte whose alphabet character is not a token: llama.cpp tries each UTF-8 byte of that
-    // character as a one-byte token and drops the ones that do not exist.
-    for (char c : byte_to_utf8(static_cast<uint8_t>(raw[i]))) {
-      if (int32_t id = vocab_.find(std::string_view(&c, 1)); id >= 0) out->push_back(id);
-    }
+    after_unk = encode_unknown_byte(static_cast<uint8_t>(raw[i]), after_unk, out);
   }
 }
 

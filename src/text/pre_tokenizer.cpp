@@ -55,14 +55,18 @@ struct PreTokenizer::Regex {
 
 PreTokenizer::~PreTokenizer() = default;
 
-Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(const std::vector<std::string>& regexes) {
+Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(const std::vector<std::string>& regexes,
+                                                           RegexDialect dialect) {
   std::unique_ptr<PreTokenizer> pt(new PreTokenizer());
+  pt->dialect_ = dialect;
   for (const std::string& src : regexes) {
     STRATA_ASSIGN(std::string pat, expand_whitespace_escapes(src));
     int code = 0;
     PCRE2_SIZE off = 0;
-    // DOLLAR_ENDONLY: `$` means the piece end only (ECMAScript semantics, as in llama.cpp).
-    const uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY;
+    // llama.cpp: `$` means the piece end only (ECMAScript semantics). Oniguruma (HF): `^` and
+    // `$` also match at line breaks.
+    const uint32_t opts =
+        PCRE2_UTF | PCRE2_UCP | (dialect == RegexDialect::llama_cpp ? PCRE2_DOLLAR_ENDONLY : PCRE2_MULTILINE);
     auto re = std::make_unique<Regex>();
     re->code =
         pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(), opts, &code, &off, nullptr);
@@ -107,8 +111,9 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
   const std::vector<uint32_t> cpts = utf8_decode(text);
   // The regex subject: valid UTF-8 of cpts, with two substitutions (the words keep the original
   // code points):
-  //  * non-ASCII White_Space -> U+000B. llama.cpp does this before every regex it runs, so e.g.
-  //    U+3000 matches \s but not a class that lists U+3000 (deepseek's CJK ranges);
+  //  * non-ASCII White_Space -> U+000B (llama_cpp dialect only). llama.cpp does this before every
+  //    regex it runs, so e.g. U+3000 matches \s but not a class that lists U+3000 (deepseek's
+  //    CJK ranges);
   //  * surrogates, which the lenient decoder lets through, -> U+FFFD (PCRE2 needs valid UTF-8).
   // byte_of[i] = subject offset of cpt i; cpt_of maps offsets back.
   std::string subj;
@@ -117,7 +122,7 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
   for (size_t i = 0; i < cpts.size(); ++i) {
     byte_of[i] = subj.size();
     uint32_t c = cpts[i];
-    if (c >= 0x80 && is_unicode_space(c)) c = 0x0B;
+    if (c >= 0x80 && dialect_ == RegexDialect::llama_cpp && is_unicode_space(c)) c = 0x0B;
     if (c >= 0xD800 && c <= 0xDFFF) c = kReplacementChar;
     utf8_append(&subj, c);
   }

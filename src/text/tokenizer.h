@@ -1,7 +1,9 @@
 // Tokenizers read from GGUF metadata (tokenizer.ggml.*): byte-level BPE (`gpt2`) with llama.cpp's
-// named pre-tokenizers, and SentencePiece (`llama`) with byte fallback.
+// named pre-tokenizers, and SentencePiece (`llama`) with byte fallback; and from a Hugging Face
+// tokenizer.json whose model is byte-level BPE (tokenizer_json.cpp).
 //
-// Token ids match llama.cpp (de3ff81) llama_tokenize / llama_token_to_piece for the same vocab.
+// GGUF token ids match llama.cpp (de3ff81) llama_tokenize / llama_token_to_piece for the same
+// vocab; tokenizer.json ids match HF tokenizers (added tokens split out before pre-tokenizing).
 // Encoding never fails: any bytes are accepted (invalid UTF-8 is handled as llama.cpp does).
 #pragma once
 
@@ -22,10 +24,19 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& file);
   // The same from plain metadata (what from_gguf reads); errors name the bad field.
   static Result<std::unique_ptr<Tokenizer>> from_data(text::VocabData data);
+  // A Hugging Face tokenizer.json (model BPE, ByteLevel pre-tokenizer). A tokenizer_config.json in
+  // the same directory, if there is one, gives bos / eos / unk / pad and add_bos_token /
+  // add_eos_token (as transformers reads them). Errors name the file and the field.
+  static Result<std::unique_ptr<Tokenizer>> from_json_file(const std::string& path);
+  // The same from the files' text (config_json may be empty); the names are used in errors.
+  static Result<std::unique_ptr<Tokenizer>> from_json(
+      std::string_view tokenizer_json, std::string_view config_json, const std::string& name,
+      const std::string& config_name = "tokenizer_config.json");
   virtual ~Tokenizer() = default;
 
   // add_special: prepend BOS / append EOS as the vocab's metadata says.
-  // parse_special: text like "<|im_start|>" becomes its control token (else plain text).
+  // parse_special: text like "<|im_start|>" becomes its control token (else plain text; HF
+  // tokenizers always split special added tokens out, i.e. parse_special = true).
   // User-defined tokens are always matched as whole tokens (as in llama.cpp / HF tokenizers).
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const = 0;
   // The bytes of one token as text (byte-level tokens mapped back to raw bytes; control tokens
@@ -55,5 +66,8 @@ class Tokenizer {
   virtual const std::string& token_text(int32_t id) const = 0;  // raw vocab text; "" when out of range
   virtual int32_t find_token(std::string_view text) const = 0;  // exact vocab text -> id, -1 if none
 };
+
+// The tokenizer.ggml.* metadata of a GGUF as plain data (what from_gguf builds from).
+Result<text::VocabData> read_vocab_data(const GgufFile& file);
 
 }  // namespace strata

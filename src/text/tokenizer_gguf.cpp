@@ -17,6 +17,8 @@ Status read_opt_bool(const GgufFile& f, const char* key, std::optional<bool>* ou
   return {};
 }
 
+}  // namespace
+
 Result<text::VocabData> read_vocab_data(const GgufFile& f) {
   text::VocabData d;
   STRATA_ASSIGN(d.model, f.get_string("tokenizer.ggml.model"));
@@ -46,8 +48,6 @@ Result<text::VocabData> read_vocab_data(const GgufFile& f) {
   STRATA_TRY(read_opt_bool(f, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix));
   return d;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
   auto data = read_vocab_data(file);

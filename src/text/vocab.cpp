@@ -1,5 +1,7 @@
 #include "text/vocab.h"
 
+#include "text/utf8.h"
+
 #include <algorithm>
 #include <initializer_list>
 #include <limits>
@@ -78,6 +80,42 @@ constexpr std::initializer_list<const char*> kFimRepTexts = {"<|fim_repo|>", "<|
                                                              "<REPO>", "<reponame>"};
 constexpr std::initializer_list<const char*> kFimSepTexts = {"<|file_sep|>"};
 
+bool is_white_space(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+// Drops the White_Space an lstrip / rstrip token swallows from the text fragments beside it
+// (HF tokenizers' AddedVocabulary), and the fragments left empty.
+void strip_beside_tokens(const Vocab& vocab, std::vector<Fragment>* frags) {
+  std::vector<Fragment>& f = *frags;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i].token < 0) continue;
+    const uint8_t bits = vocab.strip[f[i].token];
+    if ((bits & kStripLeft) && i > 0 && f[i - 1].token < 0) {
+      std::string_view& t = f[i - 1].text;
+      while (!t.empty()) {  // back up over whole code points
+        size_t start = t.size() - 1;
+        while (start > 0 && (static_cast<uint8_t>(t[start]) & 0xC0) == 0x80) --start;
+        size_t pos = start;
+        if (!is_white_space(utf8_decode_one(t, &pos))) break;
+        t.remove_suffix(t.size() - start);
+      }
+    }
+    if ((bits & kStripRight) && i + 1 < f.size() && f[i + 1].token < 0) {
+      std::string_view& t = f[i + 1].text;
+      while (!t.empty()) {
+        size_t pos = 0;
+        if (!is_white_space(utf8_decode_one(t, &pos))) break;
+        t.remove_prefix(pos);
+      }
+    }
+  }
+  f.erase(std::remove_if(f.begin(), f.end(), [](const Fragment& x) { return x.token < 0 && x.text.empty(); }),
+          f.end());
+}
+
 }  // namespace
 
 Result<Vocab> Vocab::build(VocabData& d) {
@@ -91,7 +129,12 @@ Result<Vocab> Vocab::build(VocabData& d) {
     return err("tokenizer.ggml.token_type has %zu entries but tokenizer.ggml.tokens has %zu",
                d.token_types.size(), n);
 
+  if (!d.token_strip.empty() && d.token_strip.size() != n)
+    return err("token strip flags have %zu entries but there are %zu tokens", d.token_strip.size(), n);
+
   Vocab v;
+  v.strip = d.token_strip;
+  v.leftmost_longest = d.leftmost_longest;
   v.text = std::move(d.tokens);
   d.tokens.clear();
   v.score = d.scores.empty() ? std::vector<float>(n, 0.0f) : d.scores;
@@ -174,12 +217,53 @@ Status Vocab::finish_specials(const VocabData& d, int32_t default_bos, int32_t d
   }
   std::stable_sort(specials.begin(), specials.end(),
                    [&](int32_t a, int32_t b) { return text[a].size() > text[b].size(); });
+  specials_by_byte.clear();
+  if (leftmost_longest) {
+    specials_by_byte.resize(256);
+    for (int32_t id : specials) specials_by_byte[static_cast<uint8_t>(text[id][0])].push_back(id);
+  }
   return {};
 }
+
+namespace {
+
+// HF's scan: at each position the longest special token that starts there, else move on.
+std::vector<Fragment> partition_leftmost_longest(const Vocab& vocab, std::string_view text,
+                                                 bool parse_special) {
+  std::vector<Fragment> frags;
+  size_t start = 0;  // of the pending plain text
+  for (size_t pos = 0; pos < text.size();) {
+    int32_t hit = -1;
+    for (int32_t id : vocab.specials_by_byte[static_cast<uint8_t>(text[pos])]) {
+      if (!parse_special && (vocab.attr[id] & (kAttrControl | kAttrUnknown))) continue;
+      if (text.compare(pos, vocab.text[id].size(), vocab.text[id]) == 0) {
+        hit = id;
+        break;
+      }
+    }
+    if (hit < 0) {
+      ++pos;
+      continue;
+    }
+    if (pos > start) frags.push_back({-1, text.substr(start, pos - start)});
+    frags.push_back({hit, vocab.text[hit]});
+    pos += vocab.text[hit].size();
+    start = pos;
+  }
+  if (start < text.size()) frags.push_back({-1, text.substr(start)});
+  return frags;
+}
+
+}  // namespace
 
 std::vector<Fragment> partition_specials(const Vocab& vocab, std::string_view text, bool parse_special) {
   std::vector<Fragment> frags;
   if (text.empty()) return frags;
+  if (vocab.leftmost_longest) {
+    frags = partition_leftmost_longest(vocab, text, parse_special);
+    if (!vocab.strip.empty()) strip_beside_tokens(vocab, &frags);
+    return frags;
+  }
   frags.push_back({-1, text});
   std::vector<Fragment> next;
   for (int32_t id : vocab.specials) {
@@ -209,6 +293,7 @@ std::vector<Fragment> partition_specials(const Vocab& vocab, std::string_view te
     }
     frags.swap(next);
   }
+  if (!vocab.strip.empty()) strip_beside_tokens(vocab, &frags);
   return frags;
 }
 

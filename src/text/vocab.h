@@ -42,6 +42,9 @@ enum TokenAttr : uint32_t {
   kAttrByte = 1u << 5,
 };
 
+// Whitespace an added token of a tokenizer.json swallows next to it (its lstrip / rstrip flags).
+enum StripBits : uint8_t { kStripLeft = 1, kStripRight = 2 };
+
 struct VocabData {
   std::string model;                 // tokenizer.ggml.model: "gpt2" (BPE) or "llama" (SPM)
   std::string pre;                   // tokenizer.ggml.pre ("" = default)
@@ -52,12 +55,17 @@ struct VocabData {
   std::optional<int64_t> bos_id, eos_id, eot_id, eom_id, unk_id, pad_id;
   std::optional<int64_t> fim_pad_id, fim_rep_id, fim_sep_id;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
+  std::vector<uint8_t> token_strip;  // StripBits per token (tokenizer.json only; empty = none)
+  // Special tokens match leftmost-longest in the text (HF tokenizers) instead of longest token
+  // first over the whole text (llama.cpp).
+  bool leftmost_longest = false;
 };
 
 struct Vocab {
   std::vector<std::string> text;  // [n_vocab]
   std::vector<float> score;       // [n_vocab]
   std::vector<uint32_t> attr;     // [n_vocab] TokenAttr bits
+  std::vector<uint8_t> strip;     // [n_vocab] StripBits, or empty when no token strips
   TokenIndex index;               // text -> id over `text`
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
@@ -66,6 +74,9 @@ struct Vocab {
   std::set<int32_t> eog;
   // Control / user-defined / unknown ids, longest text first (the order llama.cpp splits in).
   std::vector<int32_t> specials;
+  bool leftmost_longest = false;  // VocabData::leftmost_longest
+  // leftmost_longest only: `specials` by their first byte (longest first), for the scan.
+  std::vector<std::vector<int32_t>> specials_by_byte;
 
   int32_t n() const { return static_cast<int32_t>(text.size()); }
   int32_t find(std::string_view s) const { return index.find(s, text); }
@@ -85,8 +96,10 @@ struct Fragment {
   std::string_view text;
 };
 
-// Splits text on special-token texts, longest tokens first (llama.cpp tokenizer_st_partition).
+// Splits text on special-token texts, longest tokens first (llama.cpp tokenizer_st_partition), or
+// leftmost-longest when vocab.leftmost_longest (HF tokenizers' added vocabulary).
 // User-defined tokens are always split out; control and unknown tokens only with parse_special.
+// A token with StripBits drops the Unicode White_Space on that side of it from the text beside it.
 std::vector<Fragment> partition_specials(const Vocab& vocab, std::string_view text, bool parse_special);
 
 }  // namespace strata::text

@@ -205,4 +205,43 @@ TEST_F(TokenizeCli, BadInputOneLineErrors) {
   expect_one_line_error(strata("tokenize" + m + " -p x --bogus"), "bogus");
 }
 
+// A GGUF vocab written as tokenizer.json (--export-tokenizer-json) and read back (--tokenizer)
+// gives the GGUF's ids; --lines takes one escaped text per line.
+TEST_F(TokenizeCli, TokenizerJsonExportAndLines) {
+  STRATA_REQUIRE_FIXTURES(fx);
+  const std::string gguf = fx + "/vocab/ggml-vocab-gpt-2.gguf";
+  const std::string tj = path("tokenizer.json");
+  Proc e = strata("tokenize -m " + gguf + " --export-tokenizer-json " + tj);
+  ASSERT_EQ(e.code, 0) << e.err;
+  spit(path("lines.txt"), "Hello world\n\\tTabs and\\nnewlines\n\nna\xc3\xafve 123  \n");
+  Proc a = strata("tokenize -m " + gguf + " --lines -f " + path("lines.txt"));
+  Proc b = strata("tokenize --tokenizer " + tj + " --lines -f " + path("lines.txt"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  std::istringstream lines(b.out);
+  std::vector<std::string> got;
+  for (std::string l; std::getline(lines, l);) got.push_back(l);
+  ASSERT_EQ(got.size(), 4u) << b.out;
+  EXPECT_EQ(parse_id_list(got[0]), cli_ids(gguf, "Hello world"));
+  EXPECT_EQ(parse_id_list(got[1]), cli_ids(gguf, "\tTabs and\nnewlines"));  // escapes processed
+  EXPECT_EQ(got[2], "[]");
+  EXPECT_EQ(parse_id_list(got[3]), cli_ids(gguf, "na\xc3\xafve 123  "));
+}
+
+TEST_F(TokenizeCli, TokenizerJsonBadInputOneLineErrors) {
+  expect_one_line_error(strata("tokenize --tokenizer " + path("nope.json") + " -p x"), "nope.json");
+  spit(path("wordpiece.json"), R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
+  expect_one_line_error(strata("tokenize --tokenizer " + path("wordpiece.json") + " -p x"),
+                        "wordpiece.json: model.type: 'WordPiece' is not supported");
+  spit(path("broken.json"), R"({"model": )");
+  expect_one_line_error(strata("tokenize --tokenizer " + path("broken.json") + " -p x"), "not valid JSON");
+  expect_one_line_error(strata("tokenize -m " + model() + " --tokenizer " + path("broken.json") + " -p x"),
+                        "excludes");
+  // The bundled model's vocab is SentencePiece: not a byte-level BPE tokenizer.json.
+  expect_one_line_error(strata("tokenize -m " + model() + " --export-tokenizer-json " + path("out.json")),
+                        "'llama'");
+  expect_one_line_error(strata("tokenize -m " + model() + " -p x --lines"), "-f");
+}
+
 }  // namespace
