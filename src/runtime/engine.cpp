@@ -153,7 +153,7 @@ Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
   auto r = std::make_unique<Request>();
   r->p = std::move(p);
   r->sink = std::move(sink);
-  r->t_submit = now_seconds();
+  r->t_submit = r->p.t_arrival > 0 ? std::min(r->p.t_arrival, now_seconds()) : now_seconds();
   uint64_t id;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -66,6 +66,9 @@ struct CompletionParams {
   bool special = false;          // control tokens' text is part of the output
   bool return_tokens = false;    // events carry the sampled token ids (llama-server's return_tokens)
   bool final_on_cancel = false;  // a cancelled request still gets its final event (finish = cancelled)
+  // now_seconds() when the request reached the server (a server passes its accept / first byte);
+  // queue, TTFT and end-to-end times count from it. 0: from submit().
+  double t_arrival = 0;
 };
 
 struct CompletionEvent {

@@ -1,225 +1,257 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
 
-#include <ctime>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <unordered_set>
 
-#include "server/event_channel.h"
+#include "base/clock.h"
+#include "server/api_routes.h"
+#include "server/http_connection.h"
 #include "server/openai_api.h"
 
 namespace strata::server {
 
-using nlohmann::json;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
 
 namespace {
 
-// Model text is bytes: a token may end inside a UTF-8 character or hold an invalid sequence.
-// JSON needs valid UTF-8, so invalid bytes become U+FFFD (never an exception on a server thread).
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+constexpr int kReservedFds = 64;  // files the process needs besides its client connections
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json; charset=utf-8");
-}
-
-void send_error(httplib::Response& res, int status, const std::string& message) {
-  send_json(res, status, error_body(message, status));
-}
-
-std::string sse(const json& j) {
-  return "data: " + dump(j) + "\n\n";
-}
-
-// A streamed response's state, shared by httplib's content provider and its releaser.
-struct Stream {
-  std::shared_ptr<EventChannel> ch;
-  ApiResponseHead head;
-  bool include_usage = false;
-  bool first = true;
-  bool finished = false;
-};
-
-// One call of a streamed response's content provider: waits for the next event, writes its SSE
-// chunks; false when the client is gone.
-bool stream_step(Stream& st, httplib::DataSink& sink) {
-  if (st.finished) {
-    sink.done();
-    return true;
-  }
-  CompletionEvent ev = st.ch->pop();
-  std::string out;
-  if (!ev.text.empty()) {
-    out += sse(chunk_body(st.head, ev.text, nullptr, st.first));
-    st.first = false;
-  }
-  if (ev.done) {
-    if (ev.finish == FinishReason::error) {
-      out += sse(error_body(ev.error, 500));
-    } else {
-      out += sse(chunk_body(st.head, "", api_finish_reason(ev.finish), st.first));
-      if (st.include_usage) {
-        json u = chunk_body(st.head, "", nullptr, false);
-        u["choices"] = json::array();
-        u["usage"] = usage_body(ev);
-        u["timings"] = timings_body(ev);
-        out += sse(u);
-      }
-    }
-    out += "data: [DONE]\n\n";
-    st.finished = true;
-  }
-  if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
-  if (st.finished) sink.done();
-  return true;
+HttpResponse error_response(int status, const std::string& message) {
+  return HttpResponse{status, "application/json; charset=utf-8", error_body(message, status).dump(), {}};
 }
 
 }  // namespace
 
+class HttpServer::Impl : public ConnectionHost {
+ public:
+  Impl(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, ServerOptions opts)
+      : opts_(std::move(opts)),
+        api_(engine, tok, chat, opts_),
+        routes_(api_.routes()),
+        workers_(static_cast<size_t>(std::max(1, opts_.workers))),
+        acceptor_(ioc_),
+        shutdown_timer_(ioc_),
+        retry_timer_(ioc_) {}
+
+  ~Impl() override { workers_.join(); }
+
+  Result<int> bind();
+  void run();
+  void stop() {
+    net::post(ioc_, [this] { begin_shutdown(); });
+  }
+
+  // ConnectionHost
+  double timeout_s() const override { return opts_.timeout_s; }
+  size_t max_body_bytes() const override { return opts_.max_body_bytes; }
+  const Route* route(const HttpRequest& head, HttpResponse* refusal) const override;
+  void run(const Route& r, const std::shared_ptr<Exchange>& ex) override;
+  void closed(Connection* c) override {
+    conns_.erase(c);
+    if (stopping_ && running_ && conns_.empty()) ioc_.stop();
+  }
+
+  ServerOptions opts_;
+  int max_conns_ = 0;
+  std::string note_;
+
+ private:
+  void accept();
+  void refuse(tcp::socket s);
+  void begin_shutdown();
+
+  Api api_;
+  std::vector<Route> routes_;
+  std::unordered_set<Connection*> conns_;  // I/O thread only; declared before ioc_: outlives its handlers
+  net::thread_pool workers_;
+  net::io_context ioc_{1};
+  tcp::acceptor acceptor_;
+  net::steady_timer shutdown_timer_, retry_timer_;
+  bool stopping_ = false, running_ = false;
+};
+
+Result<int> HttpServer::Impl::bind() {
+  if (opts_.port < 0 || opts_.port > 65535) return err("--port %d must be in [0, 65535]", opts_.port);
+  if (opts_.max_connections < 1) return err("--max-connections %d must be >= 1", opts_.max_connections);
+  if (!(opts_.timeout_s > 0)) return err("--timeout %g must be > 0 seconds", opts_.timeout_s);
+  if (!(opts_.shutdown_timeout_s >= 0))
+    return err("--shutdown-timeout %g must be >= 0", opts_.shutdown_timeout_s);
+  // Every connection is a file: raise the soft limit to the hard one, and hold the bound to it.
+  rlimit rl{};
+  max_conns_ = opts_.max_connections;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const auto room = static_cast<long long>(rl.rlim_cur) - kReservedFds;
+    if (rl.rlim_cur != RLIM_INFINITY && room < max_conns_) {
+      max_conns_ = static_cast<int>(std::max(1LL, room));
+      note_ = "--max-connections " + std::to_string(opts_.max_connections) + " lowered to " +
+              std::to_string(max_conns_) + ": RLIMIT_NOFILE allows " + std::to_string(rl.rlim_cur) +
+              " open files";
+    }
+  }
+  error_code ec;
+  tcp::resolver resolver(ioc_);
+  auto eps = resolver.resolve(opts_.host, std::to_string(opts_.port), tcp::resolver::passive, ec);
+  if (ec || eps.empty())
+    return err("cannot bind %s:%d: %s is not an address or host name (%s)", opts_.host.c_str(), opts_.port,
+               opts_.host.c_str(), ec.message().c_str());
+  const tcp::endpoint ep = eps.begin()->endpoint();
+  acceptor_.open(ep.protocol(), ec);
+  // SO_REUSEADDR only (a restart need not wait for TIME_WAIT); never SO_REUSEPORT: two servers on
+  // one port would split its traffic.
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error_code ignored;
+    acceptor_.close(ignored);
+    return err("cannot bind %s:%d: %s", opts_.host.c_str(), opts_.port, ec.message().c_str());
+  }
+  return static_cast<int>(acceptor_.local_endpoint().port());
+}
+
+void HttpServer::Impl::run() {
+  running_ = true;
+  accept();
+  ioc_.run();
+  running_ = false;
+  // Whatever is left (the shutdown timed out): no exchange may reach a connection from now on.
+  const std::vector<Connection*> left(conns_.begin(), conns_.end());
+  for (Connection* c : left) c->abandon();
+}
+
+void HttpServer::Impl::accept() {
+  acceptor_.async_accept([this](error_code ec, tcp::socket s) {
+    if (stopping_ || ec == net::error::operation_aborted) return;
+    if (ec) {  // out of files (EMFILE) and the like: try again shortly
+      retry_timer_.expires_after(std::chrono::milliseconds(50));
+      retry_timer_.async_wait([this](error_code e) {
+        if (!e && !stopping_) accept();
+      });
+      return;
+    }
+    if (static_cast<int>(conns_.size()) >= max_conns_) {
+      refuse(std::move(s));
+    } else {
+      auto c = std::make_shared<Connection>(std::move(s), *this, now_seconds());
+      conns_.insert(c.get());
+      c->start();
+    }
+    accept();
+  });
+}
+
+// Beyond --max-connections: a 503 that says so, then the socket closes (after reading for at most
+// a second what the client sent, so that the close does not reset the answer away).
+void HttpServer::Impl::refuse(tcp::socket s) {
+  struct Refused {
+    tcp::socket sock;
+    net::steady_timer timer;
+    std::string msg;
+    char drain[4096];
+  };
+  HttpResponse r = error_response(
+      503, "server busy: " + std::to_string(max_conns_) + " connections are open (--max-connections)");
+  auto st = std::make_shared<Refused>(Refused{std::move(s), net::steady_timer(ioc_), {}, {}});
+  st->msg = "HTTP/1.1 503 Service Unavailable\r\nServer: strata\r\nContent-Type: " + r.content_type +
+            "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(r.body.size()) +
+            "\r\n\r\n" + r.body;
+  net::async_write(st->sock, net::buffer(st->msg), [st](error_code ec, size_t) {
+    error_code ignored;
+    if (ec) return (void)st->sock.close(ignored);
+    st->sock.shutdown(tcp::socket::shutdown_send, ignored);
+    st->timer.expires_after(std::chrono::seconds(1));
+    st->timer.async_wait([st](error_code) {
+      error_code e;
+      st->sock.close(e);
+    });
+    st->sock.async_read_some(net::buffer(st->drain), [st](error_code, size_t) { st->timer.cancel(); });
+  });
+}
+
+void HttpServer::Impl::begin_shutdown() {
+  if (stopping_) return;
+  stopping_ = true;
+  error_code ignored;
+  acceptor_.close(ignored);
+  retry_timer_.cancel();
+  const std::vector<Connection*> open(conns_.begin(), conns_.end());
+  for (Connection* c : open) c->shutdown();
+  if (conns_.empty()) return ioc_.stop();
+  shutdown_timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(opts_.shutdown_timeout_s)));
+  shutdown_timer_.async_wait([this](error_code ec) {
+    if (!ec) ioc_.stop();
+  });
+}
+
+const Route* HttpServer::Impl::route(const HttpRequest& head, HttpResponse* refusal) const {
+  for (const Route& r : routes_) {
+    if (r.path != head.path || r.method != head.method) continue;
+    if (r.needs_key && !opts_.api_key.empty() && head.header("Authorization") != "Bearer " + opts_.api_key) {
+      *refusal = error_response(401, "missing or wrong API key (Authorization: Bearer KEY)");
+      return nullptr;
+    }
+    return &r;
+  }
+  *refusal = error_response(404, "no route for " + head.method + " " + head.path);
+  return nullptr;
+}
+
+void HttpServer::Impl::run(const Route& r, const std::shared_ptr<Exchange>& ex) {
+  auto call = [h = &r.handle, ex] {
+    try {
+      (*h)(ex);
+    } catch (const std::exception& e) {
+      ex->respond(error_response(500, std::string("internal error: ") + e.what()));
+    } catch (...) {
+      ex->respond(error_response(500, "internal error"));
+    }
+  };
+  if (r.on_worker) {
+    net::post(workers_, call);
+  } else {
+    call();
+  }
+}
+
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat,
                        ServerOptions opts)
-    : engine_(engine),
-      tok_(tok),
-      chat_(chat),
-      opts_(std::move(opts)),
-      http_(std::make_unique<httplib::Server>()) {
-  routes();
-}
+    : impl_(std::make_unique<Impl>(engine, tok, chat, std::move(opts))) {}
 
-HttpServer::~HttpServer() {
-  stop();
-}
+HttpServer::~HttpServer() = default;
 
 Result<int> HttpServer::bind() {
-  if (opts_.port < 0 || opts_.port > 65535) return err("--port %d must be in [0, 65535]", opts_.port);
-  if (opts_.port == 0) {
-    const int p = http_->bind_to_any_port(opts_.host);
-    if (p < 0) return err("cannot bind %s on any port", opts_.host.c_str());
-    return p;
-  }
-  if (!http_->bind_to_port(opts_.host, opts_.port))
-    return err("cannot bind %s:%d (in use, or not an address of this machine)", opts_.host.c_str(),
-               opts_.port);
-  return opts_.port;
+  return impl_->bind();
 }
 
 void HttpServer::run() {
-  http_->listen_after_bind();
+  impl_->run();
 }
 
 void HttpServer::stop() {
-  if (http_) http_->stop();
+  impl_->stop();
 }
 
-void HttpServer::routes() {
-  httplib::Server& s = *http_;
-  s.set_payload_max_length(opts_.max_body_bytes);
-  s.set_tcp_nodelay(true);  // SSE: one small write per token must not wait for the last one's ACK
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler already wrote its error
-    if (res.status == 404) return send_error(res, 404, "no route for " + req.method + " " + req.path);
-    if (res.status == 413) return send_error(res, 413, "request body is larger than the server's limit");
-    send_error(res, res.status, "HTTP error " + std::to_string(res.status));
-  });
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = std::string("internal error: ") + e.what();
-    } catch (...) {
-    }
-    send_error(res, 500, what);
-  });
-  auto authorized = [this](const httplib::Request& req, httplib::Response& res) {
-    if (opts_.api_key.empty()) return true;
-    if (req.get_header_value("Authorization") == "Bearer " + opts_.api_key) return true;
-    send_error(res, 401, "missing or wrong API key (Authorization: Bearer KEY)");
-    return false;
-  };
+int HttpServer::max_connections() const {
+  return impl_->max_conns_;
+}
 
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const EngineCounters c = engine_.counters();
-    send_json(res, 200,
-              json{{"status", "ok"},
-                   {"slots_idle", engine_.n_slots() - c.running},
-                   {"slots_processing", c.running},
-                   {"requests_waiting", c.waiting}});
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(engine_.metrics_text(), "text/plain; version=0.0.4");
-  });
-  auto models = [this, authorized](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    json m{{"id", opts_.model_name},
-           {"object", "model"},
-           {"created", static_cast<int64_t>(std::time(nullptr))},
-           {"owned_by", "strata"},
-           {"meta", {{"n_ctx_slot", engine_.n_ctx()}, {"n_slots", engine_.n_slots()}}}};
-    send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
-  };
-  s.Get("/v1/models", models);
-  s.Get("/models", models);
-
-  auto completion = [this, authorized](const httplib::Request& req, httplib::Response& res, bool chat) {
-    if (!authorized(req, res)) return;
-    auto parsed = parse_request(req.body, chat);
-    if (!parsed.ok()) return send_error(res, 400, parsed.message());
-    ApiRequest& r = *parsed;
-    if (chat) {
-      if (!chat_)
-        return send_error(res, 400,
-                          "this model has no chat template strata knows; use /v1/completions or start the "
-                          "server with --chat-template NAME");
-      auto text = chat_apply(*chat_, r.messages, /*add_assistant_prompt=*/true);
-      if (!text.ok()) return send_error(res, 400, text.message());
-      r.prompt_text = std::move(*text);
-    }
-    if (r.prompt_tokens.empty()) r.prompt_tokens = tok_.encode(r.prompt_text, /*add_special=*/true, true);
-    r.params.prompt = std::move(r.prompt_tokens);
-    auto ch = std::make_shared<EventChannel>();
-    auto id = engine_.submit(std::move(r.params), EventChannel::sink(ch));
-    if (!id.ok()) {
-      const bool busy = id.message().rfind("server busy", 0) == 0 || id.message() == "server shutting down";
-      return send_error(res, busy ? 503 : 400, id.message());
-    }
-    ApiResponseHead head;
-    head.chat = chat;
-    head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-    head.model = opts_.model_name;
-    head.created = static_cast<int64_t>(std::time(nullptr));
-    if (!r.stream) {
-      std::string text;
-      for (;;) {
-        CompletionEvent ev = ch->pop();
-        text += ev.text;
-        if (!ev.done) continue;
-        if (ev.finish == FinishReason::error) return send_error(res, 500, ev.error);
-        return send_json(res, 200, completion_body(head, text, ev));
-      }
-    }
-    auto st = std::make_shared<Stream>();
-    st->ch = ch;
-    st->head = head;
-    st->include_usage = r.include_usage;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [st](size_t, httplib::DataSink& sink) {
-          try {
-            return stream_step(*st, sink);
-          } catch (...) {  // never let an exception end the process from a server thread
-            return false;
-          }
-        },
-        [st](bool) { st->ch->close(); });
-  };
-
-  for (const char* p : {"/v1/completions", "/completions"})
-    s.Post(p, [completion](const httplib::Request& q, httplib::Response& r) { completion(q, r, false); });
-  for (const char* p : {"/v1/chat/completions", "/chat/completions"})
-    s.Post(p, [completion](const httplib::Request& q, httplib::Response& r) { completion(q, r, true); });
+const std::string& HttpServer::note() const {
+  return impl_->note_;
 }
 
 }  // namespace strata::server
