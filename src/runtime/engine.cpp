@@ -420,6 +420,21 @@ EngineCounters Engine::counters() const {
   return counters_;
 }
 
+std::vector<SlotInfo> Engine::slots() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<SlotInfo> out(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    out[i].id = static_cast<int>(i);
+    if (const Request* r = slots_[i]->req.get()) {
+      out[i].processing = true;
+      out[i].request = r->id;
+      out[i].n_prompt = static_cast<int>(r->p.prompt.size());
+      out[i].n_predict = r->p.n_predict;
+    }
+  }
+  return out;
+}
+
 std::string Engine::metrics_text() const {
   const EngineCounters c = counters();
   const ExpertTotals t = store_ ? store_->totals() : ExpertTotals{};  // the store locks its own statistics

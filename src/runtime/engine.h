@@ -95,6 +95,15 @@ struct EngineCounters {
   int running = 0, waiting = 0;
 };
 
+// One slot as seen from outside the scheduler (llama-server's /slots).
+struct SlotInfo {
+  int id = 0;
+  bool processing = false;
+  uint64_t request = 0;  // the request it holds (processing)
+  int n_prompt = 0;      // that request's prompt tokens
+  int n_predict = -1;    // and its token budget
+};
+
 class Engine {
  public:
   // Makes a slot's session; n_batch: the tokens one forward step takes (opts.n_ubatch).
@@ -128,6 +137,7 @@ class Engine {
   bool step();
 
   EngineCounters counters() const;
+  std::vector<SlotInfo> slots() const;
   // Prometheus text: request counters, token counters, TTFT / time-per-output-token / queue /
   // end-to-end histograms, slots, KV bytes and the expert store's hit rate, bytes and stall.
   std::string metrics_text() const;

@@ -111,14 +111,56 @@ std::vector<Route> Api::routes() {
            {"meta", {{"n_ctx_slot", engine_.n_ctx()}, {"n_slots", engine_.n_slots()}}}};
     ex->respond(json_response(200, json{{"object", "list"}, {"data", json::array({m})}}));
   };
+  auto props = [this](const std::shared_ptr<Exchange>& ex) {
+    const SamplerParams d;
+    json params{{"n_predict", -1},
+                {"temperature", d.temp},
+                {"top_k", d.top_k},
+                {"top_p", d.top_p},
+                {"min_p", d.min_p},
+                {"repeat_penalty", d.repeat_penalty},
+                {"repeat_last_n", d.repeat_last_n}};
+    ex->respond(json_response(
+        200, json{{"default_generation_settings", {{"n_ctx", engine_.n_ctx()}, {"params", params}}},
+                  {"total_slots", engine_.n_slots()},
+                  {"model_alias", opts_.model_name},
+                  {"chat_template", chat_ ? json(chat_format_name(*chat_)) : json(nullptr)},
+                  {"modalities", {{"vision", false}, {"audio", false}}},
+                  {"limits",
+                   {{"max_body_bytes", opts_.max_body_bytes},
+                    {"max_stop", opts_.max_stop},
+                    {"max_stop_bytes", opts_.max_stop_bytes},
+                    {"max_prompt_bytes", static_cast<size_t>(engine_.n_ctx()) * max_token_bytes_},
+                    {"timeout_s", opts_.timeout_s}}},
+                  {"build_info", "strata"}}));
+  };
+  auto slots = [this](const std::shared_ptr<Exchange>& ex) {
+    json out = json::array();
+    for (const SlotInfo& s : engine_.slots()) {
+      json j{{"id", s.id}, {"n_ctx", engine_.n_ctx()}, {"is_processing", s.processing}};
+      if (s.processing) {
+        j["id_task"] = s.request;
+        j["n_prompt_tokens"] = s.n_prompt;
+        j["params"] = {{"n_predict", s.n_predict}};
+      }
+      out.push_back(j);
+    }
+    ex->respond(json_response(200, out));
+  };
   auto text = [this](const std::shared_ptr<Exchange>& ex) { completion(ex, false); };
   auto chat = [this](const std::shared_ptr<Exchange>& ex) { completion(ex, true); };
   // {method, path, needs the API key, runs on a worker, handler}
   return {
-      {"GET", "/health", false, false, health},           {"GET", "/metrics", false, false, metrics},
-      {"GET", "/v1/models", true, false, models},         {"GET", "/models", true, false, models},
-      {"POST", "/v1/completions", true, true, text},      {"POST", "/completions", true, true, text},
-      {"POST", "/v1/chat/completions", true, true, chat}, {"POST", "/chat/completions", true, true, chat},
+      {"GET", "/health", false, false, health},
+      {"GET", "/metrics", false, false, metrics},
+      {"GET", "/v1/models", true, false, models},
+      {"GET", "/models", true, false, models},
+      {"GET", "/props", true, false, props},
+      {"GET", "/slots", true, false, slots},
+      {"POST", "/v1/completions", true, true, text},
+      {"POST", "/completions", true, true, text},
+      {"POST", "/v1/chat/completions", true, true, chat},
+      {"POST", "/chat/completions", true, true, chat},
   };
 }
 

@@ -328,5 +328,37 @@ TEST_F(HttpServerTest, WaitingCountsFromTheRequestsArrival) {
   EXPECT_GE(b["timings"]["ttft_ms"].get<double>(), 300.0) << got;
 }
 
+TEST_F(HttpServerTest, PropsAndSlotsDescribeTheServer) {
+  ServerOptions so;
+  so.api_key = "k";
+  start(so, {}, /*eval_delay_ms=*/10);
+  auto c = client();
+  EXPECT_EQ(c.Get("/props")->status, 401);
+  httplib::Headers key{{"Authorization", "Bearer k"}};
+  auto r = c.Get("/props", key);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json p = json::parse(r->body);
+  EXPECT_EQ(p["total_slots"], 2);
+  EXPECT_EQ(p["default_generation_settings"]["n_ctx"], 96);
+  EXPECT_EQ(p["chat_template"], "chatml");
+  EXPECT_EQ(p["limits"]["max_stop"], 16);
+  std::thread busy([&] {
+    auto b = client();
+    b.Post("/v1/completions", key, R"({"prompt": "The", "max_tokens": 20, "ignore_eos": true})",
+           "application/json");
+  });
+  ASSERT_TRUE(wait_for([&] { return engine_->counters().running == 1; }, 3000));
+  r = c.Get("/slots", key);
+  ASSERT_TRUE(r);
+  json s = json::parse(r->body);
+  ASSERT_EQ(s.size(), 2u) << r->body;
+  EXPECT_EQ(s[0]["is_processing"].get<bool>() + s[1]["is_processing"].get<bool>(), 1) << r->body;
+  const json& held = s[0]["is_processing"].get<bool>() ? s[0] : s[1];
+  EXPECT_EQ(held["params"]["n_predict"], 20) << r->body;
+  EXPECT_GT(held["n_prompt_tokens"].get<int>(), 0) << r->body;
+  busy.join();
+}
+
 }  // namespace
 }  // namespace strata::server
