@@ -18,14 +18,6 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-HttpResponse json_response(int status, const json& body) {
-  return HttpResponse{status, "application/json; charset=utf-8", dump(body), {}};
-}
-
-HttpResponse error_response(int status, const std::string& message) {
-  return json_response(status, error_body(message, status));
-}
-
 std::string sse(const json& j) {
   return "data: " + dump(j) + "\n\n";
 }

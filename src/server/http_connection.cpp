@@ -51,11 +51,18 @@ std::string serialize(const HttpResponse& r, bool keep_alive) {
   return os.str();
 }
 
-HttpResponse error_response(int status, const std::string& message) {
-  return HttpResponse{status, "application/json; charset=utf-8", error_body(message, status).dump(), {}};
+}  // namespace
+
+HttpResponse json_response(int status, const nlohmann::json& body) {
+  return HttpResponse{status,
+                      "application/json; charset=utf-8",
+                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                      {}};
 }
 
-}  // namespace
+HttpResponse error_response(int status, const std::string& message) {
+  return json_response(status, error_body(message, status));
+}
 
 std::string HttpRequest::header(std::string_view name) const {
   for (const auto& [k, v] : headers)
@@ -223,6 +230,7 @@ void Connection::watch_hangup() {
 }
 
 void Connection::client_gone() {
+  const auto self = shared_from_this();
   if (ex_) ex_->close();
   close();
 }
@@ -268,6 +276,7 @@ void Connection::end_exchange() {
 }
 
 void Connection::shutdown() {
+  const auto self = shared_from_this();  // closing the exchange may drop the last other owner
   stopping_ = true;
   switch (state_) {
     case State::reading:
@@ -289,6 +298,7 @@ void Connection::shutdown() {
 }
 
 void Connection::abandon() {
+  const auto self = shared_from_this();
   if (ex_) ex_->close();
   ex_.reset();
   close();

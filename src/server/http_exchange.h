@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,6 +37,11 @@ struct HttpResponse {
   std::string body;
   HttpHeaders headers;  // extra headers (e.g. Retry-After)
 };
+
+// A JSON body (invalid UTF-8 in its strings becomes U+FFFD: model text and request paths are bytes).
+HttpResponse json_response(int status, const nlohmann::json& body);
+// {"error": {"message", "type", "code"}} with that status.
+HttpResponse error_response(int status, const std::string& message);
 
 class Connection;
 

@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
+#include <cstdio>
 #include <unordered_set>
 
 #include "base/clock.h"
@@ -24,10 +25,6 @@ using boost::system::error_code;
 namespace {
 
 constexpr int kReservedFds = 64;  // files the process needs besides its client connections
-
-HttpResponse error_response(int status, const std::string& message) {
-  return HttpResponse{status, "application/json; charset=utf-8", error_body(message, status).dump(), {}};
-}
 
 }  // namespace
 
@@ -126,7 +123,14 @@ Result<int> HttpServer::Impl::bind() {
 void HttpServer::Impl::run() {
   running_ = true;
   accept();
-  ioc_.run();
+  for (;;) {
+    try {
+      ioc_.run();
+      break;
+    } catch (const std::exception& e) {  // a handler's bug must not end the server: log, go on
+      std::fprintf(stderr, "strata serve: error on the I/O thread: %s\n", e.what());
+    }
+  }
   running_ = false;
   // Whatever is left (the shutdown timed out): no exchange may reach a connection from now on.
   const std::vector<Connection*> left(conns_.begin(), conns_.end());

@@ -114,6 +114,19 @@ TEST_F(HttpServerTest, IdleAndTricklingConnectionsDoNotHoldUpHealth) {
   EXPECT_LT(worst, 1.0);  // the old server: unanswered until a trickling client gave up
 }
 
+TEST_F(HttpServerTest, BadBytesInTheRequestLineAreA404NotACrash) {
+  start();
+  RawClient rc(port_);
+  ASSERT_TRUE(rc.send("GET /\xff\xfe HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const std::string got = rc.read(2000, "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 404", 0), 0u) << got;
+  EXPECT_NE(got.find("no route for GET /\xEF\xBF\xBD"), std::string::npos) << got;
+  auto c = client();
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
 TEST_F(HttpServerTest, IdleConnectionsTimeOut) {
   ServerOptions so;
   so.timeout_s = 0.2;
