@@ -85,8 +85,17 @@ def main():
     a = ap.parse_args()
 
     p, port = start(a.binary, a.model)
-    idle = [conn(port) for _ in range(a.idle)]
-    trickle = [conn(port) for _ in range(a.trickle)]
+    try:
+        measure(a, p, port)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def hostile(port, n_idle, n_trickle):
+    """n_idle silent connections and n_trickle sending one header byte per second each."""
+    idle = [conn(port) for _ in range(n_idle)]
+    trickle = [conn(port) for _ in range(n_trickle)]
     stop = threading.Event()
 
     def drip():
@@ -96,15 +105,47 @@ def main():
             for s in trickle:
                 s.send(head[k:k + 1] if k < len(head) else b"x")
             k += 1
-            time.sleep(1.0)
-    threading.Thread(target=drip, daemon=True).start()
+            stop.wait(1.0)
+    t = threading.Thread(target=drip, daemon=True)
+    t.start()
+
+    def release():
+        stop.set()
+        t.join()
+        for s in idle + trickle:
+            s.close()
+    return release
+
+
+def tpot_ms(binary, port, out):
+    subprocess.run([binary, "loadtest", "--url", f"http://127.0.0.1:{port}", "--concurrency", "4", "--requests",
+                    "16", "-n", "64", "--classes", "short:16", "--json", out], check=True, capture_output=True,
+                   timeout=300)
+    with open(out) as f:
+        return json.load(f)["classes"][0]["tpot_s"]["p50"] * 1e3
+
+
+def measure(a, p, port):
+    release = hostile(port, a.idle, a.trickle)
     time.sleep(1.5)
     lat = sorted(health_ms(port) for _ in range(10))
     print(f"/health under {a.idle} idle + {a.trickle} trickling connections: 10 probes, "
           f"median {lat[5]:.2f} ms, max {lat[-1]:.2f} ms")
-    stop.set()
-    for s in idle + trickle:
-        s.close()
+    release()
+
+    # 4 streaming clients' TPOT alone and beside the hostile connections, 3 interleaved rounds.
+    out = f"/tmp/serve_hostile_{os.getpid()}.json"
+    alone, beside = [], []
+    for _ in range(3):
+        alone.append(tpot_ms(a.binary, port, out))
+        release = hostile(port, a.idle, a.trickle)
+        time.sleep(0.5)
+        beside.append(tpot_ms(a.binary, port, out))
+        release()
+    os.remove(out)
+    ma, mb = sorted(alone)[1], sorted(beside)[1]
+    print(f"TPOT p50 of 4 streaming clients, median of 3 rounds: alone {ma:.3f} ms, beside the hostile "
+          f"connections {mb:.3f} ms ({mb / ma:.2f}x)")
 
     # A 200 MB chunked body: refused at the body limit, memory bounded.
     time.sleep(0.2)
