@@ -2,7 +2,7 @@
 # Installs strata's build and test dependencies from Debian 12 packages (only what is missing).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev clang-format-14 clang-14 libclang-rt-14-dev
-      libpcre2-dev liburing-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev python3-numpy)
+      libpcre2-dev liburing-dev nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libfmt-dev python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
