@@ -22,6 +22,7 @@ namespace strata::server {
 namespace {
 
 using testing::HttpServerTest;
+using testing::wait_for;
 
 using nlohmann::json;
 
@@ -75,14 +76,6 @@ class RawClient {
 std::string post_head(const std::string& path, size_t content_length) {
   return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(content_length) + "\r\n\r\n";
-}
-
-bool wait_for(const std::function<bool()>& cond, int timeout_ms) {
-  for (int i = 0; i < timeout_ms / 5; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
 }
 
 TEST_F(HttpServerTest, IdleAndTricklingConnectionsDoNotHoldUpHealth) {
