@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <string_view>
 
 #include "server/http_server.h"
 #include "server/openai_api.h"
@@ -10,6 +11,31 @@
 namespace strata::server {
 
 using nlohmann::json;
+
+namespace {
+
+// A path segment with its %XX escapes decoded (clients escape a model id's '/'); a '%' not
+// followed by two hex digits stays as it is.
+std::string percent_decoded(std::string_view s) {
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 Api::Api(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, const ServerOptions& opts)
     : ctx_{engine, tok, chat, opts.model_name, opts.max_stop, opts.max_stop_bytes}, opts_(opts) {
@@ -36,7 +62,7 @@ std::vector<Route> Api::routes() {
   auto models = [this, reply](const std::shared_ptr<Exchange>& ex) { reply(ex, models_reply(ctx_)); };
   auto model = [this, reply](const std::shared_ptr<Exchange>& ex) {
     const std::string& path = ex->request().path;
-    reply(ex, model_reply(ctx_, path.substr(path.find("/models/") + 8)));
+    reply(ex, model_reply(ctx_, percent_decoded(std::string_view(path).substr(path.find("/models/") + 8))));
   };
   auto tokenize = [this, reply](const std::shared_ptr<Exchange>& ex) {
     reply(ex, tokenize_reply(ctx_, ex->request().body));
