@@ -4,7 +4,7 @@
 # layer) are optional for a build: without them the Vulkan device is left out and its tests say so.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev clang-format-14 clang-14 libclang-rt-14-dev
-      libpcre2-dev libicu-dev liburing-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev python3-numpy
+      libpcre2-dev libicu-dev liburing-dev nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libfmt-dev python3-numpy
       libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers)
 missing=()
 for p in "${pkgs[@]}"; do

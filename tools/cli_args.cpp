@@ -13,6 +13,7 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const char* 
   for (auto& a : args) {  // llama.cpp's two-letter spellings
     if (a == "-np") a = "--parallel";
     if (a == "-ub") a = "--ubatch-size";
+    if (a == "-to") a = "--timeout";
     if (a == "-npl") a = "--npl";
     if (a == "-npp") a = "--npp";
     if (a == "-ntg") a = "--ntg";

@@ -1,7 +1,7 @@
 // strata serve: an OpenAI-compatible HTTP server (server/http_server.h) over N slots of the
 // engine (runtime/engine.h), with the same model, expert-store and Engram flags as `run`.
 //   strata serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np|--parallel 4] [-c 4096] [--expert-budget
-//   8G]
+//   8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5] [--max-stop 16]
 // SIGINT / SIGTERM stop it; the expert profile and statistics are written on the way out.
 #include <pthread.h>
 #include <signal.h>
@@ -55,6 +55,21 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--cors-origins", so.cors_origins,
                  "browser origins allowed to call the API, comma-separated (\"*\": any; default: none)")
       ->delimiter(',');
+  app.add_option(
+         "--timeout", so.timeout_s,
+         "-to: seconds a request's header, its body, an idle keep-alive connection or one write may take")
+      ->capture_default_str();
+  app.add_option("--max-connections", so.max_connections,
+                 "open client connections at most (new ones beyond get a 503; RLIMIT_NOFILE is raised to its "
+                 "hard limit)")
+      ->capture_default_str();
+  app.add_option("--shutdown-timeout", so.shutdown_timeout_s,
+                 "seconds SIGINT / SIGTERM waits for open streams to end with a final event")
+      ->capture_default_str();
+  app.add_option("--max-stop", so.max_stop, "stop strings per request at most (each at most 256 bytes)")
+      ->capture_default_str();
+  app.add_option("--max-body", so.max_body_bytes, "request body bytes at most (Content-Length or chunked)")
+      ->capture_default_str();
   app.add_option("--chat-template", chat_template,
                  "chat format for /v1/chat/completions: a built-in name (" +
                      strata::chat_format_names_joined() +
@@ -70,10 +85,15 @@ int cmd_serve(int argc, char** argv) {
   if (eo.n_slots < 1 || eo.n_slots > 256)
     return fail("--parallel " + std::to_string(eo.n_slots) + " must be in [1, 256]", 2);
   if (eo.max_queue < 0) return fail("--max-queue must be >= 0", 2);
+  if (!(so.timeout_s > 0)) return fail("--timeout must be > 0 seconds", 2);
+  if (so.max_connections < 1) return fail("--max-connections must be >= 1", 2);
+  if (!(so.shutdown_timeout_s >= 0)) return fail("--shutdown-timeout must be >= 0 seconds", 2);
+  if (so.max_stop < 0) return fail("--max-stop must be >= 0", 2);
+  if (so.max_body_bytes < 1) return fail("--max-body must be >= 1", 2);
   if (eo.n_ubatch < 1) return fail("-ub must be >= 1", 2);
   if (eo.n_batch < eo.n_slots) return fail("-b must be at least --parallel (one decode token per slot)", 2);
 
-  // Signals go to one thread that stops the server (httplib's stop() is not async-signal-safe).
+  // Signals go to one thread that stops the server (stop() is not async-signal-safe).
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
@@ -111,6 +131,7 @@ int cmd_serve(int argc, char** argv) {
   auto port = http.bind();
   if (!port.ok()) return fail(port.message());
   std::fprintf(stderr, "strata serve: %s\n", chat_note.c_str());
+  if (!http.note().empty()) std::fprintf(stderr, "strata serve: warning: %s\n", http.note().c_str());
   std::fprintf(stderr,
                "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; listening on "
                "http://%s:%d\n",

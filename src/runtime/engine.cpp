@@ -165,7 +165,7 @@ Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
   auto r = std::make_unique<Request>();
   r->p = std::move(p);
   r->sink = std::move(sink);
-  r->t_submit = now_seconds();
+  r->t_submit = r->p.t_arrival > 0 ? std::min(r->p.t_arrival, now_seconds()) : now_seconds();
   uint64_t id;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -450,6 +450,21 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
 EngineCounters Engine::counters() const {
   std::lock_guard<std::mutex> lk(mu_);
   return counters_;
+}
+
+std::vector<SlotInfo> Engine::slots() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<SlotInfo> out(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    out[i].id = static_cast<int>(i);
+    if (const Request* r = slots_[i]->req.get()) {
+      out[i].processing = true;
+      out[i].request = r->id;
+      out[i].n_prompt = static_cast<int>(r->p.prompt.size());
+      out[i].n_predict = r->p.n_predict;
+    }
+  }
+  return out;
 }
 
 std::string Engine::metrics_text() const {

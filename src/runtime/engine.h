@@ -74,6 +74,9 @@ struct CompletionParams {
   bool special = false;          // control tokens' text is part of the output
   bool return_tokens = false;    // events carry the sampled token ids (llama-server's return_tokens)
   bool final_on_cancel = false;  // a cancelled request still gets its final event (finish = cancelled)
+  // now_seconds() when the request reached the server (a server passes its accept / first byte);
+  // queue, TTFT and end-to-end times count from it. 0: from submit().
+  double t_arrival = 0;
 };
 
 struct CompletionEvent {
@@ -101,6 +104,15 @@ struct EngineCounters {
   uint64_t decode_steps = 0, decode_rows = 0;  // turns that evaluated sampled tokens, and those tokens
   uint64_t batches = 0, batch_tokens = 0;      // turns' batches (one forward call each) and their tokens
   int running = 0, waiting = 0;
+};
+
+// One slot as seen from outside the scheduler (llama-server's /slots).
+struct SlotInfo {
+  int id = 0;
+  bool processing = false;
+  uint64_t request = 0;  // the request it holds (processing)
+  int n_prompt = 0;      // that request's prompt tokens
+  int n_predict = -1;    // and its token budget
 };
 
 class Engine {
@@ -136,6 +148,7 @@ class Engine {
   bool step();
 
   EngineCounters counters() const;
+  std::vector<SlotInfo> slots() const;
   // Prometheus text: request counters, token counters, TTFT / time-per-output-token / queue /
   // end-to-end histograms, slots, KV bytes and the expert store's hit rate, bytes and stall.
   std::string metrics_text() const;

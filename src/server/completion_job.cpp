@@ -1,11 +1,110 @@
 #include "server/completion_job.h"
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
 
 namespace strata::server {
 
 using nlohmann::json;
+
+namespace {
+
+// A completion's answer, built on the I/O thread from its choices' events.
+struct Answer {
+  Answer(ApiResponseHead head, const ApiRequest& r, const Tokenizer& tok)
+      : out(std::move(head), r, tok), stream(r.stream) {}
+  ResponseBuilder out;
+  bool stream = false;
+  bool begun = false;               // stream: the 200 and its headers are on their way
+  std::atomic<bool> failed{false};  // a submit failed: the choices already queued are dropped
+};
+
+const std::string& shutdown_event() {
+  static const std::string s =
+      "data: " + json_text(error_body("server shutting down", 503)) + "\n\ndata: [DONE]\n\n";
+  return s;
+}
+
+void begin(Exchange& ex, Answer& a) {
+  if (a.begun) return;
+  a.begun = true;
+  ex.begin_stream("text/event-stream", shutdown_event());
+}
+
+// One engine event of choice `choice` (I/O thread): SSE chunks, or the whole answer at the end.
+void deliver(Exchange& ex, Answer& a, int choice, const CompletionEvent& ev) {
+  if (a.failed) return;
+  if (!a.stream) {
+    if (ev.done && ev.finish == FinishReason::error) return ex.respond(error_response(500, ev.error));
+    a.out.add(choice, ev);
+    if (a.out.done()) ex.respond(json_response(200, a.out.body()));
+    return;
+  }
+  begin(ex, a);
+  std::string s = a.out.sse(choice, ev);
+  if (!s.empty()) ex.write(std::move(s));
+  if (a.out.done()) ex.end_stream();  // after an error too: the other choices are cancelled
+}
+
+HttpResponse refusal(const std::string& message) {
+  const bool busy = message.rfind("server busy", 0) == 0 || message == "server shutting down";
+  HttpResponse res = error_response(busy ? 503 : 400, message);
+  if (busy) res.headers.emplace_back("Retry-After", "1");
+  return res;
+}
+
+// The server's own limits on a request, before any tokenizing: nullopt when it is within them.
+std::optional<std::string> over_limits(const ApiContext& ctx, const ApiRequest& r) {
+  const std::vector<std::string>& stop = r.params.stop;
+  if (static_cast<int>(stop.size()) > ctx.max_stop)
+    return "'stop' has " + std::to_string(stop.size()) + " strings; this server takes at most " +
+           std::to_string(ctx.max_stop) + " (--max-stop)";
+  for (size_t i = 0; i < stop.size(); ++i)
+    if (stop[i].size() > ctx.max_stop_bytes)
+      return "'stop'[" + std::to_string(i) + "] is " + std::to_string(stop[i].size()) + " bytes; at most " +
+             std::to_string(ctx.max_stop_bytes) + " are allowed";
+  // Tokenizing costs time in proportion to the bytes: a prompt that cannot fit is refused first.
+  const size_t cap = static_cast<size_t>(ctx.engine.n_ctx()) * ctx.max_token_bytes;
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const ApiPrompt& p = r.prompts[i];
+    if (!p.tokens.empty() || p.text.size() <= cap) continue;
+    const std::string which = r.prompts.size() > 1 ? "prompt " + std::to_string(i) + ": " : "";
+    return which + "prompt is " + std::to_string(p.text.size()) + " bytes but the context of a slot is " +
+           std::to_string(ctx.engine.n_ctx()) + " tokens, which hold at most " + std::to_string(cap) +
+           " bytes (" + std::to_string(ctx.max_token_bytes) + " per token at most)";
+  }
+  return std::nullopt;
+}
+
+// max_tokens 0 without prompt logprobs: each choice is its prompt (echoed or not), no engine work.
+// The prompt is checked as the engine would check it.
+std::optional<std::string> answer_without_engine(const ApiContext& ctx, const ApiRequest& r,
+                                                 const std::shared_ptr<Exchange>& ex,
+                                                 const std::shared_ptr<Answer>& a) {
+  std::vector<CompletionEvent> last(r.prompts.size());
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const std::string which = r.prompts.size() > 1 ? "prompt " + std::to_string(i) + ": " : "";
+    const std::vector<int32_t>& toks = r.prompts[i].tokens;
+    const int n = static_cast<int>(toks.size());
+    if (n > ctx.engine.n_ctx())
+      return which + "prompt is " + std::to_string(n) + " tokens but the context of a slot is " +
+             std::to_string(ctx.engine.n_ctx());
+    for (int32_t t : toks)
+      if (t < 0 || t >= ctx.tok.n_vocab())
+        return which + "token id " + std::to_string(t) + " is outside the vocabulary (" +
+               std::to_string(ctx.tok.n_vocab()) + ")";
+    last[i].done = true;
+    last[i].finish = FinishReason::length;
+    last[i].n_prompt = n;
+  }
+  ex->post([ex, a, last = std::move(last)] {
+    for (size_t i = 0; i < last.size(); ++i) deliver(*ex, *a, static_cast<int>(i), last[i]);
+  });
+  return std::nullopt;
+}
+
+}  // namespace
 
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
                                 bool add_assistant_prompt) {
@@ -20,64 +119,58 @@ Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::ve
   return chat_apply(*format, messages, add_assistant_prompt);
 }
 
-std::shared_ptr<CompletionJob> CompletionJob::start(const ApiContext& ctx, uint64_t id,
-                                                    const std::string& body, bool chat, ApiError* error) {
-  auto fail = [&](int status, std::string message) {
-    *error = ApiError{status, std::move(message)};
-    return nullptr;
-  };
-  auto parsed = parse_request(body, chat);
-  if (!parsed.ok()) return fail(400, parsed.message());
+void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex,
+                          bool chat) {
+  const HttpRequest& req = ex->request();
+  auto parsed = parse_request(req.body, chat);
+  if (!parsed.ok()) return ex->respond(error_response(400, parsed.message()));
   ApiRequest& r = *parsed;
   if (chat) {
     auto text = render_chat(ctx.chat, std::move(r.messages), /*add_assistant_prompt=*/true);
-    if (!text.ok()) return fail(400, text.message());
+    if (!text.ok()) return ex->respond(error_response(400, text.message()));
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }
+  if (auto bad = over_limits(ctx, r)) return ex->respond(error_response(400, *bad));
   for (ApiPrompt& p : r.prompts)
     if (p.tokens.empty()) p.tokens = ctx.tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true);
+  r.params.t_arrival = req.t_arrival;
   ApiResponseHead head;
   head.chat = chat;
   head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
   head.model = ctx.model_name;
   head.created = static_cast<int64_t>(std::time(nullptr));
-  std::shared_ptr<CompletionJob> job(new CompletionJob());
-  job->stream_ = r.stream;
-  job->out_.emplace(std::move(head), r, ctx.tok);
+  auto a = std::make_shared<Answer>(std::move(head), r, ctx.tok);
+
+  if (r.params.n_predict == 0 && r.params.prompt_logprobs < 0) {
+    if (auto bad = answer_without_engine(ctx, r, ex, a)) return ex->respond(error_response(400, *bad));
+    return;
+  }
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     CompletionParams p = r.params;
     p.prompt = r.prompts[i].tokens;
-    auto sub = ctx.engine.submit(std::move(p), EventChannel::sink(job->ch_, static_cast<int>(i)));
-    if (!sub.ok()) {  // the choices already queued are cancelled by the closed channel
-      job->close();
-      const bool busy = sub.message().rfind("server busy", 0) == 0 || sub.message() == "server shutting down";
-      std::string msg = sub.message();
-      if (r.prompts.size() > 1) msg = "prompt " + std::to_string(i) + ": " + msg;
-      return fail(busy ? 503 : 400, msg);
+    const int choice = static_cast<int>(i);
+    CompletionSink sink = [ex, a, choice](const CompletionEvent& ev) {
+      if (a->failed) return false;
+      CompletionEvent e = ev;
+      e.logits = {};  // valid during the call only (and not asked for)
+      return ex->post([ex, a, choice, e = std::move(e)] { deliver(*ex, *a, choice, e); });
+    };
+    auto sub = ctx.engine.submit(std::move(p), std::move(sink));
+    if (!sub.ok()) {  // the choices already queued are cancelled at their next event
+      a->failed = true;
+      HttpResponse res = refusal(sub.message());
+      if (r.prompts.size() > 1)
+        res.body = error_response(res.status, "prompt " + std::to_string(i) + ": " + sub.message()).body;
+      // On the I/O thread, after any event of an earlier choice: a stream already begun ends with it.
+      ex->post([ex, a, res = std::move(res)]() mutable {
+        if (!a->begun) return ex->respond(std::move(res));
+        ex->write("data: " + res.body + "\n\ndata: [DONE]\n\n");
+        ex->end_stream();
+      });
+      return;
     }
   }
-  return job;
-}
-
-std::pair<int, json> CompletionJob::wait() {
-  for (;;) {
-    int choice = 0;
-    CompletionEvent ev = ch_->pop(&choice);
-    if (ev.done && ev.finish == FinishReason::error) {
-      close();
-      return {500, error_body(ev.error, 500)};
-    }
-    out_->add(choice, ev);
-    if (out_->done()) return {200, out_->body()};
-  }
-}
-
-std::string CompletionJob::next_sse() {
-  int choice = 0;
-  CompletionEvent ev = ch_->pop(&choice);
-  std::string s = out_->sse(choice, ev);
-  if (out_->done()) close();  // after an error, the other choices stop
-  return s;
+  if (a->stream) ex->post([ex, a] { begin(*ex, *a); });  // the headers go now, before the first token
 }
 
 }  // namespace strata::server

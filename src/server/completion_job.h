@@ -1,39 +1,38 @@
 // What POST /v1/completions and /v1/chat/completions do, apart from the HTTP transport: parse the
-// body (server/openai_api.h), render chat messages, tokenize, submit one engine request per prompt
-// (a choice each), and turn their events into the response (server/response_builder.h), whole or
-// as SSE. The transport only moves bytes:
+// body (server/openai_api.h), render chat messages, check the server's limits (stop strings; a
+// prompt's bytes against what a slot's context can hold, before tokenizing), tokenize, submit one
+// engine request per prompt (a choice each), and turn their events into the response
+// (server/response_builder.h), whole or as SSE. The engine's events are posted through the exchange
+// and built into the answer on the server's I/O thread; nothing waits. max_tokens 0 without prompt
+// logprobs is answered without the engine. A closed exchange (the client gone, the server
+// stopping, the answer sent) makes the engine's next event cancel the choices still running.
 //
-//   ApiError e;
-//   auto job = CompletionJob::start(ctx, body, chat, &e);  // null: send e.status, error_body(e)
-//   non-streamed: auto [status, json] = job->wait();
-//   streamed:     while (!job->finished()) write(job->next_sse());  // job->close() if the client leaves
+//   CompletionJob::start(ctx, id, exchange, chat);   // answers through the exchange, errors too
 #pragma once
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <utility>
 
 #include "runtime/engine.h"
-#include "server/event_channel.h"
+#include "server/http_exchange.h"
 #include "server/response_builder.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace strata::server {
 
-struct ApiError {
-  int status = 400;
-  std::string message;
-};
-
-// What the OpenAI handlers need from the server.
+// What the API's handlers need from the server.
 struct ApiContext {
   Engine& engine;
   const Tokenizer& tok;
   std::optional<ChatFormat> chat;  // absent: chat requests (and /apply-template) are a 400
   std::string model_name;
+  int max_stop = 16;            // stop strings per request at most
+  size_t max_stop_bytes = 256;  // bytes of one stop string at most
+  // Bytes one token can stand for at most: a prompt longer than n_ctx times this cannot fit a slot.
+  size_t max_token_bytes = 4;
 };
 
 // The prompt of a chat request: `messages` in `format`, the "developer" role written as "system"
@@ -44,25 +43,9 @@ Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::ve
 
 class CompletionJob {
  public:
-  // Null with *error set when the request is bad (400) or the engine cannot take it (503 busy).
-  static std::shared_ptr<CompletionJob> start(const ApiContext& ctx, uint64_t id, const std::string& body,
-                                              bool chat, ApiError* error);
-  ~CompletionJob() { close(); }
-
-  bool stream() const { return stream_; }
-  // Non-streamed: waits for every choice; the status (200, or 500 when the engine failed) and body.
-  std::pair<int, nlohmann::json> wait();
-  // Streamed: waits for the next event; its SSE text (may be empty). finished() after the last.
-  std::string next_sse();
-  bool finished() const { return out_->done(); }
-  // The client went away: the engine cancels the unfinished requests at their next event.
-  void close() { ch_->close(); }
-
- private:
-  CompletionJob() = default;
-  std::shared_ptr<EventChannel> ch_ = std::make_shared<EventChannel>();
-  std::optional<ResponseBuilder> out_;
-  bool stream_ = false;
+  // Answers ex's request (its body; waiting counted from its t_arrival): a 400 when it is bad, a
+  // 503 with Retry-After when the engine's queue is full, else the completion, streamed or not.
+  static void start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex, bool chat);
 };
 
 }  // namespace strata::server

@@ -1,186 +1,292 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
 
-#include <functional>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <cstdio>
+#include <unordered_set>
 
-#include "server/completion_job.h"
+#include "base/clock.h"
+#include "server/api_routes.h"
+#include "server/http_connection.h"
 #include "server/openai_api.h"
 #include "server/text_routes.h"
 
 namespace strata::server {
 
-using nlohmann::json;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
 
 namespace {
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(json_text(body), "application/json; charset=utf-8");
-}
+constexpr int kReservedFds = 64;  // files the process needs besides its client connections
 
-void send_error(httplib::Response& res, int status, const std::string& message) {
-  send_json(res, status, error_body(message, status));
-}
-
-// One call of a streamed response's content provider: waits for the next event, writes its SSE
-// chunks; false when the client is gone.
-bool stream_step(CompletionJob& job, httplib::DataSink& sink) {
-  if (job.finished()) {
-    sink.done();
-    return true;
-  }
-  const std::string out = job.next_sse();
-  if (!out.empty() && !sink.write(out.data(), out.size())) return false;  // client gone
-  if (job.finished()) sink.done();
-  return true;
+// A CORS preflight (OPTIONS of any path): 204 without the API key; an allowed origin (its
+// Access-Control-Allow-Origin comes from response_headers) learns the methods and headers it may use.
+Route preflight_route(const std::vector<std::string>& origins) {
+  auto handle = [&origins](const std::shared_ptr<Exchange>& ex) {
+    HttpResponse r{204, "", "", {}};
+    const HttpRequest& req = ex->request();
+    if (!cors_allow_origin(origins, req.header("Origin")).empty()) {
+      const std::string want = req.header("Access-Control-Request-Headers");
+      r.headers = {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                   {"Access-Control-Allow-Headers", want.empty() ? "Authorization, Content-Type" : want},
+                   {"Access-Control-Max-Age", "600"}};
+    }
+    ex->respond(std::move(r));
+  };
+  return Route{"OPTIONS", "", false, false, false, handle};
 }
 
 }  // namespace
 
+class HttpServer::Impl : public ConnectionHost {
+ public:
+  Impl(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, ServerOptions opts)
+      : opts_(std::move(opts)),
+        api_(engine, tok, chat, opts_),
+        routes_(api_.routes()),
+        preflight_(preflight_route(opts_.cors_origins)),
+        workers_(static_cast<size_t>(std::max(1, opts_.workers))),
+        acceptor_(ioc_),
+        shutdown_timer_(ioc_),
+        retry_timer_(ioc_) {}
+
+  ~Impl() override { workers_.join(); }
+
+  Result<int> bind();
+  void run();
+  void stop() {
+    net::post(ioc_, [this] { begin_shutdown(); });
+  }
+
+  // ConnectionHost
+  double timeout_s() const override { return opts_.timeout_s; }
+  size_t max_body_bytes() const override { return opts_.max_body_bytes; }
+  const Route* route(const HttpRequest& head, HttpResponse* refusal) const override;
+  HttpHeaders response_headers(const HttpRequest& head) const override;
+  void run(const Route& r, const std::shared_ptr<Exchange>& ex) override;
+  void closed(Connection* c) override {
+    conns_.erase(c);
+    if (stopping_ && running_ && conns_.empty()) ioc_.stop();
+  }
+
+  ServerOptions opts_;
+  int max_conns_ = 0;
+  std::string note_;
+
+ private:
+  void accept();
+  void refuse(tcp::socket s);
+  void begin_shutdown();
+
+  Api api_;
+  std::vector<Route> routes_;
+  Route preflight_;                        // OPTIONS of any path, with cors_origins
+  std::unordered_set<Connection*> conns_;  // I/O thread only; declared before ioc_: outlives its handlers
+  net::thread_pool workers_;
+  net::io_context ioc_{1};
+  tcp::acceptor acceptor_;
+  net::steady_timer shutdown_timer_, retry_timer_;
+  bool stopping_ = false, running_ = false;
+};
+
+Result<int> HttpServer::Impl::bind() {
+  if (opts_.port < 0 || opts_.port > 65535) return err("--port %d must be in [0, 65535]", opts_.port);
+  if (opts_.max_connections < 1) return err("--max-connections %d must be >= 1", opts_.max_connections);
+  if (!(opts_.timeout_s > 0)) return err("--timeout %g must be > 0 seconds", opts_.timeout_s);
+  if (!(opts_.shutdown_timeout_s >= 0))
+    return err("--shutdown-timeout %g must be >= 0", opts_.shutdown_timeout_s);
+  // Every connection is a file: raise the soft limit to the hard one, and hold the bound to it.
+  rlimit rl{};
+  max_conns_ = opts_.max_connections;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const auto room = static_cast<long long>(rl.rlim_cur) - kReservedFds;
+    if (rl.rlim_cur != RLIM_INFINITY && room < max_conns_) {
+      max_conns_ = static_cast<int>(std::max(1LL, room));
+      note_ = "--max-connections " + std::to_string(opts_.max_connections) + " lowered to " +
+              std::to_string(max_conns_) + ": RLIMIT_NOFILE allows " + std::to_string(rl.rlim_cur) +
+              " open files";
+    }
+  }
+  error_code ec;
+  tcp::resolver resolver(ioc_);
+  auto eps = resolver.resolve(opts_.host, std::to_string(opts_.port), tcp::resolver::passive, ec);
+  if (ec || eps.empty())
+    return err("cannot bind %s:%d: %s is not an address or host name (%s)", opts_.host.c_str(), opts_.port,
+               opts_.host.c_str(), ec.message().c_str());
+  const tcp::endpoint ep = eps.begin()->endpoint();
+  acceptor_.open(ep.protocol(), ec);
+  // SO_REUSEADDR only (a restart need not wait for TIME_WAIT); never SO_REUSEPORT: two servers on
+  // one port would split its traffic.
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error_code ignored;
+    acceptor_.close(ignored);
+    return err("cannot bind %s:%d: %s", opts_.host.c_str(), opts_.port, ec.message().c_str());
+  }
+  return static_cast<int>(acceptor_.local_endpoint().port());
+}
+
+void HttpServer::Impl::run() {
+  running_ = true;
+  accept();
+  for (;;) {
+    try {
+      ioc_.run();
+      break;
+    } catch (const std::exception& e) {  // a handler's bug must not end the server: log, go on
+      std::fprintf(stderr, "strata serve: error on the I/O thread: %s\n", e.what());
+    }
+  }
+  running_ = false;
+  // Whatever is left (the shutdown timed out): no exchange may reach a connection from now on.
+  const std::vector<Connection*> left(conns_.begin(), conns_.end());
+  for (Connection* c : left) c->abandon();
+}
+
+void HttpServer::Impl::accept() {
+  acceptor_.async_accept([this](error_code ec, tcp::socket s) {
+    if (stopping_ || ec == net::error::operation_aborted) return;
+    if (ec) {  // out of files (EMFILE) and the like: try again shortly
+      retry_timer_.expires_after(std::chrono::milliseconds(50));
+      retry_timer_.async_wait([this](error_code e) {
+        if (!e && !stopping_) accept();
+      });
+      return;
+    }
+    if (static_cast<int>(conns_.size()) >= max_conns_) {
+      refuse(std::move(s));
+    } else {
+      auto c = std::make_shared<Connection>(std::move(s), *this, now_seconds());
+      conns_.insert(c.get());
+      c->start();
+    }
+    accept();
+  });
+}
+
+// Beyond --max-connections: a 503 that says so, then the socket closes (after reading for at most
+// a second what the client sent, so that the close does not reset the answer away).
+void HttpServer::Impl::refuse(tcp::socket s) {
+  struct Refused {
+    tcp::socket sock;
+    net::steady_timer timer;
+    std::string msg;
+    char drain[4096];
+  };
+  HttpResponse r = error_response(
+      503, "server busy: " + std::to_string(max_conns_) + " connections are open (--max-connections)");
+  auto st = std::make_shared<Refused>(Refused{std::move(s), net::steady_timer(ioc_), {}, {}});
+  st->msg = "HTTP/1.1 503 Service Unavailable\r\nServer: strata\r\nContent-Type: " + r.content_type +
+            "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(r.body.size()) +
+            "\r\n\r\n" + r.body;
+  net::async_write(st->sock, net::buffer(st->msg), [st](error_code ec, size_t) {
+    error_code ignored;
+    if (ec) return (void)st->sock.close(ignored);
+    st->sock.shutdown(tcp::socket::shutdown_send, ignored);
+    st->timer.expires_after(std::chrono::seconds(1));
+    st->timer.async_wait([st](error_code) {
+      error_code e;
+      st->sock.close(e);
+    });
+    st->sock.async_read_some(net::buffer(st->drain), [st](error_code, size_t) { st->timer.cancel(); });
+  });
+}
+
+void HttpServer::Impl::begin_shutdown() {
+  if (stopping_) return;
+  stopping_ = true;
+  error_code ignored;
+  acceptor_.close(ignored);
+  retry_timer_.cancel();
+  const std::vector<Connection*> open(conns_.begin(), conns_.end());
+  for (Connection* c : open) c->shutdown();
+  if (conns_.empty()) return ioc_.stop();
+  shutdown_timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(opts_.shutdown_timeout_s)));
+  shutdown_timer_.async_wait([this](error_code ec) {
+    if (!ec) ioc_.stop();
+  });
+}
+
+const Route* HttpServer::Impl::route(const HttpRequest& head, HttpResponse* refusal) const {
+  if (head.method == "OPTIONS" && !opts_.cors_origins.empty()) return &preflight_;
+  for (const Route& r : routes_) {
+    const bool match =
+        r.prefix ? head.path.size() > r.path.size() && head.path.starts_with(r.path) : head.path == r.path;
+    if (!match || r.method != head.method) continue;
+    if (r.needs_key && !opts_.api_key.empty() && head.header("Authorization") != "Bearer " + opts_.api_key) {
+      *refusal = error_response(401, "missing or wrong API key (Authorization: Bearer KEY)");
+      return nullptr;
+    }
+    return &r;
+  }
+  *refusal = error_response(404, "no route for " + head.method + " " + head.path);
+  return nullptr;
+}
+
+HttpHeaders HttpServer::Impl::response_headers(const HttpRequest& head) const {
+  if (opts_.cors_origins.empty()) return {};
+  const std::string allow = cors_allow_origin(opts_.cors_origins, head.header("Origin"));
+  if (allow.empty()) return {};
+  return {{"Access-Control-Allow-Origin", allow}, {"Vary", "Origin"}};
+}
+
+void HttpServer::Impl::run(const Route& r, const std::shared_ptr<Exchange>& ex) {
+  auto call = [h = &r.handle, ex] {
+    try {
+      (*h)(ex);
+    } catch (const std::exception& e) {
+      ex->respond(error_response(500, std::string("internal error: ") + e.what()));
+    } catch (...) {
+      ex->respond(error_response(500, "internal error"));
+    }
+  };
+  if (r.on_worker) {
+    net::post(workers_, call);
+  } else {
+    call();
+  }
+}
+
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat,
                        ServerOptions opts)
-    : engine_(engine),
-      tok_(tok),
-      chat_(chat),
-      opts_(std::move(opts)),
-      http_(std::make_unique<httplib::Server>()) {
-  routes();
-}
+    : impl_(std::make_unique<Impl>(engine, tok, chat, std::move(opts))) {}
 
-HttpServer::~HttpServer() {
-  stop();
-}
+HttpServer::~HttpServer() = default;
 
 Result<int> HttpServer::bind() {
-  if (opts_.port < 0 || opts_.port > 65535) return err("--port %d must be in [0, 65535]", opts_.port);
-  if (opts_.port == 0) {
-    const int p = http_->bind_to_any_port(opts_.host);
-    if (p < 0) return err("cannot bind %s on any port", opts_.host.c_str());
-    return p;
-  }
-  if (!http_->bind_to_port(opts_.host, opts_.port))
-    return err("cannot bind %s:%d (in use, or not an address of this machine)", opts_.host.c_str(),
-               opts_.port);
-  return opts_.port;
+  return impl_->bind();
 }
 
 void HttpServer::run() {
-  http_->listen_after_bind();
+  impl_->run();
 }
 
 void HttpServer::stop() {
-  if (http_) http_->stop();
+  impl_->stop();
 }
 
-void HttpServer::routes() {
-  httplib::Server& s = *http_;
-  s.set_payload_max_length(opts_.max_body_bytes);
-  s.set_tcp_nodelay(true);  // SSE: one small write per token must not wait for the last one's ACK
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler already wrote its error
-    if (res.status == 404) return send_error(res, 404, "no route for " + req.method + " " + req.path);
-    if (res.status == 413) return send_error(res, 413, "request body is larger than the server's limit");
-    send_error(res, res.status, "HTTP error " + std::to_string(res.status));
-  });
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = std::string("internal error: ") + e.what();
-    } catch (...) {
-    }
-    send_error(res, 500, what);
-  });
-  auto authorized = [this](const httplib::Request& req, httplib::Response& res) {
-    if (opts_.api_key.empty()) return true;
-    if (req.get_header_value("Authorization") == "Bearer " + opts_.api_key) return true;
-    send_error(res, 401, "missing or wrong API key (Authorization: Bearer KEY)");
-    return false;
-  };
+int HttpServer::max_connections() const {
+  return impl_->max_conns_;
+}
 
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const EngineCounters c = engine_.counters();
-    send_json(res, 200,
-              json{{"status", "ok"},
-                   {"slots_idle", engine_.n_slots() - c.running},
-                   {"slots_processing", c.running},
-                   {"requests_waiting", c.waiting}});
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(engine_.metrics_text(), "text/plain; version=0.0.4");
-  });
-  // Routes whose answer is one JSON body (server/text_routes.h), behind the API key.
-  using Reply = std::function<ApiReply(const httplib::Request&)>;
-  auto json_route = [this, authorized](Reply f) {
-    return [authorized, f](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
-      const ApiReply r = f(req);
-      send_json(res, r.status, r.body);
-    };
-  };
-  for (const char* p : {"/v1/models", "/models"})
-    s.Get(p, json_route([this](const httplib::Request&) { return models_reply(api_context()); }));
-  for (const char* p : {"/v1/models/(.+)", "/models/(.+)"})
-    s.Get(p,
-          json_route([this](const httplib::Request& q) { return model_reply(api_context(), q.matches[1]); }));
-  for (const char* p : {"/tokenize", "/v1/tokenize"})
-    s.Post(p,
-           json_route([this](const httplib::Request& q) { return tokenize_reply(api_context(), q.body); }));
-  for (const char* p : {"/detokenize", "/v1/detokenize"})
-    s.Post(p,
-           json_route([this](const httplib::Request& q) { return detokenize_reply(api_context(), q.body); }));
-  s.Post("/apply-template", json_route([this](const httplib::Request& q) {
-           return apply_template_reply(api_context(), q.body);
-         }));
-  if (!opts_.cors_origins.empty()) {
-    // CORS: an allowed origin's requests carry Access-Control-Allow-Origin (SSE included); a
-    // preflight (OPTIONS) is answered here, 204, without the API key.
-    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const std::string allow = cors_allow_origin(opts_.cors_origins, req.get_header_value("Origin"));
-      if (!allow.empty()) {
-        res.set_header("Access-Control-Allow-Origin", allow);
-        res.set_header("Vary", "Origin");
-      }
-      if (req.method != "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
-      res.status = 204;
-      if (!allow.empty()) {
-        const std::string want = req.get_header_value("Access-Control-Request-Headers");
-        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        res.set_header("Access-Control-Allow-Headers", want.empty() ? "Authorization, Content-Type" : want);
-        res.set_header("Access-Control-Max-Age", "600");
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    });
-  }
-
-  auto completion = [this, authorized](const httplib::Request& req, httplib::Response& res, bool chat) {
-    if (!authorized(req, res)) return;
-    ApiError e;
-    auto job = CompletionJob::start(api_context(), next_id_++, req.body, chat, &e);
-    if (!job) return send_error(res, e.status, e.message);
-    if (!job->stream()) {
-      auto [status, body] = job->wait();
-      return send_json(res, status, body);
-    }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [job](size_t, httplib::DataSink& sink) {
-          try {
-            return stream_step(*job, sink);
-          } catch (...) {  // never let an exception end the process from a server thread
-            return false;
-          }
-        },
-        [job](bool) { job->close(); });
-  };
-
-  for (const char* p : {"/v1/completions", "/completions"})
-    s.Post(p, [completion](const httplib::Request& q, httplib::Response& r) { completion(q, r, false); });
-  for (const char* p : {"/v1/chat/completions", "/chat/completions"})
-    s.Post(p, [completion](const httplib::Request& q, httplib::Response& r) { completion(q, r, true); });
+const std::string& HttpServer::note() const {
+  return impl_->note_;
 }
 
 }  // namespace strata::server

@@ -1,14 +1,20 @@
-// HttpServer: the HTTP face of `strata serve` (cpp-httplib), OpenAI-compatible:
-//   POST /v1/completions, /v1/chat/completions   (also without /v1; "stream": true -> SSE)
-//   POST /tokenize, /detokenize, /apply-template (server/text_routes.h)
-//   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
-// With cors_origins, browsers of those origins may call it (OPTIONS preflights need no API key).
-// Requests go to the Engine's slots; a client that disconnects cancels its request. Bad input
-// (invalid JSON, unsupported fields, a prompt longer than a slot's context, an unknown chat role)
-// is a 400 with {"error": {"message", "type", "code"}}; a full queue is a 503.
+// HttpServer: the HTTP face of `strata serve`, event-driven on Boost.Beast / Asio. One I/O thread
+// runs every connection (server/http_connection.h: a connection costs no thread; header, body,
+// idle and write timeouts); handlers that parse and tokenize run on a small fixed worker pool, and
+// a request's tokens come back from the engine's scheduler as posted events. Routes are a table
+// (server/api_routes.h: the OpenAI routes, /tokenize, /detokenize, /apply-template, /health,
+// /metrics, /props, /slots); a request with no route is a 404, one without the API key a 401, both
+// with {"error": {...}} bodies. With cors_origins, an allowed origin's answers (errors and streams
+// included) carry Access-Control-Allow-Origin, and a preflight (OPTIONS) is a 204 without the key.
+//
+// Limits: --max-connections (beyond: a 503 and the connection closed; RLIMIT_NOFILE is raised to
+// its hard limit, and the bound lowered to what it allows), the body size (Content-Length or
+// chunked, refused as the bytes arrive: 413), exclusive bind (no SO_REUSEPORT: a busy port is an
+// error naming host:port). stop(): no new connections; idle ones close, a pending answer becomes a
+// 503, an open stream ends with its final event; after --shutdown-timeout the rest are dropped.
 #pragma once
 
-#include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,13 +22,9 @@
 
 #include "base/status.h"
 #include "runtime/engine.h"
-#include "server/completion_job.h"
+#include "server/http_exchange.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace strata::server {
 
@@ -31,9 +33,25 @@ struct ServerOptions {
   int port = 8080;                    // 0: any free port (tests)
   std::string model_name = "strata";  // reported by /v1/models and in every response
   std::string api_key;                // non-empty: requests need "Authorization: Bearer KEY"
-  size_t max_body_bytes = 16u << 20;  // larger request bodies are refused (413)
+  size_t max_body_bytes = 16u << 20;  // larger request bodies are refused (413), chunked ones too
+  double timeout_s = 600;             // -to: a request's header, its body, idle keep-alive, each write
+  int max_connections = 4096;         // open client connections; beyond, new ones get a 503
+  double shutdown_timeout_s = 5;      // stop(): open streams end within this
+  int max_stop = 16;                  // stop strings per request at most (400 beyond)
+  size_t max_stop_bytes = 256;        // bytes of one stop string at most
+  int workers = 2;                    // threads that parse and tokenize requests
   // Browser origins allowed to call the API (CORS; "*": any); empty: no CORS headers.
   std::vector<std::string> cors_origins;
+};
+
+// One row of the route table. Handlers answer through the exchange (any thread, once).
+struct Route {
+  std::string method;      // "GET", "POST"
+  std::string path;        // the whole path, or with prefix its start (the rest: a parameter)
+  bool prefix = false;     // true: paths that start with `path` and go on (/v1/models/{id})
+  bool needs_key = true;   // false: open without the API key (/health, /metrics)
+  bool on_worker = false;  // true: runs on the worker pool (parsing, tokenizing); else on the I/O thread
+  std::function<void(const std::shared_ptr<Exchange>&)> handle;
 };
 
 class HttpServer {
@@ -42,19 +60,17 @@ class HttpServer {
   HttpServer(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, ServerOptions opts);
   ~HttpServer();
 
-  Result<int> bind();  // binds host:port; returns the port (the chosen one when port was 0)
-  void run();          // serves until stop(); call after bind()
-  void stop();
+  // Binds host:port (exclusively); returns the port (the chosen one when port was 0).
+  Result<int> bind();
+  void run();   // serves until stop() and the shutdown are over; call after bind()
+  void stop();  // any thread
+  // After bind(): the connection bound in force, and a note when RLIMIT_NOFILE lowered it.
+  int max_connections() const;
+  const std::string& note() const;
 
  private:
-  void routes();
-  ApiContext api_context() { return ApiContext{engine_, tok_, chat_, opts_.model_name}; }
-  Engine& engine_;
-  const Tokenizer& tok_;
-  std::optional<ChatFormat> chat_;
-  ServerOptions opts_;
-  std::unique_ptr<httplib::Server> http_;
-  std::atomic<uint64_t> next_id_{1};
+  class Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace strata::server

@@ -9,7 +9,8 @@
 //                         vLLM's names)
 //   POST /apply-template  {"messages": [..]} -> {"prompt": the chat template's text, with the
 //                         assistant's opening}
-//   GET  /v1/models       the model list; /v1/models/{id}: the model, or a 404 for another id
+//   GET  /v1/models       the model list; /v1/models/{id} (%XX-escapes decoded): the model, or a
+//                         404 for another id
 // and the CORS decision (ServerOptions::cors_origins).
 #pragma once
 

@@ -1,11 +1,13 @@
-// A strata serve on a free port over the bundled smoke model (two slots, 96 tokens each), a client
-// for it, and the text of an SSE body: the shared fixture of the end-to-end server tests.
+// A strata serve on a free port over the bundled smoke model (two slots, 96 tokens each, its forward
+// optionally slowed), a client for it, a polling wait and the text of an SSE body: the shared fixture of the
+// end-to-end server tests.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "common/fixtures.h"
@@ -94,6 +96,15 @@ class HttpServerTest : public ::testing::Test {
   int port_ = 0;
 };
 inline Model* HttpServerTest::model_ = nullptr;
+
+// Polls cond every 5 ms for up to timeout_ms; its last value.
+inline bool wait_for(const std::function<bool()>& cond, int timeout_ms) {
+  for (int i = 0; i < timeout_ms / 5; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
 
 // The text of an SSE body: every data chunk's text/delta.content, up to [DONE] (which must come).
 inline std::string sse_text(const std::string& body, bool chat, std::string* finish) {

@@ -1,5 +1,6 @@
 // Several prompts in one completions request (a choice each, streamed or not, each equal to its
-// prompt alone), and the developer role written as the system role.
+// prompt alone; one the queue cannot take refuses the request and cancels the others), and the
+// developer role written as the system role.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,6 +12,7 @@ namespace {
 
 using nlohmann::json;
 using testing::HttpServerTest;
+using testing::wait_for;
 
 TEST_F(HttpServerTest, PromptArraysGiveAChoiceEach) {
   start();
@@ -80,6 +82,26 @@ TEST_F(HttpServerTest, PromptArraysGiveAChoiceEach) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("prompt 1: prompt is"), std::string::npos) << r->body;
+}
+
+TEST_F(HttpServerTest, APromptArrayBeyondTheQueueIs503AndCancelsItsOtherChoices) {
+  EngineOptions eo;
+  eo.max_queue = 0;  // two slots, no waiting: the third prompt cannot be taken
+  start({}, eo, /*eval_delay_ms=*/20);
+  auto c = client();
+  json req{{"prompt", {"The", "It", "In"}}, {"max_tokens", 60}, {"ignore_eos", true}};
+  for (bool stream : {false, true}) {
+    req["stream"] = stream;
+    const uint64_t cancelled = engine_->counters().requests_cancelled;
+    auto r = c.Post("/v1/completions", req.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_NE(r->body.find("prompt 2: server busy"), std::string::npos) << r->body;
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+    // The two choices already queued are cancelled at their next event, not run to 60 tokens.
+    EXPECT_TRUE(wait_for([&] { return engine_->counters().requests_cancelled == cancelled + 2; }, 3000));
+    EXPECT_TRUE(wait_for([&] { return engine_->counters().running == 0; }, 3000));
+  }
 }
 
 TEST_F(HttpServerTest, DeveloperRoleIsTheSystemRole) {

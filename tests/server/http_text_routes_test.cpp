@@ -65,6 +65,10 @@ TEST_F(HttpServerTest, TokenizeDetokenizeAndApplyTemplate) {
   ASSERT_TRUE(m);
   EXPECT_EQ(m->status, 200);
   EXPECT_EQ(json::parse(m->body)["id"], "smoke");
+  c.set_url_encode(false);         // the path goes as written
+  m = c.Get("/models/sm%6Fk%65");  // escaped, as clients send an id with a '/'
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200) << m->body;
   m = c.Get("/v1/models/other");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->status, 404);

@@ -1,0 +1,370 @@
+#include "server/http_connection.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <sstream>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "server/openai_api.h"
+
+namespace strata::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr uint32_t kMaxHeaderBytes = 64u << 10;
+constexpr size_t kMaxDrainBytes = 1u << 20;  // read (and dropped) after a refusal, before closing
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string chunk(const std::string& data) {
+  if (data.empty()) return {};
+  char head[24];
+  std::snprintf(head, sizeof head, "%zx\r\n", data.size());
+  return head + data + "\r\n";
+}
+
+std::string serialize(const HttpResponse& r, bool keep_alive, const HttpHeaders& extra) {
+  http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
+  res.set(http::field::server, "strata");
+  if (!r.content_type.empty()) res.set(http::field::content_type, r.content_type);
+  for (const auto& [k, v] : r.headers) res.set(k, v);
+  for (const auto& [k, v] : extra) res.set(k, v);
+  res.keep_alive(keep_alive);
+  res.body() = r.body;
+  res.prepare_payload();
+  std::ostringstream os;
+  os << res;
+  return os.str();
+}
+
+}  // namespace
+
+HttpResponse json_response(int status, const nlohmann::json& body) {
+  return HttpResponse{status,
+                      "application/json; charset=utf-8",
+                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                      {}};
+}
+
+HttpResponse error_response(int status, const std::string& message) {
+  return json_response(status, error_body(message, status));
+}
+
+std::string HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return v;
+  return {};
+}
+
+// --- Exchange ---------------------------------------------------------------------------------
+
+Exchange::Exchange(HttpRequest req, std::shared_ptr<Connection> conn)
+    : req_(std::move(req)), conn_(std::move(conn)) {}
+
+std::shared_ptr<Connection> Exchange::connection() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return conn_;
+}
+
+bool Exchange::open() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return conn_ != nullptr;
+}
+
+void Exchange::close() {
+  std::lock_guard<std::mutex> lk(mu_);
+  conn_.reset();
+}
+
+bool Exchange::post(std::function<void()> f) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!conn_) return false;
+  // The connection is alive while the exchange is open, and the I/O loop with it.
+  net::post(conn_->executor(), [self = shared_from_this(), f = std::move(f)] {
+    if (self->open()) f();
+  });
+  return true;
+}
+
+void Exchange::respond(HttpResponse r) {
+  post([self = shared_from_this(), r = std::move(r)]() mutable {
+    if (auto c = self->connection()) c->respond(std::move(r));
+  });
+}
+
+void Exchange::begin_stream(std::string content_type, std::string final_event) {
+  post([self = shared_from_this(), ct = std::move(content_type), fe = std::move(final_event)]() mutable {
+    if (auto c = self->connection()) c->begin_stream(ct, std::move(fe));
+  });
+}
+
+void Exchange::write(std::string data) {
+  post([self = shared_from_this(), d = std::move(data)] {
+    if (auto c = self->connection()) c->write(d);
+  });
+}
+
+void Exchange::end_stream() {
+  post([self = shared_from_this()] {
+    if (auto c = self->connection()) c->end_stream();
+  });
+}
+
+// --- Connection -------------------------------------------------------------------------------
+
+Connection::Connection(tcp::socket s, ConnectionHost& host, double t_accept)
+    : stream_(std::move(s)), buf_(kMaxHeaderBytes * 4), host_(host), t_accept_(t_accept) {}
+
+Connection::~Connection() {
+  if (ex_) ex_->close();
+  host_.closed(this);
+}
+
+void Connection::start() {
+  beast::error_code ec;
+  stream_.socket().set_option(tcp::no_delay(true), ec);  // SSE: a token's write must not wait for an ACK
+  read_header();
+}
+
+void Connection::read_header() {
+  state_ = State::reading;
+  ++gen_;
+  extra_.clear();
+  parser_.emplace();
+  parser_->header_limit(kMaxHeaderBytes);
+  parser_->body_limit(host_.max_body_bytes());
+  stream_.expires_after(seconds(host_.timeout_s()));  // the idle wait and the whole header
+  http::async_read_header(stream_, buf_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void Connection::on_header(beast::error_code ec) {
+  if (state_ != State::reading) return;
+  if (ec == http::error::body_limit) return refuse(413, "request body is larger than the server's limit");
+  if (ec == http::error::header_limit) return refuse(431, "request header is larger than the server's limit");
+  if (ec) {
+    // A clean close, a timeout or a dead socket: nothing to answer. A malformed request: a 400.
+    const bool parse_error = ec.category() == http::make_error_code(http::error::bad_target).category() &&
+                             ec != http::error::end_of_stream && ec != http::error::partial_message;
+    if (!parse_error) return close();
+    return refuse(400, "malformed HTTP request: " + ec.message());
+  }
+  const auto& h = parser_->get();
+  HttpRequest& head = head_;
+  head = HttpRequest{};
+  head.method = std::string(h.method_string());
+  const std::string target(h.target());
+  const size_t q = target.find('?');
+  head.path = target.substr(0, q);
+  if (q != std::string::npos) head.query = target.substr(q + 1);
+  for (const auto& f : h) head.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  head.t_arrival = first_ ? t_accept_ : now_seconds();
+  first_ = false;
+  keep_alive_ = h.keep_alive();
+  extra_ = host_.response_headers(head);
+  HttpResponse refusal;
+  route_ = host_.route(head, &refusal);
+  if (!route_) {
+    // Answered without reading the body: the connection cannot be reused.
+    keep_alive_ = false;
+    state_ = State::handling;
+    send(serialize(refusal, false, extra_), Then::close);
+    return;
+  }
+  if (beast::iequals(h[http::field::expect], "100-continue"))
+    send("HTTP/1.1 100 Continue\r\n\r\n", Then::nothing);
+  stream_.expires_after(seconds(host_.timeout_s()));  // the whole body
+  http::async_read(stream_, buf_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+}
+
+void Connection::on_body(beast::error_code ec) {
+  if (state_ != State::reading) return;
+  if (ec == http::error::body_limit) return refuse(413, "request body is larger than the server's limit");
+  if (ec) return close();
+  stream_.expires_never();
+  head_.body = std::move(parser_->get().body());
+  parser_.reset();
+  ex_ = std::make_shared<Exchange>(std::move(head_), shared_from_this());
+  state_ = State::handling;
+  watch_hangup();
+  host_.run(*route_, ex_);
+}
+
+void Connection::refuse(int status, const std::string& message) {
+  keep_alive_ = false;
+  state_ = State::handling;
+  HttpResponse r = error_response(status, message);
+  send(serialize(r, false, extra_), Then::close);
+}
+
+// A readable socket while a handler runs: the client hung up (EOF / reset), or sent its next
+// request early (pipelining; then the watch ends and a hang-up shows at the next write).
+void Connection::watch_hangup() {
+  stream_.socket().async_wait(
+      tcp::socket::wait_read, [self = shared_from_this(), gen = gen_](beast::error_code ec) {
+        if (gen != self->gen_ || (self->state_ != State::handling && self->state_ != State::streaming))
+          return;
+        if (ec) {
+          if (ec != net::error::operation_aborted) self->client_gone();
+          return;
+        }
+        char c;
+        const ssize_t n = ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+          return self->client_gone();
+        if (n < 0) self->watch_hangup();
+      });
+}
+
+void Connection::client_gone() {
+  const auto self = shared_from_this();
+  if (ex_) ex_->close();
+  close();
+}
+
+void Connection::respond(HttpResponse r) {
+  if (state_ != State::handling) return;
+  end_exchange();
+  const bool keep = keep_alive_ && !stopping_;
+  send(serialize(r, keep, extra_), keep ? Then::next_request : Then::close);
+}
+
+void Connection::begin_stream(const std::string& content_type, std::string final_event) {
+  if (state_ != State::handling) return;
+  state_ = State::streaming;
+  final_event_ = std::move(final_event);
+  http::response<http::empty_body> res{http::status::ok, 11};
+  res.set(http::field::server, "strata");
+  res.set(http::field::content_type, content_type);
+  res.set(http::field::cache_control, "no-cache");
+  for (const auto& [k, v] : extra_) res.set(k, v);
+  res.keep_alive(keep_alive_);
+  res.chunked(true);
+  std::ostringstream os;
+  os << res.base();
+  send(os.str(), Then::nothing);
+}
+
+void Connection::write(const std::string& data) {
+  if (state_ == State::streaming) send(chunk(data), Then::nothing);
+}
+
+void Connection::end_stream() {
+  if (state_ != State::streaming) return;
+  end_exchange();
+  const bool keep = keep_alive_ && !stopping_;
+  send("0\r\n\r\n", keep ? Then::next_request : Then::close);
+}
+
+void Connection::end_exchange() {
+  if (ex_) ex_->close();
+  ex_.reset();
+  final_event_.clear();
+  ++gen_;  // the hang-up watch of this request is over (it completes when the socket is next readable)
+}
+
+void Connection::shutdown() {
+  const auto self = shared_from_this();  // closing the exchange may drop the last other owner
+  stopping_ = true;
+  switch (state_) {
+    case State::reading:
+      return close();
+    case State::handling:
+      if (!ex_) return;  // already answered: the answer is being written, then the connection closes
+      end_exchange();
+      send(serialize(error_response(503, "server shutting down"), false, extra_), Then::close);
+      return;
+    case State::streaming: {
+      std::string last = chunk(final_event_);
+      end_exchange();
+      send(last + "0\r\n\r\n", Then::close);
+      return;
+    }
+    case State::closed:
+      return;
+  }
+}
+
+void Connection::abandon() {
+  const auto self = shared_from_this();
+  if (ex_) ex_->close();
+  ex_.reset();
+  close();
+}
+
+void Connection::send(std::string bytes, Then then) {
+  out_ += bytes;
+  if (then != Then::nothing) then_ = then;
+  flush();
+}
+
+void Connection::flush() {
+  if (writing_ || state_ == State::closed) return;
+  if (out_.empty()) {
+    const Then t = then_;
+    then_ = Then::nothing;
+    if (t == Then::next_request) return read_header();
+    if (t == Then::close) return linger();
+    return;
+  }
+  writing_ = true;
+  inflight_.swap(out_);
+  out_.clear();
+  stream_.expires_after(seconds(host_.timeout_s()));
+  net::async_write(stream_, net::buffer(inflight_),
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_flushed(ec); });
+}
+
+void Connection::on_flushed(beast::error_code ec) {
+  writing_ = false;
+  inflight_.clear();
+  if (ec) return client_gone();
+  if (state_ == State::handling || state_ == State::streaming) stream_.expires_never();
+  flush();
+}
+
+// After a last answer: stop sending, read (and drop) what the client still sends for a moment so
+// that closing does not reset the connection under the answer, then close.
+void Connection::linger() {
+  state_ = State::closed;
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return close();
+  stream_.expires_after(std::chrono::seconds(1));
+  drain();
+}
+
+void Connection::drain() {
+  buf_.consume(buf_.size());
+  stream_.async_read_some(buf_.prepare(64u << 10),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            self->drained_ += n;
+                            if (ec || self->drained_ > kMaxDrainBytes) return self->close();
+                            self->drain();
+                          });
+}
+
+void Connection::close() {
+  state_ = State::closed;
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
+}
+
+}  // namespace strata::server
