@@ -336,7 +336,9 @@ TEST_F(HttpServerTest, WaitingCountsFromTheRequestsArrival) {
   ASSERT_NE(at, std::string::npos) << got;
   json b = json::parse(got.substr(at + 4), nullptr, false);
   ASSERT_FALSE(b.is_discarded()) << got;
-  EXPECT_GE(b["timings"]["ttft_ms"].get<double>(), 300.0) << got;
+  // Counted from the connection's accept: the 300 ms upload, less however late the loaded I/O
+  // thread accepted it (counted from the body's end it would be a few ms).
+  EXPECT_GE(b["timings"]["ttft_ms"].get<double>(), 200.0) << got;
 }
 
 TEST_F(HttpServerTest, PropsAndSlotsDescribeTheServer) {
