@@ -180,6 +180,12 @@ void Context::release(Submission& s) {
   s = Submission{};
 }
 
+Result<RawBuffer> Context::add_scratch(Submission& s, size_t bytes, bool host_visible, const char* what) {
+  STRATA_ASSIGN(RawBuffer b, create_buffer(bytes, host_visible, what));
+  s.scratch.push_back(b);
+  return b;
+}
+
 void Context::discard(Submission& s) {
   if (s.cmd != VK_NULL_HANDLE) api_.vkEndCommandBuffer(s.cmd);
   release(s);

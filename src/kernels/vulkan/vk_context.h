@@ -50,6 +50,8 @@ class Context {
   // has it. Errors name `what` and the driver's result.
   Result<RawBuffer> create_buffer(size_t bytes, bool host_visible, const char* what);
   void destroy_buffer(RawBuffer& b);
+  // create_buffer, freed with s when it is reached (a submission's staging or scratch).
+  Result<RawBuffer> add_scratch(Submission& s, size_t bytes, bool host_visible, const char* what);
 
   // Every write recorded before it in cmd (or submitted before) is visible after it: to later
   // commands, or to the host (to_host).

@@ -224,12 +224,10 @@ Result<DeviceTicket> VulkanDevice::run_linear_locked(const DeviceLinearWork& w) 
     ctx_->discard(s);
     return e;
   };
-  auto staging = ctx_->create_buffer(y_off + y_bytes, /*host_visible=*/true, "run_linear staging");
+  auto staging = ctx_->add_scratch(s, y_off + y_bytes, /*host_visible=*/true, "run_linear staging");
   if (!staging.ok()) return fail(staging.error());
-  s.scratch.push_back(*staging);
-  auto scratch = ctx_->create_buffer(y_off + y_bytes, /*host_visible=*/false, "run_linear activations");
+  auto scratch = ctx_->add_scratch(s, y_off + y_bytes, /*host_visible=*/false, "run_linear activations");
   if (!scratch.ok()) return fail(scratch.error());
-  s.scratch.push_back(*scratch);
   to_form(xf, w.x, n, m.in, staging->mapped);
 
   const vk::Api& api = ctx_->api();
@@ -278,12 +276,10 @@ Result<DeviceTicket> VulkanDevice::run_ffn_locked(const DeviceFfnWork& w) {
     ctx_->discard(s);
     return e;
   };
-  auto staging = ctx_->create_buffer(y_off + y_bytes, /*host_visible=*/true, "run_ffn staging");
+  auto staging = ctx_->add_scratch(s, y_off + y_bytes, /*host_visible=*/true, "run_ffn staging");
   if (!staging.ok()) return fail(staging.error());
-  s.scratch.push_back(*staging);
-  auto scratch = ctx_->create_buffer(total, /*host_visible=*/false, "run_ffn activations");
+  auto scratch = ctx_->add_scratch(s, total, /*host_visible=*/false, "run_ffn activations");
   if (!scratch.ok()) return fail(scratch.error());
-  s.scratch.push_back(*scratch);
   to_form(gf, w.x, n, d, staging->mapped);
   if (xu_bytes > 0) to_form(uf, w.x, n, d, staging->mapped + xu_off);
 
@@ -386,12 +382,10 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
     ctx_->discard(s);
     return e;
   };
-  auto staging = ctx_->create_buffer(y_off + y_bytes, /*host_visible=*/true, "run_experts staging");
+  auto staging = ctx_->add_scratch(s, y_off + y_bytes, /*host_visible=*/true, "run_experts staging");
   if (!staging.ok()) return fail(staging.error());
-  s.scratch.push_back(*staging);
-  auto scratch = ctx_->create_buffer(total, /*host_visible=*/false, "run_experts activations");
+  auto scratch = ctx_->add_scratch(s, total, /*host_visible=*/false, "run_experts activations");
   if (!scratch.ok()) return fail(scratch.error());
-  s.scratch.push_back(*scratch);
   {  // every token converted once, then its rows copied to the slots routed to these experts
     std::vector<uint8_t> xg(xg_row * static_cast<size_t>(w.n)), xu(xu_row * static_cast<size_t>(w.n));
     to_form(gf, w.x, w.n, d, xg.data());
