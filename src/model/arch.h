@@ -92,7 +92,8 @@ class Architecture {
   // Puts the weights of the layer ops it runs through the device seam (kernels/device.h) on
   // `dev` (which outlives the architecture): called once, after load, before any state is made
   // (Model::load does). The standard decoders run attention, dense FFNs and the output head on
-  // it; deepseek4 and deepseek_v41 do not use the seam yet and ignore it (their default).
+  // it; deepseek4 its dense projections (run_linear); deepseek_v41 does not use the seam yet and
+  // ignores it (the default).
   virtual Status place(Device& dev) {
     (void)dev;
     return {};

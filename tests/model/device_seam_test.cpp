@@ -275,6 +275,50 @@ TEST(DecoderOnDevice, DenseLlamaHiddenMemoryKeepsEveryBit) {
   std::filesystem::remove(path);
 }
 
+// deepseek4 runs every dense projection through the device (run_linear): on a device whose
+// memory the host cannot address the logits keep every bit, and each step submits the same
+// number of projections (at least q_a, q_b, kv, an output group, output_b and the router per
+// layer, plus the head).
+class Deepseek4OnDevice : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Deepseek4OnDevice, HiddenMemoryKeepsEveryBit) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  const std::string path = dir + "/models/" + GetParam();
+  auto ref = Model::load(path, {.n_threads = 2});
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  ThreadPool pool(2);
+  CountingDevice dev(pool, /*host_visible=*/false);
+  LoadOptions lo;
+  lo.n_threads = 2;
+  lo.device = &dev;
+  auto m = Model::load(path, lo);
+  ASSERT_TRUE(m.ok()) << m.message();
+  const HParams& hp = (*m)->hparams();
+  EXPECT_GE(dev.imports, 6 * hp.n_layer + 1);
+  EXPECT_EQ(dev.memory().imported, 0u);
+  std::vector<int32_t> tokens(12);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % hp.n_vocab);
+  const int n = static_cast<int>(tokens.size());
+  int64_t per_step = -1;
+  for (int chunk : {n, 1, 5}) {
+    const int64_t lin = dev.linear;
+    const auto want = eval_all(**ref, tokens, chunk);
+    const auto got = eval_all(**m, tokens, chunk);
+    const int64_t steps = (n + chunk - 1) / chunk, ops = dev.linear - lin;
+    EXPECT_EQ(ops % steps, 0) << "chunk " << chunk;
+    if (per_step < 0) per_step = ops / steps;
+    EXPECT_EQ(ops / steps, per_step) << "chunk " << chunk;
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0)
+        << path << ": the hidden-memory device changed the logits (chunk " << chunk << ")";
+  }
+  EXPECT_GE(per_step, 6 * hp.n_layer + 1);
+  EXPECT_EQ(dev.attention, 0);  // attention (CSA / HCA) stays on the host
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Deepseek4OnDevice,
+                         ::testing::Values("tiny-deepseek4-f32.gguf", "tiny-deepseek4-MXFP4_MOE.gguf"),
+                         fixture_test_name);
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderOnDevice,
                          ::testing::Values("tiny-qwen3moe-Q4_0.gguf", "tiny-gpt-oss-MXFP4.gguf",
                                            "tiny-llama-moe-Q8_0.gguf", "tiny-qwen2moe-Q8_0.gguf"),

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "common/fixtures.h"
+#include "kernels/cpu_device.h"
 #include "model/arch_chunks.h"
 #include "model/deepseek4/ds4_arch.h"
 #include "model/fixture_metrics.h"
@@ -39,6 +41,8 @@ const Ds4Case kDs4Cases[] = {
 
 struct Loaded {
   std::unique_ptr<GgufFile> file;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<CpuDevice> dev;  // before arch: it frees its imports on it
   std::unique_ptr<Architecture> arch;
 };
 
@@ -59,6 +63,12 @@ Loaded* load(const std::string& path) {
     return nullptr;
   }
   l.arch = std::move(a).value();
+  l.pool = std::make_unique<ThreadPool>(2);
+  l.dev = std::make_unique<CpuDevice>(*l.pool);
+  if (Status s = l.arch->place(*l.dev); !s.ok()) {
+    ADD_FAILURE() << s.message();
+    return nullptr;
+  }
   return &cache.emplace(path, std::move(l)).first->second;
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
+#include "model/blocks/device_weights.h"
 #include "model/weights.h"
 
 namespace strata {
@@ -73,9 +73,6 @@ struct DeviceLayer {
 class Decoder final : public Architecture {
  public:
   Decoder(HParams hp, DecoderWeights w) : hp_(std::move(hp)), w_(std::move(w)) {}
-  ~Decoder() override {
-    for (DeviceBuffer& b : bufs_) dev_->free(b);
-  }
   const HParams& hparams() const override { return hp_; }
   KvSpec kv_spec() const override { return decoder_kv_spec(hp_); }
 
@@ -94,7 +91,7 @@ class Decoder final : public Architecture {
   // Imports every dense weight the device ops read (the mmapped bytes; a host-visible device
   // uses them in place). Routed experts stay with the MoE loop and the expert store.
   Status place(Device& dev) override {
-    if (dev_) return err("%s: placed twice", hp_.arch.c_str());
+    STRATA_TRY(dw_.bind(dev, hp_.arch));
     dev_ = &dev;
     layers_.resize(w_.layers.size());
     for (size_t il = 0; il < w_.layers.size(); ++il) {
@@ -105,26 +102,26 @@ class Decoder final : public Architecture {
       a.cfg = c;
       const int64_t q_w = int64_t{c.n_head} * c.head_dim_k, k_w = int64_t{c.n_head_kv} * c.head_dim_k,
                     v_w = int64_t{c.n_head_kv} * c.head_dim_v;
-      STRATA_ASSIGN(a.wq, device_mat(*l.attn_w.wq));
-      STRATA_ASSIGN(a.wk, device_mat(*l.attn_w.wk));
-      STRATA_ASSIGN(a.wv, device_mat(*l.attn_w.wv));
-      STRATA_ASSIGN(a.wo, device_mat(*l.attn_w.wo));
-      STRATA_ASSIGN(a.bq, device_vec(l.attn_w.bq, q_w, il, "attn_q.bias"));
-      STRATA_ASSIGN(a.bk, device_vec(l.attn_w.bk, k_w, il, "attn_k.bias"));
-      STRATA_ASSIGN(a.bv, device_vec(l.attn_w.bv, v_w, il, "attn_v.bias"));
-      STRATA_ASSIGN(a.bo, device_vec(l.attn_w.bo, hp_.n_embd, il, "attn_output.bias"));
-      STRATA_ASSIGN(a.q_norm, device_vec(l.attn_w.q_norm, c.head_dim_k, il, "attn_q_norm"));
-      STRATA_ASSIGN(a.k_norm, device_vec(l.attn_w.k_norm, c.head_dim_k, il, "attn_k_norm"));
-      STRATA_ASSIGN(a.sinks, device_vec(l.attn_w.sinks, c.n_head, il, "attn_sinks"));
+      STRATA_ASSIGN(a.wq, dw_.mat(*l.attn_w.wq));
+      STRATA_ASSIGN(a.wk, dw_.mat(*l.attn_w.wk));
+      STRATA_ASSIGN(a.wv, dw_.mat(*l.attn_w.wv));
+      STRATA_ASSIGN(a.wo, dw_.mat(*l.attn_w.wo));
+      STRATA_ASSIGN(a.bq, dw_.vec(l.attn_w.bq, q_w, blk_name(int(il), "attn_q.bias")));
+      STRATA_ASSIGN(a.bk, dw_.vec(l.attn_w.bk, k_w, blk_name(int(il), "attn_k.bias")));
+      STRATA_ASSIGN(a.bv, dw_.vec(l.attn_w.bv, v_w, blk_name(int(il), "attn_v.bias")));
+      STRATA_ASSIGN(a.bo, dw_.vec(l.attn_w.bo, hp_.n_embd, blk_name(int(il), "attn_output.bias")));
+      STRATA_ASSIGN(a.q_norm, dw_.vec(l.attn_w.q_norm, c.head_dim_k, blk_name(int(il), "attn_q_norm")));
+      STRATA_ASSIGN(a.k_norm, dw_.vec(l.attn_w.k_norm, c.head_dim_k, blk_name(int(il), "attn_k_norm")));
+      STRATA_ASSIGN(a.sinks, dw_.vec(l.attn_w.sinks, c.n_head, blk_name(int(il), "attn_sinks")));
       if (!l.moe) {
         DeviceFfnWork& f = layers_[il].ffn;
         f.layer = static_cast<int>(il);
-        STRATA_ASSIGN(f.gate, device_mat(*l.ffn_gate));
-        STRATA_ASSIGN(f.up, device_mat(*l.ffn_up));
-        STRATA_ASSIGN(f.down, device_mat(*l.ffn_down));
+        STRATA_ASSIGN(f.gate, dw_.mat(*l.ffn_gate));
+        STRATA_ASSIGN(f.up, dw_.mat(*l.ffn_up));
+        STRATA_ASSIGN(f.down, dw_.mat(*l.ffn_down));
       }
     }
-    STRATA_ASSIGN(output_, device_mat(*w_.output));
+    STRATA_ASSIGN(output_, dw_.mat(*w_.output));
     return {};
   }
 
@@ -205,34 +202,12 @@ class Decoder final : public Architecture {
   }
 
  private:
-  // A weight tensor's bytes as a device buffer (one per distinct tensor: a tied output shares
-  // token_embd's).
-  Result<const DeviceBuffer*> import(const void* data, size_t bytes, const std::string& what) {
-    for (size_t i = 0; i < buf_src_.size(); ++i)
-      if (buf_src_[i] == data) return &bufs_[i];
-    STRATA_ASSIGN(DeviceBuffer b, dev_->import(data, bytes, what));
-    bufs_.push_back(b);
-    buf_src_.push_back(data);
-    return &bufs_.back();
-  }
-  Result<DeviceMat> device_mat(const TensorView& t) {
-    STRATA_ASSIGN(const DeviceBuffer* b, import(t.data, t.nbytes, t.name));
-    return DeviceMat{b, 0, t.nb[1], t.ne[0], t.ne[1], t.type};
-  }
-  Result<DeviceVec> device_vec(const float* v, int64_t n, size_t il, const char* name) {
-    if (!v) return DeviceVec{};
-    STRATA_ASSIGN(const DeviceBuffer* b,
-                  import(v, sizeof(float) * static_cast<size_t>(n), blk_name(int(il), name)));
-    return DeviceVec{b, 0, n};
-  }
-
   HParams hp_;
   DecoderWeights w_;
   Device* dev_ = nullptr;
   std::vector<DeviceLayer> layers_;
   DeviceMat output_;
-  std::deque<DeviceBuffer> bufs_;  // stable addresses: DeviceMats point at them
-  std::vector<const void*> buf_src_;
+  DeviceWeights dw_;
 };
 
 }  // namespace

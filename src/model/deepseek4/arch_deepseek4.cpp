@@ -32,14 +32,23 @@ class Deepseek4 : public Architecture {
     return std::unique_ptr<ArchState>(std::move(st));
   }
 
+  // Imports the dense projections (every linear of the forward but the experts'): the forward runs
+  // them through the device; the caches and the rest of the math stay on the host.
+  Status place(Device& dev) override {
+    STRATA_TRY(dw_.bind(dev, hp_.arch));
+    return ds4::ds4_place_weights(p_, w_, dw_, &dev_w_);
+  }
+
   Status forward(const Batch& b, float* logits, ThreadPool& pool) const override {
-    return ds4::ds4_forward(p_, w_, b, logits, pool);
+    return ds4::ds4_forward(p_, w_, dev_w_, b, logits, pool);
   }
 
  private:
   HParams hp_;
   ds4::Ds4Params p_;
   ds4::Ds4Weights w_;
+  DeviceWeights dw_;
+  ds4::Ds4DeviceWeights dev_w_;
 };
 
 // The generic HParams the rest of strata reads (n_vocab, n_ctx_train, per-layer attention kind).

@@ -17,24 +17,13 @@ namespace strata::ds4 {
 
 namespace {
 
-// Rows [r0, r0+nr) of a 2-D weight as a weight view (one output group of attn_output_a).
-TensorView row_slice(const TensorView& w, int64_t r0, int64_t nr) {
-  TensorView v = w;
-  v.n_dims = 2;
-  v.ne[1] = nr;
-  v.ne[2] = v.ne[3] = 1;
-  v.data = w.row(r0);
-  v.nb[2] = v.nb[3] = w.nb[1] * static_cast<size_t>(nr);
-  v.nbytes = v.nb[2];
-  return v;
-}
-
 // A block's view of the step: the whole batch (the FFN, mHC, embeddings, head), or one sequence's
 // run of it (attention: st holds that sequence's caches). The scratch is always the arena of the
 // state that lends it to the step.
 struct Ctx {
   const Ds4Params& p;
   const Ds4Weights& w;
+  const Ds4DeviceWeights& dw;
   Ds4State& st;
   Arena& arena;
   ThreadPool& pool;
@@ -46,21 +35,31 @@ struct Ctx {
   T* alloc(size_t count) {
     return arena.alloc<T>(count);
   }
-  void lin(const TensorView& wt, const float* x, int64_t rows, float* y) {
-    linear(pool, arena, wt, x, rows, y);
+  // y [rows][out] = x [rows][in] · wᵀ on the device the layers were placed on. After a failure
+  // (kept in status, returned by the forward at the layer's end) the remaining ops are skipped.
+  void lin(const DeviceMat& wt, const float* x, int64_t rows, float* y) {
+    if (!status.ok()) return;
+    DeviceLinearWork lw;
+    lw.w = wt;
+    lw.x = x;
+    lw.n = rows;
+    lw.y = y;
+    lw.host_scratch = &arena;
+    Result<DeviceTicket> t = dw.dev->run_linear(lw);
+    status = t.ok() ? dw.dev->wait(t.value()) : t.status();
   }
 };
 
 // Runs one compressor over the batch; completed entries are normed, roped and stored in `part`.
-void run_compressor(Ctx& c, const Ds4Compressor& cw, CompressorState& state, int ratio, int width, int il,
-                    const float* x, RowCache& part, bool rotate) {
+void run_compressor(Ctx& c, const Ds4Compressor& cw, const Ds4DeviceCompressor& dc, CompressorState& state,
+                    int ratio, int width, int il, const float* x, RowCache& part, bool rotate) {
   const CompressorShape s = comp_shape(ratio, width);
   const int64_t in_w = s.in_width(), n = c.n;
   const size_t mark = c.arena.mark();
   float* a = c.alloc<float>(n * in_w);
   float* b = c.alloc<float>(n * in_w);
-  c.lin(*cw.wkv, x, n, a);
-  c.lin(*cw.wgate, x, n, b);
+  c.lin(dc.wkv, x, n, a);
+  c.lin(dc.wgate, x, n, b);
   const RopeParams rope = c.p.rope_for(il);
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = c.pos0 + t;
@@ -80,6 +79,7 @@ void run_compressor(Ctx& c, const Ds4Compressor& cw, CompressorState& state, int
 void attention_block(Ctx& c, int il, const float* x, float* y) {
   const Ds4Params& p = c.p;
   const Ds4Layer& l = c.w.layers[il];
+  const Ds4DeviceLayer& dl = c.dw.layers[il];
   Ds4LayerState& ls = c.st.layers[il];
   KvLayer& kvl = c.st.kv.layer(il);
   const int64_t n = c.n, hd = p.head_dim, nh = p.n_head, r = p.ratios[il];
@@ -87,12 +87,12 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   const size_t mark = c.arena.mark();
 
   float* qr = c.alloc<float>(n * p.q_lora);
-  c.lin(*l.wq_a, x, n, qr);
+  c.lin(dl.wq_a, x, n, qr);
   for (int64_t t = 0; t < n; ++t) rms_norm(qr + t * p.q_lora, l.q_a_norm, p.q_lora, p.eps, qr + t * p.q_lora);
   float* q = c.alloc<float>(n * nh * hd);
-  c.lin(*l.wq_b, qr, n, q);
+  c.lin(dl.wq_b, qr, n, q);
   float* kv = c.alloc<float>(n * hd);
-  c.lin(*l.wkv, x, n, kv);
+  c.lin(dl.wkv, x, n, kv);
   float* cs = c.alloc<float>(p.n_rot);
   RowCache& window = kvl.part(ls.window);
   for (int64_t t = 0; t < n; ++t) {
@@ -111,14 +111,14 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   float* qi = nullptr;
   float* iw = nullptr;
   if (r != 0)
-    run_compressor(c, l.comp, ls.comp_state, static_cast<int>(r), static_cast<int>(hd), il, x,
+    run_compressor(c, l.comp, dl.comp, ls.comp_state, static_cast<int>(r), static_cast<int>(hd), il, x,
                    kvl.part(ls.comp), false);
   if (r == 4) {
-    run_compressor(c, l.idx_comp, ls.index_state, 4, p.ihd, il, x, kvl.part(ls.index), true);
+    run_compressor(c, l.idx_comp, dl.idx_comp, ls.index_state, 4, p.ihd, il, x, kvl.part(ls.index), true);
     qi = c.alloc<float>(n * p.ih * p.ihd);
-    c.lin(*l.idx_q_b, qr, n, qi);
+    c.lin(dl.idx_q_b, qr, n, qi);
     iw = c.alloc<float>(n * p.ih);
-    c.lin(*l.idx_proj, x, n, iw);
+    c.lin(dl.idx_proj, x, n, iw);
     const float iscale = 1.0f / std::sqrt(static_cast<float>(p.ihd * p.ih));
     for (int64_t t = 0; t < n; ++t) {
       float* qt = qi + t * p.ih * p.ihd;
@@ -168,11 +168,10 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   float* z = c.alloc<float>(n * G * ol);
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t t = 0; t < n; ++t) std::memcpy(og + t * gin, o + t * nh * hd + g * gin, sizeof(float) * gin);
-    const TensorView wa = row_slice(*l.wo_a, g * ol, ol);
-    c.lin(wa, og, n, zg);
+    c.lin(dl.wo_a[static_cast<size_t>(g)], og, n, zg);
     for (int64_t t = 0; t < n; ++t) std::memcpy(z + t * G * ol + g * ol, zg + t * ol, sizeof(float) * ol);
   }
-  c.lin(*l.wo_b, z, n, y);
+  c.lin(dl.wo_b, z, n, y);
   c.arena.rewind(mark);
 }
 
@@ -183,7 +182,7 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
   const int64_t n = c.n, E = p.n_expert, K = p.n_used;
   const size_t mark = c.arena.mark();
   float* lg = c.alloc<float>(n * E);
-  c.lin(*l.gate_inp, x, n, lg);
+  c.lin(c.dw.layers[il].gate_inp, x, n, lg);
   float* sc = c.alloc<float>(E);
   int32_t* ids_all = c.alloc<int32_t>(n * K);  // [n][K]
   float* wts_all = c.alloc<float>(n * K);      // [n][K]
@@ -315,9 +314,11 @@ ArchMemory Ds4State::memory() const {
   return {kv.bytes(), owns_scratch ? scratch->capacity() : 0};
 }
 
-Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, float* logits, ThreadPool& pool) {
+Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Ds4DeviceWeights& dw, const Batch& b,
+                   float* logits, ThreadPool& pool) {
   const int64_t n = b.n();
   if (b.runs.empty()) return err("deepseek4: a batch without sequences");
+  if (!dw.dev) return err("deepseek4: not placed on a device (Architecture::place)");
   Ds4State& st = static_cast<Ds4State&>(*b.runs[0].state);  // lends the step its scratch
   if (n < 1 || n > st.n_batch)
     return err("deepseek4: batch of %lld tokens (n_batch %d)", (long long)n, st.n_batch);
@@ -327,7 +328,7 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, floa
       return err("deepseek4: positions up to %lld exceed n_ctx %d", (long long)(r.pos0 + r.n), rs.n_ctx);
   }
   st.scratch->reset();
-  Ctx c{p, w, st, *st.scratch, pool, b.tokens, 0, n, {}};
+  Ctx c{p, w, dw, st, *st.scratch, pool, b.tokens, 0, n, {}};
   const ExpertStepScope step(st.experts, n);
   const int64_t d = p.n_embd, hc = p.hc;
   float* H = c.alloc<float>(n * hc * d);  // [n][hc][d] residual streams
@@ -341,10 +342,18 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, floa
     // Attention per sequence (its window ring, compressors and indexer), everything else batched.
     hc_site(c, l.hc_attn, l.attn_norm, H, [&](const float* x, float* y) {
       for (const SeqRun& r : b.runs) {
-        Ctx rc{p,           w,    static_cast<Ds4State&>(*r.state),
-               *st.scratch, pool, b.tokens.subspan(static_cast<size_t>(r.t0), static_cast<size_t>(r.n)),
-               r.pos0,      r.n,  {}};
-        attention_block(rc, il, x + r.t0 * d, y + r.t0 * d);
+        Ctx rc{p,
+               w,
+               dw,
+               static_cast<Ds4State&>(*r.state),
+               *st.scratch,
+               pool,
+               b.tokens.subspan(static_cast<size_t>(r.t0), static_cast<size_t>(r.n)),
+               r.pos0,
+               r.n,
+               {}};
+        if (c.status.ok()) attention_block(rc, il, x + r.t0 * d, y + r.t0 * d);
+        if (!rc.status.ok()) c.status = rc.status;
       }
     });
     hc_site(c, l.hc_ffn, l.ffn_norm, H, [&](const float* x, float* y) { ffn_block(c, il, x, y); });
@@ -363,8 +372,8 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, floa
     hc_collapse(Ht, pw, p.hc, d, ht);
     rms_norm(ht, w.output_norm, d, p.eps, ht);
   }
-  linear(pool, *st.scratch, *w.output, h, nout, logits);
-  return {};
+  c.lin(dw.output, h, nout, logits);
+  return c.status;
 }
 
 }  // namespace strata::ds4

@@ -56,6 +56,8 @@ class Ds4State : public ArchState {
 // Ds4State): each layer's attention per sequence (its caches and positions), the mHC sites, the
 // MoE (routed experts grouped by expert over all rows) and the head over the whole batch; the
 // first run's state lends its scratch. logits: [out_rows][n_vocab].
-Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Batch& b, float* logits, ThreadPool& pool);
+// Every projection runs on dw's device (run_linear, waited for); the rest on the host with pool.
+Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Ds4DeviceWeights& dw, const Batch& b,
+                   float* logits, ThreadPool& pool);
 
 }  // namespace strata::ds4

@@ -104,4 +104,37 @@ Result<Ds4Weights> ds4_bind_weights(const GgufFile& f, Ds4Params& p) {
   return w;
 }
 
+Status ds4_place_weights(const Ds4Params& p, const Ds4Weights& w, DeviceWeights& dw, Ds4DeviceWeights* out) {
+  STRATA_ASSERT(dw.device() != nullptr);
+  Ds4DeviceWeights d;
+  d.dev = dw.device();
+  d.layers.resize(w.layers.size());
+  for (size_t il = 0; il < w.layers.size(); ++il) {
+    const Ds4Layer& l = w.layers[il];
+    Ds4DeviceLayer& dl = d.layers[il];
+    STRATA_ASSIGN(dl.wq_a, dw.mat(*l.wq_a));
+    STRATA_ASSIGN(dl.wq_b, dw.mat(*l.wq_b));
+    STRATA_ASSIGN(dl.wkv, dw.mat(*l.wkv));
+    STRATA_ASSIGN(dl.wo_b, dw.mat(*l.wo_b));
+    STRATA_ASSIGN(dl.gate_inp, dw.mat(*l.gate_inp));
+    for (int64_t g = 0; g < p.o_groups; ++g) {
+      STRATA_ASSIGN(DeviceMat m, dw.mat_rows(*l.wo_a, g * p.o_lora, p.o_lora));
+      dl.wo_a.push_back(m);
+    }
+    if (l.comp.wkv) {
+      STRATA_ASSIGN(dl.comp.wkv, dw.mat(*l.comp.wkv));
+      STRATA_ASSIGN(dl.comp.wgate, dw.mat(*l.comp.wgate));
+    }
+    if (l.idx_comp.wkv) {
+      STRATA_ASSIGN(dl.idx_comp.wkv, dw.mat(*l.idx_comp.wkv));
+      STRATA_ASSIGN(dl.idx_comp.wgate, dw.mat(*l.idx_comp.wgate));
+      STRATA_ASSIGN(dl.idx_proj, dw.mat(*l.idx_proj));
+      STRATA_ASSIGN(dl.idx_q_b, dw.mat(*l.idx_q_b));
+    }
+  }
+  STRATA_ASSIGN(d.output, dw.mat(*w.output));
+  *out = std::move(d);
+  return {};
+}
+
 }  // namespace strata::ds4

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "kernels/device.h"
+#include "model/blocks/device_weights.h"
 #include "model/blocks/moe.h"
 #include "model/deepseek4/ds4_hparams.h"
 #include "model/weights.h"
@@ -63,5 +65,26 @@ struct Ds4Weights {
 
 // Binds everything; sets p.n_vocab from token_embd. tid2eid ids are checked < n_expert.
 Result<Ds4Weights> ds4_bind_weights(const GgufFile& f, Ds4Params& p);
+
+// The dense projections as the device the layers run on names them (Architecture::place): every
+// linear of the forward goes through Device::run_linear. The mHC mixes, norms, RoPE, compressors'
+// pooling, the indexer's scores, attention and routing stay on the host; routed and shared
+// experts go through the MoE loop (model/blocks/moe.h) and the expert store.
+struct Ds4DeviceCompressor {
+  DeviceMat wkv, wgate;
+};
+struct Ds4DeviceLayer {
+  DeviceMat wq_a, wq_b, wkv, wo_b, gate_inp;
+  std::vector<DeviceMat> wo_a;  // [o_groups]: output rows g·o_lora .. of attn_output_a
+  Ds4DeviceCompressor comp, idx_comp;
+  DeviceMat idx_proj, idx_q_b;
+};
+struct Ds4DeviceWeights {
+  Device* dev = nullptr;
+  std::vector<Ds4DeviceLayer> layers;
+  DeviceMat output;
+};
+// Imports w's dense projections into dw (bound to its device) and names them in *out.
+Status ds4_place_weights(const Ds4Params& p, const Ds4Weights& w, DeviceWeights& dw, Ds4DeviceWeights* out);
 
 }  // namespace strata::ds4
