@@ -9,6 +9,7 @@
 
 #include "base/aligned.h"
 #include "base/arena.h"
+#include "base/units.h"
 #include "kernels/device.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
@@ -85,6 +86,12 @@ class Decoder final : public Architecture {
     if (o.device != dev_)
       return err("%s: a state's caches must live on the device its layers run on (%s)", hp_.arch.c_str(),
                  dev_->name().c_str());
+    const DeviceMemory dm = dev_->memory();
+    const uint64_t kv_bytes = decoder_kv_spec(hp_).bytes(o.n_ctx, o.n_batch);
+    if (dev_->kind() == DeviceKind::device_gpu && dm.budget > 0 && dm.allocated + kv_bytes > dm.budget)
+      return err("%s: a session's KV caches (context %d) need %s on %s: %s of its %s budget in use",
+                 hp_.arch.c_str(), o.n_ctx, format_bytes(kv_bytes).c_str(), dev_->name().c_str(),
+                 format_bytes(dm.allocated).c_str(), format_bytes(dm.budget).c_str());
     STRATA_ASSIGN(KvCache kv, KvCache::on_device(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *dev_));
     for (int il = 0; il < kv.n_layer(); ++il)  // forward reads parts 0 / 1 as K / V
       STRATA_ASSERT(kv.layer(il).find("k") == 0 && kv.layer(il).find("v") == 1);
@@ -95,6 +102,7 @@ class Decoder final : public Architecture {
   // uses them in place). Routed experts stay with the MoE loop and the expert store.
   Status place(Device& dev) override {
     if (dev_) return err("%s: placed twice", hp_.arch.c_str());
+    STRATA_TRY(check_budget(dev));
     dev_ = &dev;
     layers_.resize(w_.layers.size());
     for (size_t il = 0; il < w_.layers.size(); ++il) {
@@ -205,6 +213,41 @@ class Decoder final : public Architecture {
   }
 
  private:
+  // A GPU's budget (--gpu-budget) must hold every dense weight place() imports (each distinct
+  // tensor once), or placing is refused before any copy with the bytes needed and the budget.
+  Status check_budget(const Device& dev) const {
+    const DeviceMemory m = dev.memory();
+    if (dev.kind() != DeviceKind::device_gpu || m.budget == 0) return {};
+    std::vector<const void*> seen;
+    uint64_t need = 0;
+    auto add = [&](const void* p, uint64_t bytes) {
+      if (p == nullptr || std::find(seen.begin(), seen.end(), p) != seen.end()) return;
+      seen.push_back(p);
+      need += bytes;
+    };
+    auto add_vec = [&](const float* v, int64_t n) { add(v, sizeof(float) * static_cast<uint64_t>(n)); };
+    for (const DecoderLayer& l : w_.layers) {
+      const AttnConfig& c = l.attn;
+      for (const TensorView* t : {l.attn_w.wq, l.attn_w.wk, l.attn_w.wv, l.attn_w.wo})
+        add(t->data, t->nbytes);
+      add_vec(l.attn_w.bq, int64_t{c.n_head} * c.head_dim_k);
+      add_vec(l.attn_w.bk, int64_t{c.n_head_kv} * c.head_dim_k);
+      add_vec(l.attn_w.bv, int64_t{c.n_head_kv} * c.head_dim_v);
+      add_vec(l.attn_w.bo, hp_.n_embd);
+      add_vec(l.attn_w.q_norm, c.head_dim_k);
+      add_vec(l.attn_w.k_norm, c.head_dim_k);
+      add_vec(l.attn_w.sinks, c.n_head);
+      if (!l.moe)
+        for (const TensorView* t : {l.ffn_gate, l.ffn_up, l.ffn_down}) add(t->data, t->nbytes);
+    }
+    add(w_.output->data, w_.output->nbytes);
+    if (m.allocated + need > m.budget)
+      return err("%s: the dense weights need %s on %s, over its budget of %s (%s in use)", hp_.arch.c_str(),
+                 format_bytes(need).c_str(), dev.name().c_str(), format_bytes(m.budget).c_str(),
+                 format_bytes(m.allocated).c_str());
+    return {};
+  }
+
   // A weight tensor's bytes as a device buffer (one per distinct tensor: a tied output shares
   // token_embd's).
   Result<const DeviceBuffer*> import(const void* data, size_t bytes, const std::string& what) {
