@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -33,7 +34,53 @@ std::string available_names() {
   return out;
 }
 
+// A GPU that holds nothing: it counts what is placed on it (gpu_weight_bytes).
+class MeterDevice final : public Device {
+ public:
+  const std::string& name() const override { return name_; }
+  DeviceKind kind() const override { return DeviceKind::device_gpu; }
+  DeviceMemory memory() const override { return mem_; }
+  Result<DeviceBuffer> alloc(size_t bytes, std::string_view) override {
+    mem_.allocated += bytes;
+    mem_.peak = std::max(mem_.peak, mem_.allocated);
+    ++mem_.buffers;
+    return DeviceBuffer{next_id_++, bytes, nullptr};
+  }
+  Result<DeviceBuffer> import(const void*, size_t bytes, std::string_view what) override {
+    return alloc(bytes, what);
+  }
+  void free(DeviceBuffer& b) override {
+    if (b.id == 0) return;
+    mem_.allocated -= b.bytes;
+    --mem_.buffers;
+    b = DeviceBuffer{};
+  }
+  Result<DeviceTicket> upload(const DeviceBuffer&, size_t, const void*, size_t) override { return none(); }
+  Result<DeviceTicket> download(void*, const DeviceBuffer&, size_t, size_t) override { return none(); }
+  Result<DeviceTicket> run_experts(const DeviceExpertWork&) override { return none(); }
+  Result<DeviceTicket> run_attention(const DeviceAttnWork&) override { return none(); }
+  Result<DeviceTicket> run_ffn(const DeviceFfnWork&) override { return none(); }
+  Result<DeviceTicket> run_linear(const DeviceLinearWork&) override { return none(); }
+  bool reached(DeviceTicket) const override { return true; }
+  Status wait(DeviceTicket) override { return {}; }
+
+ private:
+  static Result<DeviceTicket> none() { return err("the plan's meter device runs nothing"); }
+  std::string name_ = "GPU";
+  DeviceMemory mem_;
+  uint64_t next_id_ = 1;
+};
+
 }  // namespace
+
+Result<uint64_t> gpu_weight_bytes(const std::string& path) {
+  MeterDevice meter;
+  LoadOptions lo;
+  lo.n_threads = 1;
+  lo.device = &meter;
+  STRATA_ASSIGN(auto model, Model::load(path, lo));
+  return meter.memory().allocated;
+}
 
 std::string list_devices_text() {
   std::string out = "Available devices:\n";

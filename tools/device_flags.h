@@ -33,4 +33,9 @@ struct DeviceFlags {
 // The devices this build and machine offer, one per line (--list-devices).
 std::string list_devices_text();
 
+// The bytes `--device` would place on a GPU for the model at `path` (the architecture's own
+// Architecture::place, on a device that only counts: nothing is allocated or copied); `strata
+// plan --gpu-budget` adds the KV bill to it. An error for an architecture not behind the seam.
+Result<uint64_t> gpu_weight_bytes(const std::string& path);
+
 }  // namespace strata::cli
