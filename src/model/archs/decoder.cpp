@@ -71,6 +71,40 @@ struct DeviceLayer {
   DeviceFfnWork ffn;    // dense FFN layers
 };
 
+// A GPU's budget (--gpu-budget) must hold every dense weight Decoder::place imports (each
+// distinct tensor once), or placing is refused before any copy with the bytes needed and the budget.
+Status check_device_budget(const HParams& hp, const DecoderWeights& w, const Device& dev) {
+  const DeviceMemory m = dev.memory();
+  if (dev.kind() != DeviceKind::device_gpu || m.budget == 0) return {};
+  std::vector<const void*> seen;
+  uint64_t need = 0;
+  auto add = [&](const void* p, uint64_t bytes) {
+    if (p == nullptr || std::find(seen.begin(), seen.end(), p) != seen.end()) return;
+    seen.push_back(p);
+    need += bytes;
+  };
+  auto add_vec = [&](const float* v, int64_t n) { add(v, sizeof(float) * static_cast<uint64_t>(n)); };
+  for (const DecoderLayer& l : w.layers) {
+    const AttnConfig& c = l.attn;
+    for (const TensorView* t : {l.attn_w.wq, l.attn_w.wk, l.attn_w.wv, l.attn_w.wo}) add(t->data, t->nbytes);
+    add_vec(l.attn_w.bq, int64_t{c.n_head} * c.head_dim_k);
+    add_vec(l.attn_w.bk, int64_t{c.n_head_kv} * c.head_dim_k);
+    add_vec(l.attn_w.bv, int64_t{c.n_head_kv} * c.head_dim_v);
+    add_vec(l.attn_w.bo, hp.n_embd);
+    add_vec(l.attn_w.q_norm, c.head_dim_k);
+    add_vec(l.attn_w.k_norm, c.head_dim_k);
+    add_vec(l.attn_w.sinks, c.n_head);
+    if (!l.moe)
+      for (const TensorView* t : {l.ffn_gate, l.ffn_up, l.ffn_down}) add(t->data, t->nbytes);
+  }
+  add(w.output->data, w.output->nbytes);
+  if (m.allocated + need > m.budget)
+    return err("%s: the dense weights need %s on %s, over its budget of %s (%s in use)", hp.arch.c_str(),
+               format_bytes(need).c_str(), dev.name().c_str(), format_bytes(m.budget).c_str(),
+               format_bytes(m.allocated).c_str());
+  return {};
+}
+
 class Decoder final : public Architecture {
  public:
   Decoder(HParams hp, DecoderWeights w) : hp_(std::move(hp)), w_(std::move(w)) {}
@@ -102,7 +136,7 @@ class Decoder final : public Architecture {
   // uses them in place). Routed experts stay with the MoE loop and the expert store.
   Status place(Device& dev) override {
     if (dev_) return err("%s: placed twice", hp_.arch.c_str());
-    STRATA_TRY(check_budget(dev));
+    STRATA_TRY(check_device_budget(hp_, w_, dev));
     dev_ = &dev;
     layers_.resize(w_.layers.size());
     for (size_t il = 0; il < w_.layers.size(); ++il) {
@@ -213,41 +247,6 @@ class Decoder final : public Architecture {
   }
 
  private:
-  // A GPU's budget (--gpu-budget) must hold every dense weight place() imports (each distinct
-  // tensor once), or placing is refused before any copy with the bytes needed and the budget.
-  Status check_budget(const Device& dev) const {
-    const DeviceMemory m = dev.memory();
-    if (dev.kind() != DeviceKind::device_gpu || m.budget == 0) return {};
-    std::vector<const void*> seen;
-    uint64_t need = 0;
-    auto add = [&](const void* p, uint64_t bytes) {
-      if (p == nullptr || std::find(seen.begin(), seen.end(), p) != seen.end()) return;
-      seen.push_back(p);
-      need += bytes;
-    };
-    auto add_vec = [&](const float* v, int64_t n) { add(v, sizeof(float) * static_cast<uint64_t>(n)); };
-    for (const DecoderLayer& l : w_.layers) {
-      const AttnConfig& c = l.attn;
-      for (const TensorView* t : {l.attn_w.wq, l.attn_w.wk, l.attn_w.wv, l.attn_w.wo})
-        add(t->data, t->nbytes);
-      add_vec(l.attn_w.bq, int64_t{c.n_head} * c.head_dim_k);
-      add_vec(l.attn_w.bk, int64_t{c.n_head_kv} * c.head_dim_k);
-      add_vec(l.attn_w.bv, int64_t{c.n_head_kv} * c.head_dim_v);
-      add_vec(l.attn_w.bo, hp_.n_embd);
-      add_vec(l.attn_w.q_norm, c.head_dim_k);
-      add_vec(l.attn_w.k_norm, c.head_dim_k);
-      add_vec(l.attn_w.sinks, c.n_head);
-      if (!l.moe)
-        for (const TensorView* t : {l.ffn_gate, l.ffn_up, l.ffn_down}) add(t->data, t->nbytes);
-    }
-    add(w_.output->data, w_.output->nbytes);
-    if (m.allocated + need > m.budget)
-      return err("%s: the dense weights need %s on %s, over its budget of %s (%s in use)", hp_.arch.c_str(),
-                 format_bytes(need).c_str(), dev.name().c_str(), format_bytes(m.budget).c_str(),
-                 format_bytes(m.allocated).c_str());
-    return {};
-  }
-
   // A weight tensor's bytes as a device buffer (one per distinct tensor: a tied output shares
   // token_embd's).
   Result<const DeviceBuffer*> import(const void* data, size_t bytes, const std::string& what) {
