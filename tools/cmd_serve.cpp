@@ -137,11 +137,11 @@ int cmd_serve(int argc, char** argv) {
   std::fprintf(stderr, "strata serve: %s\n", chat_note.c_str());
   if (!http.note().empty()) std::fprintf(stderr, "strata serve: warning: %s\n", http.note().c_str());
   std::fprintf(stderr,
-               "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; listening on "
-               "http://%s:%d\n",
+               "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; device %s; "
+               "listening on http://%s:%d\n",
                alias.c_str(), m.arch_name().c_str(), strata::now_seconds() - t0, (*engine)->n_slots(),
-               (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20), so.host.c_str(),
-               *port);
+               (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20),
+               df.describe().c_str(), so.host.c_str(), *port);
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     const timespec tick{0, 200 * 1000 * 1000};
