@@ -3,7 +3,8 @@
 # (batch, incremental) and checks the result with the fixtures' own check_fixture.py.
 #   scripts/check_fixtures.sh BUILD_DIR [FILTER]     (FILTER: substring of the fixture name)
 # Env: STRATA_FIXTURES (default ../shared/fixtures beside the repo), PYTHON (default
-# /usr/bin/python3, which has numpy), THREADS (default 2).
+# /usr/bin/python3, which has numpy), THREADS (default 2), STRATA_ARGS (more `strata logits` flags,
+# e.g. "--device Vulkan0").
 # Quantized fixtures are checked with --criteria faithful, then f32_activations if that fails.
 set -u
 BUILD=${1:?usage: check_fixtures.sh BUILD_DIR [FILTER]}
@@ -12,6 +13,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 FIX=${STRATA_FIXTURES:-$ROOT/../shared/fixtures}
 PY=${PYTHON:-/usr/bin/python3}
 THREADS=${THREADS:-2}
+read -r -a EXTRA <<<"${STRATA_ARGS:-}"
 STRATA=$BUILD/tools/strata
 [ -x "$STRATA" ] || { echo "no strata binary at $STRATA (build the 'strata' target)"; exit 2; }
 [ -d "$FIX/logits" ] || { echo "no fixtures at $FIX (set STRATA_FIXTURES)"; exit 2; }
@@ -26,7 +28,7 @@ for js in "$FIX"/logits/*.json; do
   read -r model tokens cls < <("$PY" -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["model_file"], ",".join(map(str,m["tokens"])), m["pass_class"])' "$js")
   for mode in batch incremental; do
     out=$TMP/$name.$mode.f32
-    if ! "$STRATA" logits -m "$FIX/$model" --tokens "$tokens" -o "$out" --mode "$mode" -t "$THREADS" 2>"$TMP/err"; then
+    if ! "$STRATA" logits -m "$FIX/$model" --tokens "$tokens" -o "$out" --mode "$mode" -t "$THREADS" "${EXTRA[@]}" 2>"$TMP/err"; then
       printf '%-36s %-11s %-15s %s\n' "$name" "$mode" "-" "ERROR: $(tail -1 "$TMP/err")"
       fails=$((fails + 1))
       continue

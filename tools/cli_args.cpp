@@ -17,12 +17,15 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const char* 
     if (a == "-npl") a = "--npl";
     if (a == "-npp") a = "--npp";
     if (a == "-ntg") a = "--ntg";
+    if (a == "-dev") a = "--device";
   }
   std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::Success&) {  // --list-devices printed them
+    return 0;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "strata %s: error: %s\n", cmd, e.what());
     return 2;

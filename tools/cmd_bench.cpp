@@ -21,6 +21,7 @@
 #include "bench_itl.h"
 #include "cli_args.h"
 #include "command.h"
+#include "device_flags.h"
 #include "expert_flags.h"
 #include "format/tensor_names.h"
 #include "mem_report.h"
@@ -160,7 +161,9 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.add_flag("--membw", membw_only, "only measure the read bandwidth");
   strata::cli::ExpertFlags xf;
+  strata::cli::DeviceFlags df;  // outlives the model
   xf.add(app);
+  df.add(app);
   app.add_option("--membw-size", membw_size,
                  "bandwidth buffer size (K/M/G suffixes; auto: 4x the last-level cache, at least 256M)")
       ->capture_default_str();
@@ -206,6 +209,7 @@ int cmd_bench(int argc, char** argv) {
 
   strata::LoadOptions lo{.n_threads = threads};
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.h"
 #include "command.h"
 #include "engram_flags.h"
+#include "device_flags.h"
 #include "expert_flags.h"
 #include "model/model.h"
 #include "runtime/generate.h"
@@ -62,14 +64,9 @@ int cmd_logits(int argc, char** argv) {
   xf.add(app);
   strata::cli::EngramFlags ef;
   ef.add(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "strata logits: error: %s\n", e.what());
-    return 2;
-  }
+  strata::cli::DeviceFlags df;  // outlives the model
+  df.add(app);
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "logits")) return *rc;
 
   std::vector<int32_t> tokens;
   std::string msg, text = tokens_str;
@@ -98,6 +95,10 @@ int cmd_logits(int argc, char** argv) {
     return 2;
   }
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) {
+    std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (auto st = df.apply(&lo); !st.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
     return 2;
   }
@@ -139,8 +140,8 @@ int cmd_logits(int argc, char** argv) {
     std::fprintf(stderr, "strata logits: error: short write to '%s'\n", out_path.c_str());
     return 1;
   }
-  std::fprintf(stderr, "strata logits: %zu tokens x %zu vocab (%s) -> %s\n", tokens.size(), V, mode.c_str(),
-               out_path.c_str());
+  std::fprintf(stderr, "strata logits: %zu tokens x %zu vocab (%s, %s) -> %s\n", tokens.size(), V,
+               mode.c_str(), df.describe().c_str(), out_path.c_str());
   if (auto st = xf.finish(**model); !st.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
     return 1;

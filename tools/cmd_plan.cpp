@@ -7,6 +7,7 @@
 
 #include "base/units.h"
 #include "command.h"
+#include "device_flags.h"
 #include "format/gguf.h"
 #include "memory/io/io_engine.h"
 #include "plan/planner.h"
@@ -28,7 +29,7 @@ bool parse_kv_type(const std::string& s, strata::KvType* out) {
 
 static int cmd_plan(int argc, char** argv) {
   std::string model, config, ram = "0", ctx = "0", kv_type = "f32", expert_type, weight_type = "q8_0",
-                             margin = "0", budget = "0", engram_budget = "0", io_backend = "auto";
+                             margin = "0", budget = "0", engram_budget = "0", io_backend = "auto", gpu_budget;
   int batch = 1, ubatch = 512, io_threads = 4, io_depth = 32, threads = 0;
   bool json = false;
   CLI::App app{"The memory bill of a model and the expert budget for a RAM size", "strata plan"};
@@ -57,6 +58,8 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("--io-threads", io_threads, "threads backend: reader threads")->capture_default_str();
   app.add_option("-t,--threads", threads, "compute threads (0: all cores)")->capture_default_str();
   app.add_option("--margin", margin, "safety margin kept free of the RAM (0: 32 MiB + 2%)");
+  app.add_option("--gpu-budget", gpu_budget,
+                 "-m: check that --device's placement (dense weights + KV) fits this many bytes of a GPU");
   app.add_flag("--json", json, "print JSON");
   try {
     app.parse(argc, argv);
@@ -117,10 +120,28 @@ static int cmd_plan(int argc, char** argv) {
   if (!pm.ok()) return fail(pm.message());
   auto bill = strata::plan_make(*pm, o);
   if (!bill.ok()) return fail(bill.message(), 2);
+  // --gpu-budget: the device line (what run --device places on a GPU: dense weights and KV).
+  std::string gpu_line, gpu_problem;
+  if (!gpu_budget.empty()) {
+    auto gb = strata::parse_size(gpu_budget);
+    if (!gb.ok()) return fail("--gpu-budget: " + gb.message(), 2);
+    if (model.empty()) return fail("--gpu-budget needs -m MODEL (the placement of its tensors)", 2);
+    auto w = strata::cli::gpu_weight_bytes(model);
+    if (!w.ok()) return fail(w.message());
+    const uint64_t need = *w + bill->kv_cache;
+    gpu_line = "gpu: dense weights " + strata::format_bytes(*w) + " + KV " +
+               strata::format_bytes(bill->kv_cache) + " = " + strata::format_bytes(need) +
+               " of --gpu-budget " + strata::format_bytes(*gb) + (need <= *gb ? ": fits" : ": does not fit") +
+               " (routed experts stay in RAM; the ops' activations are not counted)\n";
+    if (need > *gb)
+      gpu_problem = "the GPU placement needs " + strata::format_bytes(need) + ", over --gpu-budget " +
+                    strata::format_bytes(*gb);
+  }
   if (json)
     std::printf("%s\n", strata::plan_json(*bill).c_str());
   else
-    std::fputs(strata::plan_text(*bill).c_str(), stdout);
+    std::fputs((strata::plan_text(*bill) + gpu_line).c_str(), stdout);
+  if (!gpu_problem.empty()) return fail(gpu_problem);
   if (!strata::kv_type_supported(o.kv_type) && !json)
     std::printf("note: KV type %s is planned, not yet supported by strata run\n", kv_type.c_str());
   if (!bill->fits) return fail(bill->problem);

@@ -11,6 +11,7 @@
 #include "cli_args.h"
 #include "command.h"
 #include "engram_flags.h"
+#include "device_flags.h"
 #include "expert_flags.h"
 #include "mem_report.h"
 #include "model/model.h"
@@ -94,8 +95,10 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--verbose-prompt", verbose_prompt, "print the prompt's token ids and pieces to stderr");
   strata::cli::EngramFlags ef;
   strata::cli::ExpertFlags xf;
+  strata::cli::DeviceFlags df;  // outlives the model
   xf.add(app);
   ef.add(app);
+  df.add(app);
   if (auto rc = strata::cli::parse_args(app, argc, argv, "run")) return *rc;
   auto c = strata::cli::parse_ctx(ctx);
   if (!c.ok()) return fail(c.message(), 2);
@@ -121,6 +124,7 @@ int cmd_run(int argc, char** argv) {
   strata::LoadOptions lo{.n_threads = threads};
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
+  if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   auto sess = (*model)->new_session({.n_ctx = *c, .n_batch = n_batch});
@@ -158,6 +162,7 @@ int cmd_run(int argc, char** argv) {
     const auto& s = *stats;
     std::fprintf(stderr, "\nstrata: model %s (%s), %d threads, ctx %d\n", model_path.c_str(),
                  (*model)->arch_name().c_str(), (*model)->pool().size(), (*sess)->n_ctx());
+    std::fprintf(stderr, "strata: device    %s\n", df.describe().c_str());
     std::fprintf(stderr, "strata: load      %8.2f ms\n", load_s * 1e3);
     std::fprintf(
         stderr, "strata: prompt    %8.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n",

@@ -17,6 +17,7 @@
 #include "cli_args.h"
 #include "command.h"
 #include "engram_flags.h"
+#include "device_flags.h"
 #include "expert_flags.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -76,8 +77,10 @@ int cmd_serve(int argc, char** argv) {
                      ") or a Jinja template to recognise (default: the model's, else chatml)");
   strata::cli::EngramFlags ef;
   strata::cli::ExpertFlags xf;
+  strata::cli::DeviceFlags df;  // outlives the model
   xf.add(app);
   ef.add(app);
+  df.add(app);
   if (auto rc = strata::cli::parse_args(app, argc, argv, "serve")) return *rc;
   auto c = strata::cli::parse_ctx(ctx);
   if (!c.ok()) return fail(c.message(), 2);
@@ -104,6 +107,7 @@ int cmd_serve(int argc, char** argv) {
   strata::LoadOptions lo{.n_threads = threads};
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
+  if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
@@ -133,11 +137,11 @@ int cmd_serve(int argc, char** argv) {
   std::fprintf(stderr, "strata serve: %s\n", chat_note.c_str());
   if (!http.note().empty()) std::fprintf(stderr, "strata serve: warning: %s\n", http.note().c_str());
   std::fprintf(stderr,
-               "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; listening on "
-               "http://%s:%d\n",
+               "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; device %s; "
+               "listening on http://%s:%d\n",
                alias.c_str(), m.arch_name().c_str(), strata::now_seconds() - t0, (*engine)->n_slots(),
-               (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20), so.host.c_str(),
-               *port);
+               (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20),
+               df.describe().c_str(), so.host.c_str(), *port);
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     const timespec tick{0, 200 * 1000 * 1000};

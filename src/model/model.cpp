@@ -217,9 +217,17 @@ Status Model::place(const std::string& path, const LoadOptions& opts) {
     own_device_ = std::make_unique<CpuDevice>(*pool_);
     device_ = own_device_.get();
   }
+  const int64_t buffers = device_->memory().buffers;
   const Status s = arch_->place(*device_);
   if (!s.ok())
     return err_context("loading " + path + ": placing the weights on " + device_->name(), s.error());
+  // An architecture that places nothing (deepseek4, deepseek_v41: not behind the seam yet) would
+  // run on the host whatever was asked: a GPU is refused by name instead.
+  if (device_->kind() == DeviceKind::device_gpu && device_->memory().buffers == buffers)
+    return err(
+        "loading %s: %s does not run through the device seam yet: its layers run on the CPU only "
+        "(--device none, not %s)",
+        path.c_str(), arch_->hparams().arch.c_str(), device_->name().c_str());
   return {};
 }
 

@@ -131,6 +131,29 @@ TEST_F(Cli, RunErrors) {
   expect_one_line_error(strata("run -m " + m), "prompt");
 }
 
+// --device / -dev, --list-devices, --gpu-budget: bad names list the devices there are; where a
+// Vulkan device exists (lavapipe in CI), greedy text on it equals the CPU's.
+TEST_F(Cli, Devices) {
+  const std::string m = synth("qwen3moe-f32", std::string(kTiny) + " --arch qwen3moe --type f32");
+  Proc l = strata("run --list-devices");
+  ASSERT_EQ(l.code, 0) << l.err;
+  EXPECT_NE(l.out.find("Available devices:\n  CPU: "), std::string::npos) << l.out;
+  expect_one_line_error(strata("run -m " + m + " -p hi --device nope"),
+                        "no such device; available: none, cpu");
+  expect_one_line_error(strata("logits -m " + m + " --tokens 1,2 -o " + path("x.f32") + " -dev nope"),
+                        "no such device");
+  expect_one_line_error(strata("run -m " + m + " -p hi --gpu-budget 1G"), "--gpu-budget needs a GPU device");
+  const std::string args = "run -m " + m + " -p 'The cat' -n 8 --temp 0 -q";
+  Proc cpu = strata(args), named = strata(args + " --device cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  EXPECT_EQ(cpu.out, named.out);
+  if (l.out.find("Vulkan0:") == std::string::npos) return;  // no Vulkan device here
+  Proc vk = strata(args + " -dev Vulkan0");
+  ASSERT_EQ(vk.code, 0) << vk.err;
+  EXPECT_EQ(vk.out, cpu.out);
+  expect_one_line_error(strata(args + " --device Vulkan0 --gpu-budget 1K"), "the dense weights need");
+}
+
 TEST_F(Cli, InspectErrors) {
   expect_one_line_error(strata("inspect"), "model");
   expect_one_line_error(strata("inspect -m " + path("nope.gguf")), "nope.gguf");

@@ -121,6 +121,21 @@ TEST_F(PlanCli, PlanBadInput) {
   expect_one_line_error(strata("plan -m " + model_ + " --batch 0"), "--batch");
 }
 
+// --gpu-budget: the device line (what run --device places on a GPU, + KV); over the budget: exit 1
+// naming the bytes and the budget.
+TEST_F(PlanCli, PlanGpuBudget) {
+  Proc p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("gpu: dense weights "), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("of --gpu-budget 1.0 GiB: fits"), std::string::npos) << p.out;
+  Proc over = strata("plan -m " + model_ + " -c 256 --gpu-budget 1K");
+  EXPECT_EQ(over.code, 1);
+  EXPECT_NE(over.err.find("over --gpu-budget 1.0 KiB"), std::string::npos) << over.err;
+  expect_one_line_error(strata("plan --config " + strata::testing::source_dir() +
+                               "/tests/data/deepseek-v4-flash.config.json --gpu-budget 1G"),
+                        "--gpu-budget needs -m MODEL");
+}
+
 TEST_F(PlanCli, ReplayTablesJsonHeatmap) {
   Proc p = strata("replay --trace " + path("t.jsonl") + " --heatmap " + path("h.svg"));
   ASSERT_EQ(p.code, 0) << p.err;

@@ -18,7 +18,11 @@
 // bias and routing weight applied on the host). Host activations are converted on the host to
 // the weight type's vec_dot_type by the CPU's own converters (f16 / bf16 rounding, Q8_0
 // quantization, as kernels/linear does), copied down in one staging buffer, and y is copied up.
-// run_attention answers with an error naming what is missing.
+// run_attention (vk_attention.cpp): q / k / v by linear.comp (+ biases), per segment the q / k
+// norms, RoPE (the host's cos/sin rows) and the K / V rows into the sequence's f32 cache rows
+// (contiguous or ring) by shaders/attn_rope.comp, the causal / sliding-window attention with
+// sinks by shaders/attention.comp, o converted for the output weight by swiglu.comp, then the
+// output projection (+ bias) by linear.comp.
 #pragma once
 
 #include <map>
@@ -100,6 +104,9 @@ class VulkanDevice final : public Device {
   Result<DeviceTicket> run_linear_locked(const DeviceLinearWork& w);
   Result<DeviceTicket> run_ffn_locked(const DeviceFfnWork& w);
   Result<DeviceTicket> run_experts_locked(const DeviceExpertWork& w);
+  Result<DeviceTicket> run_attention_locked(const DeviceAttnWork& w);  // vk_attention.cpp
+  // A device vector's buffer (absent: null) checked for n values at a 4-byte aligned offset.
+  Result<const vk::RawBuffer*> vector(const DeviceVec& v, int64_t n, const char* op, const char* what) const;
 
   struct Buffer {
     vk::RawBuffer raw;
@@ -110,6 +117,7 @@ class VulkanDevice final : public Device {
   std::unique_ptr<vk::Context> ctx_;
   std::map<GgmlType, vk::Pipeline> linear_;  // linear.comp per weight type
   vk::Pipeline swiglu_;
+  vk::Pipeline attn_rope_, attention_;
   mutable std::mutex mu_;
   std::map<uint64_t, Buffer> buffers_;  // live buffers by id
   uint64_t next_id_ = 1;

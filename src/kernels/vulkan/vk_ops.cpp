@@ -3,10 +3,9 @@
 // activations (conversion to the vec_dot_type's device form, staging, the copies up).
 #include <cstring>
 
-#include "base/fp16.h"
 #include "base/units.h"
-#include "kernels/traits.h"
 #include "kernels/vulkan/vk_device.h"
+#include "kernels/vulkan/vk_forms.h"
 #include "kernels/vulkan/vk_shaders.h"
 
 namespace strata {
@@ -17,73 +16,19 @@ struct LinearParams {
   uint32_t w_off, row_stride, n_in, n_out, n_tok, bias_off, has_bias, row0;
 };
 
-constexpr uint32_t kMaxGroups = 65535;  // the least maxComputeWorkGroupCount Vulkan allows
-constexpr size_t kRegionAlign = 256;    // the largest minStorageBufferOffsetAlignment Vulkan allows
-
-size_t align_up(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
-
-// The bound range of `bytes` at `offset` in a buffer: from the 256-byte boundary at or before
-// offset, a whole number of words (within the VkBuffer, whose size is rounded up to 16).
-struct Window {
-  size_t base, span;
-};
-Window window(size_t offset, size_t bytes) {
-  const size_t base = offset / kRegionAlign * kRegionAlign;
-  return Window{base, align_up(offset - base + bytes, 4)};
-}
-
-// swiglu.comp's push constants.
-struct SwigluParams {
-  uint32_t n_tok, F, form, act;  // act: 0 swiglu, 1 swiglu_oai, 2 swiglu_clamped
-  float alpha, limit;
-};
-
-constexpr int64_t kMaxRows = int64_t{kMaxGroups} * kMaxGroups;
-
-// The device's form of activations for a weight type's vec_dot_type (linear.comp's x).
-enum XForm : uint32_t { xform_f32 = 0, xform_f16 = 1, xform_q8 = 2, xform_bf16 = 3 };
-
-XForm form_of(GgmlType t) {
-  return t == GgmlType::f32    ? xform_f32
-         : t == GgmlType::f16  ? xform_f16
-         : t == GgmlType::bf16 ? xform_bf16
-                               : xform_q8;
-}
-
-size_t form_bytes(XForm f, int64_t n, int64_t in) {
-  return f == xform_q8 ? static_cast<size_t>(n * (in / 32)) * 36 : static_cast<size_t>(n * in) * 4;
-}
-
-// x [n][in] into form f at dst, by the CPU's own converters (as kernels/linear converts).
-void to_form(XForm f, const float* x, int64_t n, int64_t in, uint8_t* dst) {
-  if (f == xform_f32) {
-    std::memcpy(dst, x, form_bytes(f, n, in));
-  } else if (f == xform_f16 || f == xform_bf16) {  // rounded to the half type and back
-    const GgmlType ht = f == xform_f16 ? GgmlType::f16 : GgmlType::bf16;
-    const KernelTraits& half = kernel_traits(ht);
-    std::vector<uint8_t> row(row_bytes(ht, in));
-    for (int64_t t = 0; t < n; ++t) {
-      half.from_float(x + t * in, row.data(), in);
-      half.to_float(row.data(), reinterpret_cast<float*>(dst) + t * in, in);
-    }
-  } else {
-    const KernelTraits& q8 = kernel_traits(GgmlType::q8_0);
-    std::vector<BlockQ8_0> row(static_cast<size_t>(in / 32));
-    for (int64_t t = 0; t < n; ++t) {
-      q8.from_float(x + t * in, row.data(), in);
-      for (const BlockQ8_0& b : row) {
-        const float d = fp16_to_f32(b.d);
-        std::memcpy(dst, &d, 4);
-        std::memcpy(dst + 4, b.qs, 32);
-        dst += 36;
-      }
-    }
-  }
-}
-
 }  // namespace
+
+using vk::align_up;
+using vk::form_bytes;
+using vk::form_of;
+using vk::kMaxGroups;
+using vk::kMaxRows;
+using vk::kRegionAlign;
+using vk::SwigluParams;
+using vk::to_form;
+using vk::Window;
+using vk::window;
+using vk::XForm;
 
 Status VulkanDevice::create_pipelines() {
   for (GgmlType t :
@@ -95,6 +40,10 @@ Status VulkanDevice::create_pipelines() {
   }
   STRATA_ASSIGN(swiglu_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::swiglu_shader(), 3,
                                              sizeof(SwigluParams), "swiglu"));
+  STRATA_ASSIGN(attn_rope_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attn_rope_shader(), 3,
+                                                sizeof(vk::AttnRopeParams), "attn_rope"));
+  STRATA_ASSIGN(attention_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attention_shader(), 3,
+                                                sizeof(vk::AttentionParams), "attention"));
   return {};
 }
 
@@ -104,8 +53,8 @@ Result<DeviceTicket> VulkanDevice::run_experts(const DeviceExpertWork& w) {
 }
 
 Result<DeviceTicket> VulkanDevice::run_attention(const DeviceAttnWork& w) {
-  return err("%s: run_attention on layer %d: the Vulkan device has no attention kernels yet", name().c_str(),
-             w.layer);
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_attention_locked(w);
 }
 
 Result<DeviceTicket> VulkanDevice::run_ffn(const DeviceFfnWork& w) {

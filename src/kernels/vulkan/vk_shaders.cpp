@@ -26,10 +26,24 @@ constexpr uint32_t kLinearQ4_0[] = {
 constexpr uint32_t kSwiglu[] = {
 #include "swiglu.spv.inc"
 };
+constexpr uint32_t kAttnRope[] = {
+#include "attn_rope.spv.inc"
+};
+constexpr uint32_t kAttention[] = {
+#include "attention.spv.inc"
+};
 }  // namespace
 
 std::span<const uint32_t> swiglu_shader() {
   return kSwiglu;
+}
+
+std::span<const uint32_t> attn_rope_shader() {
+  return kAttnRope;
+}
+
+std::span<const uint32_t> attention_shader() {
+  return kAttention;
 }
 
 std::span<const uint32_t> linear_shader(GgmlType t) {

@@ -13,5 +13,9 @@ namespace strata::vk {
 std::span<const uint32_t> linear_shader(GgmlType t);
 // swiglu.comp: h = silu(g) ⊙ u into the form of down's vec_dot_type.
 std::span<const uint32_t> swiglu_shader();
+// attn_rope.comp: q / k norms, RoPE, K / V rows into the caches (one segment).
+std::span<const uint32_t> attn_rope_shader();
+// attention.comp: softmax(q·k)·v with sinks over a segment's causal / window keys.
+std::span<const uint32_t> attention_shader();
 
 }  // namespace strata::vk

@@ -8,6 +8,7 @@
 
 #include "base/aligned.h"
 #include "base/arena.h"
+#include "base/units.h"
 #include "kernels/device.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
@@ -82,6 +83,12 @@ class Decoder final : public Architecture {
     if (o.device != dev_)
       return err("%s: a state's caches must live on the device its layers run on (%s)", hp_.arch.c_str(),
                  dev_->name().c_str());
+    const DeviceMemory dm = dev_->memory();
+    const uint64_t kv_bytes = decoder_kv_spec(hp_).bytes(o.n_ctx, o.n_batch);
+    if (dev_->kind() == DeviceKind::device_gpu && dm.budget > 0 && dm.allocated + kv_bytes > dm.budget)
+      return err("%s: a session's KV caches (context %d) need %s on %s: %s of its %s budget in use",
+                 hp_.arch.c_str(), o.n_ctx, format_bytes(kv_bytes).c_str(), dev_->name().c_str(),
+                 format_bytes(dm.allocated).c_str(), format_bytes(dm.budget).c_str());
     STRATA_ASSIGN(KvCache kv, KvCache::on_device(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *dev_));
     for (int il = 0; il < kv.n_layer(); ++il)  // forward reads parts 0 / 1 as K / V
       STRATA_ASSERT(kv.layer(il).find("k") == 0 && kv.layer(il).find("v") == 1);
@@ -122,7 +129,7 @@ class Decoder final : public Architecture {
       }
     }
     STRATA_ASSIGN(output_, dw_.mat(*w_.output));
-    return {};
+    return dw_.commit();
   }
 
   // Every run's rows go through the projections, norms and MoE together; attention keeps each run

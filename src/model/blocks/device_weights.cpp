@@ -1,30 +1,33 @@
 #include "model/blocks/device_weights.h"
 
+#include <vector>
+
+#include "base/units.h"
+
 namespace strata {
 
 DeviceWeights::~DeviceWeights() {
-  for (DeviceBuffer& b : bufs_) dev_->free(b);
+  for (Entry& e : entries_)
+    if (e.buf.id != 0) dev_->free(e.buf);
 }
 
 Status DeviceWeights::bind(Device& dev, const std::string& arch) {
   if (dev_) return err("%s: placed twice", arch.c_str());
   dev_ = &dev;
+  arch_ = arch;
   return {};
 }
 
-Result<const DeviceBuffer*> DeviceWeights::import(const void* data, size_t bytes, const std::string& what) {
+const DeviceBuffer* DeviceWeights::entry(const void* data, size_t bytes, const std::string& what) {
   STRATA_ASSERT(dev_ != nullptr);
-  for (size_t i = 0; i < src_.size(); ++i)
-    if (src_[i] == data) return &bufs_[i];  // a tied output shares token_embd's buffer
-  STRATA_ASSIGN(DeviceBuffer b, dev_->import(data, bytes, what));
-  bufs_.push_back(b);
-  src_.push_back(data);
-  return &bufs_.back();
+  for (const Entry& e : entries_)
+    if (e.src == data) return &e.buf;  // a tied output shares token_embd's buffer
+  entries_.push_back(Entry{data, bytes, what, DeviceBuffer{}});
+  return &entries_.back().buf;
 }
 
 Result<DeviceMat> DeviceWeights::mat(const TensorView& t) {
-  STRATA_ASSIGN(const DeviceBuffer* b, import(t.data, t.nbytes, t.name));
-  return DeviceMat{b, 0, t.nb[1], t.ne[0], t.ne[1], t.type};
+  return DeviceMat{entry(t.data, t.nbytes, t.name), 0, t.nb[1], t.ne[0], t.ne[1], t.type};
 }
 
 Result<DeviceMat> DeviceWeights::mat_rows(const TensorView& t, int64_t r0, int64_t nr) {
@@ -39,8 +42,38 @@ Result<DeviceMat> DeviceWeights::mat_rows(const TensorView& t, int64_t r0, int64
 
 Result<DeviceVec> DeviceWeights::vec(const float* v, int64_t n, const std::string& what) {
   if (!v) return DeviceVec{};
-  STRATA_ASSIGN(const DeviceBuffer* b, import(v, sizeof(float) * static_cast<size_t>(n), what));
-  return DeviceVec{b, 0, n};
+  return DeviceVec{entry(v, sizeof(float) * static_cast<size_t>(n), what), 0, n};
+}
+
+uint64_t DeviceWeights::bytes() const {
+  uint64_t b = 0;
+  for (const Entry& e : entries_) b += e.bytes;
+  return b;
+}
+
+Status DeviceWeights::commit() {
+  STRATA_ASSERT(dev_ != nullptr);
+  uint64_t need = 0;
+  for (const Entry& e : entries_)
+    if (e.buf.id == 0) need += e.bytes;
+  const DeviceMemory m = dev_->memory();
+  if (dev_->kind() == DeviceKind::device_gpu && m.budget > 0 && m.allocated + need > m.budget)
+    return err("%s: the dense weights need %s on %s, over its budget of %s (%s in use)", arch_.c_str(),
+               format_bytes(need).c_str(), dev_->name().c_str(), format_bytes(m.budget).c_str(),
+               format_bytes(m.allocated).c_str());
+  std::vector<Entry*> fresh;
+  for (Entry& e : entries_) {
+    if (e.buf.id != 0) continue;
+    Result<DeviceBuffer> b = dev_->import(e.src, e.bytes, e.what);
+    if (!b.ok()) {
+      for (Entry* f : fresh) dev_->free(f->buf);
+      return b.status();
+    }
+    e.buf = b.value();
+    STRATA_ASSERT(e.buf.id != 0);
+    fresh.push_back(&e);
+  }
+  return {};
 }
 
 }  // namespace strata

@@ -133,6 +133,7 @@ Status ds4_place_weights(const Ds4Params& p, const Ds4Weights& w, DeviceWeights&
     }
   }
   STRATA_ASSIGN(d.output, dw.mat(*w.output));
+  STRATA_TRY(dw.commit());
   *out = std::move(d);
   return {};
 }

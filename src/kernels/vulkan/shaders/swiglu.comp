@@ -1,5 +1,6 @@
 // h = act(g, u) for n tokens of F values (kernels/ops.h: act 0 swiglu silu(g)·u; 1 swiglu_oai
-// min(g,L)·σ(α·min(g,L))·(clamp(u,−L,L) + 1); 2 swiglu_clamped silu(min(g,L))·clamp(u,−L,L)),
+// min(g,L)·σ(α·min(g,L))·(clamp(u,−L,L) + 1); 2 swiglu_clamped silu(min(g,L))·clamp(u,−L,L);
+// 3 g itself: the attention's o rows converted for the output projection, u unused),
 // written in the device's form
 // of down's vec_dot_type (linear.comp's x): one invocation per token and block of 32 values.
 //   form 0 (F32): f32.  form 1 (F16): f32 values of h rounded to f16 (to nearest, ties to even).
@@ -41,6 +42,7 @@ float round_bf16(float v) {
 }
 
 float act(uint i) {
+  if (p.act == 3u) return g[i];
   if (p.act == 0u) return g[i] / (1.0 + exp(-g[i])) * u[i];
   const float x = min(g[i], p.limit), y = clamp(u[i], -p.limit, p.limit);
   if (p.act == 1u) return x / (1.0 + exp(p.alpha * (-x))) * (y + 1.0);

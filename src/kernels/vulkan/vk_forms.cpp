@@ -1,0 +1,48 @@
+#include "kernels/vulkan/vk_forms.h"
+
+#include <cstring>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/traits.h"
+
+namespace strata::vk {
+
+XForm form_of(GgmlType t) {
+  return t == GgmlType::f32    ? xform_f32
+         : t == GgmlType::f16  ? xform_f16
+         : t == GgmlType::bf16 ? xform_bf16
+                               : xform_q8;
+}
+
+size_t form_bytes(XForm f, int64_t n, int64_t in) {
+  return f == xform_q8 ? static_cast<size_t>(n * (in / 32)) * 36 : static_cast<size_t>(n * in) * 4;
+}
+
+void to_form(XForm f, const float* x, int64_t n, int64_t in, uint8_t* dst) {
+  if (f == xform_f32) {
+    std::memcpy(dst, x, form_bytes(f, n, in));
+  } else if (f == xform_f16 || f == xform_bf16) {  // rounded to the half type and back
+    const GgmlType ht = f == xform_f16 ? GgmlType::f16 : GgmlType::bf16;
+    const KernelTraits& half = kernel_traits(ht);
+    std::vector<uint8_t> row(row_bytes(ht, in));
+    for (int64_t t = 0; t < n; ++t) {
+      half.from_float(x + t * in, row.data(), in);
+      half.to_float(row.data(), reinterpret_cast<float*>(dst) + t * in, in);
+    }
+  } else {
+    const KernelTraits& q8 = kernel_traits(GgmlType::q8_0);
+    std::vector<BlockQ8_0> row(static_cast<size_t>(in / 32));
+    for (int64_t t = 0; t < n; ++t) {
+      q8.from_float(x + t * in, row.data(), in);
+      for (const BlockQ8_0& b : row) {
+        const float d = fp16_to_f32(b.d);
+        std::memcpy(dst, &d, 4);
+        std::memcpy(dst + 4, b.qs, 32);
+        dst += 36;
+      }
+    }
+  }
+}
+
+}  // namespace strata::vk

@@ -1,0 +1,58 @@
+// Shared by the Vulkan device's ops (vk_ops.cpp, vk_attention.cpp): the device's forms of host
+// activations for a weight type's vec_dot_type (linear.comp's x) and their conversion on the
+// host, bound ranges of buffers, and the limits every Vulkan device has.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/qtypes.h"
+
+namespace strata::vk {
+
+constexpr uint32_t kMaxGroups = 65535;  // the least maxComputeWorkGroupCount Vulkan allows
+constexpr size_t kRegionAlign = 256;    // the largest minStorageBufferOffsetAlignment Vulkan allows
+constexpr int64_t kMaxRows = int64_t{kMaxGroups} * kMaxGroups;
+
+inline size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// The bound range of `bytes` at `offset` in a buffer: from the 256-byte boundary at or before
+// offset, a whole number of words (within the VkBuffer, whose size is rounded up to 16).
+struct Window {
+  size_t base, span;
+};
+inline Window window(size_t offset, size_t bytes) {
+  const size_t base = offset / kRegionAlign * kRegionAlign;
+  return Window{base, align_up(offset - base + bytes, 4)};
+}
+
+// swiglu.comp's push constants.
+struct SwigluParams {
+  uint32_t n_tok, F, form, act;  // act: 0 swiglu, 1 swiglu_oai, 2 swiglu_clamped, 3 g as it is
+  float alpha, limit;
+};
+
+// attn_rope.comp's and attention.comp's push constants (offsets: f32 indices; ~0u: absent).
+struct AttnRopeParams {
+  uint32_t n_tok, t0, pos0, n_head, n_kv, hdk, hdv, n_rot, neox;
+  uint32_t q_off, k_off, v_off, rope_off, qn_off, kn_off, kc_off, vc_off, cap_k, cap_v, ring;
+  float eps;
+};
+struct AttentionParams {
+  uint32_t n_tok, t0, pos0, n_head, n_kv, hdk, hdv, window;
+  float scale;
+  uint32_t q_off, o_off, sink_off, kc_off, vc_off, cap_k, cap_v, ring;
+};
+constexpr uint32_t kAttnMaxHeadDim = 256;  // attention.comp's MAX_HD
+
+// The device's form of activations for a weight type's vec_dot_type (linear.comp's x).
+enum XForm : uint32_t { xform_f32 = 0, xform_f16 = 1, xform_q8 = 2, xform_bf16 = 3 };
+
+XForm form_of(GgmlType t);
+size_t form_bytes(XForm f, int64_t n, int64_t in);
+// x [n][in] into form f at dst, by the CPU's own converters (as kernels/linear converts).
+void to_form(XForm f, const float* x, int64_t n, int64_t in, uint8_t* dst);
+
+}  // namespace strata::vk

@@ -1,0 +1,291 @@
+// VulkanDevice::run_attention against CpuDevice::run_attention (kernels/attention_block.h) on
+// several shapes: GQA with q / k norms and biases (NEOX RoPE), a sliding window with sinks over
+// ring caches (NORM RoPE over part of the head, head_dim_v != head_dim_k), and mixed weight
+// types with an output bias; each over a series of calls with two sequences at different
+// positions (prefill, decode, both in one batch). Each device keeps its own caches, so later
+// calls read the K / V rows that device wrote. Per output of a call,
+//   |Δ| <= tol · (Σ_j |wo[r][j]| · max|V| + |bo[r]|)
+// (o is a convex combination of V rows, less with a sink), tol 1e-5 for F32 weights and 1e-3
+// when o is rounded for a quantized wo (a value may land on the neighbouring step, as in the
+// FFN tests); every cache row written within 1e-5 of its largest value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "common/fixtures.h"
+#include "kernels/cpu_device.h"
+#include "kernels/kernel_test_data.h"
+#include "kernels/traits.h"
+#if STRATA_HAVE_VULKAN
+#include "kernels/vulkan/vk_device.h"
+#endif
+
+namespace strata {
+namespace {
+
+#if STRATA_HAVE_VULKAN
+
+using kernel_test::normal;
+
+struct Shape {
+  const char* name;
+  int n_embd, n_head, n_kv, hdk, hdv, n_rot;
+  RopeStyle style;
+  int window;
+  bool norms, biases, sinks, ring;
+  int64_t capacity;
+  GgmlType tq, tk, tv, to;
+  // calls: per call, per sequence the tokens it adds (0: not in that call)
+  std::vector<std::vector<int64_t>> calls;
+};
+
+// A matrix {in, out} of type t on both devices, and its dequantized values.
+struct DevMat {
+  std::vector<uint8_t> bytes;
+  std::vector<float> dq;
+  DeviceBuffer cpu_buf, vk_buf;
+  DeviceMat mat;
+};
+
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.name;
+}
+
+class VulkanAttention : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(VulkanAttention, MatchesTheCpuDevice) {
+  static Result<std::unique_ptr<VulkanDevice>> opened = VulkanDevice::open();
+  if (!opened.ok()) {
+    if (testing::running_in_ci()) FAIL() << "no Vulkan device under CI: " << opened.message();
+    GTEST_SKIP() << "no Vulkan device: " << opened.message();
+  }
+  VulkanDevice& dev = **opened;
+  const Shape& sh = GetParam();
+  ThreadPool pool(1);
+  CpuDevice cpu(pool);
+  const int64_t d = sh.n_embd, q_w = int64_t{sh.n_head} * sh.hdk, k_w = int64_t{sh.n_kv} * sh.hdk,
+                v_w = int64_t{sh.n_kv} * sh.hdv, o_w = int64_t{sh.n_head} * sh.hdv;
+  std::vector<DeviceBuffer*> cpu_bufs, vk_bufs;
+  auto both = [&](const void* data, size_t bytes, DeviceBuffer& cb, DeviceBuffer& vb) {
+    auto c = cpu.import(data, bytes, "w");
+    auto v = dev.import(data, bytes, "w");
+    ASSERT_TRUE(c.ok() && v.ok()) << (c.ok() ? v.message() : c.message());
+    cb = *c;
+    vb = *v;
+    cpu_bufs.push_back(&cb);
+    vk_bufs.push_back(&vb);
+  };
+  DevMat m[4];
+  const GgmlType types[4] = {sh.tq, sh.tk, sh.tv, sh.to};
+  const int64_t ins[4] = {d, d, d, o_w}, outs[4] = {q_w, k_w, v_w, d};
+  for (int i = 0; i < 4; ++i) {
+    const size_t row = row_bytes(types[i], ins[i]);
+    const auto v = normal(static_cast<size_t>(ins[i] * outs[i]), 20 + i, 0.3f);
+    m[i].bytes.resize(row * static_cast<size_t>(outs[i]));
+    m[i].dq.resize(v.size());
+    for (int64_t r = 0; r < outs[i]; ++r) {
+      uint8_t* dst = m[i].bytes.data() + row * static_cast<size_t>(r);
+      if (types[i] == GgmlType::f32)
+        std::memcpy(dst, v.data() + r * ins[i], row);
+      else
+        kernel_traits(types[i]).from_float(v.data() + r * ins[i], dst, ins[i]);
+      kernel_traits(types[i]).to_float(dst, m[i].dq.data() + r * ins[i], ins[i]);
+    }
+    both(m[i].bytes.data(), m[i].bytes.size(), m[i].cpu_buf, m[i].vk_buf);
+    m[i].mat = DeviceMat{nullptr, 0, row, ins[i], outs[i], types[i]};
+  }
+  // Optional vectors: biases, norms (around 1), sinks.
+  const auto bq = normal(static_cast<size_t>(q_w), 30, 0.5f), bk = normal(static_cast<size_t>(k_w), 31, 0.5f),
+             bv = normal(static_cast<size_t>(v_w), 32, 0.5f), bo = normal(static_cast<size_t>(d), 33, 0.5f);
+  auto qn = normal(static_cast<size_t>(sh.hdk), 34, 0.2f), kn = normal(static_cast<size_t>(sh.hdk), 35, 0.2f);
+  for (float& x : qn) x += 1.0f;
+  for (float& x : kn) x += 1.0f;
+  const auto sinks = normal(static_cast<size_t>(sh.n_head), 36, 1.0f);
+  struct Vec {
+    const std::vector<float>* v;
+    bool on;
+    DeviceBuffer cb, vb;
+  } vecs[7] = {{&bq, sh.biases, {}, {}},  {&bk, sh.biases, {}, {}}, {&bv, sh.biases, {}, {}},
+               {&bo, sh.biases, {}, {}},  {&qn, sh.norms, {}, {}},  {&kn, sh.norms, {}, {}},
+               {&sinks, sh.sinks, {}, {}}};
+  for (Vec& v : vecs)
+    if (v.on) both(v.v->data(), sizeof(float) * v.v->size(), v.cb, v.vb);
+  // Per sequence its K and V rows on each device (zeroed).
+  const int n_seq = static_cast<int>(sh.calls[0].size());
+  std::vector<DeviceBuffer> ck(n_seq), cv(n_seq), vk_k(n_seq), vk_v(n_seq);
+  const size_t kb = sizeof(float) * static_cast<size_t>(k_w * sh.capacity),
+               vb = sizeof(float) * static_cast<size_t>(v_w * sh.capacity);
+  const std::vector<uint8_t> zeros(std::max(kb, vb), 0);
+  auto cache = [&](size_t bytes, DeviceBuffer& cb, DeviceBuffer& vb) {  // allocated: imports alias
+    auto c = cpu.alloc(bytes, "cache");
+    auto v = dev.alloc(bytes, "cache");
+    ASSERT_TRUE(c.ok() && v.ok()) << (c.ok() ? v.message() : c.message());
+    cb = *c;
+    vb = *v;
+    cpu_bufs.push_back(&cb);
+    vk_bufs.push_back(&vb);
+    std::memset(cb.host, 0, bytes);
+    auto t = dev.upload(vb, 0, zeros.data(), bytes);
+    ASSERT_TRUE(t.ok() && dev.wait(*t).ok());
+  };
+  for (int s = 0; s < n_seq; ++s) {
+    cache(kb, ck[s], vk_k[s]);
+    cache(vb, cv[s], vk_v[s]);
+  }
+
+  AttnConfig cfg;
+  cfg.n_embd = sh.n_embd;
+  cfg.n_head = sh.n_head;
+  cfg.n_head_kv = sh.n_kv;
+  cfg.head_dim_k = sh.hdk;
+  cfg.head_dim_v = sh.hdv;
+  cfg.rope_style = sh.style;
+  cfg.rope.n_rot = sh.n_rot;
+  cfg.rope.freq_base = 10000.0f;
+  cfg.window = sh.window;
+  cfg.scale = 1.0f / std::sqrt(static_cast<float>(sh.hdk));
+  cfg.eps = 1e-6f;
+  auto work_on = [&](bool vk_side) {
+    DeviceAttnWork w;
+    w.layer = 3;
+    w.cfg = cfg;
+    DeviceMat* mats[4] = {&w.wq, &w.wk, &w.wv, &w.wo};
+    for (int i = 0; i < 4; ++i) {
+      *mats[i] = m[i].mat;
+      mats[i]->buf = vk_side ? &m[i].vk_buf : &m[i].cpu_buf;
+    }
+    DeviceVec* vs[7] = {&w.bq, &w.bk, &w.bv, &w.bo, &w.q_norm, &w.k_norm, &w.sinks};
+    for (int i = 0; i < 7; ++i)
+      if (vecs[i].on)
+        *vs[i] = DeviceVec{vk_side ? &vecs[i].vb : &vecs[i].cb, 0, static_cast<int64_t>(vecs[i].v->size())};
+    return w;
+  };
+
+  std::vector<int64_t> pos(static_cast<size_t>(n_seq), 0);
+  const double tol = sh.to == GgmlType::f32 ? 1e-5 : 1e-3;
+  double worst = 0.0, worst_rows = 0.0;
+  for (size_t call = 0; call < sh.calls.size(); ++call) {
+    std::vector<DeviceAttnSeg> cs, vs;
+    int64_t n = 0;
+    for (int s = 0; s < n_seq; ++s) {
+      const int64_t k = sh.calls[call][static_cast<size_t>(s)];
+      if (k == 0) continue;
+      auto rows = [&](const DeviceBuffer& b, int64_t width) {
+        return DeviceRows{&b, 0, width, sh.capacity, sh.ring};
+      };
+      cs.push_back(DeviceAttnSeg{rows(ck[s], k_w), rows(cv[s], v_w), pos[s], n, k});
+      vs.push_back(DeviceAttnSeg{rows(vk_k[s], k_w), rows(vk_v[s], v_w), pos[s], n, k});
+      n += k;
+    }
+    const auto x = normal(static_cast<size_t>(n * d), 100 + static_cast<uint32_t>(call), 1.0f);
+    std::vector<float> want(static_cast<size_t>(n * d)), got(want.size(), NAN);
+    DeviceAttnWork cw = work_on(false), vw = work_on(true);
+    cw.segs = cs.data();
+    vw.segs = vs.data();
+    cw.n_seg = vw.n_seg = static_cast<int>(cs.size());
+    cw.x = vw.x = x.data();
+    cw.n = vw.n = n;
+    cw.out = want.data();
+    vw.out = got.data();
+    auto ct = cpu.run_attention(cw);
+    ASSERT_TRUE(ct.ok()) << ct.message();
+    auto vt = dev.run_attention(vw);
+    ASSERT_TRUE(vt.ok()) << vt.message();
+    ASSERT_TRUE(dev.wait(*vt).ok());
+
+    // The caches: every row written matches; max |V| bounds |o|.
+    double vmax = 0.0;
+    for (int s = 0; s < n_seq; ++s) {
+      const int64_t k = sh.calls[call][static_cast<size_t>(s)];
+      for (int part = 0; part < 2; ++part) {
+        const int64_t width = part == 0 ? k_w : v_w;
+        const DeviceBuffer& cb = part == 0 ? ck[s] : cv[s];
+        std::vector<float> back(static_cast<size_t>(width * sh.capacity));
+        auto t = dev.download(back.data(), part == 0 ? vk_k[s] : vk_v[s], 0, sizeof(float) * back.size());
+        ASSERT_TRUE(t.ok() && dev.wait(*t).ok());
+        const float* host = reinterpret_cast<const float*>(cb.host);
+        if (part == 1)
+          for (size_t i = 0; i < back.size(); ++i) vmax = std::max(vmax, double(std::fabs(host[i])));
+        for (int64_t p = pos[s]; p < pos[s] + k; ++p) {
+          const int64_t slot = sh.ring ? p % sh.capacity : p;
+          double big = 0.0;
+          for (int64_t e = 0; e < width; ++e) big = std::max(big, double(std::fabs(host[slot * width + e])));
+          for (int64_t e = 0; e < width; ++e) {
+            const double diff = std::fabs(double(back[slot * width + e]) - host[slot * width + e]);
+            worst_rows = std::max(worst_rows, diff / big);
+            ASSERT_LE(diff, 1e-5 * big)
+                << (part == 0 ? "K" : "V") << " row " << p << " of sequence " << s << " value " << e;
+          }
+        }
+      }
+    }
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = 0; r < d; ++r) {
+        double mag = sh.biases ? std::fabs(bo[static_cast<size_t>(r)]) : 0.0;
+        for (int64_t j = 0; j < o_w; ++j) mag += std::fabs(m[3].dq[static_cast<size_t>(r * o_w + j)]) * vmax;
+        const size_t i = static_cast<size_t>(t * d + r);
+        const double rel = std::fabs(double(got[i]) - want[i]) / mag;
+        worst = std::max(worst, rel);
+        ASSERT_LE(rel, tol) << "call " << call << " token " << t << " output " << r << ": " << got[i]
+                            << " vs " << want[i];
+      }
+    for (int s = 0; s < n_seq; ++s) pos[s] += sh.calls[call][static_cast<size_t>(s)];
+  }
+  std::printf("run_attention %s on %s: worst |vulkan - cpu| / bound = %.2e, cache rows %.2e\n", sh.name,
+              dev.name().c_str(), worst, worst_rows);
+  for (DeviceBuffer* b : vk_bufs) dev.free(*b);
+  for (DeviceBuffer* b : cpu_bufs) cpu.free(*b);
+}
+
+TEST(VulkanAttentionErrors, NameTheProblem) {
+  static Result<std::unique_ptr<VulkanDevice>> opened = VulkanDevice::open();
+  if (!opened.ok()) GTEST_SKIP() << "no Vulkan device: " << opened.message();
+  VulkanDevice& dev = **opened;
+  auto empty = dev.run_attention(DeviceAttnWork{});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.message().find("run_attention on layer 0"), std::string::npos) << empty.message();
+  // A segment whose rows are not f32 rows of the cache's width (what a quantized or paged KV
+  // layer would hand) is refused by name.
+  std::vector<uint8_t> w(static_cast<size_t>(64 * 64 * 4), 0);
+  auto b = dev.import(w.data(), w.size(), "w");
+  ASSERT_TRUE(b.ok()) << b.message();
+  DeviceAttnWork aw;
+  aw.cfg.n_embd = 64;
+  aw.cfg.n_head = aw.cfg.n_head_kv = 1;
+  aw.cfg.head_dim_k = aw.cfg.head_dim_v = 64;
+  aw.wq = aw.wk = aw.wv = aw.wo = DeviceMat{&*b, 0, 256, 64, 64, GgmlType::f32};
+  const DeviceAttnSeg seg{DeviceRows{&*b, 0, 32, 8, false}, DeviceRows{&*b, 0, 64, 8, false}, 0, 0, 1};
+  std::vector<float> x(64), out(64);
+  aw.segs = &seg;
+  aw.n_seg = 1;
+  aw.x = x.data();
+  aw.n = 1;
+  aw.out = out.data();
+  auto rows = dev.run_attention(aw);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.message().find("segment 0's K rows"), std::string::npos) << rows.message();
+  dev.free(*b);
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(Shapes, VulkanAttention, ::testing::Values(
+    Shape{"gqa_norms_biases", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true, false, false, 32,
+          GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}}},
+    Shape{"window_sinks_ring", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false, true, true, 8,
+          GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {1, 1}}},
+    Shape{"mixed_types_sinks", 64, 8, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, false, true, true, false, 24,
+          GgmlType::q4_0, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, {{6, 2}, {1, 1}, {3, 9}}},
+    Shape{"mxfp4_window", 64, 4, 4, 32, 32, 32, RopeStyle::rope_style_neox, 3, true, false, false, false, 16,
+          GgmlType::mxfp4, GgmlType::mxfp4, GgmlType::mxfp4, GgmlType::mxfp4, {{5, 1}, {1, 4}, {2, 1}}}),
+    [](const auto& info) { return std::string(info.param.name); });
+// clang-format on
+
+#endif  // STRATA_HAVE_VULKAN
+
+}  // namespace
+}  // namespace strata
