@@ -12,6 +12,7 @@
 
 #include "common/fixtures.h"
 #include "format/gguf.h"
+#include "model/hparams.h"
 #include "model/model.h"
 
 namespace strata {

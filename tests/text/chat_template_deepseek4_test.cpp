@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "format/gguf.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -84,6 +85,21 @@ TEST(ChatTemplateDeepseek4, DetectedFromTheV4TemplateAndTheArchitecture) {
   EXPECT_EQ(chat_format_choose(std::nullopt, "", "qwen3moe")->format, ChatFormat::chatml);
   EXPECT_EQ(chat_format_choose(v3, "", "deepseek4")->format, ChatFormat::deepseek3);  // the model's own wins
   EXPECT_EQ(chat_format_choose(std::nullopt, "chatml", "deepseek4")->format, ChatFormat::chatml);
+}
+
+TEST(ChatTemplateDeepseek4, DefaultForADeepseek4GgufWithoutTemplate) {
+  for (const char* arch : {"deepseek4", "qwen3moe"}) {
+    GgufWriter w;
+    w.set_string("general.architecture", arch);
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(w.write_to_memory(&bytes).ok());
+    auto f = GgufFile::from_memory(bytes.data(), bytes.size(), "ds4.gguf");
+    ASSERT_TRUE(f.ok()) << f.message();
+    auto c = chat_format_for_model(**f);
+    ASSERT_TRUE(c.ok()) << c.message();
+    EXPECT_EQ(c->format, std::string(arch) == "deepseek4" ? ChatFormat::deepseek4 : ChatFormat::chatml)
+        << arch;
+  }
 }
 
 // A byte-level BPE tokenizer.json with DeepSeek's control tokens (ids 0..5) and a few letters.
