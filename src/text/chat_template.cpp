@@ -210,9 +210,10 @@ Result<ChatFormatChoice> chat_format_for_dir(const std::string& dir, std::string
       tmpl = it->get<std::string>();
     } else if (it != j.end() && it->is_array()) {
       for (const auto& e : *it) {
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
-            e["template"].is_string())
-          tmpl = e["template"].get<std::string>();
+        if (!e.is_object()) continue;
+        auto name = e.find("name"), t = e.find("template");
+        if (name != e.end() && *name == "default" && t != e.end() && t->is_string())
+          tmpl = t->get<std::string>();
       }
       if (!tmpl) return err("%s: chat_template: a list without a \"default\" template", cfg_path.c_str());
     } else if (it != j.end() && !it->is_null()) {

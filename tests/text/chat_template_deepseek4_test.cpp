@@ -155,6 +155,11 @@ TEST(ChatTemplateDeepseek4, ChosenForACheckpointDirectory) {
   write("tokenizer_config.json",
         R"({"chat_template": [{"name": "default", "template": "<｜User｜><｜Assistant｜>｜DSML｜"}]})");
   EXPECT_EQ(chat_format_for_dir(dir.string(), "llama")->format, ChatFormat::deepseek4);
+  write("tokenizer_config.json",
+        R"({"chat_template": [{"name": 5}, 3, {"name": "tool_use", "template": "x"}]})");
+  c = chat_format_for_dir(dir.string(), "deepseek_v41");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("without a \"default\""), std::string::npos) << c.message();
   write("tokenizer_config.json", R"({"chat_template": 7})");
   c = chat_format_for_dir(dir.string(), "deepseek_v41");
   ASSERT_FALSE(c.ok());
