@@ -45,7 +45,9 @@ int cmd_split(int argc, char** argv) {
   app.add_option("output", out, "shard prefix: PREFIX-00001-of-0000N.gguf ... (for --merge: the file)")
       ->required();
   auto* mt = app.add_option("--split-max-tensors", o.max_tensors, "tensors per shard at most");
-  auto* ms = app.add_option("--split-max-size", max_size, "tensor bytes per shard at most (K/M/G suffix)");
+  auto* ms = app.add_option(
+      "--split-max-size", max_size,
+      "tensor bytes per shard at most (K/M/G = KiB/MiB/GiB; llama-gguf-split's M/G are decimal)");
   auto* mg = app.add_flag("--merge", do_merge, "join a split model into one file");
   mt->excludes(ms);
   mg->excludes(mt)->excludes(ms);

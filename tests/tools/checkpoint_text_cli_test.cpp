@@ -103,6 +103,13 @@ TEST_F(CheckpointText, TokenizeAndRunUseTheDirectorysTokenizer) {
   strata::testing::expect_one_line_error(
       strata("run -m " + ckpt_.string() + " -p Hi -n 1 --tokenizer " + (dir_ / "bad.json").string()),
       "bad.json", true);
+  // A tokenizer with more ids than the model's vocabulary (256) is refused, naming both sizes.
+  auto big = nlohmann::json::parse(tokenizer_json());
+  for (int i = 0; i < 200; ++i) big["model"]["vocab"]["t" + std::to_string(i)] = 104 + i;
+  std::ofstream(dir_ / "big.json") << big.dump();
+  strata::testing::expect_one_line_error(
+      strata("run -m " + ckpt_.string() + " -p Hi -n 1 --tokenizer " + (dir_ / "big.json").string()),
+      "has 304 tokens, the model's vocabulary only 256", true);
   // Without tokenizer.json the directory has no tokenizer: the error says what to give.
   fs::remove(ckpt_ / "tokenizer.json");
   strata::testing::expect_one_line_error(strata("run -m " + ckpt_.string() + " -p Hi -n 1"), "--tokenizer",
