@@ -67,7 +67,12 @@ int cmd_run(int argc, char** argv) {
   strata::GenerateOptions o;
   o.n_predict = -1;
   CLI::App app{"Generate text from a prompt", "strata run"};
-  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("-m,--model", model_path, "GGUF model or checkpoint directory")->required();
+  std::string tokenizer_path;
+  app.add_option(
+      "--tokenizer", tokenizer_path,
+      "Hugging Face tokenizer.json to use instead of the model's (a tokenizer_config.json beside it "
+      "is read too)");
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
   app.add_option(
@@ -121,7 +126,7 @@ int cmd_run(int argc, char** argv) {
   if (auto st = strata::sampler_params_validate(o.sampling); !st.ok()) return fail(st.message(), 2);
 
   const double t_load0 = strata::now_seconds();
-  strata::LoadOptions lo{.n_threads = threads};
+  strata::LoadOptions lo{.n_threads = threads, .tokenizer_path = tokenizer_path};
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
@@ -138,9 +143,11 @@ int cmd_run(int argc, char** argv) {
     return 0;
   }
   if (!(*model)->has_tokenizer())
-    return fail(
-        model_path + " has no tokenizer (a checkpoint directory): give the prompt as token ids with --tokens",
-        2);
+    return fail(model_path +
+                    " has no tokenizer (a checkpoint directory without tokenizer.json): give --tokenizer "
+                    "FILE, or the "
+                    "prompt as token ids with --tokens",
+                2);
 
   if (verbose_prompt) {  // the same tokenization generate() does
     const auto& tok = (*model)->tokenizer();

@@ -37,7 +37,12 @@ int cmd_serve(int argc, char** argv) {
   strata::EngineOptions eo;
   strata::server::ServerOptions so;
   CLI::App app{"Serve a model over an OpenAI-compatible HTTP API", "strata serve"};
-  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("-m,--model", model_path, "GGUF model or checkpoint directory")->required();
+  std::string tokenizer_path;
+  app.add_option(
+      "--tokenizer", tokenizer_path,
+      "Hugging Face tokenizer.json to use instead of the model's (a tokenizer_config.json beside it "
+      "is read too)");
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", so.port, "port to listen on")->capture_default_str();
   app.add_option("--parallel", eo.n_slots, "sequences in flight (slots)")->capture_default_str();
@@ -104,17 +109,23 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   const double t0 = strata::now_seconds();
-  strata::LoadOptions lo{.n_threads = threads};
+  strata::LoadOptions lo{.n_threads = threads, .tokenizer_path = tokenizer_path};
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
-  if (!m.has_tokenizer()) return fail(model_path + " has no tokenizer: the server needs text in and out", 2);
+  if (!m.has_tokenizer())
+    return fail(model_path +
+                    " has no tokenizer: the server needs text in and out (a checkpoint directory needs its "
+                    "tokenizer.json, or give --tokenizer FILE)",
+                2);
   std::optional<strata::ChatFormat> chat;
   std::string chat_note;
-  if (auto ch = strata::chat_format_for_model(m.file(), chat_template); ch.ok()) {
+  auto ch = m.has_gguf() ? strata::chat_format_for_model(m.file(), chat_template)
+                         : strata::chat_format_for_dir(model_path, m.arch_name(), chat_template);
+  if (ch.ok()) {
     chat = ch->format;
     chat_note = std::string("chat format ") + strata::chat_format_name(ch->format) + " (from " +
                 strata::chat_format_source_name(ch->source) + ")";

@@ -7,11 +7,12 @@
 //   --export-tokenizer-json OUT: write the GGUF's byte-level BPE vocab as a Hugging Face
 //                        tokenizer.json (no text needed)
 // Only the vocabulary is read (any GGUF with tokenizer.ggml.* metadata works, weights or not), or
-// a Hugging Face tokenizer.json given with --tokenizer.
+// a Hugging Face tokenizer.json given with --tokenizer or found in a checkpoint directory -m DIR.
 // -p text has its escapes processed (\n \r \t \' \" \\ \xHH) unless --no-escape, as llama.cpp does;
 // -f files are tokenized byte for byte (a trailing newline is a token too).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,9 @@ int cmd_tokenize(int argc, char** argv) {
   bool add_special = false, parse_special = false, ids = false, pieces = false, no_escape = false,
        show_count = false, lines = false;
   CLI::App app{"Print the tokens of a text (like llama.cpp's llama-tokenize)", "strata tokenize"};
-  auto* m = app.add_option("-m,--model", model_path, "GGUF model (only its vocabulary is read)");
+  auto* m =
+      app.add_option("-m,--model", model_path,
+                     "GGUF model (only its vocabulary is read) or checkpoint directory (its tokenizer.json)");
   auto* t =
       app.add_option("--tokenizer", tokenizer_path,
                      "Hugging Face tokenizer.json instead of a GGUF (a tokenizer_config.json beside it is "
@@ -142,6 +145,11 @@ int cmd_tokenize(int argc, char** argv) {
   strata::Result<std::unique_ptr<strata::Tokenizer>> tok = strata::err("no tokenizer");
   if (t->count()) {
     tok = strata::Tokenizer::from_json_file(tokenizer_path);
+  } else if (std::filesystem::is_directory(model_path)) {  // a checkpoint directory: its tokenizer.json
+    const std::string json = (std::filesystem::path(model_path) / "tokenizer.json").string();
+    if (!std::filesystem::exists(json))
+      return fail(model_path + " is a directory without tokenizer.json (give --tokenizer FILE)", 2);
+    tok = strata::Tokenizer::from_json_file(json);
   } else {
     auto gguf = strata::GgufFile::open(model_path);
     if (!gguf.ok()) return fail(gguf.message());

@@ -23,7 +23,9 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   const bool streamed = st && !st->info().resident;
   // Page ranges of each class, merged so that a page shared by small tensors counts once.
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges[2];  // 0 dense, 1 experts
-  for (const TensorView& t : m.file().tensors()) {
+  // A checkpoint directory has no GGUF mapping: its weights are measured in the total only.
+  static const std::vector<TensorView> kNone;
+  for (const TensorView& t : m.has_gguf() ? m.file().tensors() : kNone) {
     if (t.nbytes == 0) continue;
     const uintptr_t p = reinterpret_cast<uintptr_t>(t.data);
     ranges[is_routed_expert(t.name) ? 1 : 0].push_back(
@@ -48,6 +50,10 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   r.measured[4] = streamed ? st->io_overhead_bytes() : 0;
   r.measured[5] = peak_rss_bytes();
 
+  if (!m.has_gguf()) {
+    r.plan_error = "a checkpoint directory (strata plan --config DIR/config.json bills it)";
+    return r;
+  }
   auto pm = plan_model_from_gguf(m.file());
   if (!pm.ok()) {
     r.plan_error = pm.message();

@@ -122,13 +122,24 @@ class GgufFile {
   Result<std::vector<float>> get_float_array(std::string_view key) const;
   Result<std::vector<std::string>> get_string_array(std::string_view key) const;
 
-  // Tensors, in file order; data points into the mapping.
+  // Tensors, in file order; data points into the mapping (of its shard, for a split model).
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find_tensor(std::string_view name) const;
+
+  // Split models (llama.cpp's gguf-split: "NAME-00001-of-0000N.gguf", keys split.count,
+  // split.no, split.tensors.count): open() of the first shard opens the other N-1 beside it
+  // and lists their tensors after its own, each a view into its shard's mapping; the metadata
+  // is the first shard's. Opening a later shard, a missing shard, a shard whose split.no /
+  // split.count disagree, a tensor in two shards or a total other than split.tensors.count is
+  // an error naming the shard. from_memory never joins shards.
+  int n_shards() const { return 1 + static_cast<int>(shards_.size()); }
+  const GgufFile& shard(int i) const { return i == 0 ? *this : *shards_[i - 1]; }
 
  private:
   GgufFile() = default;
   Status parse();
+  static Result<std::unique_ptr<GgufFile>> open_one(const std::string& path);
+  Status join_shards();  // gguf_split.cpp
 
   std::string path_;
   const uint8_t* base_ = nullptr;
@@ -141,7 +152,22 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> kv_index_;
   std::vector<TensorView> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
+  std::vector<std::unique_ptr<GgufFile>> shards_;  // shards 2..N of a split model
 };
+
+// "PREFIX-%05d-of-%05d.gguf" (llama.cpp's llama_split_path; shard_no counts from 0).
+std::string gguf_split_path(const std::string& prefix, int shard_no, int n_shards);
+
+// Writes `in` (all its tensors, every shard of it) as a split model PREFIX-0000k-of-0000N.gguf,
+// as llama.cpp's gguf-split --split: a new shard starts when the current one holds max_tensors
+// tensors or adding the next would pass max_bytes of tensor data (a shard holds at least one
+// tensor); 0 = no limit. The first shard carries the metadata. Returns the shard paths.
+struct GgufSplitOptions {
+  int max_tensors = 0;
+  uint64_t max_bytes = 0;
+};
+Result<std::vector<std::string>> gguf_write_split(const GgufFile& in, const std::string& prefix,
+                                                  const GgufSplitOptions& opts);
 
 // Writer: collect metadata and tensors, then write(path). Tensor data is copied at write time
 // from the pointer given (which must stay valid until then), aligned to general.alignment.

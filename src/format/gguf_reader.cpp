@@ -202,6 +202,12 @@ GgufFile::~GgufFile() {
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+  STRATA_ASSIGN(std::unique_ptr<GgufFile> f, open_one(path));
+  STRATA_TRY(f->join_shards());
+  return f;
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::open_one(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

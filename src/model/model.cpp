@@ -176,6 +176,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
     m->engram_ = std::move(d.value().engram);
     m->st_dir_ = std::move(d.value().dir);
     m->arch_ = std::move(d.value().arch);
+    const std::string tok_path = (std::filesystem::path(path) / "tokenizer.json").string();
+    if (!opts.tokenizer_path.empty() || std::filesystem::exists(tok_path))
+      STRATA_TRY(m->load_json_tokenizer(path, opts.tokenizer_path.empty() ? tok_path : opts.tokenizer_path));
     m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
     STRATA_TRY(m->place(path, opts));
     return m;
@@ -194,20 +197,39 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
   auto arch = e->make(*m->file_);
   if (!arch.ok()) return err_context("loading " + path, arch.error());
   m->arch_ = std::move(arch).value();
-  auto tok = Tokenizer::from_gguf(*m->file_);
-  if (!tok.ok()) return err_context("loading " + path + ": tokenizer", tok.error());
-  m->tokenizer_ = std::move(tok).value();
+  if (!opts.tokenizer_path.empty()) {
+    STRATA_TRY(m->load_json_tokenizer(path, opts.tokenizer_path));
+  } else {
+    auto tok = Tokenizer::from_gguf(*m->file_);
+    if (!tok.ok()) return err_context("loading " + path + ": tokenizer", tok.error());
+    m->tokenizer_ = std::move(tok).value();
+  }
   m->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
   STRATA_TRY(m->place(path, opts));
   const HParams& hp = m->arch_->hparams();
   if (opts.experts.budget_bytes > 0 && hp.n_expert == 0)
     return err("loading %s: --expert-budget given, but the model has no routed experts", path.c_str());
+  if (hp.n_expert > 0 && (opts.experts.budget_bytes > 0 || opts.expert_stats) && m->file_->n_shards() > 1)
+    return err(
+        "loading %s: the expert store reads experts from one GGUF file, and this model is split in %d shards "
+        "(join them with `strata split --merge`)",
+        path.c_str(), m->file_->n_shards());
   if (hp.n_expert > 0 && (opts.experts.budget_bytes > 0 || opts.expert_stats)) {
     auto st = expert_store_open(*m->file_, hp.n_layer, hp.n_expert, hp.n_expert_used, opts.experts);
     if (!st.ok()) return err_context("loading " + path, st.error());
     m->store_ = std::move(st).value();
   }
   return m;
+}
+
+Status Model::load_json_tokenizer(const std::string& path, const std::string& tokenizer_json) {
+  auto tok = Tokenizer::from_json_file(tokenizer_json);
+  if (!tok.ok()) return err_context("loading " + path + ": tokenizer", tok.error());
+  if ((*tok)->n_vocab() > n_vocab())
+    return err("loading %s: tokenizer %s has %d tokens, the model's vocabulary only %d", path.c_str(),
+               tokenizer_json.c_str(), (*tok)->n_vocab(), n_vocab());
+  tokenizer_ = std::move(tok).value();
+  return {};
 }
 
 Status Model::place(const std::string& path, const LoadOptions& opts) {

@@ -44,6 +44,9 @@ struct LoadOptions {
   // DeepSeek-V4.1 directories: engram.budget_bytes > 0 serves the Engram tables from a tiered
   // store of that many bytes (memory/engram_store.h); 0 keeps them resident with the weights.
   EngramStoreOptions engram = {};
+  // A Hugging Face tokenizer.json to use instead of the model's own (a GGUF's tokenizer.ggml.*,
+  // a checkpoint directory's tokenizer.json); a tokenizer_config.json beside it is read too.
+  std::string tokenizer_path = {};
   // The device the architecture's layer ops run on (kernels/device.h; it outlives the model).
   // Null: the model's own CPU device over its thread pool.
   Device* device = nullptr;
@@ -84,8 +87,10 @@ class BatchRunner {
 class Model final : public BatchRunner {
  public:
   // `path`: a GGUF file, or a checkpoint directory with config.json (DeepSeek-V4.1 official
-  // layout: *.safetensors + engram_meta.json). A directory model has no GGUF and no tokenizer:
-  // token ids in, logits out.
+  // layout: *.safetensors + engram_meta.json). A directory model's tokenizer is its tokenizer.json
+  // (with tokenizer_config.json); without one (and without LoadOptions::tokenizer_path) it has
+  // none: token ids in, logits out. A tokenizer with more ids than the model's vocabulary is an
+  // error naming both sizes.
   static Result<std::unique_ptr<Model>> load(const std::string& path, const LoadOptions& opts);
   ~Model();
 
@@ -119,6 +124,8 @@ class Model final : public BatchRunner {
   Model() = default;
   // The device (LoadOptions::device or a CpuDevice of its own), the architecture placed on it.
   Status place(const std::string& path, const LoadOptions& opts);
+  // tokenizer_ from a tokenizer.json (after arch_: checks its size against the vocabulary).
+  Status load_json_tokenizer(const std::string& path, const std::string& tokenizer_json);
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<SafetensorsDir> st_dir_;  // a checkpoint directory model (file_ is null)
   std::unique_ptr<Tokenizer> tokenizer_;

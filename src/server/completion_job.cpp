@@ -107,7 +107,7 @@ std::optional<std::string> answer_without_engine(const ApiContext& ctx, const Ap
 }  // namespace
 
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
-                                bool add_assistant_prompt) {
+                                const ChatOptions& opts) {
   if (!format)
     return err(
         "this model has no chat template strata knows; use /v1/completions or start the server with "
@@ -116,7 +116,7 @@ Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::ve
   const bool has_developer = std::find(roles.begin(), roles.end(), "developer") != roles.end();
   for (ChatMessage& m : messages)
     if (m.role == "developer" && !has_developer) m.role = "system";
-  return chat_apply(*format, messages, add_assistant_prompt);
+  return chat_apply(*format, messages, opts);
 }
 
 void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex,
@@ -126,7 +126,7 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   if (!parsed.ok()) return ex->respond(error_response(400, parsed.message()));
   ApiRequest& r = *parsed;
   if (chat) {
-    auto text = render_chat(ctx.chat, std::move(r.messages), /*add_assistant_prompt=*/true);
+    auto text = render_chat(ctx.chat, std::move(r.messages), ChatOptions{.thinking = r.thinking});
     if (!text.ok()) return ex->respond(error_response(400, text.message()));
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }

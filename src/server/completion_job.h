@@ -39,7 +39,7 @@ struct ApiContext {
 // where the format has no role of that name (OpenAI's newer name for system instructions).
 // Errors: no chat format; the template's own (an unknown role, ...).
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
-                                bool add_assistant_prompt);
+                                const ChatOptions& opts);
 
 class CompletionJob {
  public:

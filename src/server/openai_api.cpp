@@ -184,9 +184,30 @@ Result<std::vector<ChatMessage>> parse_chat_messages(const json& body) {
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
       return err("messages[%zu].tool_calls: tool calls are not supported by strata serve", i);
     STRATA_ASSIGN(std::string content, message_content(m, i));
-    out.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content)});
+    std::string reasoning;
+    if (auto rc = m.find("reasoning_content"); rc != m.end() && !rc->is_null()) {
+      if (!rc->is_string())
+        return err("messages[%zu].reasoning_content must be a string, got %s", i, kind(*rc));
+      reasoning = rc->get<std::string>();
+    }
+    out.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content), std::move(reasoning)});
   }
   return out;
+}
+
+Result<bool> parse_chat_thinking(const json& body) {
+  auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || it->is_null()) return false;
+  if (!it->is_object()) return err("'chat_template_kwargs' must be an object, got %s", kind(*it));
+  bool thinking = false;
+  for (const char* key : {"enable_thinking", "thinking"}) {
+    auto k = it->find(key);
+    if (k == it->end() || k->is_null()) continue;
+    if (!k->is_boolean())
+      return err("'chat_template_kwargs.%s' must be true or false, got %s", key, kind(*k));
+    thinking = k->get<bool>();
+  }
+  return thinking;
 }
 
 Result<ApiRequest> parse_request(const std::string& text, bool chat) {
@@ -197,6 +218,7 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   r.chat = chat;
   if (chat) {
     STRATA_ASSIGN(r.messages, parse_chat_messages(body));
+    STRATA_ASSIGN(r.thinking, parse_chat_thinking(body));
   } else {
     STRATA_TRY(parse_prompt(body, &r));
   }

@@ -37,6 +37,7 @@ struct ApiRequest {
   bool chat = false;
   std::vector<ApiPrompt> prompts;     // completions: one per choice; chat: filled from messages
   std::vector<ChatMessage> messages;  // chat
+  bool thinking = false;              // chat: chat_template_kwargs.enable_thinking (parse_chat_thinking)
   CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
@@ -44,8 +45,11 @@ struct ApiRequest {
   std::string model;
 };
 
-// A body's "messages": [{role, content: a string or [{type: "text", text}]}, ..].
+// A body's "messages": [{role, content: a string or [{type: "text", text}], reasoning_content?}, ..].
 Result<std::vector<ChatMessage>> parse_chat_messages(const nlohmann::json& body);
+// A body's thinking switch for formats with a thinking mode (deepseek4): chat_template_kwargs
+// .enable_thinking or .thinking (as vLLM and llama-server take it); false when absent.
+Result<bool> parse_chat_thinking(const nlohmann::json& body);
 
 // Parses a request body. Errors name the field and what was expected.
 Result<ApiRequest> parse_request(const std::string& body, bool chat);

@@ -51,7 +51,9 @@ Result<ApiReply> tokenize(const ApiContext& ctx, const std::string& text) {
     if (body.contains("messages")) {
       STRATA_ASSIGN(std::vector<ChatMessage> msgs, parse_chat_messages(body));
       STRATA_ASSIGN(bool gen, flag(body, "add_generation_prompt", true));
-      STRATA_ASSIGN(prompt, render_chat(ctx.chat, std::move(msgs), gen));
+      STRATA_ASSIGN(bool thinking, parse_chat_thinking(body));
+      STRATA_ASSIGN(prompt, render_chat(ctx.chat, std::move(msgs),
+                                        ChatOptions{.add_assistant_prompt = gen, .thinking = thinking}));
       STRATA_ASSIGN(add_special, flag(body, "add_special_tokens", false));
     } else {
       if (!body["prompt"].is_string())
@@ -102,7 +104,9 @@ Result<ApiReply> detokenize(const ApiContext& ctx, const std::string& text) {
 Result<ApiReply> apply_template(const ApiContext& ctx, const std::string& text) {
   STRATA_ASSIGN(json body, parse_object(text));
   STRATA_ASSIGN(std::vector<ChatMessage> msgs, parse_chat_messages(body));
-  STRATA_ASSIGN(std::string prompt, render_chat(ctx.chat, std::move(msgs), /*add_assistant_prompt=*/true));
+  STRATA_ASSIGN(bool thinking, parse_chat_thinking(body));
+  STRATA_ASSIGN(std::string prompt,
+                render_chat(ctx.chat, std::move(msgs), ChatOptions{.thinking = thinking}));
   return ApiReply{200, json{{"prompt", prompt}}};
 }
 

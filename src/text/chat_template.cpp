@@ -1,10 +1,14 @@
 // Chat format lookup: by name, by the markers of a Jinja template (llama.cpp's
 // llm_chat_detect_template order, de3ff81), and the server's choice from --chat-template, the
-// model's tokenizer.chat_template and the chatml fallback.
+// model's template (GGUF tokenizer.chat_template or a checkpoint's tokenizer_config.json), the
+// architecture's format and the chatml fallback.
 #include "text/chat_template.h"
 
 #include <array>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
+#include "format/safetensors_dir.h"
 #include "text/chat_template_spec.h"
 
 namespace strata {
@@ -43,6 +47,8 @@ constexpr Rule kRules[] = {
     {F::chatglm3, {"[gMASK]sop"}},
     {F::minicpm, {"<用户>"}},
     {F::deepseek2, {"'Assistant: ' + message['content'] + eos_token"}},
+    // DeepSeek-V4's template: V3's markers plus its DSML tool-call token (before deepseek3).
+    {F::deepseek4, {"<｜Assistant｜>", "<｜User｜>", "｜DSML｜"}},
     {F::deepseek3, {"<｜Assistant｜>", "<｜User｜>", "<｜end▁of▁sentence｜>"}},
     {F::exaone4, {"[|system|]", "[|assistant|]", "[|endofturn|]", "[|tool|]"}},
     {F::exaone3, {"[|system|]", "[|assistant|]", "[|endofturn|]"}},
@@ -143,20 +149,30 @@ const char* chat_format_source_name(ChatFormatSource source) {
       return "model template";
     case ChatFormatSource::default_chatml:
       return "default (model has no template)";
+    case ChatFormatSource::arch_default:
+      return "the architecture's format (model has no template)";
   }
   return "?";
 }
 
+std::optional<ChatFormat> chat_format_for_arch(std::string_view arch) {
+  if (arch == "deepseek4" || arch == "deepseek_v41") return F::deepseek4;
+  return std::nullopt;
+}
+
 Result<ChatFormatChoice> chat_format_choose(std::optional<std::string_view> model_template,
-                                            std::string_view override_arg) {
+                                            std::string_view override_arg, std::string_view arch) {
   if (!override_arg.empty()) {
     auto f = chat_format_detect(override_arg);  // a built-in name, else a template's markers
     if (!f.ok()) return err_context("--chat-template", f.error());
     return ChatFormatChoice{*f, ChatFormatSource::override_arg};
   }
-  // As llama.cpp: a model without a template (or with an empty one) gets chatml.
-  if (!model_template || model_template->empty())
+  // As llama.cpp: a model without a template (or with an empty one) gets chatml, unless its
+  // architecture has a format of its own.
+  if (!model_template || model_template->empty()) {
+    if (auto f = chat_format_for_arch(arch)) return ChatFormatChoice{*f, ChatFormatSource::arch_default};
     return ChatFormatChoice{F::chatml, ChatFormatSource::default_chatml};
+  }
   auto f = chat_format_detect(*model_template);
   if (!f.ok()) {
     return err_context(std::string(kChatTemplateKey), Error{f.message() + "; pass --chat-template NAME"});
@@ -171,9 +187,50 @@ Result<ChatFormatChoice> chat_format_for_model(const GgufFile& file, std::string
     if (!s.ok()) return err_context(file.path(), s.error());
     tmpl = std::move(s).value();
   }
+  auto arch = file.get_string_or("general.architecture", "");
+  if (!arch.ok()) return err_context(file.path(), arch.error());
   auto choice =
-      chat_format_choose(tmpl ? std::optional<std::string_view>(*tmpl) : std::nullopt, override_arg);
+      chat_format_choose(tmpl ? std::optional<std::string_view>(*tmpl) : std::nullopt, override_arg, *arch);
   if (!choice.ok() && override_arg.empty()) return err_context(file.path(), choice.error());
+  return choice;
+}
+
+Result<ChatFormatChoice> chat_format_for_dir(const std::string& dir, std::string_view arch,
+                                             std::string_view override_arg) {
+  std::optional<std::string> tmpl;
+  std::string source;
+  const std::string cfg_path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
+  if (std::filesystem::exists(cfg_path)) {
+    auto text = read_text_file(cfg_path);
+    if (!text.ok()) return text.error();
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return err("%s: not a JSON object", cfg_path.c_str());
+    auto it = j.find("chat_template");
+    if (it != j.end() && it->is_string()) {
+      tmpl = it->get<std::string>();
+    } else if (it != j.end() && it->is_array()) {
+      for (const auto& e : *it) {
+        if (!e.is_object()) continue;
+        auto name = e.find("name"), t = e.find("template");
+        if (name != e.end() && *name == "default" && t != e.end() && t->is_string())
+          tmpl = t->get<std::string>();
+      }
+      if (!tmpl) return err("%s: chat_template: a list without a \"default\" template", cfg_path.c_str());
+    } else if (it != j.end() && !it->is_null()) {
+      return err("%s: chat_template: not a string or a list of {name, template}", cfg_path.c_str());
+    }
+    source = cfg_path;
+  }
+  const std::string jinja_path = (std::filesystem::path(dir) / "chat_template.jinja").string();
+  if (!tmpl && std::filesystem::exists(jinja_path)) {
+    auto text = read_text_file(jinja_path);
+    if (!text.ok()) return text.error();
+    tmpl = std::move(*text);
+    source = jinja_path;
+  }
+  auto choice =
+      chat_format_choose(tmpl ? std::optional<std::string_view>(*tmpl) : std::nullopt, override_arg, arch);
+  if (!choice.ok() && override_arg.empty()) return err_context(source, choice.error());
   return choice;
 }
 

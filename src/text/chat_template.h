@@ -27,6 +27,16 @@ namespace strata {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"; "tool" / "developer" where the format has them
   std::string content;
+  // An assistant turn's reasoning: written only by formats with a thinking mode (deepseek4), and
+  // there only for assistant turns after the last user turn when thinking is on.
+  std::string reasoning_content = {};
+};
+
+struct ChatOptions {
+  bool add_assistant_prompt = true;  // append the text that opens the assistant's reply
+  // Formats with a thinking mode (deepseek4): open the reply with "<think>" (else the reply
+  // starts with an empty reasoning block). Other formats ignore it.
+  bool thinking = false;
 };
 
 // Built-in formats; chat_format_name gives llama.cpp's name for each.
@@ -86,8 +96,9 @@ enum class ChatFormat : uint8_t {
   grok2,
   pangu_embedded,
   solar_open,
+  deepseek4,  // DeepSeek-V4 / V4.1 (llama.cpp's models/templates/deepseek-ai-DeepSeek-V4.jinja)
 };
-inline constexpr int kChatFormatCount = static_cast<int>(ChatFormat::solar_open) + 1;
+inline constexpr int kChatFormatCount = static_cast<int>(ChatFormat::deepseek4) + 1;
 
 // "chatml", "llama2-sys", "mistral-v7", "gpt-oss", ... (llama.cpp's spelling).
 const char* chat_format_name(ChatFormat format);
@@ -111,13 +122,18 @@ Result<ChatFormat> chat_format_detect(std::string_view jinja_template);
 // index, the role and the roles it has); a system message after the first where a format takes
 // one only at the start (gigachat, hunyuan-dense, hunyuan-vl).
 Result<std::string> chat_apply(ChatFormat format, std::span<const ChatMessage> messages,
-                               bool add_assistant_prompt);
+                               const ChatOptions& opts);
+inline Result<std::string> chat_apply(ChatFormat format, std::span<const ChatMessage> messages,
+                                      bool add_assistant_prompt) {
+  return chat_apply(format, messages, ChatOptions{.add_assistant_prompt = add_assistant_prompt});
+}
 
 // Where a server's chat format came from.
 enum class ChatFormatSource : uint8_t {
   override_arg,    // --chat-template (a built-in name or a Jinja template)
   model_template,  // the model's tokenizer.chat_template
   default_chatml,  // the model has no template: chatml, as llama.cpp falls back
+  arch_default,    // the model has no template, its architecture has one (deepseek4, deepseek_v41)
 };
 const char* chat_format_source_name(ChatFormatSource source);  // "--chat-template", ...
 
@@ -128,13 +144,23 @@ struct ChatFormatChoice {
 
 inline constexpr std::string_view kChatTemplateKey = "tokenizer.chat_template";
 
+// The format an architecture's models use when they carry no template: deepseek4 for "deepseek4"
+// and "deepseek_v41" (the official checkpoints ship no Jinja template), else none.
+std::optional<ChatFormat> chat_format_for_arch(std::string_view arch);
+
 // The choice a server makes: a non-empty `override_arg` (a built-in name, else a Jinja template
-// to detect) wins; else the model's template (nullopt: the model has none) is detected; else
-// chatml. Errors say which of the two was unsupported.
+// to detect) wins; else the model's template (nullopt: the model has none) is detected; else the
+// architecture's format (chat_format_for_arch); else chatml. Errors say which of the two was
+// unsupported.
 Result<ChatFormatChoice> chat_format_choose(std::optional<std::string_view> model_template,
-                                            std::string_view override_arg);
-// The same, reading tokenizer.chat_template from the file (a non-string value is an error
-// naming the file and key).
+                                            std::string_view override_arg, std::string_view arch = {});
+// The same, reading tokenizer.chat_template and general.architecture from the file (a
+// non-string value is an error naming the file and key).
 Result<ChatFormatChoice> chat_format_for_model(const GgufFile& file, std::string_view override_arg = {});
+// The same for a checkpoint directory: the template is tokenizer_config.json's "chat_template"
+// (a string, or a list of {name, template} whose "default" entry is taken), else the file
+// chat_template.jinja; errors name the file.
+Result<ChatFormatChoice> chat_format_for_dir(const std::string& dir, std::string_view arch,
+                                             std::string_view override_arg = {});
 
 }  // namespace strata

@@ -288,6 +288,11 @@ constexpr FormatSpec kSpecs[] = {
      .turns = {on("<|begin|>system<|content|>", "<|end|>"), on("<|begin|>user<|content|>", "<|end|>"),
                on("<|begin|>assistant<|content|>", "<|end|>")},
      .gen_prompt = "<|begin|>assistant"},
+    {.format = F::deepseek4,
+     .name = "deepseek4",
+     .turns = {kCustom, kCustom, kCustom, kCustom, kCustom},
+     .render = render_deepseek4,
+     .writes_gen_prompt = true},
 };
 
 constexpr bool specs_in_enum_order() {

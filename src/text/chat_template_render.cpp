@@ -59,7 +59,8 @@ std::string quote_snippet(std::string_view s, size_t max_chars) {
 // Llama 2: "[INST] " opens every user turn (the first without BOS, the tokenizer adds it);
 // system text goes inside the first turn, as <<SYS>> blocks where the variant has them and as
 // plain text otherwise; an assistant reply ends with </s> and closes the turn.
-void render_llama2(ChatFormat format, std::span<const ChatMessage> messages, std::string* out) {
+void render_llama2(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions&,
+                   std::string* out) {
   const bool sys_blocks = format != ChatFormat::llama2;
   const bool bos_in_history = format == ChatFormat::llama2_sys_bos;
   const bool strip = format == ChatFormat::llama2_sys_strip;
@@ -95,7 +96,8 @@ void render_llama2(ChatFormat format, std::span<const ChatMessage> messages, std
 // Mistral's v1 / v3 / v3-tekken tokenizer templates: [INST] opens a turn that user and system
 // text share (system text first, then a blank line); v1 puts a space before [INST] and [/INST],
 // tekken writes no space after them, v3 trims the assistant's reply.
-void render_mistral(ChatFormat format, std::span<const ChatMessage> messages, std::string* out) {
+void render_mistral(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions&,
+                    std::string* out) {
   const char* lead = format == ChatFormat::mistral_v1 ? " " : "";
   const char* trail = format == ChatFormat::mistral_v3_tekken ? "" : " ";
   const bool trim_reply = format == ChatFormat::mistral_v3;
@@ -126,7 +128,7 @@ void render_mistral(ChatFormat format, std::span<const ChatMessage> messages, st
 
 // AlphaMonarch: every message is "<s>ROLE\nCONTENT</s>\n", the first without its <s> (the
 // tokenizer adds BOS).
-void render_monarch(ChatFormat, std::span<const ChatMessage> messages, std::string* out) {
+void render_monarch(ChatFormat, std::span<const ChatMessage> messages, const ChatOptions&, std::string* out) {
   for (size_t i = 0; i < messages.size(); ++i) {
     if (i > 0) *out += "<s>";
     *out += messages[i].role;
@@ -138,7 +140,7 @@ void render_monarch(ChatFormat, std::span<const ChatMessage> messages, std::stri
 
 // Gemma has no system role: system text (trimmed, concatenated) opens the next user turn,
 // followed by a blank line; the assistant is "model"; every content is trimmed.
-void render_gemma(ChatFormat, std::span<const ChatMessage> messages, std::string* out) {
+void render_gemma(ChatFormat, std::span<const ChatMessage> messages, const ChatOptions&, std::string* out) {
   std::string pending_system;
   for (const ChatMessage& m : messages) {
     const int role = role_index(m.role);
@@ -160,7 +162,7 @@ void render_gemma(ChatFormat, std::span<const ChatMessage> messages, std::string
 
 // Orion has no system role: system text opens the next "Human: " turn, followed by a blank
 // line. A user turn ends with the assistant's header and </s>.
-void render_orion(ChatFormat, std::span<const ChatMessage> messages, std::string* out) {
+void render_orion(ChatFormat, std::span<const ChatMessage> messages, const ChatOptions&, std::string* out) {
   std::string pending_system;
   for (const ChatMessage& m : messages) {
     const int role = role_index(m.role);
@@ -184,7 +186,8 @@ void render_orion(ChatFormat, std::span<const ChatMessage> messages, std::string
 
 // RWKV world: "Role: text\n\n" turns ("\n\n" is the model's end of turn); a user message that
 // is the last one is followed by "Assistant:" whatever add_assistant_prompt says.
-void render_rwkv_world(ChatFormat, std::span<const ChatMessage> messages, std::string* out) {
+void render_rwkv_world(ChatFormat, std::span<const ChatMessage> messages, const ChatOptions&,
+                       std::string* out) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const int role = role_index(messages[i].role);
     *out += role == kRoleSystem ? "System: " : role == kRoleUser ? "User: " : "Assistant: ";
@@ -199,7 +202,7 @@ void render_rwkv_world(ChatFormat, std::span<const ChatMessage> messages, std::s
 namespace strata {
 
 Result<std::string> chat_apply(ChatFormat format, std::span<const ChatMessage> messages,
-                               bool add_assistant_prompt) {
+                               const ChatOptions& opts) {
   using namespace chat_detail;
   const FormatSpec& spec = format_spec(format);
   if (messages.empty()) return err("chat format \"%s\": no messages", spec.name);
@@ -225,11 +228,11 @@ Result<std::string> chat_apply(ChatFormat format, std::span<const ChatMessage> m
   out += spec.head;
   if (role_index(messages[0].role) != kRoleSystem) out += spec.head_without_system;
   if (spec.render) {
-    spec.render(format, messages, &out);
+    spec.render(format, messages, opts, &out);
   } else {
     render_table(spec, messages, &out);
   }
-  if (add_assistant_prompt) out += spec.gen_prompt;
+  if (opts.add_assistant_prompt && !spec.writes_gen_prompt) out += spec.gen_prompt;
   return out;
 }
 

@@ -36,17 +36,19 @@ enum class SystemRule : uint8_t {
   first_only,  // a system message is accepted only as message 0
 };
 
-using RenderFn = void (*)(ChatFormat format, std::span<const ChatMessage> messages, std::string* out);
+using RenderFn = void (*)(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                          std::string* out);
 
 struct FormatSpec {
   ChatFormat format;
   const char* name;
   Turn turns[kRoleCount];
-  const char* gen_prompt = "";           // appended when add_assistant_prompt
+  const char* gen_prompt = "";           // appended when add_assistant_prompt (unless writes_gen_prompt)
   const char* head = "";                 // written before the first message
   const char* head_without_system = "";  // written after `head` when message 0 is not a system message
   SystemRule system_rule = SystemRule::anywhere;
-  RenderFn render = nullptr;  // nullptr: the table turns are the whole format
+  RenderFn render = nullptr;       // nullptr: the table turns are the whole format
+  bool writes_gen_prompt = false;  // render writes the reply's opening itself (it depends on options)
 };
 
 const FormatSpec& format_spec(ChatFormat format);
@@ -58,11 +60,20 @@ std::string_view trim_space(std::string_view s);
 std::string quote_snippet(std::string_view s, size_t max_chars);
 
 // The render functions of the formats with control flow (chat_template_render.cpp).
-void render_llama2(ChatFormat format, std::span<const ChatMessage> messages, std::string* out);
-void render_mistral(ChatFormat format, std::span<const ChatMessage> messages, std::string* out);
-void render_monarch(ChatFormat format, std::span<const ChatMessage> messages, std::string* out);
-void render_gemma(ChatFormat format, std::span<const ChatMessage> messages, std::string* out);
-void render_orion(ChatFormat format, std::span<const ChatMessage> messages, std::string* out);
-void render_rwkv_world(ChatFormat format, std::span<const ChatMessage> messages, std::string* out);
+void render_llama2(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                   std::string* out);
+void render_mistral(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                    std::string* out);
+void render_monarch(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                    std::string* out);
+void render_gemma(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                  std::string* out);
+void render_orion(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                  std::string* out);
+void render_rwkv_world(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                       std::string* out);
+
+void render_deepseek4(ChatFormat format, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                      std::string* out);
 
 }  // namespace strata::chat_detail

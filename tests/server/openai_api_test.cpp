@@ -68,6 +68,27 @@ TEST(OpenAiRequest, ChatMessages) {
   EXPECT_EQ(r->params.n_predict, 3);
 }
 
+TEST(OpenAiRequest, ChatThinkingAndReasoning) {
+  auto r = parse_request(R"({"messages": [{"role": "user", "content": "q"},
+                                          {"role": "assistant", "content": "a", "reasoning_content": "r"}],
+                             "chat_template_kwargs": {"enable_thinking": true}})",
+                         true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->thinking);
+  EXPECT_EQ(r->messages[1].reasoning_content, "r");
+  auto off = parse_request(R"({"messages": [{"role": "user", "content": "q"}]})", true);
+  ASSERT_TRUE(off.ok()) << off.message();
+  EXPECT_FALSE(off->thinking);
+  auto bad =
+      parse_request(R"({"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": 3})", true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("chat_template_kwargs"), std::string::npos) << bad.message();
+  bad =
+      parse_request(R"({"messages": [{"role": "assistant", "content": "a", "reasoning_content": 1}]})", true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("messages[0].reasoning_content"), std::string::npos) << bad.message();
+}
+
 TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_EQ(parse_error("{nope"), "request body is not valid JSON");
   EXPECT_NE(parse_error("[1]").find("must be a JSON object"), std::string::npos);

@@ -269,6 +269,11 @@ const Case kCases[] = {
      "assistant<|end|><|begin|>user<|content|>Hello<|end|><|begin|>"
      "assistant<|content|>  Hi there  <|end|><|begin|>user<|content|>Who are you<|end|>",
      "<|begin|>assistant"},
+    {"deepseek4",
+     "You are a helpful assistant<｜User｜>Hello<｜Assistant｜></think>  Hi there  "
+     "<｜end▁of▁sentence｜><｜User｜>Who "
+     "are you",
+     "<｜Assistant｜><think></think>"},
 };
 
 std::string apply(ChatFormat f, const std::vector<ChatMessage>& msgs, bool add) {

@@ -1,0 +1,63 @@
+// The DeepSeek-V4 chat format (deepseek4): what llama.cpp's
+// models/templates/deepseek-ai-DeepSeek-V4.jinja renders (the template llama.cpp's converter
+// embeds in deepseek4 GGUFs), without tools:
+//   BOS, then every system message's text, joined by a blank line, at the very start;
+//   a run of user / developer / tool messages is one "<｜User｜>" turn, the messages separated by a
+//   blank line, a tool message written as "<tool_result>TEXT</tool_result>";
+//   an assistant message is "<｜Assistant｜>" + "</think>" + TEXT + "<｜end▁of▁sentence｜>"; with
+//   thinking on, one after the last user turn writes "<think>" + its reasoning + "</think>"
+//   instead of the lone "</think>";
+//   the reply opens with "<｜Assistant｜><think></think>" (thinking off) or "<｜Assistant｜><think>".
+// As with every format here the BOS is left to the tokenizer (add_special = true): DeepSeek's
+// tokenizers add <｜begin▁of▁sentence｜>.
+#include "text/chat_template_spec.h"
+
+namespace strata::chat_detail {
+
+void render_deepseek4(ChatFormat, std::span<const ChatMessage> messages, const ChatOptions& opts,
+                      std::string* out) {
+  bool first_system = true;
+  size_t last_user = messages.size();  // none
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const int role = role_index(messages[i].role);
+    if (role == kRoleSystem) {
+      if (!first_system) *out += "\n\n";
+      *out += messages[i].content;
+      first_system = false;
+    } else if (role != kRoleAssistant) {
+      last_user = i;
+    }
+  }
+  bool in_user = false;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const int role = role_index(m.role);
+    if (role == kRoleSystem) continue;  // written above; it does not end a user turn
+    if (role == kRoleAssistant) {
+      in_user = false;
+      *out += "<｜Assistant｜>";
+      const bool after_last_user = last_user == messages.size() || i > last_user;
+      if (after_last_user && opts.thinking) {
+        *out += "<think>";
+        *out += m.reasoning_content;
+      }
+      *out += "</think>";
+      *out += m.content;
+      *out += "<｜end▁of▁sentence｜>";
+      continue;
+    }
+    *out += in_user ? "\n\n" : "<｜User｜>";
+    in_user = true;
+    if (role == kRoleTool) {
+      *out += "<tool_result>";
+      *out += m.content;
+      *out += "</tool_result>";
+    } else {
+      *out += m.content;
+    }
+  }
+  if (opts.add_assistant_prompt)
+    *out += opts.thinking ? "<｜Assistant｜><think>" : "<｜Assistant｜><think></think>";
+}
+
+}  // namespace strata::chat_detail
