@@ -15,13 +15,14 @@ namespace strata::server {
 
 namespace {
 
-// OpenSSL's reason for the last failure (its error queue), else the error code's message.
+// The reason of a failure: the error code's (Asio takes OpenSSL's first queued error into it), else
+// the first one left in OpenSSL's queue.
 std::string ssl_reason(const boost::system::error_code& ec) {
   const unsigned long e = ERR_get_error();
   ERR_clear_error();
-  if (e == 0) return ec.message();
-  const char* r = ERR_reason_error_string(e);
-  return r ? r : ec.message();
+  if (ec) return ec.message();
+  const char* r = e ? ERR_reason_error_string(e) : nullptr;
+  return r ? r : "unknown OpenSSL error";
 }
 
 Status readable(const char* flag, const std::string& path) {

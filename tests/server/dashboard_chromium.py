@@ -146,7 +146,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     profile = tempfile.mkdtemp(prefix="strata_chromium_")
     server = subprocess.Popen([strata, "serve", "-m", model, "--port", "0", "-np", "2", "-c", "256", "-t", "1",
-                               "--api-key", KEY, "--expert-budget", "1M"], stderr=subprocess.PIPE, text=True)
+                               "--api-key", KEY, "--expert-budget", "256K"], stderr=subprocess.PIPE, text=True)
     browser = None
     try:
         port = int(wait_line(server.stderr, r"listening on http://[^:]+:(\d+)", "strata serve")[1])
@@ -168,14 +168,16 @@ def main():
             sys.exit("FAIL: chromium has no page for the dashboard")
         page = DevTools(target["webSocketDebuggerUrl"])
 
-        def state():
-            return json.loads(page.call("Runtime.evaluate", expression=PAGE_STATE, returnByValue=True)["result"]["value"])
+        def state():  # None while the page is not there yet (the expression throws)
+            r = page.call("Runtime.evaluate", expression=PAGE_STATE, returnByValue=True)
+            value = r.get("result", {}).get("value")
+            return json.loads(value) if isinstance(value, str) else {"not_ready": r}
 
         def wait(cond, what, timeout=60):
             t0 = time.monotonic()
             while time.monotonic() - t0 < timeout:
                 s = state()
-                if cond(s):
+                if "not_ready" not in s and cond(s):
                     return s
                 time.sleep(0.2)
             sys.exit(f"FAIL: {what}; the page shows {json.dumps(state())}")
