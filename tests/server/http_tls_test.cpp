@@ -1,7 +1,13 @@
 // HTTPS (--ssl-key-file / --ssl-cert-file): a self-signed certificate made at test time with the
-// openssl CLI; requests over TLS are answered as over plain HTTP, a plain client gets no answer, and a
-// missing, invalid or mismatched file is a bind() error that names it.
+// openssl CLI; requests over TLS are answered as over plain HTTP (the body limit too), a plain client
+// gets no answer, a connection beyond --max-connections a 503 after its handshake, and a missing,
+// invalid or mismatched file is a bind() error that names it.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -89,6 +95,50 @@ TEST_F(HttpTlsTest, AnswersOverTls) {
   auto again = c.Get("/health");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200);
+}
+
+TEST_F(HttpTlsTest, BeyondMaxConnectionsIsA503AfterTheHandshake) {
+  ServerOptions so;
+  so.ssl_key_file = key_;
+  so.ssl_cert_file = cert_;
+  so.max_connections = 1;
+  start(so);
+  httplib::SSLClient held("127.0.0.1", port_);  // keeps its connection open after the answer
+  held.enable_server_certificate_verification(false);
+  held.set_keep_alive(true);
+  auto first = held.Get("/health");
+  ASSERT_TRUE(first) << httplib::to_string(first.error());
+  EXPECT_EQ(first->status, 200);
+  httplib::SSLClient c("127.0.0.1", port_);
+  c.enable_server_certificate_verification(false);
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_NE(r->body.find("--max-connections"), std::string::npos) << r->body;
+}
+
+// -to bounds the handshake as it bounds a plain request's header: a client that connects and sends
+// nothing is closed.
+TEST_F(HttpTlsTest, SilentClientIsClosedAfterTheTimeout) {
+  ServerOptions so;
+  so.ssl_key_file = key_;
+  so.ssl_cert_file = cert_;
+  so.timeout_s = 0.3;
+  start(so);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port_));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  pollfd p{fd, POLLIN, 0};
+  const int ready = ::poll(&p, 1, 30000);  // the server's close makes the socket readable (EOF)
+  char c = 0;
+  const ssize_t n = ready > 0 ? ::recv(fd, &c, 1, 0) : -1;
+  ::close(fd);
+  EXPECT_EQ(ready, 1);
+  EXPECT_EQ(n, 0) << "the server should close a connection that never starts its handshake";
 }
 
 TEST_F(HttpTlsTest, BadFilesAreErrorsNamingThem) {
