@@ -6,7 +6,7 @@ the same request sent alone, what is running / waiting at the end (and the KV bl
 /metrics has them), and the server's RSS over time with its slope after the first minute.
 
   scripts/serve_soak.py build/release/tools/strata tests/data/bundled_smoke.gguf [--seconds 600]
-      [--clients 32] [--hangup 0.3] [--csv rss.csv] [-- extra serve flags]
+      [--clients 32] [--hangup 0.3] [--csv rss.csv] [--serve-args "-t 1 --expert-budget 256K"]
 """
 import argparse
 import http.client
@@ -108,9 +108,9 @@ def main():
     ap.add_argument("--hangup", type=float, default=0.3)
     ap.add_argument("--specs", type=int, default=24)
     ap.add_argument("--csv")
-    ap.add_argument("extra", nargs="*")
+    ap.add_argument("--serve-args", default="", help="more `strata serve` flags, one string")
     a = ap.parse_args()
-    server, port = start(a.binary, a.model, a.extra)
+    server, port = start(a.binary, a.model, a.serve_args.split())
     reqs = specs(a.specs)
     alone = [request(port, s) for s in reqs]  # each request alone, before the load
     bad_alone = [r[2] for r in alone if r[0] != 200]

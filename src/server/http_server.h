@@ -3,7 +3,8 @@
 // idle and write timeouts); handlers that parse and tokenize run on a small fixed worker pool, and
 // a request's tokens come back from the engine's scheduler as posted events. Routes are a table
 // (server/api_routes.h: the OpenAI routes, /tokenize, /detokenize, /apply-template, /health,
-// /metrics, /props, /slots); a request with no route is a 404, one without the API key a 401, both
+// /metrics, /props, /slots; server/stats_feed.h: the dashboard at /, its /v1/strata/stats and
+// /v1/strata/events); a request with no route is a 404, one without the API key a 401, both
 // with {"error": {...}} bodies. With cors_origins, an allowed origin's answers (errors and streams
 // included) carry Access-Control-Allow-Origin, and a preflight (OPTIONS) is a 204 without the key.
 //
