@@ -5,7 +5,8 @@ Starts `strata serve` (with an API key, given to the page as #key=, and an exper
 expert tier and the heat map have numbers), opens http://127.0.0.1:PORT/ in headless Chromium, drives
 it over the DevTools protocol (a minimal WebSocket client below: stdlib only), sends a few
 completions, waits until the page has received several updates and shows the new numbers (tokens
-generated, TTFT percentiles, memory, the heat map), and saves a screenshot as OUT_DIR/dashboard.png.
+generated, TTFT percentiles, memory, the heat map), and saves a screenshot as OUT_DIR/dashboard.png;
+then opens the page without the key, which must ask for it and connect once it is typed in.
 Without chromium: skipped (exit 77), or failed when CI=true.
 
   dashboard_chromium.py STRATA MODEL OUT_DIR
@@ -215,6 +216,12 @@ def main():
         print(f"screenshot: {path} ({os.path.getsize(path)} bytes)")
         if bad:
             sys.exit("FAIL: " + "; ".join(bad))
+        # Without #key= the stream is a 401: the page asks for the key, and connects once it is given.
+        page.call("Page.navigate", url=f"http://127.0.0.1:{port}/dashboard")
+        wait(lambda s: s["status"] == "API key needed", "the page did not ask for the API key")
+        page.call("Runtime.evaluate", expression=f"document.getElementById('key').value = '{KEY}'; "
+                  "document.getElementById('keygo').click()")
+        wait(lambda s: s["status"] == "live" and s["updates"] >= 1, "the page did not connect with the typed key")
         print("PASS")
     finally:
         if browser:
