@@ -1,5 +1,6 @@
 #include "server/http_connection.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <boost/asio/post.hpp>
@@ -139,7 +140,11 @@ Connection::Stream make_stream(tcp::socket s, TlsContext* tls) {
 }  // namespace
 
 Connection::Connection(tcp::socket s, ConnectionHost& host, double t_accept, TlsContext* tls)
-    : stream_(make_stream(std::move(s), tls)), buf_(kMaxHeaderBytes * 4), host_(host), t_accept_(t_accept) {}
+    : stream_(make_stream(std::move(s), tls)),
+      hangup_timer_(tcp_layer().get_executor()),
+      buf_(kMaxHeaderBytes * 4),
+      host_(host),
+      t_accept_(t_accept) {}
 
 beast::tcp_stream& Connection::tcp_layer() {
   return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
@@ -255,8 +260,10 @@ void Connection::refuse(int status, const std::string& message) {
   send(serialize(r, false, extra_), Then::close);
 }
 
-// A readable socket while a handler runs: the client hung up (EOF / reset), or sent its next
-// request early (pipelining; then the watch ends and a hang-up shows at the next write).
+// A readable socket while a handler runs: the client hung up (EOF / reset / its FIN behind unread
+// bytes), or sent its next request early (pipelining; then the watch ends and a hang-up shows at the
+// next write). Over TLS a client's close_notify arrives as bytes just before its FIN, so unread bytes
+// there are looked at again until the exchange ends.
 void Connection::watch_hangup() {
   tcp_layer().socket().async_wait(
       tcp::socket::wait_read, [self = shared_from_this(), gen = gen_](beast::error_code ec) {
@@ -266,12 +273,24 @@ void Connection::watch_hangup() {
           if (ec != net::error::operation_aborted) self->client_gone();
           return;
         }
-        char c;
-        const ssize_t n = ::recv(self->tcp_layer().socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-          return self->client_gone();
-        if (n < 0) self->watch_hangup();
+        self->check_hangup();
       });
+}
+
+void Connection::check_hangup() {
+  const int fd = tcp_layer().socket().native_handle();
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return client_gone();
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return client_gone();
+  if (n < 0) return watch_hangup();
+  if (stream_.index() == 0) return;  // plain: a pipelined request
+  hangup_timer_.expires_after(std::chrono::milliseconds(100));
+  hangup_timer_.async_wait([self = shared_from_this(), gen = gen_](beast::error_code ec) {
+    if (!ec && gen == self->gen_ && (self->state_ == State::handling || self->state_ == State::streaming))
+      self->check_hangup();
+  });
 }
 
 void Connection::client_gone() {
@@ -408,6 +427,7 @@ void Connection::drain() {
 
 void Connection::close() {
   state_ = State::closed;
+  hangup_timer_.cancel();
   beast::error_code ec;
   tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ec);
   tcp_layer().close();

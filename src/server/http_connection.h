@@ -10,6 +10,7 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -82,6 +83,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_body(boost::beast::error_code ec);
   void refuse(int status, const std::string& message);  // answer, then drain a little and close
   void watch_hangup();
+  void check_hangup();
   void client_gone();
   void send(std::string bytes, Then then);
   void flush();
@@ -92,6 +94,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close();
 
   Stream stream_;
+  boost::asio::steady_timer hangup_timer_;  // TLS: looks again at unread bytes while a handler runs
   std::optional<HttpResponse> refusal_;
   boost::beast::flat_buffer buf_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;

@@ -118,6 +118,24 @@ TEST_F(HttpTlsTest, BeyondMaxConnectionsIsA503AfterTheHandshake) {
   EXPECT_NE(r->body.find("--max-connections"), std::string::npos) << r->body;
 }
 
+// A non-streamed request over TLS whose client gives up (read timeout: it closes the connection,
+// with a TLS close_notify first) is cancelled, as over plain HTTP.
+TEST_F(HttpTlsTest, HangUpCancelsTheRequest) {
+  ServerOptions so;
+  so.ssl_key_file = key_;
+  so.ssl_cert_file = cert_;
+  start(so, {}, /*eval_delay_ms=*/10);  // 90 tokens take > 900 ms: the hang-up comes first
+  httplib::SSLClient c("127.0.0.1", port_);
+  c.enable_server_certificate_verification(false);
+  c.set_read_timeout(0, 200000);
+  auto r = c.Post("/v1/completions",
+                  R"({"prompt": "The", "max_tokens": 90, "temperature": 0, "ignore_eos": true})",
+                  "application/json");
+  EXPECT_FALSE(r);
+  EXPECT_TRUE(testing::wait_for([&] { return engine_->counters().requests_cancelled == 1; }, 20000));
+  EXPECT_EQ(engine_->counters().requests_ok, 0u);
+}
+
 // -to bounds the handshake as it bounds a plain request's header: a client that connects and sends
 // nothing is closed.
 TEST_F(HttpTlsTest, SilentClientIsClosedAfterTheTimeout) {
