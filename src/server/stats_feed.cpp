@@ -79,8 +79,10 @@ void StatsFeed::arm() {
   double next = subs_.front().next_s;
   for (const Subscriber& s : subs_) next = std::min(next, s.next_s);
   armed_ = true;
-  timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(std::max(0.0, next - now_seconds()))));
+  // At most 100 ms ahead: a subscriber that arrives meanwhile with a shorter interval waits no longer.
+  const double wait = std::clamp(next - now_seconds(), 0.0, 0.1);
+  timer_.expires_after(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait)));
   timer_.async_wait([this](boost::system::error_code ec) {
     armed_ = false;
     if (!ec) tick();
