@@ -2,9 +2,12 @@
 # Installs strata's build and test dependencies from Debian 12 packages (only what is missing).
 # The Vulkan ones (headers, glslc, Mesa's lavapipe to run Vulkan on the CPU, the validation
 # layer) are optional for a build: without them the Vulkan device is left out and its tests say so.
+# libssl-dev: TLS for `strata serve` (optional too); openssl: the TLS test's self-signed certificate;
+# chromium: the dashboard's headless browser test (skipped without it, except with CI=true).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev clang-format-14 clang-14 libclang-rt-14-dev
       libpcre2-dev libicu-dev liburing-dev nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libfmt-dev python3-numpy
+      libssl-dev openssl chromium
       libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers)
 missing=()
 for p in "${pkgs[@]}"; do

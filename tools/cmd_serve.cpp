@@ -2,6 +2,8 @@
 // engine (runtime/engine.h), with the same model, expert-store and Engram flags as `run`.
 //   strata serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np|--parallel 4] [-c 4096] [--expert-budget
 //   8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5] [--max-stop 16]
+//   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]
+// The live dashboard is at / (server/stats_feed.h).
 // SIGINT / SIGTERM stop it; the expert profile and statistics are written on the way out.
 #include <pthread.h>
 #include <signal.h>
@@ -76,6 +78,9 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-body", so.max_body_bytes, "request body bytes at most (Content-Length or chunked)")
       ->capture_default_str();
+  app.add_option("--ssl-key-file", so.ssl_key_file, "PEM private key: serve HTTPS (with --ssl-cert-file)");
+  app.add_option("--ssl-cert-file", so.ssl_cert_file,
+                 "PEM certificate (chain): serve HTTPS (with --ssl-key-file)");
   app.add_option("--chat-template", chat_template,
                  "chat format for /v1/chat/completions: a built-in name (" +
                      strata::chat_format_names_joined() +
@@ -149,10 +154,10 @@ int cmd_serve(int argc, char** argv) {
   if (!http.note().empty()) std::fprintf(stderr, "strata serve: warning: %s\n", http.note().c_str());
   std::fprintf(stderr,
                "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; device %s; "
-               "listening on http://%s:%d\n",
+               "listening on %s://%s:%d (dashboard: /)\n",
                alias.c_str(), m.arch_name().c_str(), strata::now_seconds() - t0, (*engine)->n_slots(),
                (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20),
-               df.describe().c_str(), so.host.c_str(), *port);
+               df.describe().c_str(), so.ssl_key_file.empty() ? "http" : "https", so.host.c_str(), *port);
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     const timespec tick{0, 200 * 1000 * 1000};

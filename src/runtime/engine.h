@@ -142,7 +142,8 @@ class Engine {
 
   int n_ctx() const { return n_ctx_; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
-  uint64_t kv_bytes() const { return kv_bytes_; }  // all slots' KV caches
+  uint64_t kv_bytes() const { return kv_bytes_; }             // all slots' KV caches
+  const ExpertStore* expert_store() const { return store_; }  // null: experts not tiered by a store
 
   // Runs one scheduler turn on the calling thread (manual_step engines only). False when idle.
   bool step();

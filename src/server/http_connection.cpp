@@ -1,5 +1,6 @@
 #include "server/http_connection.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <boost/asio/post.hpp>
@@ -127,18 +128,55 @@ void Exchange::end_stream() {
 
 // --- Connection -------------------------------------------------------------------------------
 
-Connection::Connection(tcp::socket s, ConnectionHost& host, double t_accept)
-    : stream_(std::move(s)), buf_(kMaxHeaderBytes * 4), host_(host), t_accept_(t_accept) {}
+namespace {
+
+Connection::Stream make_stream(tcp::socket s, TlsContext* tls) {
+#ifdef STRATA_HAVE_OPENSSL
+  if (tls) return Connection::Stream(std::in_place_index<1>, beast::tcp_stream(std::move(s)), *tls);
+#endif
+  return Connection::Stream(std::in_place_index<0>, std::move(s));
+}
+
+}  // namespace
+
+Connection::Connection(tcp::socket s, ConnectionHost& host, double t_accept, TlsContext* tls)
+    : stream_(make_stream(std::move(s), tls)),
+      hangup_timer_(tcp_layer().get_executor()),
+      buf_(kMaxHeaderBytes * 4),
+      host_(host),
+      t_accept_(t_accept) {}
+
+beast::tcp_stream& Connection::tcp_layer() {
+  return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
+}
 
 Connection::~Connection() {
   if (ex_) ex_->close();
   host_.closed(this);
 }
 
-void Connection::start() {
+void Connection::start(std::optional<HttpResponse> refusal) {
+  refusal_ = std::move(refusal);
   beast::error_code ec;
-  stream_.socket().set_option(tcp::no_delay(true), ec);  // SSE: a token's write must not wait for an ACK
-  read_header();
+  tcp_layer().socket().set_option(tcp::no_delay(true), ec);  // SSE: a token's write must not wait for an ACK
+#ifdef STRATA_HAVE_OPENSSL
+  if (auto* tls = std::get_if<1>(&stream_)) {
+    tcp_layer().expires_after(seconds(host_.timeout_s()));
+    tls->async_handshake(net::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->close();  // not TLS, a bad certificate for the client, a timeout: nothing to say
+      self->begin();
+    });
+    return;
+  }
+#endif
+  begin();
+}
+
+void Connection::begin() {
+  if (!refusal_) return read_header();
+  keep_alive_ = false;
+  state_ = State::handling;
+  send(serialize(*refusal_, false, {}), Then::close);
 }
 
 void Connection::read_header() {
@@ -148,9 +186,14 @@ void Connection::read_header() {
   parser_.emplace();
   parser_->header_limit(kMaxHeaderBytes);
   parser_->body_limit(host_.max_body_bytes());
-  stream_.expires_after(seconds(host_.timeout_s()));  // the idle wait and the whole header
-  http::async_read_header(stream_, buf_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  tcp_layer().expires_after(seconds(host_.timeout_s()));  // the idle wait and the whole header
+  std::visit(
+      [this](auto& s) {
+        http::async_read_header(s, buf_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+          self->on_header(ec);
+        });
+      },
+      stream_);
 }
 
 void Connection::on_header(beast::error_code ec) {
@@ -188,16 +231,20 @@ void Connection::on_header(beast::error_code ec) {
   }
   if (beast::iequals(h[http::field::expect], "100-continue"))
     send("HTTP/1.1 100 Continue\r\n\r\n", Then::nothing);
-  stream_.expires_after(seconds(host_.timeout_s()));  // the whole body
-  http::async_read(stream_, buf_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+  tcp_layer().expires_after(seconds(host_.timeout_s()));  // the whole body
+  std::visit(
+      [this](auto& s) {
+        http::async_read(s, buf_, *parser_,
+                         [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+      },
+      stream_);
 }
 
 void Connection::on_body(beast::error_code ec) {
   if (state_ != State::reading) return;
   if (ec == http::error::body_limit) return refuse(413, "request body is larger than the server's limit");
   if (ec) return close();
-  stream_.expires_never();
+  tcp_layer().expires_never();
   head_.body = std::move(parser_->get().body());
   parser_.reset();
   ex_ = std::make_shared<Exchange>(std::move(head_), shared_from_this());
@@ -213,10 +260,12 @@ void Connection::refuse(int status, const std::string& message) {
   send(serialize(r, false, extra_), Then::close);
 }
 
-// A readable socket while a handler runs: the client hung up (EOF / reset), or sent its next
-// request early (pipelining; then the watch ends and a hang-up shows at the next write).
+// A readable socket while a handler runs: the client hung up (EOF / reset / its FIN behind unread
+// bytes), or sent its next request early (pipelining; then the watch ends and a hang-up shows at the
+// next write). Over TLS a client's close_notify arrives as bytes just before its FIN, so unread bytes
+// there are looked at again until the exchange ends.
 void Connection::watch_hangup() {
-  stream_.socket().async_wait(
+  tcp_layer().socket().async_wait(
       tcp::socket::wait_read, [self = shared_from_this(), gen = gen_](beast::error_code ec) {
         if (gen != self->gen_ || (self->state_ != State::handling && self->state_ != State::streaming))
           return;
@@ -224,12 +273,24 @@ void Connection::watch_hangup() {
           if (ec != net::error::operation_aborted) self->client_gone();
           return;
         }
-        char c;
-        const ssize_t n = ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-          return self->client_gone();
-        if (n < 0) self->watch_hangup();
+        self->check_hangup();
       });
+}
+
+void Connection::check_hangup() {
+  const int fd = tcp_layer().socket().native_handle();
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return client_gone();
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return client_gone();
+  if (n < 0) return watch_hangup();
+  if (stream_.index() == 0) return;  // plain: a pipelined request
+  hangup_timer_.expires_after(std::chrono::milliseconds(100));
+  hangup_timer_.async_wait([self = shared_from_this(), gen = gen_](beast::error_code ec) {
+    if (!ec && gen == self->gen_ && (self->state_ == State::handling || self->state_ == State::streaming))
+      self->check_hangup();
+  });
 }
 
 void Connection::client_gone() {
@@ -326,16 +387,20 @@ void Connection::flush() {
   writing_ = true;
   inflight_.swap(out_);
   out_.clear();
-  stream_.expires_after(seconds(host_.timeout_s()));
-  net::async_write(stream_, net::buffer(inflight_),
-                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_flushed(ec); });
+  tcp_layer().expires_after(seconds(host_.timeout_s()));
+  std::visit(
+      [this](auto& s) {
+        net::async_write(s, net::buffer(inflight_),
+                         [self = shared_from_this()](beast::error_code ec, size_t) { self->on_flushed(ec); });
+      },
+      stream_);
 }
 
 void Connection::on_flushed(beast::error_code ec) {
   writing_ = false;
   inflight_.clear();
   if (ec) return client_gone();
-  if (state_ == State::handling || state_ == State::streaming) stream_.expires_never();
+  if (state_ == State::handling || state_ == State::streaming) tcp_layer().expires_never();
   flush();
 }
 
@@ -344,27 +409,28 @@ void Connection::on_flushed(beast::error_code ec) {
 void Connection::linger() {
   state_ = State::closed;
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  tcp_layer().socket().shutdown(tcp::socket::shutdown_send, ec);
   if (ec) return close();
-  stream_.expires_after(std::chrono::seconds(1));
+  tcp_layer().expires_after(std::chrono::seconds(1));
   drain();
 }
 
 void Connection::drain() {
   buf_.consume(buf_.size());
-  stream_.async_read_some(buf_.prepare(64u << 10),
-                          [self = shared_from_this()](beast::error_code ec, size_t n) {
-                            self->drained_ += n;
-                            if (ec || self->drained_ > kMaxDrainBytes) return self->close();
-                            self->drain();
-                          });
+  tcp_layer().async_read_some(buf_.prepare(64u << 10),  // below TLS: the bytes are dropped
+                              [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                self->drained_ += n;
+                                if (ec || self->drained_ > kMaxDrainBytes) return self->close();
+                                self->drain();
+                              });
 }
 
 void Connection::close() {
   state_ = State::closed;
+  hangup_timer_.cancel();
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-  stream_.close();
+  tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ec);
+  tcp_layer().close();
 }
 
 }  // namespace strata::server

@@ -5,10 +5,12 @@
 // handler sends back — one response, or a chunked stream. While a handler runs, a hang-up of the
 // client closes the exchange (which cancels its engine request). Keep-alive requests follow one
 // another; the same timeout bounds a request's header, its body, the idle time between requests
-// and every write.
+// and every write. Over TLS (a TlsContext given) the connection first does the server handshake,
+// bounded by the same timeout, and then the same exchange of requests.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -16,8 +18,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "server/http_exchange.h"
+#include "server/tls_context.h"
+
+#ifdef STRATA_HAVE_OPENSSL
+#include <boost/beast/ssl/ssl_stream.hpp>
+#endif
 
 namespace strata::server {
 
@@ -39,15 +47,26 @@ class ConnectionHost {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(boost::asio::ip::tcp::socket s, ConnectionHost& host, double t_accept);
+#ifdef STRATA_HAVE_OPENSSL
+  using Stream = std::variant<boost::beast::tcp_stream, boost::beast::ssl_stream<boost::beast::tcp_stream>>;
+#else
+  using Stream = std::variant<boost::beast::tcp_stream>;
+#endif
+  // tls: null for plain HTTP, else the server's TLS context (outlives the connection).
+  Connection(boost::asio::ip::tcp::socket s, ConnectionHost& host, double t_accept,
+             TlsContext* tls = nullptr);
   ~Connection();
-  void start();
+  // refusal: answered to the first request without reading it (a TLS connection beyond
+  // --max-connections is refused this way, after the handshake).
+  void start(std::optional<HttpResponse> refusal = std::nullopt);
   // The server stops: idle and reading connections close, a handler's pending answer becomes a
   // 503, an open stream gets its final event and ends.
   void shutdown();
   void abandon();  // the I/O loop ended: drop everything now
 
-  boost::asio::any_io_executor executor() { return stream_.get_executor(); }
+  boost::asio::any_io_executor executor() {
+    return tcp_layer().get_executor();
+  }
   // From the exchange, on the I/O thread:
   void respond(HttpResponse r);
   void begin_stream(const std::string& content_type, std::string final_event);
@@ -57,11 +76,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   enum class State { reading, handling, streaming, closed };
   enum class Then { nothing, next_request, close };
+  boost::beast::tcp_stream& tcp_layer();  // the TCP layer (timeouts, the socket)
+  void begin();                           // after the handshake: the first request (or the refusal)
   void read_header();
   void on_header(boost::beast::error_code ec);
   void on_body(boost::beast::error_code ec);
   void refuse(int status, const std::string& message);  // answer, then drain a little and close
   void watch_hangup();
+  void check_hangup();
   void client_gone();
   void send(std::string bytes, Then then);
   void flush();
@@ -71,7 +93,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void drain();
   void close();
 
-  boost::beast::tcp_stream stream_;
+  Stream stream_;
+  boost::asio::steady_timer hangup_timer_;  // TLS: looks again at unread bytes while a handler runs
+  std::optional<HttpResponse> refusal_;
   boost::beast::flat_buffer buf_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   ConnectionHost& host_;

@@ -15,7 +15,9 @@
 #include "server/api_routes.h"
 #include "server/http_connection.h"
 #include "server/openai_api.h"
+#include "server/stats_feed.h"
 #include "server/text_routes.h"
+#include "server/tls_context.h"
 
 namespace strata::server {
 
@@ -56,7 +58,10 @@ class HttpServer::Impl : public ConnectionHost {
         workers_(static_cast<size_t>(std::max(1, opts_.workers))),
         acceptor_(ioc_),
         shutdown_timer_(ioc_),
-        retry_timer_(ioc_) {}
+        retry_timer_(ioc_),
+        feed_(ioc_, engine, opts_.model_name) {
+    for (Route& r : feed_.routes()) routes_.push_back(std::move(r));
+  }
 
   ~Impl() override { workers_.join(); }
 
@@ -84,16 +89,19 @@ class HttpServer::Impl : public ConnectionHost {
  private:
   void accept();
   void refuse(tcp::socket s);
+  HttpResponse busy() const;
   void begin_shutdown();
 
   Api api_;
   std::vector<Route> routes_;
   Route preflight_;                        // OPTIONS of any path, with cors_origins
   std::unordered_set<Connection*> conns_;  // I/O thread only; declared before ioc_: outlives its handlers
+  std::unique_ptr<TlsContext> tls_;        // null: plain HTTP; before ioc_: outlives the connections
   net::thread_pool workers_;
   net::io_context ioc_{1};
   tcp::acceptor acceptor_;
   net::steady_timer shutdown_timer_, retry_timer_;
+  StatsFeed feed_;  // the dashboard and its event stream
   bool stopping_ = false, running_ = false;
 };
 
@@ -119,6 +127,11 @@ Result<int> HttpServer::Impl::bind() {
               std::to_string(max_conns_) + ": RLIMIT_NOFILE allows " + std::to_string(rl.rlim_cur) +
               " open files";
     }
+  }
+  if (!opts_.ssl_key_file.empty() || !opts_.ssl_cert_file.empty()) {
+    auto tls = make_tls_context(opts_.ssl_key_file, opts_.ssl_cert_file);
+    if (!tls.ok()) return tls.error();
+    tls_ = std::move(*tls);
   }
   error_code ec;
   tcp::resolver resolver(ioc_);
@@ -168,12 +181,13 @@ void HttpServer::Impl::accept() {
       });
       return;
     }
-    if (static_cast<int>(conns_.size()) >= max_conns_) {
+    const bool full = static_cast<int>(conns_.size()) >= max_conns_;
+    if (full && !tls_) {
       refuse(std::move(s));
-    } else {
-      auto c = std::make_shared<Connection>(std::move(s), *this, now_seconds());
+    } else {  // over TLS a refusal needs the handshake: the connection answers it, then closes
+      auto c = std::make_shared<Connection>(std::move(s), *this, now_seconds(), tls_.get());
       conns_.insert(c.get());
-      c->start();
+      c->start(full ? std::optional<HttpResponse>(busy()) : std::nullopt);
     }
     accept();
   });
@@ -188,8 +202,7 @@ void HttpServer::Impl::refuse(tcp::socket s) {
     std::string msg;
     char drain[4096];
   };
-  HttpResponse r = error_response(
-      503, "server busy: " + std::to_string(max_conns_) + " connections are open (--max-connections)");
+  const HttpResponse r = busy();
   auto st = std::make_shared<Refused>(Refused{std::move(s), net::steady_timer(ioc_), {}, {}});
   st->msg = "HTTP/1.1 503 Service Unavailable\r\nServer: strata\r\nContent-Type: " + r.content_type +
             "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(r.body.size()) +
@@ -207,12 +220,20 @@ void HttpServer::Impl::refuse(tcp::socket s) {
   });
 }
 
+HttpResponse HttpServer::Impl::busy() const {
+  HttpResponse r = error_response(
+      503, "server busy: " + std::to_string(max_conns_) + " connections are open (--max-connections)");
+  r.headers = {{"Retry-After", "1"}};
+  return r;
+}
+
 void HttpServer::Impl::begin_shutdown() {
   if (stopping_) return;
   stopping_ = true;
   error_code ignored;
   acceptor_.close(ignored);
   retry_timer_.cancel();
+  feed_.stop();
   const std::vector<Connection*> open(conns_.begin(), conns_.end());
   for (Connection* c : open) c->shutdown();
   if (conns_.empty()) return ioc_.stop();
@@ -287,6 +308,10 @@ int HttpServer::max_connections() const {
 
 const std::string& HttpServer::note() const {
   return impl_->note_;
+}
+
+bool HttpServer::tls_supported() {
+  return server::tls_supported();
 }
 
 }  // namespace strata::server

@@ -3,15 +3,18 @@
 // idle and write timeouts); handlers that parse and tokenize run on a small fixed worker pool, and
 // a request's tokens come back from the engine's scheduler as posted events. Routes are a table
 // (server/api_routes.h: the OpenAI routes, /tokenize, /detokenize, /apply-template, /health,
-// /metrics, /props, /slots); a request with no route is a 404, one without the API key a 401, both
+// /metrics, /props, /slots; server/stats_feed.h: the dashboard at /, its /v1/strata/stats and
+// /v1/strata/events); a request with no route is a 404, one without the API key a 401, both
 // with {"error": {...}} bodies. With cors_origins, an allowed origin's answers (errors and streams
 // included) carry Access-Control-Allow-Origin, and a preflight (OPTIONS) is a 204 without the key.
 //
 // Limits: --max-connections (beyond: a 503 and the connection closed; RLIMIT_NOFILE is raised to
 // its hard limit, and the bound lowered to what it allows), the body size (Content-Length or
 // chunked, refused as the bytes arrive: 413), exclusive bind (no SO_REUSEPORT: a busy port is an
-// error naming host:port). stop(): no new connections; idle ones close, a pending answer becomes a
-// 503, an open stream ends with its final event; after --shutdown-timeout the rest are dropped.
+// error naming host:port). With ssl_key_file / ssl_cert_file every connection is TLS (a bad file is
+// a bind() error naming it; beyond --max-connections the 503 comes after the handshake). stop(): no new
+// connections; idle ones close, a pending answer becomes a 503, an open stream ends with its final event;
+// after --shutdown-timeout the rest are dropped.
 #pragma once
 
 #include <functional>
@@ -42,6 +45,8 @@ struct ServerOptions {
   int workers = 2;                    // threads that parse and tokenize requests
   // Browser origins allowed to call the API (CORS; "*": any); empty: no CORS headers.
   std::vector<std::string> cors_origins;
+  // Both set: HTTPS only (PEM files; server/tls_context.h), with the same limits and timeouts.
+  std::string ssl_key_file, ssl_cert_file;
 };
 
 // One row of the route table. Handlers answer through the exchange (any thread, once).
@@ -67,6 +72,7 @@ class HttpServer {
   // After bind(): the connection bound in force, and a note when RLIMIT_NOFILE lowered it.
   int max_connections() const;
   const std::string& note() const;
+  static bool tls_supported();  // built with OpenSSL
 
  private:
   class Impl;

@@ -44,6 +44,10 @@ TEST_F(ServeCli, BadFlagsAreOneLineErrors) {
   strata::testing::expect_one_line_error(strata("serve -m " + model() + " --chat-template nope"),
                                          "--chat-template", true);
   strata::testing::expect_one_line_error(strata("serve -m " + model() + " -c 12x"), "-c", true);
+  const std::string pem = (dir_ / "missing.pem").string();  // TLS files: the error names the file
+  strata::testing::expect_one_line_error(
+      strata("serve -m " + model() + " --port 0 --ssl-key-file " + pem + " --ssl-cert-file " + pem), pem,
+      true);
 }
 
 TEST_F(ServeCli, ServesAndStopsOnSigterm) {

@@ -1,0 +1,93 @@
+#include "server/stats_json.h"
+
+#include "memory/experts/expert_store.h"
+#include "obs/proc_mem.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+
+namespace {
+
+json percentiles(double (Engine::*pct)(double) const, const Engine& e) {
+  return json{{"p50", (e.*pct)(0.5)}, {"p90", (e.*pct)(0.9)}, {"p99", (e.*pct)(0.99)}};
+}
+
+json experts_json(const ExpertStore& store) {
+  const ExpertStoreInfo& info = store.info();
+  const ExpertTotals t = store.totals();
+  const int resident = info.resident ? info.n_layer * info.n_expert : store.resident_count();
+  const uint64_t resident_bytes =
+      info.resident ? info.routed_bytes : static_cast<uint64_t>(resident) * info.slot_bytes;
+  return json{{"tier", info.resident ? "mmap" : info.tier},
+              {"budget", info.resident ? info.routed_bytes : info.budget_bytes},
+              {"resident", resident_bytes},
+              {"resident_experts", resident},
+              {"routed", info.routed_bytes},
+              {"dense", info.dense_bytes},
+              {"hit_rate", t.hit_rate()},
+              {"hits", t.hits},
+              {"late", t.late},
+              {"misses", t.misses},
+              {"read_bytes", t.bytes_read},
+              {"stall_s", t.stall_s},
+              {"prefetch_precision", t.prefetch_precision()},
+              {"prefetch_recall", t.prefetch_recall()},
+              {"evictions", t.evictions},
+              {"n_layer", info.n_layer},
+              {"n_expert", info.n_expert}};
+}
+
+json heat_json(const ExpertStore& store) {
+  const ExpertStats s = store.stats();
+  json counts = json::array(), resident = json::array();
+  for (int l = 0; l < s.n_layer(); ++l) {
+    json row = json::array();
+    std::string res(static_cast<size_t>(s.n_expert()), '0');
+    for (int e = 0; e < s.n_expert(); ++e) {
+      row.push_back(s.activation(l, e));
+      if (store.is_resident(l, e)) res[static_cast<size_t>(e)] = '1';
+    }
+    counts.push_back(std::move(row));
+    resident.push_back(std::move(res));
+  }
+  return json{
+      {"n_layer", s.n_layer()}, {"n_expert", s.n_expert()}, {"counts", counts}, {"resident", resident}};
+}
+
+}  // namespace
+
+json stats_json(const Engine& engine, const std::string& model_name, double uptime_s, bool with_heat) {
+  const EngineCounters c = engine.counters();
+  json slots = json::array();
+  for (const SlotInfo& s : engine.slots())
+    slots.push_back(json{{"id", s.id},
+                         {"processing", s.processing},
+                         {"n_prompt", s.processing ? s.n_prompt : 0},
+                         {"n_predict", s.processing ? s.n_predict : 0}});
+  json out{
+      {"uptime_s", uptime_s},
+      {"model", model_name},
+      {"n_ctx", engine.n_ctx()},
+      {"requests",
+       {{"ok", c.requests_ok},
+        {"cancelled", c.requests_cancelled},
+        {"failed", c.requests_failed},
+        {"rejected", c.requests_rejected},
+        {"running", c.running},
+        {"waiting", c.waiting}}},
+      {"tokens", {{"prompt", c.prompt_tokens}, {"generated", c.gen_tokens}}},
+      {"slots", slots},
+      {"latency_s",
+       {{"ttft", percentiles(&Engine::ttft_percentile, engine)},
+        {"tpot", percentiles(&Engine::tpot_percentile, engine)}}},
+      {"memory", {{"rss", rss_bytes()}, {"peak_rss", peak_rss_bytes()}, {"kv_cache", engine.kv_bytes()}}},
+      {"experts", nullptr}};
+  if (const ExpertStore* store = engine.expert_store()) {
+    out["experts"] = experts_json(*store);
+    if (with_heat) out["heat"] = heat_json(*store);
+  }
+  return out;
+}
+
+}  // namespace strata::server
