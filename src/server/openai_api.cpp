@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "server/json_schema_grammar.h"
+
 namespace strata::server {
 
 using nlohmann::json;
@@ -170,6 +172,60 @@ Status parse_penalties(const json& body, SamplerParams* s) {
   return {};
 }
 
+// grammar (GBNF), json_schema (llama.cpp's), response_format {type: text | json_object |
+// json_schema}: at most one of them, compiled into p->grammar.
+Status parse_constraint(const json& body, CompletionParams* p) {
+  std::string field, gbnf;
+  auto take = [&](const char* key) -> Status {
+    if (!field.empty()) return err("'%s' and '%s' cannot be used together", field.c_str(), key);
+    field = key;
+    return {};
+  };
+  auto schema_grammar = [&](const json& schema, const std::string& where) -> Status {
+    if (!schema.is_object() && !schema.is_boolean())
+      return err("'%s' must be a JSON Schema object, got %s", where.c_str(), kind(schema));
+    auto g = json_schema_to_grammar(schema);
+    if (!g.ok()) return err("'%s': %s", where.c_str(), g.message().c_str());
+    gbnf = std::move(*g);
+    return {};
+  };
+  if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return err("'grammar' must be a string (GBNF), got %s", kind(*it));
+    STRATA_TRY(take("grammar"));
+    gbnf = it->get<std::string>();
+  }
+  if (auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+    STRATA_TRY(take("json_schema"));
+    STRATA_TRY(schema_grammar(*it, "json_schema"));
+  }
+  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      return err("'response_format' must be an object with a string 'type'");
+    const std::string type = (*rf)["type"].get<std::string>();
+    if (type == "json_object") {
+      STRATA_TRY(take("response_format"));
+      if (auto sc = rf->find("schema"); sc != rf->end() && !sc->is_null()) {  // llama.cpp's extension
+        STRATA_TRY(schema_grammar(*sc, "response_format.schema"));
+      } else {
+        gbnf = json_object_grammar();
+      }
+    } else if (type == "json_schema") {
+      STRATA_TRY(take("response_format"));
+      auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object() || !js->contains("schema"))
+        return err("'response_format.json_schema.schema' is required for type json_schema");
+      STRATA_TRY(schema_grammar((*js)["schema"], "response_format.json_schema.schema"));
+    } else if (type != "text") {
+      return err("'response_format.type' is '%s'; it must be text, json_object or json_schema", type.c_str());
+    }
+  }
+  if (field.empty()) return {};
+  auto g = Grammar::parse(gbnf);
+  if (!g.ok()) return err("'%s': %s", field.c_str(), g.message().c_str());
+  p->grammar = std::make_shared<const Grammar>(std::move(*g));
+  return {};
+}
+
 }  // namespace
 
 Result<std::vector<ChatMessage>> parse_chat_messages(const json& body) {
@@ -262,10 +318,7 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
       continue;
     STRATA_TRY(refuse_unless_neutral(body, key));
   }
-  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      return err("'response_format' other than {\"type\": \"text\"} is not supported by strata serve");
-  }
+  STRATA_TRY(parse_constraint(body, &p));
   return r;
 }
 
