@@ -62,29 +62,35 @@ GrammarState grammar_start(const Grammar& g) {
 
 bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, GrammarState* out) {
   uint32_t cp = 0;
-  uint8_t need = 0;
+  uint8_t need = 0, len = 1;
   if (in.need == 0) {
     if (b < 0x80) {
       cp = b;
-    } else if ((b & 0xE0) == 0xC0 && b >= 0xC2) {
+    } else if ((b & 0xE0) == 0xC0) {
       cp = b & 0x1F;
       need = 1;
     } else if ((b & 0xF0) == 0xE0) {
       cp = b & 0x0F;
       need = 2;
-    } else if ((b & 0xF8) == 0xF0 && b <= 0xF4) {
+    } else if ((b & 0xF8) == 0xF0) {
       cp = b & 0x07;
       need = 3;
     } else {
       return false;  // a continuation byte or an invalid lead
     }
+    len = static_cast<uint8_t>(need + 1);
   } else {
     if ((b & 0xC0) != 0x80) return false;
     cp = (in.cp << 6) | (b & 0x3F);
     need = static_cast<uint8_t>(in.need - 1);
+    len = in.len;
   }
+  // The code points this character can still be: its shortest form only, no surrogates.
+  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  const uint32_t lo = std::max(cp << (6 * need), kMin[len]);
+  const uint32_t hi = std::min((cp << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFFu);
+  if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
   if (need > 0) {  // unfinished: some top must admit a code point that starts so
-    const uint32_t lo = cp << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     bool any = false;
     for (const GrammarStack& st : *in.stacks)
       if (!st.empty() && g.matches_any(g.elems()[st.back()], lo, hi)) {
@@ -95,6 +101,7 @@ bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, G
     out->stacks = in.stacks;
     out->cp = cp;
     out->need = need;
+    out->len = len;
     return true;
   }
   auto next = std::make_shared<GrammarStacks>();
@@ -102,6 +109,7 @@ bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, G
   out->stacks = std::move(next);
   out->cp = 0;
   out->need = 0;
+  out->len = 0;
   return true;
 }
 

@@ -6,7 +6,9 @@
 // whose top admits it (then references are expanded until each top is a character set again);
 // stacks that do not admit it are dropped, and a state without stacks rejects. Bytes are decoded as
 // UTF-8: the bytes of an unfinished code point are held (a token may end inside a character) and
-// rejected as soon as no stack's top can admit any code point starting with them.
+// rejected as soon as no stack's top can admit any code point starting with them. Overlong forms,
+// surrogates and code points beyond U+10FFFF are rejected (byte tokens could otherwise spell '{' in
+// four bytes).
 //
 //   GrammarMatcher m(grammar);
 //   m.accept("{\"a\"");        // false: rejected, and the state is as before
@@ -29,6 +31,7 @@ struct GrammarState {
   std::shared_ptr<const GrammarStacks> stacks;
   uint32_t cp = 0;
   uint8_t need = 0;
+  uint8_t len = 0;  // the unfinished character's bytes in all
 };
 
 // The start state (root expanded).

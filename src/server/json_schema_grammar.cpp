@@ -186,7 +186,9 @@ class Converter {
 
   Result<std::string> array(const json& s, const std::string& path) {
     std::string item = "value";
-    if (auto it = s.find("items"); it != s.end()) STRATA_ASSIGN(item, visit(*it, path + "/items"));
+    if (auto it = s.find("items"); it != s.end()) {
+      STRATA_ASSIGN(item, visit(*it, path + "/items"));
+    }
     STRATA_ASSIGN(int64_t lo, count(s, "minItems", path, 0));
     STRATA_ASSIGN(int64_t hi, count(s, "maxItems", path, -1));
     if (hi >= 0 && hi < lo) return err("JSON Schema at %s: maxItems < minItems", where(path));
