@@ -38,8 +38,27 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> g,
                                      std::shared_ptr<const GrammarVocab> vocab)
     : vocab_(std::move(vocab)), matcher_(std::move(g)) {}
 
+void GrammarConstraint::look_up() {
+  if (looked_up_) return;
+  looked_up_ = true;
+  const GrammarState& st = matcher_.state();
+  key_.clear();
+  auto put = [&](uint32_t v) { key_.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(st.cp);
+  put(st.need);
+  put(st.len);
+  for (const GrammarStack& stack : *st.stacks) {
+    put(static_cast<uint32_t>(stack.size()));
+    for (uint32_t pos : stack) put(pos);
+  }
+  auto it = masks_.find(key_);
+  mask_ = it == masks_.end() ? nullptr : &it->second;
+}
+
 bool GrammarConstraint::allows(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return false;
+  look_up();
+  if (mask_) return (*mask_)[static_cast<size_t>(token)] != 0;
   if (vocab_->is_eog(token)) return matcher_.can_end();
   return vocab_->has_text(token) && matcher_.can_accept(vocab_->piece(token));
 }
@@ -78,16 +97,26 @@ void GrammarConstraint::allowed_tokens(std::vector<uint8_t>* allowed) {
 }
 
 void GrammarConstraint::filter(Candidates* c) {
-  allowed_tokens(&allowed_);
+  look_up();
+  if (!mask_) {
+    const size_t n = static_cast<size_t>(vocab_->n_vocab());
+    if ((masks_.size() + 1) * std::max<size_t>(n, 1) > kMaskCacheBytes) masks_.clear();
+    std::vector<uint8_t>& m = masks_[key_];
+    allowed_tokens(&m);
+    mask_ = &m;
+  }
+  const std::vector<uint8_t>& m = *mask_;
   const int32_t n = vocab_->n_vocab();
   std::erase_if(c->data, [&](const Candidate& cd) {
-    return cd.id < 0 || cd.id >= n || !allowed_[static_cast<size_t>(cd.id)];
+    return cd.id < 0 || cd.id >= n || !m[static_cast<size_t>(cd.id)];
   });
 }
 
 void GrammarConstraint::accept(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab() || vocab_->is_eog(token)) return;
   matcher_.accept(vocab_->piece(token));
+  looked_up_ = false;
+  mask_ = nullptr;
 }
 
 }  // namespace strata

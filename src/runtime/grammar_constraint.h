@@ -5,7 +5,9 @@
 // GrammarVocab holds what every request's constraint shares: each token's text, and the tokens in
 // byte order with the length each shares with the one before it, so that masking the whole
 // vocabulary walks it like a trie: a prefix is matched once for all the tokens that start with it,
-// and a prefix the grammar rejects skips them all.
+// and a prefix the grammar rejects skips them all. A constraint keeps the masks it computed per
+// matcher state (up to kMaskCacheBytes): in a JSON string or a run of digits the state repeats, and
+// both the check of a drawn token and the mask become a lookup.
 //
 //   auto vocab = std::make_shared<GrammarVocab>(tok);      // once per tokenizer
 //   sampler.set_constraint(std::make_unique<GrammarConstraint>(grammar, vocab));
@@ -13,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/grammar_matcher.h"
@@ -49,17 +52,27 @@ class GrammarConstraint : public TokenConstraint {
   bool allows(int32_t token) override;
   void filter(Candidates* c) override;
   void accept(int32_t token) override;
+  bool mask_ready() override {
+    look_up();
+    return mask_ != nullptr;
+  }
   bool can_end() const override { return matcher_.can_end(); }
   bool complete() const override { return matcher_.complete(); }
 
   // Marks in *allowed (n_vocab entries) every token allowed now: one walk over the sorted vocabulary.
   void allowed_tokens(std::vector<uint8_t>* allowed);
 
+  static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
+
  private:
   std::shared_ptr<const GrammarVocab> vocab_;
   GrammarMatcher matcher_;
   std::vector<GrammarState> walk_;  // the walk's state per prefix length (reused)
-  std::vector<uint8_t> allowed_;
+  std::unordered_map<std::string, std::vector<uint8_t>> masks_;  // matcher state -> allowed tokens
+  const std::vector<uint8_t>* mask_ = nullptr;                   // the current state's, if cached
+  bool looked_up_ = false;                                       // mask_ is current
+  std::string key_;                                              // the current state's key
+  void look_up();
 };
 
 }  // namespace strata

@@ -227,6 +227,10 @@ int32_t Sampler::draw() {
 
 int32_t Sampler::sample(const float* logits) {
   prepare(logits);
+  if (constraint_ && constraint_->mask_ready()) {
+    constraint_->filter(&cands_);
+    return cands_.data.empty() ? -1 : draw();
+  }
   const int32_t tok = draw();
   if (!constraint_ || constraint_->allows(tok)) return tok;
   prepare(logits);

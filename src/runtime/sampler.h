@@ -78,15 +78,18 @@ void sample_temperature(Candidates* c, float temp);
 int32_t sample_dist(Candidates* c, std::mt19937* rng);
 int32_t sample_greedy(const float* logits, int32_t n_vocab);
 
-// Limits which tokens may come next (a grammar: runtime/grammar_constraint.h). The sampler first
-// draws as if unconstrained and keeps the token when allows() says so; otherwise (llama.cpp's
-// order) it removes the tokens filter() rejects from the biased, penalised list and draws again
-// (greedy: it tries the best few candidates one by one first).
+// Limits which tokens may come next (a grammar: runtime/grammar_constraint.h). When the
+// constraint's mask for its state is at hand (mask_ready()), the sampler removes the tokens filter()
+// rejects from the biased, penalised list and draws once. Otherwise it first draws as if
+// unconstrained and keeps the token when allows() says so; else (llama.cpp's order) it filters the
+// list and draws again (greedy: it tries the best few candidates one by one first). Both draw from
+// the same distribution (a rejected draw is redrawn from the allowed tokens).
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
   virtual bool allows(int32_t token) = 0;
   virtual void filter(Candidates* c) = 0;  // keeps only allowed candidates (maybe none)
+  virtual bool mask_ready() = 0;           // filter() is a lookup now
   virtual void accept(int32_t token) = 0;  // the sampled token (an allowed one)
   virtual bool can_end() const = 0;        // end of generation is allowed now
   virtual bool complete() const = 0;       // nothing but the end can follow

@@ -93,9 +93,9 @@ TEST(Grammar, MatcherHoldsUnfinishedUtf8AndRejectsWithoutChangingState) {
   EXPECT_FALSE(m.accept("aB"));  // rejected as a whole: "a" is not kept
   EXPECT_TRUE(m.accept("c"));
   EXPECT_FALSE(m.can_accept("\x80"));
-  EXPECT_FALSE(m.can_accept("\xC1\xA1"));          // 'a' overlong in two bytes
-  EXPECT_FALSE(m.can_accept("\xF0\x80\x81\xA1"));  // and in four
-  EXPECT_FALSE(m.can_accept("\xE0\x81"));          // already overlong after two
+  EXPECT_FALSE(m.can_accept("\xC1\xA1"));                                   // 'a' overlong in two bytes
+  EXPECT_FALSE(m.can_accept("\xF0\x80\x81\xA1"));                           // and in four
+  EXPECT_FALSE(m.can_accept("\xE0\x81"));                                   // already overlong after two
   EXPECT_FALSE(grammar_matches(must_parse("root ::= ."), "\xED\xA0\x80"));  // a surrogate
   EXPECT_TRUE(grammar_matches(must_parse("root ::= ."), "\xF4\x8F\xBF\xBF"));
   EXPECT_FALSE(grammar_matches(must_parse("root ::= ."), "\xF4\x90\x80\x80"));  // beyond U+10FFFF

@@ -70,8 +70,10 @@ TEST(StructuredOutputModel, SeededRunsThatStopValidate) {
       json::parse(R"({"type":"object","properties":{"name":{"type":"string","maxLength":8},
                       "age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false})"),
       json::parse(R"({"type":"array","items":{"enum":["red","green",3]},"minItems":1,"maxItems":4})"),
-      json::parse(R"({"anyOf":[{"type":"boolean"},{"type":"string","minLength":1,"maxLength":5},{"type":"null"}]})"),
-      json::parse(R"({"$defs":{"pt":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},
+      json::parse(
+          R"({"anyOf":[{"type":"boolean"},{"type":"string","minLength":1,"maxLength":5},{"type":"null"}]})"),
+      json::parse(
+          R"({"$defs":{"pt":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},
                       "required":["x","y"]}},"type":"object","properties":{"a":{"$ref":"#/$defs/pt"},
                       "tags":{"type":"array","items":{"type":"string","maxLength":4},"maxItems":2}},"required":["a"]})"),
   };
@@ -94,11 +96,13 @@ TEST(StructuredOutputModel, SeededRunsThatStopValidate) {
       p.sampling.seed = static_cast<uint32_t>(run);
       p.grammar = shared;
       const size_t k = si * kRuns + static_cast<size_t>(run);
-      ASSERT_TRUE((*e)->submit(p, [&, k](const CompletionEvent& ev) {
-                         text[k] += ev.text;
-                         if (ev.done) last[k] = ev;
-                         return true;
-                       }).ok());
+      ASSERT_TRUE((*e)->submit(p,
+                               [&, k](const CompletionEvent& ev) {
+                                 text[k] += ev.text;
+                                 if (ev.done) last[k] = ev;
+                                 return true;
+                               })
+                      .ok());
     }
   }
   for (int turn = 0; turn < 5000 && (*e)->step(); ++turn) {
@@ -130,10 +134,11 @@ TEST_F(HttpServerTest, ResponseFormatAndGrammarShapeTheAnswer) {
   auto c = client();
   const json schema = json::parse(R"({"type":"object","properties":{"ok":{"type":"boolean"},
                                      "n":{"type":"integer"}},"required":["ok","n"]})");
-  json req{{"messages", {{{"role", "user"}, {"content", "Answer in JSON"}}}},
-           {"max_tokens", 40},
-           {"temperature", 0},
-           {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "a"}, {"schema", schema}}}}}};
+  json req{
+      {"messages", {{{"role", "user"}, {"content", "Answer in JSON"}}}},
+      {"max_tokens", 40},
+      {"temperature", 0},
+      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "a"}, {"schema", schema}}}}}};
   json b = post(c, "/v1/chat/completions", req, 200);
   const std::string content = b["choices"][0]["message"]["content"];
   if (b["choices"][0]["finish_reason"] == "stop") {
@@ -158,7 +163,8 @@ TEST_F(HttpServerTest, ResponseFormatAndGrammarShapeTheAnswer) {
   greq["grammar"] = "root ::= yes";
   b = post(c, "/v1/completions", greq, 400);
   EXPECT_EQ(b["error"]["message"], "'grammar': grammar 1:10: rule 'yes' is not defined");
-  req["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}};
+  req["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}};
   b = post(c, "/v1/chat/completions", req, 400);
   EXPECT_EQ(b["error"]["message"],
             "'response_format.json_schema.schema': JSON Schema keyword 'format' at / is not supported");
