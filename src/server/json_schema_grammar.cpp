@@ -47,23 +47,25 @@ std::string json_literal(const json& v) {
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  Converter(const json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
 
-  Result<std::string> run() {
-    STRATA_ASSIGN(std::string top, visit(root_, ""));
-    std::string out = "root ::= " + top + "\n" + kPrimitives;
+  // The expression for the root schema; its rules are then in rules().
+  Result<std::string> run() { return visit(root_, ""); }
+  std::string rules() const {
+    std::string out;
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
   }
 
  private:
   const json& root_;
+  const std::string prefix_;  // of the rules' names
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;  // "$ref" -> its rule
   int next_ = 0;
 
   std::string add_rule(std::string body) {
-    std::string name = "r" + std::to_string(next_++);
+    std::string name = prefix_ + std::to_string(next_++);
     rules_.emplace_back(name, std::move(body));
     return name;
   }
@@ -168,7 +170,7 @@ class Converter {
     if (defs == root_.end() || !defs->is_object() || !defs->contains(name_in))
       return err("JSON Schema '$ref' at %s: \"%s\" is not a #/$defs/ or #/definitions/ entry of this schema",
                  where(path), target.c_str());
-    const std::string name = "r" + std::to_string(next_++);
+    const std::string name = prefix_ + std::to_string(next_++);
     refs_[target] = name;  // before visiting: a recursive schema refers to itself by name
     STRATA_ASSIGN(std::string body, visit((*defs)[name_in], "/" + key + "/" + name_in));
     rules_.emplace_back(name, body);
@@ -254,7 +256,23 @@ class Converter {
 }  // namespace
 
 Result<std::string> json_schema_to_grammar(const json& schema) {
-  return Converter(schema).run();
+  Converter c(schema, "r");
+  STRATA_ASSIGN(std::string top, c.run());
+  return "root ::= " + top + "\n" + kPrimitives + c.rules();
+}
+
+Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns) {
+  std::string root, rules;
+  for (size_t i = 0; i < fns.size(); ++i) {
+    Converter c(fns[i].parameters, "f" + std::to_string(i) + "-");
+    auto args = c.run();
+    if (!args.ok()) return err("tool '%s' parameters: %s", fns[i].name.c_str(), args.message().c_str());
+    root += (root.empty() ? "" : " | ") + std::string("\"{\" ws \"\\\"name\\\"\" ws \":\" ws ") +
+            json_literal(json(fns[i].name)) + " ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws " + *args +
+            " ws \"}\"";
+    rules += c.rules();
+  }
+  return "root ::= " + root + "\n" + kPrimitives + rules;
 }
 
 std::string json_object_grammar() {

@@ -17,12 +17,20 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
 namespace strata::server {
 
 Result<std::string> json_schema_to_grammar(const nlohmann::json& schema);
+
+// OpenAI function calling: one call, {"name": <one of fns>, "arguments": <its parameters>}.
+struct ToolFunction {
+  std::string name;
+  nlohmann::json parameters;  // a JSON Schema ({} or true: any JSON value)
+};
+Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns);
 // Any JSON object (OpenAI's json_object mode).
 std::string json_object_grammar();
 

@@ -124,5 +124,52 @@ TEST(JsonSchemaGrammar, RequestFieldsCompileOrAre400sNamingTheField) {
   EXPECT_EQ(bad(b), "'grammar' and 'response_format' cannot be used together");
 }
 
+TEST(JsonSchemaGrammar, ToolChoiceRequiredConstrainsToOneCall) {
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"get_weather","parameters":
+      {"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},
+      {"type":"function","function":{"name":"now"}}])");
+  json b{
+      {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", tools}, {"tool_choice", "required"}};
+  auto r = parse_request(b.dump(), /*chat=*/true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->tool_call);
+  ASSERT_EQ(r->messages.size(), 2u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_NE(r->messages[0].content.find("get_weather"), std::string::npos);
+  ASSERT_TRUE(r->params.grammar);
+  EXPECT_TRUE(
+      grammar_matches(*r->params.grammar, R"({"name": "get_weather", "arguments": {"city": "Oslo"}})"));
+  EXPECT_TRUE(grammar_matches(*r->params.grammar, R"({"name":"now","arguments":[1]})"));
+  EXPECT_FALSE(grammar_matches(*r->params.grammar, R"({"name": "get_weather", "arguments": {}})"));
+  EXPECT_FALSE(grammar_matches(*r->params.grammar, R"({"name": "other", "arguments": {}})"));
+  b["tool_choice"] = json{{"type", "function"}, {"function", {{"name", "now"}}}};
+  r = parse_request(b.dump(), true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(grammar_matches(*r->params.grammar, R"({"name": "get_weather", "arguments": {"city": "x"}})"));
+  b["tool_choice"] = "none";
+  r = parse_request(b.dump(), true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(r->tool_call);
+  EXPECT_FALSE(r->params.grammar);
+  auto bad = [&](const json& body) {
+    auto e = parse_request(body.dump(), true);
+    EXPECT_FALSE(e.ok());
+    return e.ok() ? std::string() : e.message();
+  };
+  b.erase("tool_choice");
+  EXPECT_NE(bad(b).find("'tool_choice' \"auto\""), std::string::npos);
+  b["tool_choice"] = json{{"type", "function"}, {"function", {{"name", "nope"}}}};
+  EXPECT_EQ(bad(b), "'tool_choice' names function 'nope', which is not in 'tools'");
+  b["tool_choice"] = "required";
+  b["stream"] = true;
+  EXPECT_EQ(bad(b), "'stream' with a required tool call is not supported by strata serve");
+  b.erase("stream");
+  b["tools"][1]["function"].erase("name");
+  EXPECT_EQ(bad(b), "'tools'[1].function.name must be a non-empty string");
+  auto completion = parse_request(json{{"prompt", "x"}, {"tools", tools}}.dump(), /*chat=*/false);
+  ASSERT_FALSE(completion.ok());
+  EXPECT_EQ(completion.message(), "'tools' is not supported by strata serve");
+}
+
 }  // namespace
 }  // namespace strata::server
