@@ -7,8 +7,9 @@ namespace strata {
 
 namespace {
 
-constexpr int kMaxRepeat = 10000;  // {m,n} bounds at most this (each copy is elements)
-constexpr int kMaxDepth = 200;     // nested groups
+constexpr int kMaxRepeat = 10000;              // {m,n} bounds at most this (each copy is elements)
+constexpr int kMaxDepth = 200;                 // nested groups
+constexpr size_t kMaxElems = size_t{1} << 20;  // elements of one alternative (repetitions copy theirs)
 
 struct PElem {
   GrammarElem::Kind kind = GrammarElem::kChars;
@@ -284,6 +285,9 @@ class GrammarBuilder {
       ++pos_;
       if (hi >= 0 && hi < lo) return fail("repetition {m,n} has n < m");
     }
+    const size_t copies = static_cast<size_t>(std::max(lo, hi)) + 1;
+    if ((out->size() - last_start) * copies + last_start > kMaxElems)
+      return fail("repetition makes the grammar too large (over " + std::to_string(kMaxElems) + " elements)");
     const PAlt item(out->begin() + static_cast<std::ptrdiff_t>(last_start), out->end());
     out->resize(last_start);
     for (int i = 0; i < lo; ++i) out->insert(out->end(), item.begin(), item.end());

@@ -75,6 +75,8 @@ TEST(Grammar, ErrorsNameLineAndColumn) {
   EXPECT_EQ(parse_error("root ::= root \"a\" | \"b\""), "grammar: rule 'root' is left-recursive");
   EXPECT_EQ(parse_error("root ::= x \"a\"\nx ::= y?\ny ::= root"), "grammar: rule 'root' is left-recursive");
   EXPECT_EQ(parse_error("root ::= \"a\" @"), "grammar 1:14: unexpected '@'");
+  EXPECT_EQ(parse_error("root ::= \"" + std::string(200, 'a') + "\"{9000}"),
+            "grammar 1:218: repetition makes the grammar too large (over 1048576 elements)");
   EXPECT_EQ(parse_error("root = \"a\""), "grammar 1:6: expected '::=' after rule name 'root'");
 }
 
