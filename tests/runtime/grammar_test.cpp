@@ -122,6 +122,17 @@ TEST(Grammar, VocabularyMaskEqualsPerTokenChecks) {
     c.allowed_tokens(&mask);
     for (int32_t id = 0; id < vocab->n_vocab(); ++id)
       EXPECT_EQ(mask[id] != 0, c.allows(id)) << i << " " << id;
+    Candidates all;  // filter() caches the state's mask; allows() then reads it
+    std::vector<float> zeros(testing_fakes::kVocab, 0.0f);
+    candidates_from_logits(zeros.data(), testing_fakes::kVocab, &all);
+    c.filter(&all);
+    EXPECT_TRUE(c.mask_ready());
+    size_t n_allowed = 0;
+    for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
+      EXPECT_EQ(mask[id] != 0, c.allows(id)) << i << " " << id;
+      n_allowed += mask[id];
+    }
+    EXPECT_EQ(all.data.size(), n_allowed);
     EXPECT_EQ(c.allows(259), i == 6 || i == sentence.size()) << i;  // end of generation
     if (i < sentence.size()) {
       ASSERT_TRUE(c.allows(static_cast<uint8_t>(sentence[i])));
