@@ -2,9 +2,10 @@
 // llama.cpp's `json_schema` field, and the grammar of any JSON object for {type: "json_object"}.
 //
 // Supported: type (a name or an array of names: object, array, string, number, integer, boolean,
-// null), properties (in their order), required, additionalProperties (true / false: only the listed
-// properties are generated either way), items, minItems / maxItems, minLength / maxLength, enum,
-// const, anyOf, oneOf (as anyOf), allOf with one schema, $ref to "#/$defs/.." or
+// null), properties (in key order: nlohmann::json keeps objects sorted, not as written), required,
+// additionalProperties (true / false: only the listed properties are generated either way), items, minItems /
+// maxItems, minLength / maxLength, enum, const, anyOf, oneOf (as anyOf), allOf with one schema, $ref to
+// "#/$defs/.." or
 // "#/definitions/.." (recursion allowed); annotations (title, description, default, examples,
 // $schema, $id, $comment, ...) are ignored. Any other keyword is an error that names it and where
 // it is ("... keyword 'pattern' at /properties/id"), never silently dropped. A schema without a
