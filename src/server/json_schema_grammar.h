@@ -3,14 +3,13 @@
 //
 // Supported: type (a name or an array of names: object, array, string, number, integer, boolean,
 // null), properties (in key order: nlohmann::json keeps objects sorted, not as written), required,
-// additionalProperties (true / false: only the listed properties are generated either way), items, minItems /
-// maxItems, minLength / maxLength, enum, const, anyOf, oneOf (as anyOf), allOf with one schema, $ref to
-// "#/$defs/.." or
-// "#/definitions/.." (recursion allowed); annotations (title, description, default, examples,
-// $schema, $id, $comment, ...) are ignored. Any other keyword is an error that names it and where
-// it is ("... keyword 'pattern' at /properties/id"), never silently dropped. A schema without a
-// type or structure allows any JSON value. Whitespace between tokens is at most one space, and
-// numbers have at most 16 digits per part, so a small model's output ends.
+// additionalProperties (true / false: only the listed properties are generated either way), items,
+// minItems / maxItems, minLength / maxLength, enum, const, anyOf, oneOf (as anyOf), allOf with one
+// schema, $ref to "#/$defs/.." or "#/definitions/.." (recursion allowed); annotations (title,
+// description, default, examples, $schema, $id, $comment, ...) are ignored. Any other keyword is an
+// error that names it and where it is ("... keyword 'pattern' at /properties/id"), never silently
+// dropped. A schema without a type or structure allows any JSON value. Whitespace between tokens is
+// at most one space, and numbers have at most 16 digits per part, so a small model's output ends.
 //
 //   auto gbnf = json_schema_to_grammar(schema);     // Result<std::string>
 //   auto g = Grammar::parse(*gbnf);
