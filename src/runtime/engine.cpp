@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "obs/proc_mem.h"
+#include "runtime/grammar_constraint.h"
 #include "runtime/stop_strings.h"
 #include "runtime/utf8_stream.h"
 
@@ -162,6 +163,10 @@ Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
   }
   for (const auto& [id, bias] : p.sampling.logit_bias)
     if (id >= n_vocab_) return err("logit_bias: token id %d is outside the vocabulary (%d)", id, n_vocab_);
+  if (p.grammar) {
+    if (!tok_) return err("a grammar needs the engine's tokenizer");
+    std::call_once(grammar_vocab_once_, [&] { grammar_vocab_ = std::make_shared<GrammarVocab>(*tok_); });
+  }
   auto r = std::make_unique<Request>();
   r->p = std::move(p);
   r->sink = std::move(sink);
@@ -210,6 +215,8 @@ void Engine::admit() {
     s->session->reset();
     s->sampler = std::make_unique<Sampler>(s->req->p.sampling, n_vocab_);
     s->sampler->accept_prompt(s->req->p.prompt);
+    if (s->req->p.grammar)
+      s->sampler->set_constraint(std::make_unique<GrammarConstraint>(s->req->p.grammar, grammar_vocab_));
     s->stops = std::make_unique<StopStrings>(s->req->p.stop);
     s->utf8 = Utf8Stream();
     s->n_eval = 0;
@@ -375,6 +382,10 @@ bool Engine::sample(Slot& s) {
   if (r.p.n_predict == 0) return finish(s, FinishReason::length), false;  // the prompt only
   const double t0 = now_seconds();
   const int32_t tok = s.sampler->sample(s.logits.data());
+  if (tok < 0) {  // the grammar allows no token
+    if (s.sampler->constraint()->can_end()) return finish(s, FinishReason::stop), false;
+    return finish(s, FinishReason::error, "the grammar allows none of the model's tokens here"), false;
+  }
   s.sampler->accept(tok);
   ++s.n_gen;
   if (r.p.return_tokens) s.pending.push_back(tok);
@@ -394,6 +405,8 @@ bool Engine::sample(Slot& s) {
   if (tok_) hit = s.stops->push(s.utf8.push(tok_->token_to_piece(tok, r.p.special)), &out);
   if (!emit(s, out)) return finish(s, FinishReason::cancelled), false;
   if (hit) return finish(s, FinishReason::stop), false;
+  if (s.sampler->constraint() && s.sampler->constraint()->complete())
+    return finish(s, FinishReason::stop), false;
   if (r.p.n_predict >= 0 && s.n_gen >= r.p.n_predict) return finish(s, FinishReason::length), false;
   if (s.session->n_past() >= s.session->n_ctx()) return finish(s, FinishReason::length), false;
   s.next = tok;

@@ -35,12 +35,15 @@
 #include "memory/experts/expert_store.h"
 #include "model/model.h"
 #include "obs/latency_histogram.h"
+#include "runtime/grammar.h"
 #include "runtime/logprobs.h"
 #include "runtime/prefill_pacer.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
 
 namespace strata {
+
+class GrammarVocab;
 
 struct EngineOptions {
   int n_slots = 4;        // sequences in flight (llama-server --parallel)
@@ -69,6 +72,9 @@ struct CompletionParams {
   // evaluated, in CompletionEvent::prompt_logprobs (prompt scoring, OpenAI's echo).
   int prompt_logprobs = -1;
   SamplerParams sampling;
+  // Only text this grammar accepts (runtime/grammar.h); end of generation only where it can end,
+  // and the request stops (finish stop) as soon as nothing can follow. Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
   bool special = false;          // control tokens' text is part of the output
@@ -185,9 +191,11 @@ class Engine {
   std::vector<Session*> batch_sessions_;
   std::vector<int32_t> batch_tokens_, batch_seq_;
   std::vector<uint8_t> batch_want_;
-  std::vector<float> batch_logits_;  // [n_slots][n_vocab]
-  PrefillPacer pacer_;               // the prompt chunk beside decoding slots, from measured turn times
-  uint64_t mixed_turns_ = 0;         // turns with decoders (every 8th is decode-only while prompts wait)
+  std::vector<float> batch_logits_;    // [n_slots][n_vocab]
+  std::once_flag grammar_vocab_once_;  // built by the first request with a grammar
+  std::shared_ptr<const GrammarVocab> grammar_vocab_;
+  PrefillPacer pacer_;        // the prompt chunk beside decoding slots, from measured turn times
+  uint64_t mixed_turns_ = 0;  // turns with decoders (every 8th is decode-only while prompts wait)
 
   mutable std::mutex mu_;  // queue_, counters_, stop_, the slots' req
   std::condition_variable cv_;

@@ -206,11 +206,14 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
   if (params_.min_keep == 0) params_.min_keep = 1;
 }
 
-int32_t Sampler::sample(const float* logits) {
+void Sampler::prepare(const float* logits) {
   candidates_from_logits(logits, n_vocab_, &cands_);
   sample_logit_bias(&cands_, params_.logit_bias);
   sample_penalties(&cands_, counts_, params_.repeat_penalty);
   sample_presence_frequency(&cands_, gen_counts_, params_.presence_penalty, params_.frequency_penalty);
+}
+
+int32_t Sampler::draw() {
   if (params_.temp <= 0.0f) {
     sample_temperature(&cands_, 0.0f);  // argmax of the penalised logits; no RNG draw
     return cands_.data[0].id;
@@ -222,7 +225,30 @@ int32_t Sampler::sample(const float* logits) {
   return sample_dist(&cands_, &rng_);
 }
 
+int32_t Sampler::sample(const float* logits) {
+  prepare(logits);
+  if (constraint_ && constraint_->mask_ready()) {
+    constraint_->filter(&cands_);
+    return cands_.data.empty() ? -1 : draw();
+  }
+  const int32_t tok = draw();
+  if (!constraint_ || constraint_->allows(tok)) return tok;
+  prepare(logits);
+  if (params_.temp <= 0.0f) {  // greedy: the best few allowed one by one, in order
+    constexpr size_t kTry = 16;
+    const size_t n = std::min(kTry, cands_.data.size());
+    sort_prefix(&cands_, n);
+    for (size_t i = 1; i < n; ++i)
+      if (constraint_->allows(cands_.data[i].id)) return cands_.data[i].id;
+    cands_.sorted = false;
+  }
+  constraint_->filter(&cands_);
+  if (cands_.data.empty()) return -1;
+  return draw();
+}
+
 void Sampler::accept(int32_t token) {
+  if (constraint_) constraint_->accept(token);
   if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) ++gen_counts_[token];
   remember(token);
 }

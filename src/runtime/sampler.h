@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -77,12 +78,33 @@ void sample_temperature(Candidates* c, float temp);
 int32_t sample_dist(Candidates* c, std::mt19937* rng);
 int32_t sample_greedy(const float* logits, int32_t n_vocab);
 
+// Limits which tokens may come next (a grammar: runtime/grammar_constraint.h). When the
+// constraint's mask for its state is at hand (mask_ready()), the sampler removes the tokens filter()
+// rejects from the biased, penalised list and draws once. Otherwise it first draws as if
+// unconstrained and keeps the token when allows() says so; else (llama.cpp's order) it filters the
+// list and draws again (greedy: it tries the best few candidates one by one first). Both draw from
+// the same distribution (a rejected draw is redrawn from the allowed tokens).
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  virtual bool allows(int32_t token) = 0;
+  virtual void filter(Candidates* c) = 0;  // keeps only allowed candidates (maybe none)
+  virtual bool mask_ready() = 0;           // filter() is a lookup now
+  virtual void accept(int32_t token) = 0;  // the sampled token (an allowed one)
+  virtual bool can_end() const = 0;        // end of generation is allowed now
+  virtual bool complete() const = 0;       // nothing but the end can follow
+};
+
 class Sampler {
  public:
   Sampler(const SamplerParams& params, int32_t n_vocab);
 
-  // logits: [n_vocab] f32. Returns a token id in [0, n_vocab).
+  // logits: [n_vocab] f32. Returns a token id in [0, n_vocab), or -1 when a constraint allows no
+  // token at all.
   int32_t sample(const float* logits);
+  // Every later sample() draws only tokens c allows; accept() advances it.
+  void set_constraint(std::unique_ptr<TokenConstraint> c) { constraint_ = std::move(c); }
+  TokenConstraint* constraint() const { return constraint_.get(); }
   // Record a generated token: the repetition-penalty history (the last repeat_last_n are kept)
   // and the presence / frequency counts.
   void accept(int32_t token);
@@ -104,7 +126,10 @@ class Sampler {
   std::unordered_map<int32_t, int> counts_;      // in history_
   std::unordered_map<int32_t, int> gen_counts_;  // generated tokens (presence / frequency)
   Candidates cands_;
-  void remember(int32_t token);  // history_ and counts_
+  std::unique_ptr<TokenConstraint> constraint_;
+  void remember(int32_t token);       // history_ and counts_
+  void prepare(const float* logits);  // candidates with bias and penalties applied
+  int32_t draw();                     // the rest of the chain over cands_
 };
 
 }  // namespace strata

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "server/json_schema_grammar.h"
+
 namespace strata::server {
 
 using nlohmann::json;
@@ -170,6 +172,127 @@ Status parse_penalties(const json& body, SamplerParams* s) {
   return {};
 }
 
+// grammar (GBNF), json_schema (llama.cpp's), response_format {type: text | json_object |
+// json_schema}: at most one of them, compiled into p->grammar.
+Status parse_constraint(const json& body, CompletionParams* p) {
+  std::string field, gbnf;
+  auto take = [&](const char* key) -> Status {
+    if (!field.empty()) return err("'%s' and '%s' cannot be used together", field.c_str(), key);
+    field = key;
+    return {};
+  };
+  auto schema_grammar = [&](const json& schema, const std::string& where) -> Status {
+    if (!schema.is_object() && !schema.is_boolean())
+      return err("'%s' must be a JSON Schema object, got %s", where.c_str(), kind(schema));
+    auto g = json_schema_to_grammar(schema);
+    if (!g.ok()) return err("'%s': %s", where.c_str(), g.message().c_str());
+    gbnf = std::move(*g);
+    return {};
+  };
+  if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return err("'grammar' must be a string (GBNF), got %s", kind(*it));
+    STRATA_TRY(take("grammar"));
+    gbnf = it->get<std::string>();
+  }
+  if (auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+    STRATA_TRY(take("json_schema"));
+    STRATA_TRY(schema_grammar(*it, "json_schema"));
+  }
+  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      return err("'response_format' must be an object with a string 'type'");
+    const std::string type = (*rf)["type"].get<std::string>();
+    if (type == "json_object") {
+      STRATA_TRY(take("response_format"));
+      if (auto sc = rf->find("schema"); sc != rf->end() && !sc->is_null()) {  // llama.cpp's extension
+        STRATA_TRY(schema_grammar(*sc, "response_format.schema"));
+      } else {
+        gbnf = json_object_grammar();
+      }
+    } else if (type == "json_schema") {
+      STRATA_TRY(take("response_format"));
+      auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object() || !js->contains("schema"))
+        return err("'response_format.json_schema.schema' is required for type json_schema");
+      STRATA_TRY(schema_grammar((*js)["schema"], "response_format.json_schema.schema"));
+    } else if (type != "text") {
+      return err("'response_format.type' is '%s'; it must be text, json_object or json_schema", type.c_str());
+    }
+  }
+  if (field.empty()) return {};
+  auto g = Grammar::parse(gbnf);
+  if (!g.ok()) return err("'%s': %s", field.c_str(), g.message().c_str());
+  p->grammar = std::make_shared<const Grammar>(std::move(*g));
+  return {};
+}
+
+// tools + tool_choice (chat): "none" ignores the tools; "required" or a named function constrains
+// the answer to one call ({"name", "arguments"} JSON, described to the model in a system message);
+// "auto" (the default with tools) is refused.
+Status parse_tools(const json& body, ApiRequest* r) {
+  auto tools = body.find("tools");
+  if (tools == body.end() || tools->is_null()) return refuse_unless_neutral(body, "tool_choice");
+  if (!tools->is_array()) return err("'tools' must be an array, got %s", kind(*tools));
+  std::vector<ToolFunction> fns;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+        !t["function"].is_object())
+      return err("'tools'[%zu] must be {\"type\": \"function\", \"function\": {...}}", i);
+    const json& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+      return err("'tools'[%zu].function.name must be a non-empty string", i);
+    json params = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : json::object();
+    fns.push_back(ToolFunction{f["name"].get<std::string>(), std::move(params)});
+  }
+  if (fns.empty()) return refuse_unless_neutral(body, "tool_choice");
+  auto tc = body.find("tool_choice");
+  std::string choice = "auto";
+  if (tc != body.end() && !tc->is_null()) {
+    if (tc->is_string()) {
+      choice = tc->get<std::string>();
+    } else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("function") &&
+               (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
+               (*tc)["function"]["name"].is_string()) {
+      const std::string name = (*tc)["function"]["name"].get<std::string>();
+      std::erase_if(fns, [&](const ToolFunction& f) { return f.name != name; });
+      if (fns.empty()) return err("'tool_choice' names function '%s', which is not in 'tools'", name.c_str());
+      choice = "required";
+    } else {
+      return err(
+          "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+          "{\"name\"}}");
+    }
+  }
+  if (choice == "none") return {};
+  if (choice == "auto")
+    return err(
+        "'tool_choice' \"auto\" (the default with 'tools') is not supported by strata serve; use "
+        "\"required\" or name a function");
+  if (choice != "required")
+    return err("'tool_choice' is \"%s\"; it must be none, auto or required", choice.c_str());
+  if (r->params.grammar) return err("'tools' cannot be used together with a grammar or response_format");
+  if (r->stream) return err("'stream' with a required tool call is not supported by strata serve");
+  auto gbnf = tool_call_grammar(fns);
+  if (!gbnf.ok()) return err("'tools': %s", gbnf.message().c_str());
+  auto g = Grammar::parse(*gbnf);
+  if (!g.ok()) return err("'tools': %s", g.message().c_str());
+  r->params.grammar = std::make_shared<const Grammar>(std::move(*g));
+  r->tool_call = true;
+  json list = json::array();
+  for (const ToolFunction& f : fns) list.push_back(json{{"name", f.name}, {"parameters", f.parameters}});
+  std::string text =
+      "You call one of these functions by answering with JSON {\"name\": ..., \"arguments\": {...}}:\n" +
+      list.dump();
+  auto first = r->messages.begin();
+  if (first != r->messages.end() && (first->role == "system" || first->role == "developer")) {
+    first->content += "\n\n" + text;
+  } else {
+    r->messages.insert(first, ChatMessage{"system", std::move(text)});
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::vector<ChatMessage>> parse_chat_messages(const json& body) {
@@ -279,15 +402,14 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   STRATA_TRY(parse_logprobs(body, chat, &r));
   STRATA_TRY(parse_penalties(body, &s));
   for (const char* key : {"best_of", "tools", "suffix"}) {
+    if (chat && std::string(key) == "tools") continue;  // parse_tools
     if (std::string(key) == "best_of" && body.contains(key) && body[key].is_number_integer() &&
         body[key].get<int64_t>() == 1)
       continue;
     STRATA_TRY(refuse_unless_neutral(body, key));
   }
-  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      return err("'response_format' other than {\"type\": \"text\"} is not supported by strata serve");
-  }
+  STRATA_TRY(parse_constraint(body, &p));
+  if (chat) STRATA_TRY(parse_tools(body, &r));
   return r;
 }
 

@@ -7,9 +7,13 @@
 // repeat_last_n, presence_penalty and frequency_penalty ([-2, 2], over generated tokens),
 // logit_bias ({"token id": [-100, 100]}), seed, stop (string or array), stream,
 // stream_options.include_usage, ignore_eos, logprobs (completions: 0..5 alternatives; chat: true,
-// with top_logprobs 0..20), echo (completions), n (1 only), best_of (1 only). Anything that would
-// change the output but is not supported (n > 1, tools, suffix, response_format other than text)
-// is an error that names the field, never silently ignored.
+// with top_logprobs 0..20), echo (completions), n (1 only), best_of (1 only); constrained output,
+// one of: grammar (GBNF, llama.cpp's), json_schema (llama.cpp's), response_format {type: text |
+// json_object (optionally with llama.cpp's schema) | json_schema with json_schema.schema}
+// (server/json_schema_grammar.h); chat: tools with tool_choice none / required / a named function
+// (one grammar-constrained call, returned as message.tool_calls; auto and streaming are refused).
+// Anything that would change the output but is not supported (n > 1, suffix) is an error that
+// names the field, never silently ignored.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -41,7 +45,8 @@ struct ApiRequest {
   CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;  // completions: the prompt's text (and logprobs) before the completion's
+  bool echo = false;       // completions: the prompt's text (and logprobs) before the completion's
+  bool tool_call = false;  // chat: the answer is one tool call (tool_choice required / a function)
   std::string model;
 };
 

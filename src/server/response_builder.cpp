@@ -14,10 +14,29 @@ std::string sse_line(const json& j) {
   return "data: " + json_text(j) + "\n\n";
 }
 
+// A chat choice whose content is a whole {"name", "arguments"} call becomes message.tool_calls
+// (arguments as a JSON string, OpenAI's shape) with finish_reason "tool_calls"; anything else
+// stays content.
+void as_tool_call(const std::string& id, json* choice) {
+  json& msg = (*choice)["message"];
+  const json call = json::parse(msg["content"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (!call.is_object() || !call.contains("name") || !call["name"].is_string() || !call.contains("arguments"))
+    return;
+  msg["content"] = nullptr;
+  msg["tool_calls"] = json::array(
+      {json{{"id", "call_" + id},
+            {"type", "function"},
+            {"function", {{"name", call["name"]}, {"arguments", json_text(call["arguments"])}}}}});
+  (*choice)["finish_reason"] = "tool_calls";
+}
+
 }  // namespace
 
 ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, const Tokenizer& tok)
-    : head_(std::move(head)), include_usage_(r.include_usage), choices_(r.prompts.size()) {
+    : head_(std::move(head)),
+      include_usage_(r.include_usage),
+      tool_call_(r.tool_call),
+      choices_(r.prompts.size()) {
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     Choice& c = choices_[i];
     const ApiPrompt& p = r.prompts[i];
@@ -64,6 +83,8 @@ json ResponseBuilder::body() {
     Choice& c = choices_[i];
     choices.push_back(
         choice_body(head_.chat, static_cast<int>(i), c.text, c.finish, c.lp ? c.lp->take() : json(nullptr)));
+    if (tool_call_ && c.finish == FinishReason::stop)
+      as_tool_call(head_.id + "-" + std::to_string(i), &choices.back());
   }
   return completion_body(head_, std::move(choices), totals_);
 }

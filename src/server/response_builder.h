@@ -42,6 +42,7 @@ class ResponseBuilder {
   void finish(Choice& c, const CompletionEvent& ev);
   ApiResponseHead head_;
   bool include_usage_ = false;
+  bool tool_call_ = false;  // chat choices that stop with a whole call become tool_calls
   std::vector<Choice> choices_;
   size_t n_done_ = 0;
   bool failed_ = false;

@@ -1,0 +1,282 @@
+#include "server/json_schema_grammar.h"
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace strata::server {
+
+using nlohmann::json;
+
+namespace {
+
+const char* const kPrimitives = R"(ws ::= " "?
+char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+string ::= "\"" char* "\""
+integer ::= "-"? ("0" | [1-9] [0-9]{0,15})
+number ::= integer ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
+boolean ::= "true" | "false"
+null ::= "null"
+value ::= object | array | string | number | boolean | null
+object ::= "{" ws (string ws ":" ws value ws ("," ws string ws ":" ws value ws)*)? "}"
+array ::= "[" ws (value ws ("," ws value ws)*)? "]"
+)";
+
+// A GBNF string literal matching exactly `text`.
+std::string literal(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_literal(const json& v) {
+  return literal(v.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+class Converter {
+ public:
+  Converter(const json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
+
+  // The expression for the root schema; its rules are then in rules().
+  Result<std::string> run() { return visit(root_, ""); }
+  std::string rules() const {
+    std::string out;
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    return out;
+  }
+
+ private:
+  const json& root_;
+  const std::string prefix_;  // of the rules' names
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::map<std::string, std::string> refs_;  // "$ref" -> its rule
+  int next_ = 0;
+
+  std::string add_rule(std::string body) {
+    std::string name = prefix_ + std::to_string(next_++);
+    rules_.emplace_back(name, std::move(body));
+    return name;
+  }
+
+  static Status check_keywords(const json& s, const std::string& path) {
+    static const std::set<std::string> known = {
+        "type",        "properties", "required",    "additionalProperties",
+        "items",       "minItems",   "maxItems",    "minLength",
+        "maxLength",   "enum",       "const",       "anyOf",
+        "oneOf",       "allOf",      "$ref",        "$defs",
+        "definitions", "title",      "description", "default",
+        "examples",    "$schema",    "$id",         "$comment",
+        "deprecated",  "readOnly",   "writeOnly"};
+    for (const auto& [key, v] : s.items())
+      if (!known.count(key))
+        return err("JSON Schema keyword '%s' at %s is not supported", key.c_str(),
+                   path.empty() ? "/" : path.c_str());
+    return {};
+  }
+
+  static Result<int64_t> count(const json& s, const char* key, const std::string& path, int64_t dflt) {
+    auto it = s.find(key);
+    if (it == s.end()) return dflt;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0)
+      return err("JSON Schema '%s' at %s must be a non-negative integer", key,
+                 path.empty() ? "/" : path.c_str());
+    return it->get<int64_t>();
+  }
+
+  Result<std::string> visit(const json& s, const std::string& path) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return std::string("value");
+      return err("JSON Schema at %s is false: nothing matches it", path.empty() ? "/" : path.c_str());
+    }
+    if (!s.is_object()) return err("JSON Schema at %s must be an object", path.empty() ? "/" : path.c_str());
+    STRATA_TRY(check_keywords(s, path));
+    if (auto it = s.find("$ref"); it != s.end()) return ref(*it, path);
+    if (auto it = s.find("const"); it != s.end()) return json_literal(*it);
+    if (auto it = s.find("enum"); it != s.end()) {
+      if (!it->is_array() || it->empty())
+        return err("JSON Schema 'enum' at %s must be a non-empty array", where(path));
+      std::string alt;
+      for (const json& v : *it) alt += (alt.empty() ? "" : " | ") + json_literal(v);
+      return add_rule(alt);
+    }
+    for (const char* key : {"anyOf", "oneOf", "allOf"}) {
+      auto it = s.find(key);
+      if (it == s.end()) continue;
+      if (!it->is_array() || it->empty())
+        return err("JSON Schema '%s' at %s must be a non-empty array", key, where(path));
+      if (std::string(key) == "allOf" && it->size() != 1)
+        return err("JSON Schema 'allOf' at %s with more than one schema is not supported", where(path));
+      std::string alt;
+      for (size_t i = 0; i < it->size(); ++i) {
+        STRATA_ASSIGN(std::string e, visit((*it)[i], path + "/" + key + "/" + std::to_string(i)));
+        alt += (alt.empty() ? "" : " | ") + e;
+      }
+      return add_rule(alt);
+    }
+    auto t = s.find("type");
+    if (t != s.end() && t->is_array()) {
+      std::string alt;
+      for (const json& name : *t) {
+        json one = s;
+        one["type"] = name;
+        STRATA_ASSIGN(std::string e, visit(one, path));
+        alt += (alt.empty() ? "" : " | ") + e;
+      }
+      if (alt.empty()) return err("JSON Schema 'type' at %s is an empty array", where(path));
+      return add_rule(alt);
+    }
+    std::string type;
+    if (t != s.end()) {
+      if (!t->is_string()) return err("JSON Schema 'type' at %s must be a string or an array", where(path));
+      type = t->get<std::string>();
+    } else if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) {
+      type = "object";
+    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+      type = "array";
+    } else if (s.contains("minLength") || s.contains("maxLength")) {
+      type = "string";
+    }
+    if (type.empty()) return std::string("value");
+    if (type == "object") return object(s, path);
+    if (type == "array") return array(s, path);
+    if (type == "string") return string(s, path);
+    if (type == "number" || type == "integer" || type == "boolean" || type == "null") return type;
+    return err("JSON Schema 'type' at %s: unknown type '%s'", where(path), type.c_str());
+  }
+
+  static const char* where(const std::string& path) { return path.empty() ? "/" : path.c_str(); }
+
+  Result<std::string> ref(const json& r, const std::string& path) {
+    if (!r.is_string()) return err("JSON Schema '$ref' at %s must be a string", where(path));
+    const std::string target = r.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+    std::string key;
+    for (const char* prefix : {"#/$defs/", "#/definitions/"})
+      if (target.rfind(prefix, 0) == 0) key = std::string(prefix).substr(2, std::string(prefix).size() - 3);
+    const std::string name_in = key.empty() ? "" : target.substr(key.size() + 3);
+    auto defs = key.empty() ? root_.end() : root_.find(key);
+    if (defs == root_.end() || !defs->is_object() || !defs->contains(name_in))
+      return err("JSON Schema '$ref' at %s: \"%s\" is not a #/$defs/ or #/definitions/ entry of this schema",
+                 where(path), target.c_str());
+    const std::string name = prefix_ + std::to_string(next_++);
+    refs_[target] = name;  // before visiting: a recursive schema refers to itself by name
+    STRATA_ASSIGN(std::string body, visit((*defs)[name_in], "/" + key + "/" + name_in));
+    rules_.emplace_back(name, body);
+    return name;
+  }
+
+  Result<std::string> string(const json& s, const std::string& path) {
+    STRATA_ASSIGN(int64_t lo, count(s, "minLength", path, 0));
+    STRATA_ASSIGN(int64_t hi, count(s, "maxLength", path, -1));
+    if (lo == 0 && hi < 0) return std::string("string");
+    if (hi >= 0 && hi < lo) return err("JSON Schema at %s: maxLength < minLength", where(path));
+    return add_rule("\"\\\"\" char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") +
+                    "} \"\\\"\"");
+  }
+
+  Result<std::string> array(const json& s, const std::string& path) {
+    std::string item = "value";
+    if (auto it = s.find("items"); it != s.end()) {
+      STRATA_ASSIGN(item, visit(*it, path + "/items"));
+    }
+    STRATA_ASSIGN(int64_t lo, count(s, "minItems", path, 0));
+    STRATA_ASSIGN(int64_t hi, count(s, "maxItems", path, -1));
+    if (hi >= 0 && hi < lo) return err("JSON Schema at %s: maxItems < minItems", where(path));
+    if (hi == 0) return add_rule("\"[\" ws \"]\"");
+    const std::string more = "(\",\" ws " + item + " ws)";
+    const std::string rest_hi = hi < 0 ? "" : std::to_string(hi - 1);
+    const std::string list =
+        item + " ws " + more + "{" + std::to_string(lo > 0 ? lo - 1 : 0) + "," + rest_hi + "}";
+    return add_rule("\"[\" ws " + (lo > 0 ? list : "(" + list + ")?") + " \"]\"");
+  }
+
+  Result<std::string> object(const json& s, const std::string& path) {
+    const json* props = nullptr;
+    if (auto it = s.find("properties"); it != s.end()) {
+      if (!it->is_object()) return err("JSON Schema 'properties' at %s must be an object", where(path));
+      props = &*it;
+    }
+    std::set<std::string> required;
+    if (auto it = s.find("required"); it != s.end()) {
+      if (!it->is_array()) return err("JSON Schema 'required' at %s must be an array of names", where(path));
+      for (const json& n : *it) {
+        if (!n.is_string()) return err("JSON Schema 'required' at %s must be an array of names", where(path));
+        required.insert(n.get<std::string>());
+      }
+    }
+    bool closed = false;
+    if (auto it = s.find("additionalProperties"); it != s.end()) {
+      if (!it->is_boolean())
+        return err("JSON Schema 'additionalProperties' at %s: only true or false is supported", where(path));
+      closed = !it->get<bool>();
+    }
+    // (key-value rule, required) in order: the listed properties, then required names not listed.
+    std::vector<std::pair<std::string, bool>> kvs;
+    std::set<std::string> listed;
+    if (props)
+      for (const auto& [name, sub] : props->items()) {
+        STRATA_ASSIGN(std::string v, visit(sub, path + "/properties/" + name));
+        kvs.emplace_back(add_rule(json_literal(json(name)) + " ws \":\" ws " + v + " ws"),
+                         required.count(name) > 0);
+        listed.insert(name);
+      }
+    for (const std::string& name : required)
+      if (!listed.count(name))
+        kvs.emplace_back(add_rule(json_literal(json(name)) + " ws \":\" ws value ws"), true);
+    if (kvs.empty()) return closed ? add_rule("\"{\" ws \"}\"") : std::string("object");
+    // first[k] / after[k]: the properties from k on, with none / some written before them.
+    std::string first_next, after_next;  // the rules for k + 1 ("" when k + 1 is the end)
+    for (size_t k = kvs.size(); k-- > 0;) {
+      const auto& [kv, req] = kvs[k];
+      const std::string after_body = "\",\" ws " + kv + (after_next.empty() ? "" : " " + after_next);
+      const std::string first_body = kv + (after_next.empty() ? "" : " " + after_next);
+      std::string after =
+          req ? after_body : after_body + (after_next.empty() ? " | \"\"" : " | " + after_next);
+      std::string first =
+          req ? first_body : first_body + (first_next.empty() ? " | \"\"" : " | " + first_next);
+      after_next = add_rule(after);
+      first_next = add_rule(first);
+    }
+    return add_rule("\"{\" ws " + first_next + " \"}\"");
+  }
+};
+
+}  // namespace
+
+Result<std::string> json_schema_to_grammar(const json& schema) {
+  Converter c(schema, "r");
+  STRATA_ASSIGN(std::string top, c.run());
+  return "root ::= " + top + "\n" + kPrimitives + c.rules();
+}
+
+Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns) {
+  std::string root, rules;
+  for (size_t i = 0; i < fns.size(); ++i) {
+    Converter c(fns[i].parameters, "f" + std::to_string(i) + "-");
+    auto args = c.run();
+    if (!args.ok()) return err("tool '%s' parameters: %s", fns[i].name.c_str(), args.message().c_str());
+    root += (root.empty() ? "" : " | ") + std::string("\"{\" ws \"\\\"name\\\"\" ws \":\" ws ") +
+            json_literal(json(fns[i].name)) + " ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws " + *args +
+            " ws \"}\"";
+    rules += c.rules();
+  }
+  return "root ::= " + root + "\n" + kPrimitives + rules;
+}
+
+std::string json_object_grammar() {
+  return std::string("root ::= object\n") + kPrimitives;
+}
+
+}  // namespace strata::server

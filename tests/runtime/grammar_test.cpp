@@ -1,0 +1,152 @@
+// GBNF grammars: parsing (valid grammars, errors naming line and column), matching whole strings,
+// incremental matching across UTF-8 boundaries, and the vocabulary mask against per-token checks.
+#include "runtime/grammar.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/fake_session.h"
+#include "runtime/grammar_constraint.h"
+#include "runtime/grammar_matcher.h"
+
+namespace strata {
+namespace {
+
+Grammar must_parse(const std::string& text) {
+  auto g = Grammar::parse(text);
+  EXPECT_TRUE(g.ok()) << g.message() << "\n" << text;
+  return g.ok() ? std::move(*g) : Grammar();
+}
+
+std::string parse_error(const std::string& text) {
+  auto g = Grammar::parse(text);
+  EXPECT_FALSE(g.ok()) << text;
+  return g.ok() ? "" : g.message();
+}
+
+TEST(Grammar, ParsesLlamaCppSyntax) {
+  const Grammar g = must_parse(R"(
+# a comment
+root   ::= "{" ws pair ("," ws pair)* "}"   # trailing comment
+pair   ::= [a-z_]+ ":" ws ("yes" | "no" | num)
+num    ::= "-"? [0-9]{1,3} ("." [0-9]+)?
+ws     ::= [ \t\n]{0,2}
+)");
+  EXPECT_TRUE(grammar_matches(g, "{a: yes}"));
+  EXPECT_TRUE(grammar_matches(g, "{a:no,\n b_c:  -12.50}"));
+  EXPECT_FALSE(grammar_matches(g, "{a: yes"));     // not finished
+  EXPECT_FALSE(grammar_matches(g, "{a: maybe}"));  // no alternative
+  EXPECT_FALSE(grammar_matches(g, "{a: 1234}"));   // {1,3}
+  EXPECT_FALSE(grammar_matches(g, "{a:   yes}"));  // {0,2} spaces
+  EXPECT_FALSE(grammar_matches(g, "{A: yes}"));    // class
+  EXPECT_FALSE(grammar_matches(g, "{a: yes}, "));  // trailing text
+}
+
+TEST(Grammar, RepetitionsClassesEscapesAndAnyChar) {
+  const Grammar g = must_parse(
+      "root ::= a b c d e\n"
+      "a ::= \"x\"{2}\n"
+      "b ::= \"y\"{1,}\n"
+      "c ::= [^\\n\\x41-\\x43]*\n"
+      "d ::= \"\\u00e9\\\"\" .\n"
+      "e ::= (\"ab\")? \"!\"");
+  EXPECT_TRUE(grammar_matches(g, "xxyy zz\xC3\xA9\"Q!"));
+  EXPECT_TRUE(grammar_matches(g,
+                              "xxy\xC3\xA9\"\xE2\x82\xAC"
+                              "ab!"));                      // . is any code point
+  EXPECT_FALSE(grammar_matches(g, "xyy\xC3\xA9\"Q!"));      // {2}
+  EXPECT_FALSE(grammar_matches(g, "xxyB\xC3\xA9\"Q!"));     // negated range
+  EXPECT_FALSE(grammar_matches(g, "xxy\xC3\xA9\"Qabab!"));  // ? once
+  EXPECT_TRUE(grammar_matches(must_parse("root ::= [a-c]{0,3}"), ""));
+  EXPECT_FALSE(grammar_matches(must_parse("root ::= [a-c]{0,3}"), "abca"));
+  EXPECT_TRUE(grammar_matches(must_parse("root ::= \"a\" | \"\""), ""));
+}
+
+TEST(Grammar, ErrorsNameLineAndColumn) {
+  EXPECT_EQ(parse_error("root ::= \"a\"\nx ::= [a-"), "grammar 2:7: unterminated character class");
+  EXPECT_EQ(parse_error("root ::= foo"), "grammar 1:10: rule 'foo' is not defined");
+  EXPECT_EQ(parse_error("rot ::= \"a\""), "grammar: there is no 'root' rule");
+  EXPECT_EQ(parse_error("root ::= \"a\n"), "grammar 1:10: unterminated string literal");
+  EXPECT_EQ(parse_error("root ::= ( \"a\""), "grammar 1:15: expected ')'");
+  EXPECT_EQ(parse_error("root ::= * \"a\""), "grammar 1:10: '*' follows nothing it could repeat");
+  EXPECT_EQ(parse_error("root ::= \"a\"{3,1}"), "grammar 1:18: repetition {m,n} has n < m");
+  EXPECT_EQ(parse_error("root ::= \"\\q\""), "grammar 1:11: unknown escape '\\q'");
+  EXPECT_EQ(parse_error("root ::= [z-a]"), "grammar 1:14: character range is reversed");
+  EXPECT_EQ(parse_error("root ::= \"a\"\nroot ::= \"b\""), "grammar 2:1: rule 'root' is defined twice");
+  EXPECT_EQ(parse_error("root ::= root \"a\" | \"b\""), "grammar: rule 'root' is left-recursive");
+  EXPECT_EQ(parse_error("root ::= x \"a\"\nx ::= y?\ny ::= root"), "grammar: rule 'root' is left-recursive");
+  EXPECT_EQ(parse_error("root ::= \"a\" @"), "grammar 1:14: unexpected '@'");
+  EXPECT_EQ(parse_error("root ::= \"" + std::string(200, 'a') + "\"{9000}"),
+            "grammar 1:218: repetition makes the grammar too large (over 1048576 elements)");
+  EXPECT_EQ(parse_error("root = \"a\""), "grammar 1:6: expected '::=' after rule name 'root'");
+}
+
+TEST(Grammar, MatcherHoldsUnfinishedUtf8AndRejectsWithoutChangingState) {
+  auto g = std::make_shared<Grammar>(must_parse("root ::= \"\xC3\xA9\" [a-z]+"));
+  GrammarMatcher m(g);
+  EXPECT_FALSE(m.accept("\xC3\xA8"));  // è: the second byte decides
+  EXPECT_TRUE(m.accept("\xC3"));       // half of é
+  EXPECT_FALSE(m.can_end());
+  EXPECT_FALSE(m.accept("\xC3"));  // not a continuation byte
+  EXPECT_TRUE(
+      m.accept("\xA9"
+               "ab"));
+  EXPECT_TRUE(m.can_end());
+  EXPECT_FALSE(m.complete());
+  EXPECT_FALSE(m.accept("aB"));  // rejected as a whole: "a" is not kept
+  EXPECT_TRUE(m.accept("c"));
+  EXPECT_FALSE(m.can_accept("\x80"));
+  EXPECT_FALSE(m.can_accept("\xC1\xA1"));                                   // 'a' overlong in two bytes
+  EXPECT_FALSE(m.can_accept("\xF0\x80\x81\xA1"));                           // and in four
+  EXPECT_FALSE(m.can_accept("\xE0\x81"));                                   // already overlong after two
+  EXPECT_FALSE(grammar_matches(must_parse("root ::= ."), "\xED\xA0\x80"));  // a surrogate
+  EXPECT_TRUE(grammar_matches(must_parse("root ::= ."), "\xF4\x8F\xBF\xBF"));
+  EXPECT_FALSE(grammar_matches(must_parse("root ::= ."), "\xF4\x90\x80\x80"));  // beyond U+10FFFF
+
+  auto lit = std::make_shared<Grammar>(must_parse("root ::= \"ok\""));
+  GrammarMatcher done(lit);
+  EXPECT_TRUE(done.accept("ok"));
+  EXPECT_TRUE(done.complete());
+  EXPECT_FALSE(done.can_accept(" "));
+}
+
+// The one-walk vocabulary mask equals checking every token alone, in every state of a sentence.
+TEST(Grammar, VocabularyMaskEqualsPerTokenChecks) {
+  testing_fakes::ByteTokenizer bytes;
+  auto vocab = std::make_shared<GrammarVocab>(bytes);
+  auto g =
+      std::make_shared<Grammar>(must_parse("root ::= \"[\" ([0-9]+ (\",\" [0-9]+)*)? \"]\" \"\xC3\xA9\"?"));
+  GrammarConstraint c(g, vocab);
+  const std::string sentence = "[12,3]\xC3\xA9";
+  for (size_t i = 0; i <= sentence.size(); ++i) {
+    std::vector<uint8_t> mask;
+    c.allowed_tokens(&mask);
+    for (int32_t id = 0; id < vocab->n_vocab(); ++id)
+      EXPECT_EQ(mask[id] != 0, c.allows(id)) << i << " " << id;
+    Candidates all;  // filter() caches the state's mask; allows() then reads it
+    std::vector<float> zeros(testing_fakes::kVocab, 0.0f);
+    candidates_from_logits(zeros.data(), testing_fakes::kVocab, &all);
+    c.filter(&all);
+    EXPECT_TRUE(c.mask_ready());
+    size_t n_allowed = 0;
+    for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
+      EXPECT_EQ(mask[id] != 0, c.allows(id)) << i << " " << id;
+      n_allowed += mask[id];
+    }
+    EXPECT_EQ(all.data.size(), n_allowed);
+    EXPECT_EQ(c.allows(259), i == 6 || i == sentence.size()) << i;  // end of generation
+    if (i < sentence.size()) {
+      ASSERT_TRUE(c.allows(static_cast<uint8_t>(sentence[i])));
+      c.accept(static_cast<uint8_t>(sentence[i]));
+    }
+  }
+  EXPECT_TRUE(c.complete());
+  Candidates cands;
+  std::vector<float> logits(testing_fakes::kVocab, 0.0f);
+  candidates_from_logits(logits.data(), testing_fakes::kVocab, &cands);
+  c.filter(&cands);
+  ASSERT_EQ(cands.data.size(), 1u);
+  EXPECT_EQ(cands.data[0].id, 259);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,217 @@
+// Structured output on the bundled model: every schema's seeded runs through the engine that stop
+// give JSON that validates against the schema; end to end, response_format json_schema / json_object
+// and grammar answer text of that shape, and bad constraints are 400s naming the field.
+#include <gtest/gtest.h>
+
+#include "runtime/fake_session.h"
+#include "runtime/grammar_matcher.h"
+#include "server/http_fixture.h"
+#include "server/json_schema_grammar.h"
+#include "server/response_builder.h"
+
+namespace strata::server {
+namespace {
+
+using nlohmann::json;
+using testing::HttpServerTest;
+
+size_t code_points(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// The keywords the schemas below use.
+bool validates(const json& v, const json& s, const json& root) {
+  if (s.contains("$ref")) {
+    const std::string ref = s["$ref"];
+    return validates(v, root["$defs"][ref.substr(std::string("#/$defs/").size())], root);
+  }
+  if (s.contains("const")) return v == s["const"];
+  if (s.contains("enum")) return std::find(s["enum"].begin(), s["enum"].end(), v) != s["enum"].end();
+  if (s.contains("anyOf")) {
+    for (const json& sub : s["anyOf"])
+      if (validates(v, sub, root)) return true;
+    return false;
+  }
+  const std::string t = s.value("type", "");
+  if (t == "integer") return v.is_number_integer();
+  if (t == "number") return v.is_number();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "null") return v.is_null();
+  if (t == "string") {
+    if (!v.is_string()) return false;
+    const size_t n = code_points(v.get<std::string>());
+    return n >= s.value("minLength", 0u) && n <= s.value("maxLength", 1000000u);
+  }
+  if (t == "array") {
+    if (!v.is_array() || v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1000000u))
+      return false;
+    for (const json& item : v)
+      if (s.contains("items") && !validates(item, s["items"], root)) return false;
+    return true;
+  }
+  if (t == "object") {
+    if (!v.is_object()) return false;
+    for (const json& r : s.value("required", json::array()))
+      if (!v.contains(r.get<std::string>())) return false;
+    for (const auto& [k, item] : v.items()) {
+      if (!s["properties"].contains(k)) return false;
+      if (!validates(item, s["properties"][k], root)) return false;
+    }
+    return true;
+  }
+  return true;
+}
+
+TEST(StructuredOutputModel, SeededRunsThatStopValidate) {
+  auto m = Model::load(::strata::testing::source_dir() + "/tests/data/bundled_smoke.gguf", {.n_threads = 2});
+  ASSERT_TRUE(m.ok()) << m.message();
+  const Model& model = **m;
+  const std::vector<json> schemas = {
+      json::parse(R"({"type":"object","properties":{"name":{"type":"string","maxLength":8},
+                      "age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false})"),
+      json::parse(R"({"type":"array","items":{"enum":["red","green",3]},"minItems":1,"maxItems":4})"),
+      json::parse(
+          R"({"anyOf":[{"type":"boolean"},{"type":"string","minLength":1,"maxLength":5},{"type":"null"}]})"),
+      json::parse(
+          R"({"$defs":{"pt":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},
+                      "required":["x","y"]}},"type":"object","properties":{"a":{"$ref":"#/$defs/pt"},
+                      "tags":{"type":"array","items":{"type":"string","maxLength":4},"maxItems":2}},"required":["a"]})"),
+  };
+  auto e = Engine::for_model(model, {.n_ctx = 192}, {.n_slots = 4, .manual_step = true});
+  ASSERT_TRUE(e.ok()) << e.message();
+  constexpr int kRuns = 4;
+  std::vector<std::string> text(schemas.size() * kRuns);
+  std::vector<CompletionEvent> last(text.size());
+  for (size_t si = 0; si < schemas.size(); ++si) {
+    auto gbnf = json_schema_to_grammar(schemas[si]);
+    ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+    auto g = Grammar::parse(*gbnf);
+    ASSERT_TRUE(g.ok()) << g.message();
+    auto shared = std::make_shared<const Grammar>(std::move(*g));
+    for (int run = 0; run < kRuns; ++run) {
+      CompletionParams p;
+      p.prompt = model.tokenizer().encode("JSON: ", true, true);
+      p.n_predict = 128;
+      p.sampling.temp = run == 0 ? 0.0f : 0.8f;
+      p.sampling.seed = static_cast<uint32_t>(run);
+      p.grammar = shared;
+      const size_t k = si * kRuns + static_cast<size_t>(run);
+      ASSERT_TRUE((*e)->submit(p,
+                               [&, k](const CompletionEvent& ev) {
+                                 text[k] += ev.text;
+                                 if (ev.done) last[k] = ev;
+                                 return true;
+                               })
+                      .ok());
+    }
+  }
+  for (int turn = 0; turn < 5000 && (*e)->step(); ++turn) {
+  }
+  int stopped = 0;
+  for (size_t k = 0; k < text.size(); ++k) {
+    const json& schema = schemas[k / kRuns];
+    SCOPED_TRACE(schema.dump() + " -> " + text[k]);
+    ASSERT_NE(last[k].finish, FinishReason::error) << last[k].error;
+    if (last[k].finish != FinishReason::stop) continue;
+    ++stopped;
+    json v = json::parse(text[k], nullptr, false);
+    ASSERT_FALSE(v.is_discarded());
+    EXPECT_TRUE(validates(v, schema, schema));
+  }
+  EXPECT_GE(stopped, static_cast<int>(text.size()) / 2);
+}
+
+json post(httplib::Client& c, const char* path, const json& body, int want_status) {
+  auto r = c.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r);
+  if (!r) return json();
+  EXPECT_EQ(r->status, want_status) << r->body;
+  return json::parse(r->body, nullptr, false);
+}
+
+TEST_F(HttpServerTest, ResponseFormatAndGrammarShapeTheAnswer) {
+  start();
+  auto c = client();
+  const json schema = json::parse(R"({"type":"object","properties":{"ok":{"type":"boolean"},
+                                     "n":{"type":"integer"}},"required":["ok","n"]})");
+  json req{
+      {"messages", {{{"role", "user"}, {"content", "Answer in JSON"}}}},
+      {"max_tokens", 40},
+      {"temperature", 0},
+      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "a"}, {"schema", schema}}}}}};
+  json b = post(c, "/v1/chat/completions", req, 200);
+  const std::string content = b["choices"][0]["message"]["content"];
+  if (b["choices"][0]["finish_reason"] == "stop") {
+    json v = json::parse(content, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << content;
+    EXPECT_TRUE(v["ok"].is_boolean() && v["n"].is_number_integer()) << content;
+  } else {
+    auto gbnf = json_schema_to_grammar(schema);
+    ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+    auto g = Grammar::parse(gbnf.value());
+    EXPECT_TRUE(GrammarMatcher(std::make_shared<Grammar>(std::move(*g))).can_accept(content)) << content;
+  }
+  req["response_format"] = {{"type", "json_object"}};
+  b = post(c, "/v1/chat/completions", req, 200);
+  EXPECT_EQ(b["choices"][0]["message"]["content"].get<std::string>().substr(0, 1), "{");
+  json greq{{"prompt", "Say"}, {"max_tokens", 10}, {"grammar", "root ::= (\" yes\" | \" no\"){2}"}};
+  b = post(c, "/v1/completions", greq, 200);
+  const std::string t = b["choices"][0]["text"];
+  EXPECT_TRUE(t == " yes yes" || t == " yes no" || t == " no yes" || t == " no no") << t;
+  EXPECT_EQ(b["choices"][0]["finish_reason"], "stop");
+
+  greq["grammar"] = "root ::= yes";
+  b = post(c, "/v1/completions", greq, 400);
+  EXPECT_EQ(b["error"]["message"], "'grammar': grammar 1:10: rule 'yes' is not defined");
+  req["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}};
+  b = post(c, "/v1/chat/completions", req, 400);
+  EXPECT_EQ(b["error"]["message"],
+            "'response_format.json_schema.schema': JSON Schema keyword 'format' at / is not supported");
+}
+
+// A chat choice that stops with a whole call is message.tool_calls; an unfinished one stays content.
+TEST(ToolCallResponse, AWholeCallBecomesToolCalls) {
+  auto r = parse_request(json::parse(R"({"messages":[{"role":"user","content":"Hi"}],"tool_choice":"required",
+      "tools":[{"type":"function","function":{"name":"f"}}]})")
+                             .dump(),
+                         /*chat=*/true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  r->prompts = {ApiPrompt{"x", {1, 2}}, ApiPrompt{"y", {1, 2}}};
+  testing_fakes::ByteTokenizer tok;
+  ResponseBuilder b(ApiResponseHead{"chatcmpl-7", "m", 0, true}, *r, tok);
+  CompletionEvent ev;
+  ev.text = R"({"name": "f", "arguments": {"c": [1, "x"]}})";
+  ev.done = true;
+  ev.finish = FinishReason::stop;
+  b.add(0, ev);
+  ev.text = R"({"name": "f", "argu)";
+  ev.finish = FinishReason::length;
+  b.add(1, ev);
+  ASSERT_TRUE(b.done());
+  const json body = b.body();
+  const json& call = body["choices"][0];
+  EXPECT_EQ(call["finish_reason"], "tool_calls");
+  EXPECT_TRUE(call["message"]["content"].is_null());
+  EXPECT_EQ(call["message"]["tool_calls"][0]["id"], "call_chatcmpl-7-0");
+  EXPECT_EQ(call["message"]["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(call["message"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(call["message"]["tool_calls"][0]["function"]["arguments"], R"({"c":[1,"x"]})");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(body["choices"][1]["message"]["content"], R"({"name": "f", "argu)");
+}
+
+TEST_F(HttpServerTest, ToolChoiceAutoIsA400NamingIt) {
+  start();
+  auto c = client();
+  json req{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+           {"tools", json::parse(R"([{"type":"function","function":{"name":"f"}}])")},
+           {"tool_choice", "auto"}};
+  json b = post(c, "/v1/chat/completions", req, 400);
+  EXPECT_NE(b["error"]["message"].get<std::string>().find("'tool_choice'"), std::string::npos) << b;
+}
+
+}  // namespace
+}  // namespace strata::server
