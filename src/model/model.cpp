@@ -15,8 +15,8 @@ namespace strata {
 
 class SessionImpl final : public Session {
  public:
-  SessionImpl(const Model& m, std::unique_ptr<ArchState> st, int n_ctx, int n_batch)
-      : m_(m), st_(std::move(st)), n_ctx_(n_ctx), n_batch_(n_batch) {}
+  SessionImpl(const Model& m, std::unique_ptr<ArchState> st, int n_ctx, int n_batch, const KvTypes& kv)
+      : m_(m), st_(std::move(st)), n_ctx_(n_ctx), n_batch_(n_batch), kv_(kv) {}
 
   Status eval(std::span<const int32_t> tokens, float* logits_out, bool all_logits) override {
     if (tokens.empty()) return err("eval: no tokens");
@@ -34,7 +34,7 @@ class SessionImpl final : public Session {
 
   Memory memory() const override {
     const ArchMemory a = st_->memory();
-    return {a.kv_cache, a.scratch};
+    return {a.kv_cache, a.scratch, kv_};
   }
   int n_past() const override { return n_past_; }
   int n_ctx() const override { return n_ctx_; }
@@ -54,6 +54,7 @@ class SessionImpl final : public Session {
   std::unique_ptr<ArchState> st_;
   int n_ctx_;
   int n_batch_;
+  KvTypes kv_;
   int n_past_ = 0;
 };
 
@@ -246,6 +247,7 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
   so.n_ctx = n_ctx;
   so.n_batch = n_batch;
   so.n_threads = pool_->size();
+  so.kv = opts.kv;
   so.experts = store_.get();
   so.device = device_;
   if (opts.share_scratch) {
@@ -258,7 +260,7 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
     so.share_scratch = &other->state();
   }
   STRATA_ASSIGN(std::unique_ptr<ArchState> st, arch_->new_state(so));
-  return std::unique_ptr<Session>(new SessionImpl(*this, std::move(st), n_ctx, n_batch));
+  return std::unique_ptr<Session>(new SessionImpl(*this, std::move(st), n_ctx, n_batch, opts.kv));
 }
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,9 @@ class Decoder final : public Architecture {
     if (o.device != dev_)
       return err("%s: a state's caches must live on the device its layers run on (%s)", hp_.arch.c_str(),
                  dev_->name().c_str());
-    STRATA_ASSIGN(KvCache kv, KvCache::on_device(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *dev_));
+    const KvSpec spec = decoder_kv_spec(hp_, o.kv);
+    STRATA_TRY(kv_spec_check(spec, hp_.arch.c_str(), decoder_head_width(hp_)));
+    STRATA_ASSIGN(KvCache kv, KvCache::on_device(spec, o.n_ctx, o.n_batch, *dev_, o.kv.rotate));
     for (int il = 0; il < kv.n_layer(); ++il)  // forward reads parts 0 / 1 as K / V
       STRATA_ASSERT(kv.layer(il).find("k") == 0 && kv.layer(il).find("v") == 1);
     return std::unique_ptr<ArchState>(new DecoderState(std::move(kv), hp_, o));
@@ -242,13 +245,23 @@ Result<std::unique_ptr<Architecture>> make_decoder(HParams hp, DecoderWeights w)
   return std::unique_ptr<Architecture>(new Decoder(std::move(hp), std::move(w)));
 }
 
-KvSpec decoder_kv_spec(const HParams& hp) {
+KvSpec decoder_kv_spec(const HParams& hp, const KvTypes& types) {
   KvSpec s;
   for (int il = 0; il < hp.n_layer; ++il) {
     const AttnConfig a = attn_config_from(hp, il);
     s.layers.push_back(kv_layer_attention(a.n_head_kv, a.head_dim_k, a.head_dim_v, a.window));
+    for (KvPartSpec& p : s.layers.back().parts) p.type = p.name == "v" ? types.v : types.k;
   }
   return s;
+}
+
+int64_t decoder_head_width(const HParams& hp) {
+  int64_t g = 0;  // the heads' common divisor: every head slice must hold whole blocks
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const AttnConfig a = attn_config_from(hp, il);
+    g = std::gcd(g, std::gcd(int64_t{a.head_dim_k}, int64_t{a.head_dim_v}));
+  }
+  return g;
 }
 
 DecoderScratch decoder_scratch(const HParams& hp, int64_t nb, int64_t n_ctx, int n_threads) {
