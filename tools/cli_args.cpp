@@ -58,6 +58,7 @@ Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool pl
   if (f.rotate != "on" && f.rotate != "off")
     return err("--kv-rotate %s: expected on or off", f.rotate.c_str());
   t.rotate = f.rotate == "on";
+  t.is_default = f.k.empty() && f.v.empty() && f.both.empty();
   return t;
 }
 

@@ -78,6 +78,7 @@ std::string kv_supported_names() {
 }
 
 Status kv_types_f32_only(const KvTypes& t, const char* arch) {
+  if (t.is_default) return {};
   for (KvType x : {t.k, t.v})
     if (x != KvType::f32)
       return err(

@@ -42,9 +42,12 @@ struct KvTypes {
   KvType k = KvType::f32;
   KvType v = KvType::f32;
   bool rotate = true;
+  // A tool's default, not asked for: an architecture whose caches are f32 only takes f32.
+  bool is_default = false;
   bool operator==(const KvTypes&) const = default;
 };
-// For architectures whose caches stay f32: an error naming the architecture and the type asked for.
+// For architectures whose caches stay f32: an error naming the architecture and the type asked
+// for (none for a tool's default: they take f32).
 Status kv_types_f32_only(const KvTypes& t, const char* arch);
 
 }  // namespace strata

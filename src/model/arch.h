@@ -51,6 +51,7 @@ struct StateOptions {
 struct ArchMemory {
   uint64_t kv_cache = 0;
   uint64_t scratch = 0;
+  KvTypes kv = {};  // the types the KV rows are stored in
 };
 
 // Per-sequence state (caches + the scratch of a step). Opaque outside the architecture that made it.

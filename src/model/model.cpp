@@ -15,8 +15,8 @@ namespace strata {
 
 class SessionImpl final : public Session {
  public:
-  SessionImpl(const Model& m, std::unique_ptr<ArchState> st, int n_ctx, int n_batch, const KvTypes& kv)
-      : m_(m), st_(std::move(st)), n_ctx_(n_ctx), n_batch_(n_batch), kv_(kv) {}
+  SessionImpl(const Model& m, std::unique_ptr<ArchState> st, int n_ctx, int n_batch)
+      : m_(m), st_(std::move(st)), n_ctx_(n_ctx), n_batch_(n_batch) {}
 
   Status eval(std::span<const int32_t> tokens, float* logits_out, bool all_logits) override {
     if (tokens.empty()) return err("eval: no tokens");
@@ -34,7 +34,7 @@ class SessionImpl final : public Session {
 
   Memory memory() const override {
     const ArchMemory a = st_->memory();
-    return {a.kv_cache, a.scratch, kv_};
+    return {a.kv_cache, a.scratch, a.kv};
   }
   int n_past() const override { return n_past_; }
   int n_ctx() const override { return n_ctx_; }
@@ -54,7 +54,6 @@ class SessionImpl final : public Session {
   std::unique_ptr<ArchState> st_;
   int n_ctx_;
   int n_batch_;
-  KvTypes kv_;
   int n_past_ = 0;
 };
 
@@ -260,7 +259,7 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
     so.share_scratch = &other->state();
   }
   STRATA_ASSIGN(std::unique_ptr<ArchState> st, arch_->new_state(so));
-  return std::unique_ptr<Session>(new SessionImpl(*this, std::move(st), n_ctx, n_batch, opts.kv));
+  return std::unique_ptr<Session>(new SessionImpl(*this, std::move(st), n_ctx, n_batch));
 }
 
 }  // namespace strata

@@ -100,6 +100,9 @@ TEST(KvCache, TypesByNameAndWhatCannotBeStored) {
   const Status ds = kv_types_f32_only({KvType::f16, KvType::f32}, "deepseek4");
   ASSERT_FALSE(ds.ok());
   EXPECT_NE(ds.message().find("deepseek4: KV type f16 is not supported"), std::string::npos) << ds.message();
+  KvTypes tool_default{KvType::f16, KvType::f16};
+  tool_default.is_default = true;  // run / serve / bench's f16 when not asked: f32-only caches take f32
+  EXPECT_TRUE(kv_types_f32_only(tool_default, "deepseek4").ok());
 }
 
 }  // namespace

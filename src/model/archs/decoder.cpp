@@ -34,7 +34,7 @@ class DecoderState final : public ArchState {
  public:
   // kv: the caches, on the device the attention runs on.
   DecoderState(KvCache kv_, const HParams& hp, const StateOptions& o)
-      : kv(std::move(kv_)), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
+      : kv(std::move(kv_)), kv_types(o.kv), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
     if (o.share_scratch) {  // checked by Model::new_session: same model, n_ctx and n_batch
       const auto& other = static_cast<const DecoderState&>(*o.share_scratch);
       STRATA_ASSERT(other.n_ctx == o.n_ctx && other.n_batch == o.n_batch);
@@ -54,10 +54,11 @@ class DecoderState final : public ArchState {
   }
 
   ArchMemory memory() const override {
-    return {kv.bytes(), owns_scratch ? sc->arena.capacity() + sc->rows_bytes : 0};
+    return {kv.bytes(), owns_scratch ? sc->arena.capacity() + sc->rows_bytes : 0, kv_types};
   }
 
   KvCache kv;
+  KvTypes kv_types;
   int n_ctx;
   int n_batch;
   ExpertSource* experts;
