@@ -44,14 +44,14 @@ Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::uniq
 }  // namespace
 
 Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::vector<int>& npl, int npp,
-                                                   int ntg, int reps) {
+                                                   int ntg, int reps, const KvTypes& kv) {
   std::vector<BatchedBenchRow> rows;
   std::mt19937 rng(1234);
   for (int b : npl) {
     if (b < 1 || b > 4096) return err("-npl %d must be in 1..4096", b);
     std::vector<std::unique_ptr<Session>> sess;
     for (int i = 0; i < b; ++i) {
-      STRATA_ASSIGN(auto s, m.new_session({.n_ctx = std::max(npp + ntg, 1), .n_batch = 512}));
+      STRATA_ASSIGN(auto s, m.new_session({.n_ctx = std::max(npp + ntg, 1), .n_batch = 512, .kv = kv}));
       sess.push_back(std::move(s));
     }
     std::vector<double> tp, tt;

@@ -61,14 +61,14 @@ CompletionParams params(std::vector<int32_t> prompt, int n_predict) {
 
 }  // namespace
 
-Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx) {
+Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx, const KvTypes& kv) {
   if (n_prompt < 1 || n_decoders < 1 || n_decoders > 64)
     return err("--itl needs a prompt and 1..64 decoders");
   if (n_prompt + 2 > n_ctx) return err("--itl %d does not fit in -c %d", n_prompt, n_ctx);
   EngineOptions eo;
   eo.n_slots = n_decoders + 1;
   eo.max_queue = 4;
-  STRATA_ASSIGN(auto e, Engine::for_model(m, {.n_ctx = n_ctx}, eo));
+  STRATA_ASSIGN(auto e, Engine::for_model(m, {.n_ctx = n_ctx, .kv = kv}, eo));
   const int V = m.n_vocab(), dec_prompt = 16;
   const auto longp = random_prompt(n_prompt, V, 7);
   auto wait_all = [](Watch& w, size_t n) {
@@ -138,7 +138,7 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
     }
     e.reset();  // ends the decoders (after the lock: their sinks take it)
   }
-  STRATA_ASSIGN(e, Engine::for_model(m, {.n_ctx = n_ctx}, eo));
+  STRATA_ASSIGN(e, Engine::for_model(m, {.n_ctx = n_ctx, .kv = kv}, eo));
   std::vector<double> alone;
   {
     Watch w(nd);

@@ -20,7 +20,8 @@ struct ItlBenchResult {
   int loaded_gaps = 0;                                // gaps measured while it was
 };
 
-Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx);
+Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx,
+                                 const KvTypes& kv = {});
 std::string itl_bench_text(const ItlBenchResult& r);
 nlohmann::json itl_bench_json(const ItlBenchResult& r);
 

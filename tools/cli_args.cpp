@@ -18,6 +18,8 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const char* 
     if (a == "-npp") a = "--npp";
     if (a == "-ntg") a = "--ntg";
     if (a == "-dev") a = "--device";
+    if (a == "-ctk") a = "--cache-type-k";
+    if (a == "-ctv") a = "--cache-type-v";
   }
   std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
   try {
@@ -38,6 +40,29 @@ Result<int> parse_ctx(const std::string& text) {
   if (!c.ok()) return err("-c: %s", c.message().c_str());
   if (*c > (1u << 24)) return err("-c %s is too large", text.c_str());
   return static_cast<int>(*c);
+}
+
+void add_kv_type_flags(CLI::App& app, KvTypeFlags& f, const char* default_type) {
+  const std::string names = kv_supported_names();
+  app.add_option("--cache-type-k", f.k,
+                 "-ctk: KV type of K rows (" + names + "; default " + default_type + ")");
+  app.add_option("--cache-type-v", f.v,
+                 "-ctv: KV type of V rows (" + names + "; default " + default_type + ")");
+  app.add_option("--kv-type", f.both, "KV type of K and V rows (-ctk / -ctv win over it)");
+  app.add_option("--kv-rotate", f.rotate, "on|off: Hadamard-rotate quantized K / V rows (as llama.cpp)")
+      ->capture_default_str();
+}
+
+Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool planned) {
+  KvTypes t;
+  const std::string both = f.both.empty() ? default_type : f.both;
+  STRATA_ASSIGN(t.k, kv_type_from_name(f.k.empty() ? both : f.k, planned));
+  STRATA_ASSIGN(t.v, kv_type_from_name(f.v.empty() ? both : f.v, planned));
+  if (f.rotate != "on" && f.rotate != "off")
+    return err("--kv-rotate %s: expected on or off", f.rotate.c_str());
+  t.rotate = f.rotate == "on";
+  t.is_default = f.k.empty() && f.v.empty() && f.both.empty();
+  return t;
 }
 
 }  // namespace strata::cli

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "kv/kv_type.h"
 
 namespace strata::cli {
 
@@ -16,5 +17,15 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const char* 
 
 // -c / --ctx-size: a count with an optional K suffix, at most 2^24 positions (0: the model's).
 Result<int> parse_ctx(const std::string& text);
+
+// KV element types, llama.cpp's flags: -ctk / --cache-type-k, -ctv / --cache-type-v, --kv-type
+// (both; -ctk / -ctv win over it) and --kv-rotate on|off (Hadamard rotation of quantized rows).
+struct KvTypeFlags {
+  std::string k, v, both, rotate = "on";
+};
+void add_kv_type_flags(CLI::App& app, KvTypeFlags& f, const char* default_type);
+// The types asked for (default_type where none was given); errors list the valid names.
+// planned: also the planned types (`strata plan` prices them).
+Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool planned = false);
 
 }  // namespace strata::cli

@@ -164,10 +164,14 @@ int cmd_bench(int argc, char** argv) {
   strata::cli::DeviceFlags df;  // outlives the model
   xf.add(app);
   df.add(app);
+  strata::cli::KvTypeFlags kf;
+  strata::cli::add_kv_type_flags(app, kf, "f16");
   app.add_option("--membw-size", membw_size,
                  "bandwidth buffer size (K/M/G suffixes; auto: 4x the last-level cache, at least 256M)")
       ->capture_default_str();
   if (auto rc = strata::cli::parse_args(app, argc, argv, "bench")) return *rc;
+  auto kv = strata::cli::kv_types(kf, "f16");
+  if (!kv.ok()) return fail(kv.message(), 2);
   if (depth < 0) return fail("-d must be >= 0", 2);
   if (reps < 1 || reps > 1000) return fail("-r must be in 1..1000", 2);
   if (n_prompt < 0 || n_gen < 0) return fail("-p and -n must be >= 0", 2);
@@ -216,7 +220,7 @@ int cmd_bench(int argc, char** argv) {
   if (itl_prompt > 0) {
     auto c = strata::cli::parse_ctx(itl_ctx);
     if (!c.ok()) return fail(c.message(), 2);
-    auto r = strata::cli::itl_bench(m, itl_prompt, itl_decoders, *c);
+    auto r = strata::cli::itl_bench(m, itl_prompt, itl_decoders, *c, *kv);
     if (!r.ok()) return fail(r.message());
     if (json) {
       j["model"] = model_path;
@@ -241,7 +245,7 @@ int cmd_bench(int argc, char** argv) {
       a = b + 1;
     }
     if (npp < 0 || ntg < 1) return fail("-npp must be >= 0 and -ntg >= 1", 2);
-    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps);
+    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps, *kv);
     if (!rows.ok()) return fail(rows.message());
     if (json) {
       j["model"] = model_path;
@@ -256,7 +260,7 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   const int n_ctx = std::max(depth + n_prompt + n_gen, 1);
-  auto sess = m.new_session({.n_ctx = n_ctx, .n_batch = std::max(std::max(n_prompt, depth), 1)});
+  auto sess = m.new_session({.n_ctx = n_ctx, .n_batch = std::max(std::max(n_prompt, depth), 1), .kv = *kv});
   if (!sess.ok()) return fail(sess.message());
   // Random token ids like llama-bench: the content does not change the work per token.
   std::mt19937 rng(1234);
@@ -308,6 +312,8 @@ int cmd_bench(int argc, char** argv) {
     j["tg_fraction_of_membw"] = frac;
     j["peak_rss_bytes"] = peak_rss;  // the run's (the probe's buffer was gone before it started)
     j["n_depth"] = depth;
+    j["cache_type_k"] = strata::kv_type_name(kv->k);
+    j["cache_type_v"] = strata::kv_type_name(kv->v);
     if (const strata::ExpertStore* es = m.expert_store()) {
       // The timed tg repetitions only (decode steps, warm-up excluded): the tokens tg_tok_s is about.
       const strata::ExpertTotals t = expert_decode_totals(*es).since(tg_warm);

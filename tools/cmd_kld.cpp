@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_args.h"
 #include "command.h"
 #include "runtime/kl_divergence.h"
 #include "runtime/perplexity.h"
@@ -35,13 +36,14 @@ int cmd_kld(int argc, char** argv) {
                "score only the second half of each window (as llama-perplexity --kl-divergence)");
   app.add_flag("--json", json, "print the result as one JSON object");
   app.add_flag("-q,--quiet", quiet, "no per-window progress on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what(), 2);
-  }
+  // -ctk / -ctv / --kv-type: the -m model's KV types (the reference keeps f32 KV): with --ref the
+  // same file, the KL divergence a KV type costs.
+  strata::cli::KvTypeFlags kf;
+  strata::cli::add_kv_type_flags(app, kf, "f32");
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "kld")) return *rc;
+  auto kv = strata::cli::kv_types(kf, "f32");
+  if (!kv.ok()) return fail(kv.message(), 2);
+  o.kv = *kv;
   if (o.n_ctx < 0 || o.n_ctx == 1 || o.n_ctx > (1 << 24)) return fail("-c must be 0 or in 2..2^24", 2);
   if (o.n_batch < 1) return fail("-b must be >= 1", 2);
   if (threads < 0) return fail("-t must be >= 0", 2);

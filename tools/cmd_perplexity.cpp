@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.h"
 #include "command.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
@@ -36,13 +37,12 @@ int cmd_perplexity(int argc, char** argv) {
   app.add_option("-b,--batch-size", o.n_batch, "max tokens per eval step")->capture_default_str();
   app.add_flag("--json", json, "print the result as one JSON object");
   app.add_flag("-q,--quiet", quiet, "no per-window progress on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what(), 2);
-  }
+  strata::cli::KvTypeFlags kf;
+  strata::cli::add_kv_type_flags(app, kf, "f32");
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "perplexity")) return *rc;
+  auto kv = strata::cli::kv_types(kf, "f32");
+  if (!kv.ok()) return fail(kv.message(), 2);
+  o.kv = *kv;
   if (ctx < 0 || ctx == 1)
     return fail("-c " + std::to_string(ctx) + ": the window must be >= 2 tokens (0: the model's context)", 2);
   if (ctx > (1 << 24)) return fail("-c " + std::to_string(ctx) + " is too large", 2);

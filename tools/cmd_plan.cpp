@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/units.h"
+#include "cli_args.h"
 #include "command.h"
 #include "device_flags.h"
 #include "format/gguf.h"
@@ -19,17 +20,11 @@ int fail(const std::string& msg, int code = 1) {
   return code;
 }
 
-bool parse_kv_type(const std::string& s, strata::KvType* out) {
-  for (strata::KvType t : strata::kAllKvTypes)
-    if (s == strata::kv_type_name(t)) return *out = t, true;
-  return false;
-}
-
 }  // namespace
 
 static int cmd_plan(int argc, char** argv) {
-  std::string model, config, ram = "0", ctx = "0", kv_type = "f32", expert_type, weight_type = "q8_0",
-                             margin = "0", budget = "0", engram_budget = "0", io_backend = "auto", gpu_budget;
+  std::string model, config, ram = "0", ctx = "0", expert_type, weight_type = "q8_0", margin = "0",
+                             budget = "0", engram_budget = "0", io_backend = "auto", gpu_budget;
   int batch = 1, ubatch = 512, io_threads = 4, io_depth = 32, threads = 0;
   bool json = false;
   CLI::App app{"The memory bill of a model and the expert budget for a RAM size", "strata plan"};
@@ -44,8 +39,8 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("-c,--ctx-size", ctx, "context length per sequence (K suffix ok; 0: model's, at most 4096)");
   app.add_option("--batch", batch, "sequences (each with its own KV cache)")->capture_default_str();
   app.add_option("-b,--batch-size", ubatch, "tokens per forward step (as run -b)")->capture_default_str();
-  app.add_option("--kv-type", kv_type, "KV storage type: f32 f16 bf16 q8_0 fp8_e4m3 mxfp4")
-      ->capture_default_str();
+  strata::cli::KvTypeFlags kf;  // as run / serve (default f16); planned types are priced too
+  strata::cli::add_kv_type_flags(app, kf, "f16");
   app.add_option("--expert-type", expert_type,
                  "--config: routed expert type (default mxfp4 for deepseek-v4, else q8_0)");
   app.add_option("--weight-type", weight_type, "--config: type of the other matrices")->capture_default_str();
@@ -61,13 +56,7 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("--gpu-budget", gpu_budget,
                  "-m: check that --device's placement (dense weights + KV) fits this many bytes of a GPU");
   app.add_flag("--json", json, "print JSON");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what(), 2);
-  }
+  if (auto rc = strata::cli::parse_args(app, argc, argv, "plan")) return *rc;
   if (model.empty() == config.empty()) return fail("give one of -m MODEL or --config config.json", 2);
   strata::PlanOptions o;
   auto r = strata::parse_size(ram);
@@ -99,8 +88,10 @@ static int cmd_plan(int argc, char** argv) {
   o.n_ubatch = ubatch;
   o.io_threads = io_threads;
   o.n_threads = threads;
-  if (!parse_kv_type(kv_type, &o.kv_type))
-    return fail("--kv-type '" + kv_type + "' is not one of f32 f16 bf16 q8_0 fp8_e4m3 mxfp4", 2);
+  auto kv = strata::cli::kv_types(kf, "f16", true);
+  if (!kv.ok()) return fail(kv.message(), 2);
+  o.kv_type = kv->k;
+  o.kv_type_v = kv->v;
 
   strata::Result<strata::PlanModel> pm = strata::err("no model");
   std::unique_ptr<strata::GgufFile> file;
@@ -142,8 +133,9 @@ static int cmd_plan(int argc, char** argv) {
   else
     std::fputs((strata::plan_text(*bill) + gpu_line).c_str(), stdout);
   if (!gpu_problem.empty()) return fail(gpu_problem);
-  if (!strata::kv_type_supported(o.kv_type) && !json)
-    std::printf("note: KV type %s is planned, not yet supported by strata run\n", kv_type.c_str());
+  for (strata::KvType t : {o.kv_type, o.kv_type_v})
+    if (!strata::kv_type_supported(t) && !json)
+      std::printf("note: KV type %s is planned, not yet supported by strata run\n", strata::kv_type_name(t));
   if (!bill->fits) return fail(bill->problem);
   return 0;
 }

@@ -101,12 +101,16 @@ int cmd_run(int argc, char** argv) {
   strata::cli::EngramFlags ef;
   strata::cli::ExpertFlags xf;
   strata::cli::DeviceFlags df;  // outlives the model
+  strata::cli::KvTypeFlags kf;
   xf.add(app);
   ef.add(app);
   df.add(app);
+  strata::cli::add_kv_type_flags(app, kf, "f16");
   if (auto rc = strata::cli::parse_args(app, argc, argv, "run")) return *rc;
   auto c = strata::cli::parse_ctx(ctx);
   if (!c.ok()) return fail(c.message(), 2);
+  auto kv = strata::cli::kv_types(kf, "f16");
+  if (!kv.ok()) return fail(kv.message(), 2);
   if (n_batch < 1) return fail("-b must be >= 1", 2);
   if (!prompt_file.empty()) {
     std::ifstream in(prompt_file, std::ios::binary);
@@ -132,7 +136,7 @@ int cmd_run(int argc, char** argv) {
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
-  auto sess = (*model)->new_session({.n_ctx = *c, .n_batch = n_batch});
+  auto sess = (*model)->new_session({.n_ctx = *c, .n_batch = n_batch, .kv = *kv});
   if (!sess.ok()) return fail(sess.message());
   const double load_s = strata::now_seconds() - t_load0;
   if (!tokens_str.empty()) {

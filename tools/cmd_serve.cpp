@@ -91,7 +91,11 @@ int cmd_serve(int argc, char** argv) {
   xf.add(app);
   ef.add(app);
   df.add(app);
+  strata::cli::KvTypeFlags kf;
+  strata::cli::add_kv_type_flags(app, kf, "f16");
   if (auto rc = strata::cli::parse_args(app, argc, argv, "serve")) return *rc;
+  auto kv = strata::cli::kv_types(kf, "f16");
+  if (!kv.ok()) return fail(kv.message(), 2);
   auto c = strata::cli::parse_ctx(ctx);
   if (!c.ok()) return fail(c.message(), 2);
   if (so.port < 0 || so.port > 65535) return fail("--port must be in [0, 65535]", 2);
@@ -139,7 +143,7 @@ int cmd_serve(int argc, char** argv) {
   } else {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
-  const strata::SessionOptions sopt{.n_ctx = *c};
+  const strata::SessionOptions sopt{.n_ctx = *c, .kv = *kv};
   auto engine = strata::Engine::for_model(m, sopt, eo);
   if (!engine.ok()) return fail(engine.message(), 2);
   if (alias.empty()) {

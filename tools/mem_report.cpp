@@ -61,6 +61,8 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   }
   PlanOptions o;
   o.n_ctx = s.n_ctx();
+  o.kv_type = sm.kv.k;
+  o.kv_type_v = sm.kv.v;
   o.n_ubatch = n_batch;
   o.n_threads = m.pool().size();
   if (streamed) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <new>
 
 #include "base/assert.h"
@@ -48,6 +47,9 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
   for (int s = 0; s < n_seg; ++s) {
     STRATA_ASSERT(segs[s].k && segs[s].v);
     STRATA_ASSERT(segs[s].k->width == k_w && segs[s].v->width == v_w);
+    STRATA_ASSERT(kv_rows_type_ok(segs[s].k->type) && kv_rows_type_ok(segs[s].v->type));
+    STRATA_ASSERT(hdk % type_info(segs[s].k->type).block_size == 0 &&
+                  hdv % type_info(segs[s].v->type).block_size == 0);
     STRATA_ASSERT(segs[s].t0 == covered && segs[s].n >= 1);
     covered += segs[s].n;
   }
@@ -114,17 +116,21 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
       for (int64_t i = 0; i < segs[s].n; ++i) {
         const int64_t t = segs[s].t0 + i, pos = segs[s].pos0 + i;
         const float* cache = rope_tab + t * rope_w;
+        const KvRows &kc = *segs[s].k, &vc = *segs[s].v;
         for (int h = hk * group; h < (hk + 1) * group; ++h) {
           float* qh = q + t * q_w + int64_t{h} * hdk;
           if (w.q_norm) rms_norm(qh, w.q_norm, qh, hdk, c.eps);
           rope_apply(c.rope_style, n_rot, cache, qh);
+          if (kc.hadamard) hadamard_rotate(qh, hdk);  // q·k of rotated rows
         }
         float* kh = k + t * k_w + int64_t{hk} * hdk;
         if (w.k_norm) rms_norm(kh, w.k_norm, kh, hdk, c.eps);
         rope_apply(c.rope_style, n_rot, cache, kh);
-        std::memcpy(segs[s].k->row(pos) + int64_t{hk} * hdk, kh, sizeof(float) * hdk);
-        std::memcpy(segs[s].v->row(pos) + int64_t{hk} * hdv, v + t * v_w + int64_t{hk} * hdv,
-                    sizeof(float) * hdv);
+        if (kc.hadamard) hadamard_rotate(kh, hdk);
+        kv_store(kc, pos, int64_t{hk} * hdk, kh, hdk);
+        float* vh = v + t * v_w + int64_t{hk} * hdv;
+        if (vc.hadamard) hadamard_rotate(vh, hdv);
+        kv_store(vc, pos, int64_t{hk} * hdv, vh, hdv);
       }
   };
 
@@ -155,6 +161,10 @@ void attention_forward_segments(const AttnConfig& c, const AttnWeights& w, std::
       for (int64_t t = qb_t0[b]; t < qb_t1[b]; ++t)
         keys[t - qb_t0[b]] = causal_keys(*sg.k, *sg.v, sg.pos0 + (t - sg.t0), c.window);
       attend_rows(shape, q, qb_t0[b], qb_t1[b], hk * group, (hk + 1) * group, keys, o);
+      if (sg.v->hadamard)  // Σ p·(H v) = H Σ p·v: rotate back
+        for (int64_t t = qb_t0[b]; t < qb_t1[b]; ++t)
+          for (int h = hk * group; h < (hk + 1) * group; ++h)
+            hadamard_rotate(o + t * o_w + int64_t{h} * hdv, hdv);
       // acq_rel: the last head's item sees every other head's o rows before converting them.
       if (attended[b].fetch_add(1, std::memory_order_acq_rel) + 1 == n_kv) {
         proj.convert(qb_t0[b], qb_t1[b]);

@@ -36,8 +36,27 @@ struct RowsState {
   const float scale;
   float m[kAttnMaxRows], l[kAttnMaxRows];
   float sc[kAttnKeyBlock];
-  const float* kp[kAttnKeyBlock];  // the key block's K and V rows (the kv head's columns)
-  const float* vp[kAttnKeyBlock];
+  // The key block's K and V rows (the kv head's columns): f32 rows in kf / vf, typed rows
+  // (read in place by ops.kv_rows) in kp / vp.
+  const float* kf[kAttnKeyBlock];
+  const float* vf[kAttnKeyBlock];
+  const void* kp[kAttnKeyBlock];
+  const void* vp[kAttnKeyBlock];
+  GgmlType kt = GgmlType::f32, vt = GgmlType::f32;
+
+  // Key i of the block: row jk of k at byte ko, row jv of v at byte vo.
+  void gather(int64_t i, const KvRows& k, int64_t jk, size_t ko, const KvRows& v, int64_t jv, size_t vo) {
+    const uint8_t* kr = k.row_ptr(jk) + ko;
+    const uint8_t* vr = v.row_ptr(jv) + vo;
+    if (k.type == GgmlType::f32)
+      kf[i] = reinterpret_cast<const float*>(kr);
+    else
+      kp[i] = kr;
+    if (v.type == GgmlType::f32)
+      vf[i] = reinterpret_cast<const float*>(vr);
+    else
+      vp[i] = vr;
+  }
 
   float* out(int64_t t, int h) const { return o + t * o_w + int64_t{h} * hdv; }
 
@@ -53,7 +72,10 @@ struct RowsState {
       const float* qh = q + t * q_w + int64_t{h} * dk;
       float* oh = out(t, h);
       float mb = ninf;
-      ops.dot_f32_rows(qh, kp, nk, dk, s);
+      if (kt == GgmlType::f32)
+        ops.dot_f32_rows(qh, kf, nk, dk, s);
+      else
+        ops.kv_rows(kt).dot_rows(qh, kp, nk, dk, s);
       for (int64_t j = 0; j < nk; ++j) {
         s[j] *= sf;
         mb = std::max(mb, s[j]);
@@ -66,7 +88,10 @@ struct RowsState {
         m[row] = mr = mb;
       }
       l[row] += ops.exp_shift_sum(s, nk, mr);  // s[j] = e^(s[j] − m)
-      ops.vec_add_scaled_rows(oh, vp, s, nk, dv);
+      if (vt == GgmlType::f32)
+        ops.vec_add_scaled_rows(oh, vf, s, nk, dv);
+      else
+        ops.kv_rows(vt).add_scaled_rows(oh, vp, s, nk, dv);
     }
   }
 };
@@ -126,10 +151,10 @@ void attend_rows(const AttnShape& s, const float* q, int64_t t0, int64_t t1, int
         const AttnKeyRange& kr = ks.ranges[r];
         const int64_t a = std::max(kb0, kr.j0), b = std::min(kb0 + kAttnKeyBlock, kr.j1);
         if (a >= b) continue;
-        for (int64_t j = a; j < b; ++j) {
-          st.kp[j - a] = kr.k->row(j) + k_off;
-          st.vp[j - a] = kr.v->row(j) + v_off;
-        }
+        const size_t ko = kr.k->col_bytes(k_off), vo = kr.v->col_bytes(v_off);
+        for (int64_t j = a; j < b; ++j) st.gather(j - a, *kr.k, j, ko, *kr.v, j, vo);
+        st.kt = kr.k->type;
+        st.vt = kr.v->type;
         st.step(t, b - a);
       }
     }
@@ -137,12 +162,13 @@ void attend_rows(const AttnShape& s, const float* q, int64_t t0, int64_t t1, int
   // The gathered list: blocks of kAttnKeyBlock in list order, per token.
   for (int64_t t = t0; t < t1; ++t) {
     const AttnKeyList& kl = keys[t - t0].list;
+    if (kl.n <= 0) continue;
+    const size_t ko = kl.k->col_bytes(k_off), vo = kl.v->col_bytes(v_off);
+    st.kt = kl.k->type;
+    st.vt = kl.v->type;
     for (int64_t i0 = 0; i0 < kl.n; i0 += kAttnKeyBlock) {
       const int64_t nk = std::min(kAttnKeyBlock, kl.n - i0);
-      for (int64_t i = 0; i < nk; ++i) {
-        st.kp[i] = kl.k->row(kl.idx[i0 + i]) + k_off;
-        st.vp[i] = kl.v->row(kl.idx[i0 + i]) + v_off;
-      }
+      for (int64_t i = 0; i < nk; ++i) st.gather(i, *kl.k, kl.idx[i0 + i], ko, *kl.v, kl.idx[i0 + i], vo);
       st.step(t, nk);
     }
   }

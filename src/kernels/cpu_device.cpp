@@ -134,10 +134,14 @@ Result<KvRows> CpuDevice::rows_view(const DeviceRows& r, int64_t width, const ch
     return err("%s: %s: cache rows of width %lld x %lld, expected width %lld", name_.c_str(), op,
                static_cast<long long>(r.width), static_cast<long long>(r.capacity),
                static_cast<long long>(width));
-  STRATA_ASSIGN(
-      uint8_t * p,
-      resolve(*r.buf, r.offset, sizeof(float) * static_cast<size_t>(r.width * r.capacity), "cache rows"));
-  return KvRows{reinterpret_cast<float*>(p), r.width, r.capacity, r.ring};
+  if (!kv_rows_type_ok(r.type) || r.width % type_info(r.type).block_size != 0)
+    return err("%s: %s: cache rows of type %s and width %lld cannot be read", name_.c_str(), op,
+               type_name(r.type), static_cast<long long>(r.width));
+  KvRows v = KvRows::typed(nullptr, r.width, r.capacity, r.ring, r.type);
+  v.hadamard = r.hadamard;
+  STRATA_ASSIGN(v.data,
+                resolve(*r.buf, r.offset, v.row_bytes * static_cast<size_t>(r.capacity), "cache rows"));
+  return v;
 }
 
 Result<DeviceTicket> CpuDevice::upload(const DeviceBuffer& dst, size_t offset, const void* src,

@@ -67,14 +67,17 @@ struct DeviceVec {
   int64_t n = 0;
 };
 
-// A cache's f32 rows in a device buffer, laid out as kernels/kv_rows.h says: row i at
-// offset + slot(i)·width·4 bytes (slot(i) = i, or i mod capacity for a ring).
+// A cache's rows in a device buffer, laid out as kernels/kv_rows.h says: row i at
+// offset + slot(i)·row_bytes(type, width) (slot(i) = i, or i mod capacity for a ring); hadamard:
+// the head slices are stored rotated. A device that reads only f32 rows rejects other types.
 struct DeviceRows {
   const DeviceBuffer* buf = nullptr;
   size_t offset = 0;
   int64_t width = 0;
   int64_t capacity = 0;
   bool ring = false;
+  GgmlType type = GgmlType::f32;
+  bool hadamard = false;
 };
 
 // The attention block of one layer (kernels/attention_block.h) over a batch of sequences: rows
@@ -176,6 +179,13 @@ class Device {
   virtual Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) = 0;
   virtual Result<DeviceTicket> run_experts(const DeviceExpertWork& w) = 0;
   virtual Result<DeviceTicket> run_attention(const DeviceAttnWork& w) = 0;
+  // Whether run_attention reads and writes cache rows of this type (Hadamard-rotated or not);
+  // an architecture asks before it allocates a session's caches on the device.
+  virtual bool attention_rows_supported(GgmlType type, bool hadamard) const {
+    (void)type;
+    (void)hadamard;
+    return true;
+  }
   virtual Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) = 0;
   virtual Result<DeviceTicket> run_linear(const DeviceLinearWork& w) = 0;
   virtual bool reached(DeviceTicket t) const = 0;

@@ -1,26 +1,48 @@
-// KvRows: a view of a cache's rows as the attention kernels read them — fixed-width f32 rows
-// addressed by an absolute index (a token position, or a compressed-entry index):
+// KvRows: a view of a cache's rows as the attention kernels read them — fixed-width rows of one
+// element type (f32, f16, bf16, q8_0, q4_0: quant/'s layouts) addressed by an absolute index (a
+// token position, or a compressed-entry index):
 //
 //   linear: row(i) is slot i (i < capacity);
 //   ring:   row(i) is slot i % capacity (only the last `capacity` indices written are valid).
 //
-// The memory belongs to whoever made the view (kv/RowCache, a device buffer); callers never
-// assume rows are contiguous across indices.
+// Slot s starts at data + s·row_bytes. Rows of a block type hold heads of whole blocks: a head's
+// values start at byte col_bytes(c) of the row (c a multiple of the block size). `hadamard`: the
+// rows' head slices were stored Hadamard-rotated (kernels/ops.h hadamard_rotate), so queries are
+// rotated before q·k and the attention output after Σ p·v. The memory belongs to whoever made the
+// view (kv/RowCache, a device buffer); callers never assume rows are contiguous across indices.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "base/assert.h"
+#include "quant/qtypes.h"
 
 namespace strata {
 
 struct KvRows {
-  float* data = nullptr;
+  uint8_t* data = nullptr;
   int64_t width = 0;
   int64_t capacity = 0;
   bool ring = false;
+  GgmlType type = GgmlType::f32;
+  size_t row_bytes = 0;
+  bool hadamard = false;
 
-  float* row(int64_t i) const { return data + slot(i) * width; }
+  static KvRows f32(float* d, int64_t width, int64_t capacity, bool ring) {
+    return typed(d, width, capacity, ring, GgmlType::f32);
+  }
+  static KvRows typed(void* d, int64_t width, int64_t capacity, bool ring, GgmlType t) {
+    return KvRows{static_cast<uint8_t*>(d), width, capacity, ring, t, strata::row_bytes(t, width), false};
+  }
+
+  uint8_t* row_ptr(int64_t i) const { return data + static_cast<size_t>(slot(i)) * row_bytes; }
+  // The f32 row of index i. PRECOND: type f32.
+  float* row(int64_t i) const {
+    STRATA_ASSERT(type == GgmlType::f32);
+    return reinterpret_cast<float*>(row_ptr(i));
+  }
+  size_t col_bytes(int64_t c) const { return strata::row_bytes(type, c); }
   int64_t slot(int64_t i) const {
     STRATA_ASSERT(i >= 0);
     if (ring) return i % capacity;
@@ -28,5 +50,12 @@ struct KvRows {
     return i;
   }
 };
+
+// Values x[0..n) into row i at value c0 (converted to the rows' type: quant/'s from_float).
+// PRECOND: c0 and n multiples of the type's block size.
+void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n);
+
+// The element types KvRows can hold (the attention kernels read them in place).
+bool kv_rows_type_ok(GgmlType t);
 
 }  // namespace strata

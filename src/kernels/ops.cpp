@@ -10,6 +10,8 @@
 
 namespace strata {
 
+void fill_kv_row_ops_ref(OpsTable* t);  // kernels/kv_row_ops.cpp
+
 // Scalar references (the scalar ISA's OpsTable); the public functions dispatch.
 namespace {
 
@@ -142,6 +144,7 @@ OpsTable make_ops(Isa isa) {
   t.rope_apply = rope_apply_ref;
   t.exp = exp_ref;
   t.exp_shift_sum = exp_shift_sum_ref;
+  fill_kv_row_ops_ref(&t);
   // Each level overrides what it implements; AVX-512 starts from the AVX2 set.
   if (isa == Isa::avx2 || isa == Isa::avx512) x86::avx2::fill_ops(&t);
   if (isa == Isa::avx512) x86::avx512::fill_ops(&t);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "base/cpu_features.h"
+#include "quant/qtypes.h"
 
 namespace strata {
 
@@ -76,7 +77,24 @@ void vec_add(float* y, const float* x, int64_t n);                  // y += x
 void vec_add_scaled(float* y, const float* x, float s, int64_t n);  // y += s*x
 float dot_f32(const float* a, const float* b, int64_t n);           // f32 dot (8 f32 lanes, then double)
 
+// The orthonormal Walsh-Hadamard transform (entries ±1/sqrt(b)) in place over each block of b
+// values of x[0..n), b = hadamard_block(n) (the largest power of two dividing n, at most 256):
+// symmetric and its own inverse, so q·k and Σ p·v survive rotating q, k, v and the output.
+// Quantized KV rows are stored rotated (llama.cpp's attention rotation): outliers spread.
+int64_t hadamard_block(int64_t n);
+void hadamard_rotate(float* x, int64_t n);
+
 // ---------------------------------------------------------------------------------- dispatch
+// Attention's per-key products over KV rows of one element type (kernels/kv_rows.h), read in
+// place: bit-identical to OpsTable::dot_f32_rows / vec_add_scaled_rows over the rows converted
+// to f32 by quant/'s to_float (every KV type's conversion is exact per value). Row pointers
+// address a head's values (whole blocks); n <= kKvRowMaxWidth.
+constexpr int64_t kKvRowMaxWidth = 1024;
+struct KvRowOps {
+  void (*dot_rows)(const float* q, const void* const* k, int64_t nk, int64_t n, float* out) = nullptr;
+  void (*add_scaled_rows)(float* y, const void* const* x, const float* s, int64_t nk, int64_t n) = nullptr;
+};
+
 // The element-wise kernels of one ISA level. Contracts against the scalar entries:
 // - bit-identical: vec_add, vec_add_scaled, dot_f32 (same 8 f32 lanes, same double reduction)
 //   and their row forms, rope_apply;
@@ -101,6 +119,9 @@ struct OpsTable {
   void (*dot_f32_rows)(const float* q, const float* const* k, int64_t nk, int64_t n, float* out) = nullptr;
   void (*vec_add_scaled_rows)(float* y, const float* const* x, const float* s, int64_t nk,
                               int64_t n) = nullptr;
+  // The same over f16 / bf16 / q8_0 / q4_0 rows (f32 rows use the two above).
+  KvRowOps kv_f16, kv_bf16, kv_q8_0, kv_q4_0;
+  const KvRowOps& kv_rows(GgmlType t) const;  // PRECOND: one of those four
   void (*rope_apply)(RopeStyle style, int n_rot, const float* cache, float* x) = nullptr;
   // y[i] = e^x[i]. y may alias x.
   void (*exp)(const float* x, float* y, int64_t n) = nullptr;

@@ -2,7 +2,9 @@
 // architecture's KvSpec (kv/kv_spec.h) for a context of n_ctx positions and steps of up to n_batch
 // tokens: part p of layer il holds spec.layers[il].parts[p].rows(n_ctx, n_batch) rows, addressed
 // modulo that count when the part is a window shorter than the context. Nothing here knows what a
-// part means; bytes() equals the spec's bytes(n_ctx, n_batch).
+// part means; bytes() equals the spec's bytes(n_ctx, n_batch). A part's rows are stored in its
+// spec's type (kv_storage_type); quantized parts hold Hadamard-rotated head slices unless
+// `rotate` is off (kernels/kv_rows.h). PRECOND: every part's type supported (kv_spec_check).
 #pragma once
 
 #include <cstdint>
@@ -34,12 +36,18 @@ class KvLayer {
   std::vector<KvPart> parts_;
 };
 
+// The spec's parts can be stored as their types say: each type runs (kv_type_supported) and a
+// part's rows (and heads of `head_width` values, 0: the row) hold whole blocks. The error names
+// the architecture `arch`, the part and the type.
+Status kv_spec_check(const KvSpec& spec, const char* arch, int64_t head_width = 0);
+
 class KvCache {
  public:
   KvCache() = default;
-  KvCache(const KvSpec& spec, int64_t n_ctx, int64_t n_batch);
+  KvCache(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, bool rotate = true);
   // Every part in buffers of `dev` (RowCache::on_device); errors name the part and the device's budget.
-  static Result<KvCache> on_device(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, Device& dev);
+  static Result<KvCache> on_device(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, Device& dev,
+                                   bool rotate = true);
   KvLayer& layer(int il) { return layers_[il]; }
   const KvLayer& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }

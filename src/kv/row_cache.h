@@ -1,12 +1,14 @@
-// RowCache: the storage unit of every per-layer cache: fixed-width f32 rows addressed by an
-// absolute index (a token position, or a compressed-entry index).
+// RowCache: the storage unit of every per-layer cache: fixed-width rows of one element type
+// (kernels/kv_rows.h: f32 by default; f16, bf16, q8_0, q4_0 for the standard decoders' K / V)
+// addressed by an absolute index (a token position, or a compressed-entry index).
 //
 //   linear: capacity = the most rows ever stored (n_ctx); row(i) is slot i.
 //   ring:   capacity = a window (+ a batch); row(i) is slot i % capacity, and only the last
 //           `capacity` indices written are valid (sliding-window layers, compressor state).
 //
-// Rows are f32 now; a quantized or paged store can replace this class behind the same
-// row()/write_row() contract (callers never assume contiguity across rows).
+// A paged store can replace this class behind the same view() / row() contract (callers never
+// assume contiguity across rows). row() is the f32 row (f32 caches only); typed rows are written
+// with kernels/kv_rows.h kv_store and read by the attention kernels in place.
 //
 // Host memory (the constructor), or a buffer of a compute device (on_device: the cache of a
 // layer whose attention that device runs, kernels/device.h); then device_rows() is what the
@@ -29,24 +31,28 @@ namespace strata {
 class RowCache {
  public:
   RowCache() = default;
-  RowCache(int64_t width, int64_t capacity, bool ring)
-      : width_(width), capacity_(capacity), ring_(ring), data_(aligned_alloc_array<float>(width * capacity)) {
-    STRATA_ASSERT(width > 0 && capacity > 0);
+  // PRECOND: kv_rows_type_ok(type), width a multiple of its block size.
+  RowCache(int64_t width, int64_t capacity, bool ring, GgmlType type = GgmlType::f32)
+      : width_(width), capacity_(capacity), ring_(ring) {
+    STRATA_ASSERT(width > 0 && capacity > 0 && kv_rows_type_ok(type));
+    view_ = KvRows::typed(nullptr, width, capacity, ring, type);
+    data_ = aligned_alloc_array<uint8_t>(bytes());
     std::memset(data_.get(), 0, bytes());
-    view_ = KvRows{data_.get(), width_, capacity_, ring_};
+    view_.data = data_.get();
   }
   // Rows in a buffer of `dev` (which outlives the cache); errors are the device's (its budget).
   // A fresh device buffer is not cleared: every row is written before it is read.
   static Result<RowCache> on_device(Device& dev, int64_t width, int64_t capacity, bool ring,
-                                    std::string_view what) {
-    STRATA_ASSERT(width > 0 && capacity > 0);
+                                    std::string_view what, GgmlType type = GgmlType::f32) {
+    STRATA_ASSERT(width > 0 && capacity > 0 && kv_rows_type_ok(type));
     RowCache c;
     c.width_ = width;
     c.capacity_ = capacity;
     c.ring_ = ring;
+    c.view_ = KvRows::typed(nullptr, width, capacity, ring, type);
     STRATA_ASSIGN(c.buf_, dev.alloc(c.bytes(), what));
     c.dev_ = &dev;
-    c.view_ = KvRows{reinterpret_cast<float*>(c.buf_.host), width, capacity, ring};
+    c.view_.data = c.buf_.host;
     return c;
   }
   RowCache(RowCache&& o) noexcept { *this = std::move(o); }
@@ -70,12 +76,15 @@ class RowCache {
   int64_t width() const { return width_; }
   int64_t capacity() const { return capacity_; }
   bool ring() const { return ring_; }
-  size_t bytes() const { return sizeof(float) * static_cast<size_t>(width_ * capacity_); }
+  GgmlType type() const { return view_.type; }
+  size_t bytes() const { return view_.row_bytes * static_cast<size_t>(capacity_); }
+  // The rows hold Hadamard-rotated head slices (quantized K / V, kernels/kv_rows.h).
+  void set_hadamard(bool on) { view_.hadamard = on; }
   void clear() {
     if (view_.data) std::memset(view_.data, 0, bytes());
   }
 
-  // [width] f32 row of absolute index i. PRECOND (linear): i < capacity; host-visible memory.
+  // [width] f32 row of absolute index i. PRECOND (linear): i < capacity; f32; host-visible memory.
   float* row(int64_t i) {
     STRATA_ASSERT(view_.data != nullptr);
     return view_.row(i);
@@ -87,7 +96,9 @@ class RowCache {
   // The rows as the attention kernels read them (valid while this cache lives, not moved).
   const KvRows& view() const { return view_; }
   // The rows as a device's ops name them (on_device caches only).
-  DeviceRows device_rows() const { return DeviceRows{dev_ ? &buf_ : nullptr, 0, width_, capacity_, ring_}; }
+  DeviceRows device_rows() const {
+    return DeviceRows{dev_ ? &buf_ : nullptr, 0, width_, capacity_, ring_, view_.type, view_.hadamard};
+  }
 
  private:
   void release() {
@@ -98,7 +109,7 @@ class RowCache {
   int64_t width_ = 0;
   int64_t capacity_ = 0;
   bool ring_ = false;
-  AlignedPtr<float> data_;
+  AlignedPtr<uint8_t> data_;
   Device* dev_ = nullptr;  // on_device: the device holding buf_
   DeviceBuffer buf_;
   KvRows view_;

@@ -36,6 +36,7 @@ struct StateOptions {
   int n_ctx = 0;    // max positions of the sequence
   int n_batch = 0;  // max tokens per forward() when this state's scratch serves the step
   int n_threads = 1;
+  KvTypes kv = {};  // the caches' element types (kv/kv_type.h); an architecture that cannot use them fails
   ExpertSource* experts = nullptr;  // routed experts from a tiered store; null: the mmapped tensors
   // The device the architecture was placed on (Architecture::place): where the caches of the
   // layers it runs live. Null: host memory (an architecture not behind the seam).
@@ -50,6 +51,7 @@ struct StateOptions {
 struct ArchMemory {
   uint64_t kv_cache = 0;
   uint64_t scratch = 0;
+  KvTypes kv = {};  // the types the KV rows are stored in
 };
 
 // Per-sequence state (caches + the scratch of a step). Opaque outside the architecture that made it.

@@ -34,7 +34,7 @@ class SessionImpl final : public Session {
 
   Memory memory() const override {
     const ArchMemory a = st_->memory();
-    return {a.kv_cache, a.scratch};
+    return {a.kv_cache, a.scratch, a.kv};
   }
   int n_past() const override { return n_past_; }
   int n_ctx() const override { return n_ctx_; }
@@ -276,6 +276,7 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
   so.n_ctx = n_ctx;
   so.n_batch = n_batch;
   so.n_threads = pool_->size();
+  so.kv = opts.kv;
   so.experts = store_.get();
   so.device = device_;
   if (opts.share_scratch) {

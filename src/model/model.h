@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "format/gguf.h"
+#include "kv/kv_type.h"
 #include "memory/engram/engram_store.h"
 #include "memory/experts/expert_store.h"
 #include "text/tokenizer.h"
@@ -56,6 +57,7 @@ class Session;
 struct SessionOptions {
   int n_ctx = 0;      // max positions; <= 0: the model's training context, capped at 4096
   int n_batch = 512;  // max tokens per eval call (longer inputs are split internally)
+  KvTypes kv = {};    // KV element types (-ctk / -ctv / --kv-rotate); f32 unless asked
   // A session of this model with the same n_ctx and n_batch whose step scratch this one shares
   // (an engine's slots: their batches run one at a time, so one scratch serves them all; it is
   // reference-counted). Null: own scratch. Not for sessions evaluated from concurrent threads.
@@ -154,6 +156,7 @@ class Session {
   // KV cache and scratch bytes this session allocated (memory report next to the plan).
   struct Memory {
     uint64_t kv_cache = 0, scratch = 0;  // 0: not reported by the architecture
+    KvTypes kv = {};                     // the element types the KV rows are stored in
   };
   virtual Memory memory() const { return {}; }
 

@@ -136,12 +136,14 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
 
   const KvBill bill = kv_bill_make(m.kv);
   const int64_t nb = std::min<int64_t>(p.n_ubatch, p.n_ctx);  // a session's n_batch (Model::new_session)
+  b.kv_cache = 0;
   for (const KvBillLine& l : bill.lines) {
-    PlanKvLine pl{l.name(), l.what(), l.bytes_per_token(p.kv_type),
-                  l.bytes(p.kv_type, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq)};
+    const KvType t = l.name() == "v" ? p.kv_type_v : p.kv_type;
+    PlanKvLine pl{l.name(), l.what(), l.bytes_per_token(t),
+                  l.bytes(t, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq)};
     b.kv_lines.push_back(pl);
+    b.kv_cache += pl.bytes;
   }
-  b.kv_cache = bill.total_bytes(p.kv_type, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq);
   // One step scratch (n_batch capped at the context) that the sequences' sessions share (an
   // engine's slots: SessionOptions::share_scratch), plus one logits row.
   b.scratch =
@@ -237,8 +239,9 @@ std::string plan_text(const PlanBill& b) {
   if (m.n_expert > 0)
     appendf(&s, ", %d routed experts x %d MoE layers (top-%d, ffn %d)", m.n_expert, m.n_moe_layers,
             m.n_expert_used, m.n_ff_exp);
-  appendf(&s, "\n  context %lld x batch %d, KV %s, %d tokens per step, %d threads\n\n", (long long)p.n_ctx,
-          p.n_seq, kv_type_name(p.kv_type), p.n_ubatch, p.n_threads);
+  appendf(&s, "\n  context %lld x batch %d, KV %s", (long long)p.n_ctx, p.n_seq, kv_type_name(p.kv_type));
+  if (p.kv_type_v != p.kv_type) appendf(&s, " (V %s)", kv_type_name(p.kv_type_v));
+  appendf(&s, ", %d tokens per step, %d threads\n\n", p.n_ubatch, p.n_threads);
 
   appendf(&s, "  %-26s %12s  %s\n", "category", "bytes", "share / how");
   row("dense_weights", b.dense_weights, pct(b.dense_weights) + "  always resident");
@@ -342,6 +345,7 @@ std::string plan_json(const PlanBill& b) {
   j["batch"] = b.opts.n_seq;
   j["tokens_per_step"] = b.opts.n_ubatch;
   j["kv_type"] = kv_type_name(b.opts.kv_type);
+  j["kv_type_v"] = kv_type_name(b.opts.kv_type_v);
   j["dense_weights"] = b.dense_weights;
   for (int c = 0; c < plan_class_count; ++c)
     if (c != plan_class_routed) j["dense_weights_by_class"][plan_class_name(c)] = m.class_bytes[c];

@@ -90,12 +90,13 @@ Result<PlanModel> plan_model_from_hf_config_text(const std::string& text, const 
 Result<PlanModel> plan_model_from_hf_config(const std::string& path, const PlanTypes& types = {});
 
 struct PlanOptions {
-  uint64_t ram = 0;    // 0: no RAM limit given (all experts resident)
-  int64_t n_ctx = 0;   // 0: the model's training context, at most 4096 (as `strata run`)
-  int n_seq = 1;       // sequences (batch)
-  int n_ubatch = 512;  // tokens per forward step
-  KvType kv_type = KvType::f32;
-  int io_threads = 4;  // threads backend: reader threads
+  uint64_t ram = 0;                // 0: no RAM limit given (all experts resident)
+  int64_t n_ctx = 0;               // 0: the model's training context, at most 4096 (as `strata run`)
+  int n_seq = 1;                   // sequences (batch)
+  int n_ubatch = 512;              // tokens per forward step
+  KvType kv_type = KvType::f32;    // every KV part but the standard decoders' V rows (-ctk)
+  KvType kv_type_v = KvType::f32;  // the "v" parts (-ctv)
+  int io_threads = 4;              // threads backend: reader threads
   // The expert store's I/O engine: uring priced by its rings for io_depth reads, threads by their
   // stacks, sync at nothing (the compute thread reads); auto as io_engine_make would pick here.
   IoBackend io_backend = IoBackend::io_backend_threads;

@@ -104,8 +104,9 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
   so.n_batch =
       std::min({opts.n_batch, ctx,
                 static_cast<int>(std::max<size_t>(1, kMaxLogitsBytes / sizeof(float) / std::max(V, 1)))});
-  STRATA_ASSIGN(auto sq, quant.new_session(so));
   STRATA_ASSIGN(auto sr, ref.new_session(so));
+  so.kv = opts.kv;
+  STRATA_ASSIGN(auto sq, quant.new_session(so));
 
   const int n_scored = ctx - 1 - first;  // positions first .. ctx-2
   // The reference's logits of the scored positions and their log Σ exp: log P_ref is recomputed

@@ -47,6 +47,7 @@ struct KldOptions {
   int n_ctx = 0;  // window; <= 0: the reference's context_length, at most 4096
   int n_batch = 512;
   bool second_half = false;
+  KvTypes kv = {};  // the quantized model's KV types; the reference's stay f32
 };
 
 struct KldResult {

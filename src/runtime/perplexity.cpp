@@ -51,6 +51,7 @@ Result<PerplexityResult> perplexity(const Model& model, std::span<const int32_t>
   SessionOptions so;
   so.n_ctx = ctx;
   so.n_batch = std::min({opts.n_batch, ctx, nb_cap});
+  so.kv = opts.kv;
   STRATA_ASSIGN(auto sess, model.new_session(so));
   const int nb = so.n_batch;
 

@@ -185,8 +185,8 @@ TEST_P(CpuDeviceOps, AttentionHasTheKernelsBits) {
   std::vector<float> k0(cap * kw, 0.0f), v0(cap * vw, 0.0f), k1 = rnd(cap * kw, 19, 1.0f),
                                                              v1 = rnd(cap * vw, 20, 1.0f);
   const std::vector<float> k1_init = k1, v1_init = v1;
-  const KvRows hk0{k0.data(), kw, cap, false}, hv0{v0.data(), vw, cap, false};
-  const KvRows hk1{k1.data(), kw, cap, false}, hv1{v1.data(), vw, cap, false};
+  const KvRows hk0 = KvRows::f32(k0.data(), kw, cap, false), hv0 = KvRows::f32(v0.data(), vw, cap, false);
+  const KvRows hk1 = KvRows::f32(k1.data(), kw, cap, false), hv1 = KvRows::f32(v1.data(), vw, cap, false);
   const AttnSegment segs[2] = {{&hk0, &hv0, 0, 0, 3}, {&hk1, &hv1, 7, 3, 1}};
   std::vector<float> want(static_cast<size_t>(n * 64)), got(want.size(), -1.0f);
   Arena arena(1 << 20);

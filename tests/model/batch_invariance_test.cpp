@@ -1,7 +1,8 @@
 // Batch invariance (design.md principle 3): a sequence's logits are bit-identical whatever shares its
 // batches (alone, or beside 1 / 3 / 15 other sequences that prefill and decode at their own pace),
 // however its prompt is chunked (1, 7 or 512 tokens per step), and at 1 or 2 threads — on the
-// bundled model, every fixture architecture and DeepSeek-V4.1 (a checkpoint directory). Also:
+// bundled model (f32 KV, and f16 / q8_0 K with q4_0 V rows read in place), every fixture
+// architecture and DeepSeek-V4.1 (a checkpoint directory). Also:
 // Model::forward's bad calls are errors that append nothing.
 #include <gtest/gtest.h>
 
@@ -28,12 +29,12 @@ std::vector<int32_t> stream(int n_vocab, uint32_t seed, int n) {
 // Logits of every position of the target, [kPrompt + kDecode][n_vocab]: its prompt in chunks of
 // `chunk`, then one token per step, each step one Model::forward beside `n_others` sequences that
 // take random prompt chunks or decode tokens of their own (all their rows want logits too).
-std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed) {
+std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed, const KvTypes& kv) {
   const int V = m.n_vocab(), n_total = kPrompt + kDecode;
   const auto target = stream(V, 7, n_total);
   std::vector<std::unique_ptr<Session>> sess;
   for (int i = 0; i <= n_others; ++i) {
-    auto s = m.new_session({.n_ctx = kCtx, .n_batch = 512});
+    auto s = m.new_session({.n_ctx = kCtx, .n_batch = 512, .kv = kv});
     EXPECT_TRUE(s.ok()) << s.message();
     sess.push_back(std::move(*s));
   }
@@ -99,18 +100,19 @@ std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed) {
   return out;
 }
 
-void check_model(const std::string& path, std::initializer_list<int> others_counts = {0, 1, 3, 15}) {
-  SCOPED_TRACE(path);
+void check_model(const std::string& path, std::initializer_list<int> others_counts = {0, 1, 3, 15},
+                 const KvTypes& kv = {}) {
+  SCOPED_TRACE(path + " KV " + kv_type_name(kv.k) + " / " + kv_type_name(kv.v));
   std::vector<float> ref;
   for (int threads : {1, 2}) {
     auto m = Model::load(path, {.n_threads = threads});
     ASSERT_TRUE(m.ok()) << m.message();
-    if (ref.empty()) ref = run(**m, 512, 0, 1);
+    if (ref.empty()) ref = run(**m, 512, 0, 1, kv);
     ASSERT_FALSE(ref.empty());
     const int V = (*m)->n_vocab();
     for (int chunk : {1, 7, 512})
       for (int others : others_counts) {
-        const auto got = run(**m, chunk, others, 1000u * chunk + others);
+        const auto got = run(**m, chunk, others, 1000u * chunk + others, kv);
         ASSERT_EQ(got.size(), ref.size());
         for (size_t i = 0; i < got.size(); ++i)
           if (std::memcmp(&got[i], &ref[i], sizeof(float)) != 0) {
@@ -123,6 +125,13 @@ void check_model(const std::string& path, std::initializer_list<int> others_coun
 
 TEST(BatchInvariance, BundledModel) {
   check_model(testing::source_dir() + "/models/strata-moe-31m-mxfp4.gguf");
+}
+
+// Typed KV rows: f16, and q8_0 K with q4_0 V (Hadamard-rotated), quantized as they are written
+// and read in place by the attention kernels.
+TEST(BatchInvariance, BundledModelTypedKv) {
+  for (const KvTypes& kv : {KvTypes{KvType::f16, KvType::f16}, KvTypes{KvType::q8_0, KvType::q4_0}})
+    check_model(testing::source_dir() + "/models/strata-moe-31m-mxfp4.gguf", {0, 3}, kv);
 }
 
 TEST(BatchInvariance, FixtureArchitectures) {

@@ -1,4 +1,5 @@
-// kv/: RowCache addressing (linear and ring) and KvCache layer layouts.
+// kv/: RowCache addressing (linear and ring), KvCache layer layouts, KV types (names, typed
+// caches priced as the spec says, what cannot be stored is an error naming it).
 #include <gtest/gtest.h>
 
 #include "kv/kv_cache.h"
@@ -50,6 +51,58 @@ TEST(KvCache, BuiltFromTheSpecRingOrLinear) {
   w.step_in_ring = false;
   EXPECT_EQ(w.rows(4096, 512), 128);
   EXPECT_EQ(w.rows(100, 512), 100);
+}
+
+TEST(KvCache, TypedPartsAllocateWhatTheSpecPrices) {
+  KvSpec spec;
+  spec.layers.push_back(kv_layer_attention(2, 64, 64, 0));
+  spec.layers.push_back(kv_layer_attention(2, 64, 32, 16));
+  for (KvType k : {KvType::f16, KvType::bf16, KvType::q8_0, KvType::q4_0})
+    for (KvType v : {KvType::f32, KvType::q4_0}) {
+      KvSpec s = spec;
+      for (KvLayerSpec& l : s.layers)
+        for (KvPartSpec& p : l.parts) p.type = p.name == "v" ? v : k;
+      ASSERT_TRUE(kv_spec_check(s, "test", 32).ok());
+      for (bool rotate : {true, false}) {
+        const KvCache kv(s, 100, 8, rotate);
+        EXPECT_EQ(kv.bytes(), s.bytes(100, 8)) << kv_type_name(k) << "/" << kv_type_name(v);
+        const RowCache& kr = kv.layer(0).part(0);
+        EXPECT_EQ(kr.type(), kv_storage_type(k));
+        EXPECT_EQ(kr.view().row_bytes, kv_row_bytes(k, 128));
+        EXPECT_EQ(kr.view().hadamard, rotate && kv_type_quantized(k));  // llama.cpp rotates quantized rows
+        EXPECT_EQ(kv.layer(1).part(1).view().hadamard, rotate && v == KvType::q4_0);
+      }
+    }
+}
+
+TEST(KvCache, TypesByNameAndWhatCannotBeStored) {
+  auto q8 = kv_type_from_name("q8_0");
+  auto fp8 = kv_type_from_name("fp8", true);  // planned: priced by `strata plan`
+  ASSERT_TRUE(q8.ok() && fp8.ok());
+  EXPECT_EQ(*q8, KvType::q8_0);
+  EXPECT_EQ(*fp8, KvType::fp8_e4m3);
+  auto bad = kv_type_from_name("q9_0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("unknown KV type 'q9_0' (KV types: f32, f16, bf16, q8_0, q4_0)"),
+            std::string::npos)
+      << bad.message();
+  auto planned = kv_type_from_name("mxfp4");
+  ASSERT_FALSE(planned.ok());
+  EXPECT_NE(planned.message().find("not implemented"), std::string::npos) << planned.message();
+  KvSpec spec;
+  spec.layers.push_back(kv_layer_attention(2, 48, 48, 0));  // heads of 48: not whole 32-blocks
+  for (KvPartSpec& p : spec.layers[0].parts) p.type = KvType::q8_0;
+  const Status st = kv_spec_check(spec, "llama", 48);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("llama: KV type q8_0"), std::string::npos) << st.message();
+  for (KvPartSpec& p : spec.layers[0].parts) p.type = KvType::f16;
+  EXPECT_TRUE(kv_spec_check(spec, "llama", 48).ok());
+  const Status ds = kv_types_f32_only({KvType::f16, KvType::f32}, "deepseek4");
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.message().find("deepseek4: KV type f16 is not supported"), std::string::npos) << ds.message();
+  KvTypes tool_default{KvType::f16, KvType::f16};
+  tool_default.is_default = true;  // run / serve / bench's f16 when not asked: f32-only caches take f32
+  EXPECT_TRUE(kv_types_f32_only(tool_default, "deepseek4").ok());
 }
 
 }  // namespace

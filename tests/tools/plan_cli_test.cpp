@@ -65,7 +65,7 @@ TEST_F(PlanCli, PlanModelTextAndJson) {
        {"dense_weights", "expert_weights_resident", "kv_cache", "scratch", "io_buffers", "total"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["kv_cache"].get<uint64_t>(),
-            2u * 2 * 2 * 2 * 16 * 4 * 1024);  // batch x layers x K,V x heads x dim x f32 x ctx
+            2u * 2 * 2 * 2 * 16 * 2 * 1024);  // batch x layers x K,V x heads x dim x f16 (default) x ctx
   EXPECT_EQ(j["n_ctx"].get<int64_t>(), 1024);
 }
 
@@ -114,7 +114,7 @@ TEST_F(PlanCli, PlanConfigs) {
 
 TEST_F(PlanCli, PlanBadInput) {
   expect_one_line_error(strata("plan"), "-m MODEL or --config");
-  expect_one_line_error(strata("plan -m " + model_ + " --kv-type f8"), "--kv-type 'f8'");
+  expect_one_line_error(strata("plan -m " + model_ + " --kv-type f8"), "unknown KV type 'f8'");
   expect_one_line_error(strata("plan -m " + model_ + " --ram lots"), "--ram");
   expect_one_line_error(strata("plan -m /nonexistent.gguf"), "/nonexistent.gguf");
   expect_one_line_error(strata("plan --config /nonexistent.json"), "/nonexistent.json");

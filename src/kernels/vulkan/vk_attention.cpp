@@ -78,6 +78,10 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
   std::vector<SegRows> seg_rows(static_cast<size_t>(w.n_seg));
   auto rows_of = [&](const DeviceRows& r, int64_t width, int i, const char* what, Region& reg,
                      uint32_t& off) -> Status {
+    if (r.type != GgmlType::f32 || r.hadamard)
+      return err(
+          "%s: run_attention on layer %d: segment %d's %s rows are %s%s: this device stores f32 KV rows only",
+          nm, w.layer, i, what, type_name(r.type), r.hadamard ? " (Hadamard-rotated)" : "");
     if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % 4 != 0)
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows: width %lld x %lld at offset %zu, "

@@ -72,6 +72,10 @@ class VulkanDevice final : public Device {
   Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) override;
   Result<DeviceTicket> run_experts(const DeviceExpertWork& w) override;
   Result<DeviceTicket> run_attention(const DeviceAttnWork& w) override;
+  // f32 rows only (typed KV on Vulkan is not written yet).
+  bool attention_rows_supported(GgmlType type, bool hadamard) const override {
+    return type == GgmlType::f32 && !hadamard;
+  }
   Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) override;
   Result<DeviceTicket> run_linear(const DeviceLinearWork& w) override;
   bool reached(DeviceTicket t) const override;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ class DecoderState final : public ArchState {
  public:
   // kv: the caches, on the device the attention runs on.
   DecoderState(KvCache kv_, const HParams& hp, const StateOptions& o)
-      : kv(std::move(kv_)), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
+      : kv(std::move(kv_)), kv_types(o.kv), n_ctx(o.n_ctx), n_batch(o.n_batch), experts(o.experts) {
     if (o.share_scratch) {  // checked by Model::new_session: same model, n_ctx and n_batch
       const auto& other = static_cast<const DecoderState&>(*o.share_scratch);
       STRATA_ASSERT(other.n_ctx == o.n_ctx && other.n_batch == o.n_batch);
@@ -54,10 +55,11 @@ class DecoderState final : public ArchState {
   }
 
   ArchMemory memory() const override {
-    return {kv.bytes(), owns_scratch ? sc->arena.capacity() + sc->rows_bytes : 0};
+    return {kv.bytes(), owns_scratch ? sc->arena.capacity() + sc->rows_bytes : 0, kv_types};
   }
 
   KvCache kv;
+  KvTypes kv_types;
   int n_ctx;
   int n_batch;
   ExpertSource* experts;
@@ -83,16 +85,31 @@ class Decoder final : public Architecture {
     if (o.device != dev_)
       return err("%s: a state's caches must live on the device its layers run on (%s)", hp_.arch.c_str(),
                  dev_->name().c_str());
+    // A device whose attention reads only some row types: a tool's default falls back to f32, a
+    // type asked for is an error naming the device.
+    KvTypes kvt = o.kv;
+    for (KvType t : {kvt.k, kvt.v}) {
+      const GgmlType g = kv_storage_type(t);
+      if (dev_->attention_rows_supported(g, kvt.rotate && kv_type_quantized(t))) continue;
+      if (!kvt.is_default)
+        return err("%s: KV type %s is not supported on %s (use -ctk f32 -ctv f32)", hp_.arch.c_str(),
+                   kv_type_name(t), dev_->name().c_str());
+      kvt.k = kvt.v = KvType::f32;
+    }
+    const KvSpec spec = decoder_kv_spec(hp_, kvt);
+    STRATA_TRY(kv_spec_check(spec, hp_.arch.c_str(), decoder_head_width(hp_)));
     const DeviceMemory dm = dev_->memory();
-    const uint64_t kv_bytes = decoder_kv_spec(hp_).bytes(o.n_ctx, o.n_batch);
+    const uint64_t kv_bytes = spec.bytes(o.n_ctx, o.n_batch);
     if (dev_->kind() == DeviceKind::device_gpu && dm.budget > 0 && dm.allocated + kv_bytes > dm.budget)
       return err("%s: a session's KV caches (context %d) need %s on %s: %s of its %s budget in use",
                  hp_.arch.c_str(), o.n_ctx, format_bytes(kv_bytes).c_str(), dev_->name().c_str(),
                  format_bytes(dm.allocated).c_str(), format_bytes(dm.budget).c_str());
-    STRATA_ASSIGN(KvCache kv, KvCache::on_device(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *dev_));
+    STRATA_ASSIGN(KvCache kv, KvCache::on_device(spec, o.n_ctx, o.n_batch, *dev_, kvt.rotate));
     for (int il = 0; il < kv.n_layer(); ++il)  // forward reads parts 0 / 1 as K / V
       STRATA_ASSERT(kv.layer(il).find("k") == 0 && kv.layer(il).find("v") == 1);
-    return std::unique_ptr<ArchState>(new DecoderState(std::move(kv), hp_, o));
+    auto st = std::make_unique<DecoderState>(std::move(kv), hp_, o);
+    st->kv_types = kvt;  // what the caches hold (a default may have fallen back to f32)
+    return std::unique_ptr<ArchState>(std::move(st));
   }
 
   // Imports every dense weight the device ops read (the mmapped bytes; a host-visible device
@@ -224,13 +241,23 @@ Result<std::unique_ptr<Architecture>> make_decoder(HParams hp, DecoderWeights w)
   return std::unique_ptr<Architecture>(new Decoder(std::move(hp), std::move(w)));
 }
 
-KvSpec decoder_kv_spec(const HParams& hp) {
+KvSpec decoder_kv_spec(const HParams& hp, const KvTypes& types) {
   KvSpec s;
   for (int il = 0; il < hp.n_layer; ++il) {
     const AttnConfig a = attn_config_from(hp, il);
     s.layers.push_back(kv_layer_attention(a.n_head_kv, a.head_dim_k, a.head_dim_v, a.window));
+    for (KvPartSpec& p : s.layers.back().parts) p.type = p.name == "v" ? types.v : types.k;
   }
   return s;
+}
+
+int64_t decoder_head_width(const HParams& hp) {
+  int64_t g = 0;  // the heads' common divisor: every head slice must hold whole blocks
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const AttnConfig a = attn_config_from(hp, il);
+    g = std::gcd(g, std::gcd(int64_t{a.head_dim_k}, int64_t{a.head_dim_v}));
+  }
+  return g;
 }
 
 DecoderScratch decoder_scratch(const HParams& hp, int64_t nb, int64_t n_ctx, int n_threads) {

@@ -53,7 +53,9 @@ Status bind_attention(const WeightBinder& b, const HParams& hp, int il, bool bia
 // blk.<il>.ffn_{gate_inp,gate_exps,up_exps,down_exps}.weight and ffn_norm.weight (or `norm_name`).
 Status bind_moe(const WeightBinder& b, const HParams& hp, int il, const char* norm_name, DecoderLayer& l);
 // The KV parts of the standard decoder: per layer K and V of its kv heads, a ring where it slides.
-KvSpec decoder_kv_spec(const HParams& hp);
+KvSpec decoder_kv_spec(const HParams& hp, const KvTypes& types = {});
+// The largest width dividing every K and V head (a KV type's blocks must fit whole heads).
+int64_t decoder_head_width(const HParams& hp);
 // The scratch a session allocates for steps of n_batch tokens over n_ctx positions with n_threads
 // threads: its arena (projections, the RoPE table, attention rows, the MoE's slots) and its three
 // residual rows [n_batch][n_embd] (what DecoderState allocates and the plan prices).

@@ -24,6 +24,7 @@ class Deepseek4 : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek4: n_ctx and n_batch must be >= 1");
+    STRATA_TRY(kv_types_f32_only(opts.kv, "deepseek4"));
     // share_scratch: checked by Model::new_session (same model, n_ctx and n_batch)
     const auto* share = static_cast<const ds4::Ds4State*>(opts.share_scratch);
     STRATA_ASSERT(!share || (share->n_ctx == opts.n_ctx && share->n_batch == opts.n_batch));

@@ -311,7 +311,7 @@ void Ds4State::reset() {
 }
 
 ArchMemory Ds4State::memory() const {
-  return {kv.bytes(), owns_scratch ? scratch->capacity() : 0};
+  return {kv.bytes(), owns_scratch ? scratch->capacity() : 0, {}};
 }
 
 Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Ds4DeviceWeights& dw, const Batch& b,

@@ -23,6 +23,7 @@ class DeepseekV41 : public Architecture {
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek_v41: n_ctx and n_batch must be >= 1");
+    STRATA_TRY(kv_types_f32_only(opts.kv, "deepseek_v41"));
     const auto* share = static_cast<const v41::V41State*>(opts.share_scratch);
     if (share && share->n_batch != opts.n_batch)
       return err("deepseek_v41: share_scratch has another n_batch");

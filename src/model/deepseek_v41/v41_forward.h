@@ -71,7 +71,7 @@ class V41State : public ArchState {
   // share_scratch: borrow that state's step scratch (same model and n_batch), else own one.
   V41State(const V41Model& m, int n_ctx, int n_batch, const V41State* share_scratch = nullptr);
   void reset() override;
-  ArchMemory memory() const override { return {kv.bytes(), 0}; }
+  ArchMemory memory() const override { return {kv.bytes(), 0, {}}; }
 
   KvCache kv;
   std::vector<V41LayerState> layers;

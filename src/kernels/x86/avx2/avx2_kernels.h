@@ -14,6 +14,8 @@ namespace strata::x86::avx2 {
 
 // Overwrites the element-wise ops this level implements (kernels/ops.h), avx2_ops.cpp.
 void fill_ops(OpsTable* t);
+// The typed KV row products (OpsTable::kv_*), avx2_kv_rows.cpp.
+void fill_kv_row_ops(OpsTable* t);
 
 float vec_dot_f32(int64_t n, const void* w, const void* x);
 float vec_dot_f16(int64_t n, const void* w, const void* x);

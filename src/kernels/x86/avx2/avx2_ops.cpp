@@ -358,6 +358,7 @@ void fill_ops(OpsTable* t) {
   t->rope_apply = rope_apply;
   t->exp = exp;
   t->exp_shift_sum = exp_shift_sum;
+  fill_kv_row_ops(t);
 }
 
 }  // namespace strata::x86::avx2

@@ -17,6 +17,8 @@ namespace strata::x86::avx512 {
 
 // Overwrites the element-wise ops this level implements (kernels/ops.h), avx512_ops.cpp.
 void fill_ops(OpsTable* t);
+// Σ s·v over typed KV rows (OpsTable::kv_*.add_scaled_rows), avx512_kv_rows.cpp.
+void fill_kv_row_ops(OpsTable* t);
 
 float vec_dot_f32(int64_t n, const void* w, const void* x);
 float vec_dot_f16(int64_t n, const void* w, const void* x);

@@ -217,6 +217,7 @@ void fill_ops(OpsTable* t) {
   t->vec_add_scaled_rows = vec_add_scaled_rows;
   t->exp = exp;
   t->exp_shift_sum = exp_shift_sum;
+  fill_kv_row_ops(t);
 }
 
 }  // namespace strata::x86::avx512

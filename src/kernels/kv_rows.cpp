@@ -1,0 +1,25 @@
+#include "kernels/kv_rows.h"
+
+#include <cstring>
+
+#include "quant/quant_ref.h"
+
+namespace strata {
+
+bool kv_rows_type_ok(GgmlType t) {
+  return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || t == GgmlType::q8_0 ||
+         t == GgmlType::q4_0;
+}
+
+void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n) {
+  uint8_t* dst = r.row_ptr(i) + r.col_bytes(c0);
+  if (r.type == GgmlType::f32) {
+    std::memcpy(dst, x, sizeof(float) * static_cast<size_t>(n));
+    return;
+  }
+  const QuantRef* q = quant_ref(r.type);
+  STRATA_ASSERT(q && q->from_float && kv_rows_type_ok(r.type));
+  q->from_float(x, dst, n);
+}
+
+}  // namespace strata

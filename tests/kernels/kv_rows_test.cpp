@@ -1,0 +1,159 @@
+// Typed KV rows (kernels/kv_rows.h) and the attention products that read them in place
+// (kernels/ops.h KvRowOps), per type × ISA: bit-identical to the f32 row products over the rows
+// converted by quant/'s to_float (the scalar reference), kv_store equal to quant/'s from_float,
+// the attention core over typed caches bit-identical to the same core over f32 caches holding the
+// converted values, and the Hadamard rotation orthonormal and its own inverse.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/attention_core.h"
+#include "kernels/kernel_test_data.h"
+#include "kernels/kv_rows.h"
+#include "kernels/ops.h"
+#include "quant/quant_ref.h"
+
+namespace strata {
+namespace {
+
+using kernel_test::gaussian;
+
+constexpr GgmlType kTypes[] = {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0};
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// nk rows of n values of type t (quantized from gaussians), and their f32 conversions.
+struct Rows {
+  std::vector<uint8_t> bytes;
+  std::vector<float> f32;
+  std::vector<const void*> p;
+  std::vector<const float*> pf;
+  Rows(GgmlType t, int64_t nk, int64_t n, uint32_t seed) {
+    const size_t rb = row_bytes(t, n);
+    bytes.resize(rb * static_cast<size_t>(nk));
+    f32.resize(static_cast<size_t>(nk * n));
+    const auto x = gaussian(nk * n, seed);
+    for (int64_t j = 0; j < nk; ++j) {
+      quant_ref(t)->from_float(x.data() + j * n, bytes.data() + j * rb, n);
+      quant_ref(t)->to_float(bytes.data() + j * rb, f32.data() + j * n, n);
+    }
+    // Gathered in reverse order: the kernels take any addresses.
+    for (int64_t j = nk - 1; j >= 0; --j) {
+      p.push_back(bytes.data() + j * rb);
+      pf.push_back(f32.data() + j * n);
+    }
+  }
+};
+
+using KvRowsIsa = kernel_test::IsaTest;
+
+TEST_P(KvRowsIsa, ProductsMatchTheF32RowsOfTheConvertedValues) {
+  const OpsTable& ops = ops_table(GetParam());
+  const OpsTable& ref = ops_table(Isa::scalar);
+  for (GgmlType t : kTypes)
+    for (int64_t n : {32, 64, 128, 256, 40, 72}) {
+      if (n % type_info(t).block_size != 0) continue;
+      for (int64_t nk : {1, 3, 4, 5, 8, 64}) {
+        SCOPED_TRACE(std::string(type_name(t)) + " n " + std::to_string(n) + " keys " + std::to_string(nk));
+        const Rows r(t, nk, n, static_cast<uint32_t>(n * 100 + nk));
+        const auto q = gaussian(n, 7);
+        std::vector<float> got(static_cast<size_t>(nk)), want(static_cast<size_t>(nk));
+        ops.kv_rows(t).dot_rows(q.data(), r.p.data(), nk, n, got.data());
+        ref.dot_f32_rows(q.data(), r.pf.data(), nk, n, want.data());
+        for (int64_t j = 0; j < nk; ++j)
+          ASSERT_TRUE(same_bits(got[j], want[j])) << j << ": " << got[j] << " vs " << want[j];
+        const auto s = gaussian(nk, 9);
+        std::vector<float> y = gaussian(n, 11), y_ref = y;
+        ops.kv_rows(t).add_scaled_rows(y.data(), r.p.data(), s.data(), nk, n);
+        ref.vec_add_scaled_rows(y_ref.data(), r.pf.data(), s.data(), nk, n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(y[i], y_ref[i])) << i;
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, KvRowsIsa, ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+TEST(KvRows, StoreConvertsAHeadInPlace) {
+  for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0}) {
+    const int64_t w = 128, cap = 4;
+    std::vector<uint8_t> buf(row_bytes(t, w) * cap, 0);
+    const KvRows r = KvRows::typed(buf.data(), w, cap, true, t);
+    const auto x = gaussian(64, 3);
+    kv_store(r, 6, 64, x.data(), 64);  // ring: slot 2, the second head
+    std::vector<uint8_t> want(row_bytes(t, 64));
+    if (t == GgmlType::f32)
+      std::memcpy(want.data(), x.data(), want.size());
+    else
+      quant_ref(t)->from_float(x.data(), want.data(), 64);
+    EXPECT_EQ(r.row_ptr(6), buf.data() + 2 * r.row_bytes);
+    EXPECT_EQ(std::memcmp(r.row_ptr(6) + r.col_bytes(64), want.data(), want.size()), 0) << type_name(t);
+    for (size_t i = 0; i < r.col_bytes(64); ++i) EXPECT_EQ(r.row_ptr(6)[i], 0);  // first head untouched
+  }
+}
+
+TEST(KvRows, HadamardIsOrthonormalAndItsOwnInverse) {
+  EXPECT_EQ(hadamard_block(128), 128);
+  EXPECT_EQ(hadamard_block(96), 32);
+  EXPECT_EQ(hadamard_block(512), 256);
+  EXPECT_EQ(hadamard_block(7), 1);
+  for (int64_t n : {64, 96, 128, 512}) {
+    const auto a = gaussian(n, 1), b = gaussian(n, 2);
+    auto ra = a, rb = b;
+    hadamard_rotate(ra.data(), n);
+    hadamard_rotate(rb.data(), n);
+    double d0 = 0, d1 = 0, sc = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      d0 += double(a[i]) * b[i];
+      d1 += double(ra[i]) * rb[i];
+      sc += std::fabs(double(a[i]) * b[i]);
+    }
+    EXPECT_NEAR(d0, d1, 1e-5 * sc) << n;
+    hadamard_rotate(ra.data(), n);
+    float amax = 0;
+    for (float x : a) amax = std::max(amax, std::fabs(x));
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(ra[i], a[i], 1e-6f * amax) << n << " " << i;
+  }
+}
+
+// The attention core over typed K / V caches gives the bits of the same core over f32 caches
+// holding the converted values (each key block's products are the f32 ones).
+TEST(KvRows, AttentionOverTypedCachesEqualsF32OfTheConvertedRows) {
+  const int n_head = 4, n_kv = 2, hd = 64, n_tok = 3;
+  const int64_t w = int64_t{n_kv} * hd, cap = 150;
+  ThreadPool pool(2);
+  for (GgmlType kt : kTypes)
+    for (GgmlType vt : {GgmlType::f16, GgmlType::q4_0, GgmlType::q8_0}) {
+      const Rows k(kt, cap, w, 21), v(vt, cap, w, 22);
+      std::vector<uint8_t> kb = k.bytes, vb = v.bytes;
+      std::vector<float> kf = k.f32, vf = v.f32;
+      const KvRows kr = KvRows::typed(kb.data(), w, cap, false, kt),
+                   vr = KvRows::typed(vb.data(), w, cap, false, vt);
+      const KvRows kfr = KvRows::f32(kf.data(), w, cap, false), vfr = KvRows::f32(vf.data(), w, cap, false);
+      const AttnShape s{n_head, n_kv, hd, hd, 0.125f, nullptr};
+      const auto q = gaussian(int64_t{n_tok} * n_head * hd, 5);
+      std::vector<AttnKeys> keys, keys_f;
+      const int32_t idx[] = {3, 140, 77};
+      for (int t = 0; t < n_tok; ++t) {
+        keys.push_back(causal_keys(kr, vr, 130 + t, 0));
+        keys_f.push_back(causal_keys(kfr, vfr, 130 + t, 0));
+        keys.back().list = {&kr, &vr, idx, 3};
+        keys_f.back().list = {&kfr, &vfr, idx, 3};
+      }
+      std::vector<float> o(static_cast<size_t>(n_tok * n_head * hd)), of(o.size());
+      attend(s, q.data(), n_tok, keys, o.data(), pool);
+      attend(s, q.data(), n_tok, keys_f, of.data(), pool);
+      for (size_t i = 0; i < o.size(); ++i)
+        ASSERT_TRUE(same_bits(o[i], of[i])) << type_name(kt) << "/" << type_name(vt) << " " << i;
+    }
+}
+
+}  // namespace
+}  // namespace strata
