@@ -68,13 +68,19 @@ struct DeviceVec {
 };
 
 // A cache's f32 rows in a device buffer, laid out as kernels/kv_rows.h says: row i at
-// offset + slot(i)·width·4 bytes (slot(i) = i, or i mod capacity for a ring).
+// offset + slot(i)·width·4 bytes (slot(i) = i, or i mod capacity for a ring, or through the block
+// table when paged). Paged (blocks != null, host memory valid until the op's ticket is reached):
+// capacity / block_rows table entries, each a block id < stored_rows / block_rows, the buffer
+// holding stored_rows rows from offset (a region of kv/KvPool's one allocation).
 struct DeviceRows {
   const DeviceBuffer* buf = nullptr;
   size_t offset = 0;
   int64_t width = 0;
   int64_t capacity = 0;
   bool ring = false;
+  const int32_t* blocks = nullptr;
+  int64_t block_rows = 0;
+  int64_t stored_rows = 0;  // paged: rows the region holds
 };
 
 // The attention block of one layer (kernels/attention_block.h) over a batch of sequences: rows

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "kv/kv_pool.h"
 
 namespace strata {
 
@@ -40,6 +41,51 @@ Result<KvCache> KvCache::on_device(const KvSpec& spec, int64_t n_ctx, int64_t n_
       STRATA_ASSIGN(RowCache rows,
                     RowCache::on_device(dev, p.width, p.rows(n_ctx, n_batch), p.ring(n_ctx, n_batch), what));
       c.layers_[il].parts_.push_back(KvPart{p.kind, p.name, std::move(rows)});
+    }
+  return c;
+}
+
+KvCache::KvCache(KvCache&& o) noexcept {
+  *this = std::move(o);
+}
+
+KvCache& KvCache::operator=(KvCache&& o) noexcept {
+  if (this == &o) return *this;
+  release_blocks();
+  layers_ = std::move(o.layers_);
+  table_ = std::move(o.table_);
+  pool_ = o.pool_;
+  o.pool_ = nullptr;
+  return *this;
+}
+
+KvCache::~KvCache() {
+  release_blocks();
+}
+
+void KvCache::release_blocks() {
+  if (pool_ && table_) pool_->release(*table_);
+}
+
+Result<KvCache> KvCache::paged(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, KvPool& pool) {
+  STRATA_ASSERT(n_ctx > 0 && n_batch > 0);
+  KvCache c;
+  c.table_ = std::make_unique<BlockTable>(pool.new_table(n_ctx));
+  c.pool_ = &pool;
+  c.layers_.resize(spec.layers.size());
+  for (size_t il = 0; il < spec.layers.size(); ++il)
+    for (size_t p = 0; p < spec.layers[il].parts.size(); ++p) {
+      const KvPartSpec& ps = spec.layers[il].parts[p];
+      const int l = static_cast<int>(il), q = static_cast<int>(p);
+      if (pool.pages(l, q)) {
+        c.layers_[il].parts_.push_back(KvPart{ps.kind, ps.name, pool.rows(l, q, *c.table_)});
+        continue;
+      }
+      STRATA_ASSERT_MSG(ps.type == KvType::f32, "KV rows are f32 today");
+      const std::string what = "KV layer " + std::to_string(il) + " part " + ps.name;
+      STRATA_ASSIGN(RowCache rows, RowCache::on_device(pool.device(), ps.width, ps.rows(n_ctx, n_batch),
+                                                       ps.ring(n_ctx, n_batch), what));
+      c.layers_[il].parts_.push_back(KvPart{ps.kind, ps.name, std::move(rows)});
     }
   return c;
 }
