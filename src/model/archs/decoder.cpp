@@ -13,6 +13,7 @@
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_pool.h"
 #include "model/weights.h"
 
 namespace strata {
@@ -55,6 +56,8 @@ class DecoderState final : public ArchState {
   ArchMemory memory() const override {
     return {kv.bytes(), owns_scratch ? sc->arena.capacity() + sc->rows_bytes : 0};
   }
+  void reset() override { kv.release_blocks(); }
+  BlockTable* kv_blocks() override { return kv.blocks(); }
 
   KvCache kv;
   int n_ctx;
@@ -78,6 +81,7 @@ class Decoder final : public Architecture {
   }
   const HParams& hparams() const override { return hp_; }
   KvSpec kv_spec() const override { return decoder_kv_spec(hp_); }
+  bool paged_kv() const override { return true; }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
     if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
@@ -85,7 +89,12 @@ class Decoder final : public Architecture {
     if (o.device != dev_)
       return err("%s: a state's caches must live on the device its layers run on (%s)", hp_.arch.c_str(),
                  dev_->name().c_str());
-    STRATA_ASSIGN(KvCache kv, KvCache::on_device(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *dev_));
+    if (o.kv_pool && &o.kv_pool->device() != dev_)
+      return err("%s: the KV pool must live on the device its layers run on (%s)", hp_.arch.c_str(),
+                 dev_->name().c_str());
+    STRATA_ASSIGN(KvCache kv, o.kv_pool
+                                  ? KvCache::paged(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *o.kv_pool)
+                                  : KvCache::on_device(decoder_kv_spec(hp_), o.n_ctx, o.n_batch, *dev_));
     for (int il = 0; il < kv.n_layer(); ++il)  // forward reads parts 0 / 1 as K / V
       STRATA_ASSERT(kv.layer(il).find("k") == 0 && kv.layer(il).find("v") == 1);
     return std::unique_ptr<ArchState>(new DecoderState(std::move(kv), hp_, o));
