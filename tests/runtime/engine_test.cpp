@@ -317,7 +317,9 @@ TEST(EngineModel, ConcurrentRequestsMatchOneAtATime) {
     EXPECT_GT((*e)->kv_bytes(), 0u);
     EXPECT_GT((*e)->ttft_percentile(0.5), 0.0);
     const EngineCounters c = (*e)->counters();
-    if (manual) EXPECT_LT(c.decode_steps, c.decode_rows);  // the two slots decoded in shared turns
+    if (manual) {
+      EXPECT_LT(c.decode_steps, c.decode_rows);  // the two slots decoded in shared turns
+    }
   }
 }
 
