@@ -1,7 +1,8 @@
 // The engine over a paged KV pool (runtime/engine_kv.cpp) on the bundled smoke model: a prompt that
 // shares a cached prefix gives the same text as without the prefix cache (and as contiguous
 // slots), prefilling only what follows the prefix; requests whose KV totals several times the
-// budget all complete with the same text (the youngest preempted and recomputed); a request that
+// budget all complete with the same text (the youngest preempted and recomputed; also on gpt-oss,
+// whose sliding-window rings stay per sequence); a request that
 // can never fit is refused naming its need and the budget; 16 requests on a 1,024-token prefix
 // share its 64 blocks (TTFT of the first and the second printed, not asserted).
 #include <gtest/gtest.h>
@@ -75,9 +76,9 @@ std::vector<Out> run_all(Engine& e, const std::vector<CompletionParams>& ps) {
   return out;
 }
 
-std::unique_ptr<Engine> engine(EngineOptions eo, int n_ctx = 160) {
+std::unique_ptr<Engine> engine(EngineOptions eo, int n_ctx = 160, const Model* m = nullptr) {
   eo.manual_step = true;
-  auto e = Engine::for_model(smoke(), {.n_ctx = n_ctx}, eo);
+  auto e = Engine::for_model(m ? *m : smoke(), {.n_ctx = n_ctx}, eo);
   EXPECT_TRUE(e.ok()) << e.message();
   return e.ok() ? std::move(*e) : nullptr;
 }
@@ -120,24 +121,24 @@ TEST(EngineKv, PrefixReuseGivesTheSameText) {
   }
 }
 
-TEST(EngineKv, OversubscribedRequestsAllCompleteWithTheSameText) {
-  const Model& m = smoke();
+// m: the model (its sliding-window rings stay per sequence and are recomputed too).
+void expect_oversubscribed_same_text(const Model& m) {
   std::vector<CompletionParams> ps;
   for (int i = 0; i < 6; ++i) ps.push_back(req(tokens(m, 30 + 3 * i, 20 + i), 40, i % 2 ? 1000 + i : 0));
   EngineOptions flat;
   flat.paged_kv = false;
   flat.n_slots = 6;
-  auto ref = engine(flat);
+  auto ref = engine(flat, 160, &m);
   const auto want = run_all(*ref, ps);
   EngineOptions eo;
   eo.n_slots = 6;
-  auto probe = engine(eo);
+  auto probe = engine(eo, 160, &m);
   const uint64_t block = probe->kv_pool()->block_bytes();
   // 6 sequences of ~75 positions (5 blocks each, 30 in all) in 8 blocks: ~4x the budget.
   eo.kv_budget = 8 * block;
   for (bool cache : {true, false}) {
     eo.prefix_cache = cache;
-    auto e = engine(eo);
+    auto e = engine(eo, 160, &m);
     ASSERT_EQ(e->kv_pool()->n_blocks(), 8);
     const auto got = run_all(*e, ps);
     for (size_t i = 0; i < ps.size(); ++i) {
@@ -153,6 +154,17 @@ TEST(EngineKv, OversubscribedRequestsAllCompleteWithTheSameText) {
                 cache ? "on" : "off", static_cast<unsigned long long>(c.preemptions),
                 static_cast<unsigned long long>(c.recomputed_tokens));
   }
+}
+
+TEST(EngineKv, OversubscribedRequestsAllCompleteWithTheSameText) {
+  expect_oversubscribed_same_text(smoke());
+}
+
+TEST(EngineKv, OversubscribedSlidingWindowModel) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto m = Model::load(dir + "/models/tiny-gpt-oss-f32.gguf", {.n_threads = 2});
+  ASSERT_TRUE(m.ok()) << m.message();
+  expect_oversubscribed_same_text(**m);
 }
 
 TEST(EngineKv, ARequestThatCanNeverFitIsRefused) {
