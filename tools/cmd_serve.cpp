@@ -4,6 +4,7 @@
 //   8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5] [--max-stop 16]
 //   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]
 // The live dashboard is at / (server/stats_feed.h).
+//   [--kv-budget SIZE] [--block-size 16] [--no-prefix-cache]
 // SIGINT / SIGTERM stop it; the expert profile and statistics are written on the way out.
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/units.h"
 #include "cli_args.h"
 #include "command.h"
 #include "engram_flags.h"
@@ -33,8 +35,19 @@ int fail(const std::string& msg, int code = 1) {
   return code;
 }
 
+// The paged KV pool in the start line: blocks, their size and whether prefixes are shared.
+std::string kv_note(const strata::Engine& e) {
+  const strata::KvPool* p = e.kv_pool();
+  if (!p) return "";
+  char b[160];
+  std::snprintf(b, sizeof b, " (paged: %d blocks of %d positions, prefix cache %s)", p->n_blocks(),
+                p->block_size(), p->prefix_cache() ? "on" : "off");
+  return b;
+}
+
 int cmd_serve(int argc, char** argv) {
-  std::string model_path, ctx = "0", chat_template, alias;
+  std::string model_path, ctx = "0", chat_template, alias, kv_budget;
+  bool no_prefix_cache = false;
   int threads = 0;
   strata::EngineOptions eo;
   strata::server::ServerOptions so;
@@ -47,9 +60,17 @@ int cmd_serve(int argc, char** argv) {
       "is read too)");
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", so.port, "port to listen on")->capture_default_str();
-  app.add_option("--parallel", eo.n_slots, "sequences in flight (slots)")->capture_default_str();
-  app.add_option("-c,--ctx-size", ctx, "context of each slot (K suffix ok; 0: model's, at most 4096)")
+  app.add_option("--parallel", eo.n_slots,
+                 "-np: sequences running at most (with paged KV they are admitted by KV budget)")
       ->capture_default_str();
+  app.add_option("-c,--ctx-size", ctx,
+                 "context of each sequence, its positions at most (K suffix ok; 0: model's, at most 4096; "
+                 "unlike llama.cpp's, not shared by the sequences)")
+      ->capture_default_str();
+  app.add_option("--kv-budget", kv_budget,
+                 "bytes of the paged KV pool (K/M/G; default: -np x -c x the KV bytes per position)");
+  app.add_option("--block-size", eo.block_size, "positions per KV block")->capture_default_str();
+  app.add_flag("--no-prefix-cache", no_prefix_cache, "do not share the KV blocks of cached prompt prefixes");
   app.add_option("-b,--batch-size", eo.n_batch,
                  "tokens of one scheduler turn's batch at most (the slots' decode tokens + prompt chunks)")
       ->capture_default_str();
@@ -109,6 +130,14 @@ int cmd_serve(int argc, char** argv) {
   if (so.max_body_bytes < 1) return fail("--max-body must be >= 1", 2);
   if (eo.n_ubatch < 1) return fail("-ub must be >= 1", 2);
   if (eo.n_batch < eo.n_slots) return fail("-b must be at least --parallel (one decode token per slot)", 2);
+  if (eo.block_size < 1 || eo.block_size > 4096) return fail("--block-size must be in [1, 4096]", 2);
+  if (!kv_budget.empty()) {
+    auto b = strata::parse_size(kv_budget);
+    if (!b.ok()) return fail("--kv-budget: " + b.message(), 2);
+    if (*b == 0) return fail("--kv-budget must be > 0", 2);
+    eo.kv_budget = *b;
+  }
+  eo.prefix_cache = !no_prefix_cache;
 
   // Signals go to one thread that stops the server (stop() is not async-signal-safe).
   sigset_t sigs;
@@ -157,11 +186,12 @@ int cmd_serve(int argc, char** argv) {
   std::fprintf(stderr, "strata serve: %s\n", chat_note.c_str());
   if (!http.note().empty()) std::fprintf(stderr, "strata serve: warning: %s\n", http.note().c_str());
   std::fprintf(stderr,
-               "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB; device %s; "
+               "strata serve: %s (%s) loaded in %.2f s; %d slots x %d context, KV %.1f MiB%s; device %s; "
                "listening on %s://%s:%d (dashboard: /)\n",
                alias.c_str(), m.arch_name().c_str(), strata::now_seconds() - t0, (*engine)->n_slots(),
                (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20),
-               df.describe().c_str(), so.ssl_key_file.empty() ? "http" : "https", so.host.c_str(), *port);
+               kv_note(**engine).c_str(), df.describe().c_str(), so.ssl_key_file.empty() ? "http" : "https",
+               so.host.c_str(), *port);
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     const timespec tick{0, 200 * 1000 * 1000};

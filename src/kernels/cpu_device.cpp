@@ -1,5 +1,6 @@
 #include "kernels/cpu_device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -129,7 +130,7 @@ Result<const float*> CpuDevice::vec_view(const DeviceVec& v, int64_t n, const ch
   return reinterpret_cast<const float*>(p);
 }
 
-Result<KvRows> CpuDevice::rows_view(const DeviceRows& r, int64_t width, const char* op) const {
+Result<KvRows> CpuDevice::rows_view(const DeviceRows& r, int64_t width, int64_t end, const char* op) const {
   if (r.buf == nullptr || r.width != width || r.capacity < 1)
     return err("%s: %s: cache rows of width %lld x %lld, expected width %lld", name_.c_str(), op,
                static_cast<long long>(r.width), static_cast<long long>(r.capacity),
@@ -137,10 +138,23 @@ Result<KvRows> CpuDevice::rows_view(const DeviceRows& r, int64_t width, const ch
   if (!kv_rows_type_ok(r.type) || r.width % type_info(r.type).block_size != 0)
     return err("%s: %s: cache rows of type %s and width %lld cannot be read", name_.c_str(), op,
                type_name(r.type), static_cast<long long>(r.width));
+  const bool paged = r.blocks != nullptr;
+  if (paged && (r.ring || r.block_rows < 1 || r.capacity % r.block_rows != 0 || r.stored_rows < r.block_rows))
+    return err("%s: %s: paged cache rows with blocks of %lld rows, capacity %lld, %lld rows stored",
+               name_.c_str(), op, static_cast<long long>(r.block_rows), static_cast<long long>(r.capacity),
+               static_cast<long long>(r.stored_rows));
+  const int64_t stored = paged ? r.stored_rows : r.capacity;
   KvRows v = KvRows::typed(nullptr, r.width, r.capacity, r.ring, r.type);
   v.hadamard = r.hadamard;
-  STRATA_ASSIGN(v.data,
-                resolve(*r.buf, r.offset, v.row_bytes * static_cast<size_t>(r.capacity), "cache rows"));
+  STRATA_ASSIGN(v.data, resolve(*r.buf, r.offset, v.row_bytes * static_cast<size_t>(stored), "cache rows"));
+  // Paged: every block the op touches (rows < end) is one the region holds.
+  for (int64_t b = 0; paged && b * r.block_rows < std::min(end, r.capacity); ++b)
+    if (r.blocks[b] < 0 || r.blocks[b] >= stored / r.block_rows)
+      return err("%s: %s: block table entry %lld (rows %lld..) is block %d of %lld", name_.c_str(), op,
+                 static_cast<long long>(b), static_cast<long long>(b * r.block_rows), r.blocks[b],
+                 static_cast<long long>(stored / r.block_rows));
+  v.blocks = r.blocks;
+  v.block_rows = r.block_rows;
   return v;
 }
 
@@ -238,9 +252,9 @@ Result<DeviceTicket> CpuDevice::run_attention(const DeviceAttnWork& w) {
   int64_t covered = 0;
   for (int i = 0; i < w.n_seg; ++i) {
     const DeviceAttnSeg& sg = w.segs[i];
-    STRATA_ASSIGN(rows[2 * i], rows_view(sg.k, k_w, kOp));
-    STRATA_ASSIGN(rows[2 * i + 1], rows_view(sg.v, v_w, kOp));
     const int64_t end = sg.pos0 + sg.n;
+    STRATA_ASSIGN(rows[2 * i], rows_view(sg.k, k_w, end, kOp));
+    STRATA_ASSIGN(rows[2 * i + 1], rows_view(sg.v, v_w, end, kOp));
     if (sg.t0 != covered || sg.n < 1 || sg.pos0 < 0 || (!sg.k.ring && end > sg.k.capacity) ||
         (!sg.v.ring && end > sg.v.capacity))
       return err(

@@ -51,7 +51,9 @@ class CpuDevice final : public Device {
   Result<uint8_t*> resolve(const DeviceBuffer& b, size_t offset, size_t bytes, const char* op) const;
   Result<TensorView> mat_view(const DeviceMat& m, const char* op, const char* what) const;
   Result<const float*> vec_view(const DeviceVec& v, int64_t n, const char* op, const char* what) const;
-  Result<KvRows> rows_view(const DeviceRows& r, int64_t width, const char* op) const;
+  // The rows of a cache (end: rows below it are what the op reads or writes; paged tables are
+  // checked that far).
+  Result<KvRows> rows_view(const DeviceRows& r, int64_t width, int64_t end, const char* op) const;
   DeviceTicket done();
 
   struct Buffer {

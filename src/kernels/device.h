@@ -68,8 +68,12 @@ struct DeviceVec {
 };
 
 // A cache's rows in a device buffer, laid out as kernels/kv_rows.h says: row i at
-// offset + slot(i)·row_bytes(type, width) (slot(i) = i, or i mod capacity for a ring); hadamard:
-// the head slices are stored rotated. A device that reads only f32 rows rejects other types.
+// offset + slot(i)·row_bytes(type, width) (slot(i) = i, or i mod capacity for a ring, or through
+// the block table when paged); hadamard: the head slices are stored rotated. A device that reads
+// only f32 rows rejects other types (attention_rows_supported). Paged (blocks != null, host
+// memory valid until the op's ticket is reached): capacity / block_rows table entries, each a
+// block id < stored_rows / block_rows, the buffer holding stored_rows rows from offset (a region
+// of kv/KvPool's one allocation).
 struct DeviceRows {
   const DeviceBuffer* buf = nullptr;
   size_t offset = 0;
@@ -78,6 +82,9 @@ struct DeviceRows {
   bool ring = false;
   GgmlType type = GgmlType::f32;
   bool hadamard = false;
+  const int32_t* blocks = nullptr;
+  int64_t block_rows = 0;
+  int64_t stored_rows = 0;  // paged: rows the region holds
 };
 
 // The attention block of one layer (kernels/attention_block.h) over a batch of sequences: rows

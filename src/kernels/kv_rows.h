@@ -3,13 +3,17 @@
 // token position, or a compressed-entry index):
 //
 //   linear: row(i) is slot i (i < capacity);
-//   ring:   row(i) is slot i % capacity (only the last `capacity` indices written are valid).
+//   ring:   row(i) is slot i % capacity (only the last `capacity` indices written are valid);
+//   paged:  blocks != null: rows come in blocks of block_rows (kv/block_pool.h) and row(i) is slot
+//           blocks[i / block_rows]·block_rows + i % block_rows (i < capacity, the table's entries
+//           times block_rows; an entry < 0 is a block the sequence does not hold).
 //
-// Slot s starts at data + s·row_bytes. Rows of a block type hold heads of whole blocks: a head's
-// values start at byte col_bytes(c) of the row (c a multiple of the block size). `hadamard`: the
-// rows' head slices were stored Hadamard-rotated (kernels/ops.h hadamard_rotate), so queries are
-// rotated before q·k and the attention output after Σ p·v. The memory belongs to whoever made the
-// view (kv/RowCache, a device buffer); callers never assume rows are contiguous across indices.
+// Slot s starts at data + s·row_bytes; slot() is the one place a row is located. Rows of a block
+// type hold heads of whole blocks: a head's values start at byte col_bytes(c) of the row (c a
+// multiple of the block size). `hadamard`: the rows' head slices were stored Hadamard-rotated
+// (kernels/ops.h hadamard_rotate), so queries are rotated before q·k and the attention output
+// after Σ p·v. The memory belongs to whoever made the view (kv/RowCache, kv/KvPool, a device
+// buffer); callers never assume rows are contiguous across indices.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +32,8 @@ struct KvRows {
   GgmlType type = GgmlType::f32;
   size_t row_bytes = 0;
   bool hadamard = false;
+  const int32_t* blocks = nullptr;  // paged: the sequence's block table (capacity / block_rows entries)
+  int64_t block_rows = 0;
 
   static KvRows f32(float* d, int64_t width, int64_t capacity, bool ring) {
     return typed(d, width, capacity, ring, GgmlType::f32);
@@ -47,6 +53,11 @@ struct KvRows {
     STRATA_ASSERT(i >= 0);
     if (ring) return i % capacity;
     STRATA_ASSERT(i < capacity);
+    if (blocks) {
+      const int64_t b = blocks[i / block_rows];
+      STRATA_ASSERT(b >= 0);
+      return b * block_rows + i % block_rows;
+    }
     return i;
   }
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "kv/kv_pool.h"
 
 namespace strata {
 
@@ -64,6 +65,59 @@ Result<KvCache> KvCache::on_device(const KvSpec& spec, int64_t n_ctx, int64_t n_
                                                        p.ring(n_ctx, n_batch), what, kv_storage_type(t)));
       rows.set_hadamard(rotate && kv_type_quantized(t));
       c.layers_[il].parts_.push_back(KvPart{p.kind, p.name, std::move(rows)});
+    }
+  return c;
+}
+
+KvCache::KvCache(KvCache&& o) noexcept {
+  *this = std::move(o);
+}
+
+KvCache& KvCache::operator=(KvCache&& o) noexcept {
+  if (this == &o) return *this;
+  release_blocks();
+  layers_ = std::move(o.layers_);
+  table_ = std::move(o.table_);
+  pool_ = o.pool_;
+  o.pool_ = nullptr;
+  return *this;
+}
+
+KvCache::~KvCache() {
+  release_blocks();
+}
+
+void KvCache::release_blocks() {
+  if (pool_ && table_) pool_->release(*table_);
+}
+
+Result<KvCache> KvCache::paged(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, KvPool& pool,
+                               bool rotate) {
+  STRATA_ASSERT(n_ctx > 0 && n_batch > 0);
+  KvCache c;
+  c.table_ = std::make_unique<BlockTable>(pool.new_table(n_ctx));
+  c.pool_ = &pool;
+  c.layers_.resize(spec.layers.size());
+  for (size_t il = 0; il < spec.layers.size(); ++il)
+    for (size_t p = 0; p < spec.layers[il].parts.size(); ++p) {
+      const KvPartSpec& ps = spec.layers[il].parts[p];
+      const int l = static_cast<int>(il), q = static_cast<int>(p);
+      const KvType t = ps.stored_as(ps.type);
+      STRATA_ASSERT_MSG(kv_type_supported(t), "KV part of a type strata cannot store");
+      const bool rotated = rotate && kv_type_quantized(t);
+      if (pool.pages(l, q)) {
+        if (!pool.holds(l, q, kv_storage_type(t), rotated))
+          return err(
+              "KV layer %zu part %s: the KV pool does not hold %s%s rows (it was made for other KV types)",
+              il, ps.name.c_str(), kv_type_name(t), rotated ? " rotated" : "");
+        c.layers_[il].parts_.push_back(KvPart{ps.kind, ps.name, pool.rows(l, q, *c.table_)});
+        continue;
+      }
+      const std::string what = "KV layer " + std::to_string(il) + " part " + ps.name;
+      STRATA_ASSIGN(RowCache rows, RowCache::on_device(pool.device(), ps.width, ps.rows(n_ctx, n_batch),
+                                                       ps.ring(n_ctx, n_batch), what, kv_storage_type(t)));
+      rows.set_hadamard(rotated);
+      c.layers_[il].parts_.push_back(KvPart{ps.kind, ps.name, std::move(rows)});
     }
   return c;
 }

@@ -5,9 +5,15 @@
 // part means; bytes() equals the spec's bytes(n_ctx, n_batch). A part's rows are stored in its
 // spec's type (kv_storage_type); quantized parts hold Hadamard-rotated head slices unless
 // `rotate` is off (kernels/kv_rows.h). PRECOND: every part's type supported (kv_spec_check).
+//
+// Paged (KvCache::paged): the parts the pool pages (kv/kv_pool.h: full parts) are views of the
+// pool through this sequence's block table, the others the sequence's own rows on the pool's
+// device; bytes() counts only those. The blocks go back to the pool on release_blocks() and
+// when the cache goes.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +22,9 @@
 #include "kv/row_cache.h"
 
 namespace strata {
+
+class BlockTable;
+class KvPool;
 
 struct KvPart {
   KvPartKind kind;
@@ -45,9 +54,19 @@ class KvCache {
  public:
   KvCache() = default;
   KvCache(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, bool rotate = true);
+  KvCache(KvCache&& o) noexcept;
+  KvCache& operator=(KvCache&& o) noexcept;
+  ~KvCache();
   // Every part in buffers of `dev` (RowCache::on_device); errors name the part and the device's budget.
   static Result<KvCache> on_device(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, Device& dev,
                                    bool rotate = true);
+  // The pool's parts through a block table of its own (the pool made from the same spec and
+  // rotation; it outlives the cache; an error when the spec's types differ from the pool's), the
+  // others on the pool's device.
+  static Result<KvCache> paged(const KvSpec& spec, int64_t n_ctx, int64_t n_batch, KvPool& pool,
+                               bool rotate = true);
+  BlockTable* blocks() { return table_.get(); }  // null unless paged
+  void release_blocks();                         // paged: every block back to the pool
   KvLayer& layer(int il) { return layers_[il]; }
   const KvLayer& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
@@ -55,6 +74,8 @@ class KvCache {
 
  private:
   std::vector<KvLayer> layers_;
+  std::unique_ptr<BlockTable> table_;  // paged: stable (the views point at its ids)
+  KvPool* pool_ = nullptr;
 };
 
 }  // namespace strata

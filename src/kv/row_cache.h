@@ -6,13 +6,15 @@
 //   ring:   capacity = a window (+ a batch); row(i) is slot i % capacity, and only the last
 //           `capacity` indices written are valid (sliding-window layers, compressor state).
 //
-// A paged store can replace this class behind the same view() / row() contract (callers never
-// assume contiguity across rows). row() is the f32 row (f32 caches only); typed rows are written
-// with kernels/kv_rows.h kv_store and read by the attention kernels in place.
+// Every form keeps the same view() / row() contract (callers never assume contiguity across rows). row() is
+// the f32 row (f32 caches only); typed rows are written with kernels/kv_rows.h kv_store and read by the
+// attention kernels in place.
 //
 // Host memory (the constructor), or a buffer of a compute device (on_device: the cache of a
 // layer whose attention that device runs, kernels/device.h); then device_rows() is what the
 // device's ops read, and row() / view() work only when the device's memory is host-visible.
+// Or paged: a view of one region of kv/KvPool's allocation through a sequence's block table
+// (owns nothing; bytes() is 0: the pool counts them).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,22 @@ class RowCache {
     c.view_.data = c.buf_.host;
     return c;
   }
+  // Rows [stored_rows] of width and type at offset of the pool's buffer, addressed through `blocks`
+  // (max_rows / block_rows entries); both outlive the view.
+  static RowCache paged(const DeviceBuffer& pool, size_t offset, int64_t width, GgmlType type,
+                        int64_t stored_rows, const int32_t* blocks, int64_t max_rows, int64_t block_rows) {
+    STRATA_ASSERT(width > 0 && max_rows > 0 && block_rows > 0 && max_rows % block_rows == 0);
+    RowCache c;
+    c.width_ = width;
+    c.capacity_ = max_rows;
+    c.pool_ = &pool;
+    c.offset_ = offset;
+    c.stored_rows_ = stored_rows;
+    c.view_ = KvRows::typed(pool.host ? pool.host + offset : nullptr, width, max_rows, false, type);
+    c.view_.blocks = blocks;
+    c.view_.block_rows = block_rows;
+    return c;
+  }
   RowCache(RowCache&& o) noexcept { *this = std::move(o); }
   RowCache& operator=(RowCache&& o) noexcept {
     if (this == &o) return *this;
@@ -66,6 +84,10 @@ class RowCache {
     dev_ = o.dev_;
     buf_ = o.buf_;
     view_ = o.view_;
+    pool_ = o.pool_;
+    offset_ = o.offset_;
+    stored_rows_ = o.stored_rows_;
+    o.pool_ = nullptr;
     o.dev_ = nullptr;
     o.buf_ = DeviceBuffer{};
     o.view_ = {};
@@ -77,7 +99,8 @@ class RowCache {
   int64_t capacity() const { return capacity_; }
   bool ring() const { return ring_; }
   GgmlType type() const { return view_.type; }
-  size_t bytes() const { return view_.row_bytes * static_cast<size_t>(capacity_); }
+  bool paged() const { return pool_ != nullptr; }
+  size_t bytes() const { return paged() ? 0 : view_.row_bytes * static_cast<size_t>(capacity_); }
   // The rows hold Hadamard-rotated head slices (quantized K / V, kernels/kv_rows.h).
   void set_hadamard(bool on) { view_.hadamard = on; }
   void clear() {
@@ -97,6 +120,9 @@ class RowCache {
   const KvRows& view() const { return view_; }
   // The rows as a device's ops name them (on_device caches only).
   DeviceRows device_rows() const {
+    if (paged())
+      return DeviceRows{pool_,      offset_,        width_,       capacity_,        false,
+                        view_.type, view_.hadamard, view_.blocks, view_.block_rows, stored_rows_};
     return DeviceRows{dev_ ? &buf_ : nullptr, 0, width_, capacity_, ring_, view_.type, view_.hadamard};
   }
 
@@ -112,6 +138,9 @@ class RowCache {
   AlignedPtr<uint8_t> data_;
   Device* dev_ = nullptr;  // on_device: the device holding buf_
   DeviceBuffer buf_;
+  const DeviceBuffer* pool_ = nullptr;  // paged: the pool's buffer
+  size_t offset_ = 0;                   // paged: the region's offset in it
+  int64_t stored_rows_ = 0;             // paged: the region's rows
   KvRows view_;
 };
 

@@ -29,6 +29,8 @@ namespace strata {
 
 struct Batch;
 class ArchState;
+class BlockTable;        // kv/block_pool.h
+class KvPool;            // kv/kv_pool.h
 class SafetensorsDir;    // format/safetensors_dir.h
 class TieredEngramRows;  // model/engram_tiered.h
 
@@ -45,6 +47,9 @@ struct StateOptions {
   // n_ctx and n_batch): states whose batches never run at the same time — an engine's slots —
   // share one scratch, which the first run's state lends to each step. Null: own scratch.
   const ArchState* share_scratch = nullptr;
+  // The paged KV pool of an engine (kv/kv_pool.h, on `device`, made from this architecture's
+  // spec) the state's paged parts live in; null: its own caches. Only where paged_kv() says so.
+  KvPool* kv_pool = nullptr;
 };
 
 // Bytes a state allocated, by the planner's categories (0: not reported by this architecture).
@@ -61,6 +66,8 @@ class ArchState {
   // Forget the sequence; keep allocations. Rows of the caches are overwritten before reuse.
   virtual void reset() {}
   virtual ArchMemory memory() const { return {}; }
+  // A state over a KV pool: its block table (the engine reserves blocks before a step); else null.
+  virtual BlockTable* kv_blocks() { return nullptr; }
 };
 
 // One run of a batch: n consecutive tokens of one sequence, rows t0 .. t0+n-1 of the batch, at
@@ -89,7 +96,16 @@ class Architecture {
 
   // The KV parts of one sequence (kv/kv_spec.h): what new_state's caches allocate, what the plan prices.
   virtual KvSpec kv_spec() const = 0;
+  // The KV parts a state made with these KV types (StateOptions::kv) holds: a tool's default that
+  // the architecture or its device cannot store falls back to f32; a type asked for that it cannot
+  // store is an error naming both. This default: caches of f32 only.
+  virtual Result<KvSpec> kv_spec_for(const KvTypes& types) const {
+    STRATA_TRY(kv_types_f32_only(types, hparams().arch.c_str()));
+    return kv_spec();
+  }
   virtual Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const = 0;
+  // new_state accepts StateOptions::kv_pool (the standard decoders; not yet deepseek4 / V4.1).
+  virtual bool paged_kv() const { return false; }
 
   // Puts the weights of the layer ops it runs through the device seam (kernels/device.h) on
   // `dev` (which outlives the architecture): called once, after load, before any state is made

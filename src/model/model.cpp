@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "format/safetensors_dir.h"
+#include "kv/block_pool.h"
 #include "kernels/cpu_device.h"
 #include "model/arch.h"
 #include "model/hparams.h"
@@ -41,6 +42,16 @@ class SessionImpl final : public Session {
   void reset() override {
     n_past_ = 0;
     st_->reset();
+  }
+  BlockTable* kv_blocks() override { return st_->kv_blocks(); }
+  Status assume_prefix(int n) override {
+    const BlockTable* t = st_->kv_blocks();
+    if (!t) return err("assume_prefix: not a paged session");
+    if (n_past_ != 0 || n < 0 || n >= n_ctx_ || n > t->rows())
+      return err("assume_prefix: %d positions, but the session holds %d and its blocks cover %lld", n,
+                 n_past_, static_cast<long long>(t->rows()));
+    n_past_ = n;
+    return {};
   }
 
   const Model& model() const { return m_; }
@@ -107,6 +118,11 @@ Status Model::forward(std::span<Session* const> sessions, const TokenBatch& b, f
     if (si.n_past() + static_cast<int64_t>(r.n) > si.n_ctx())
       return err("context full: %d positions used + %zu new tokens > n_ctx %d (sequence %zu)", si.n_past(),
                  r.n, si.n_ctx(), r.s);
+    if (const BlockTable* bt = impl[r.s]->state().kv_blocks();
+        bt && si.n_past() + static_cast<int64_t>(r.n) > bt->rows())
+      return err(
+          "sequence %zu: its KV blocks cover %lld positions, the batch needs %lld (reserve them first)", r.s,
+          static_cast<long long>(bt->rows()), static_cast<long long>(si.n_past() + r.n));
   }
   std::vector<int32_t> out_rows;
   for (const Run& r : runs)
@@ -279,6 +295,9 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
   so.kv = opts.kv;
   so.experts = store_.get();
   so.device = device_;
+  so.kv_pool = opts.kv_pool;
+  if (opts.kv_pool && !arch_->paged_kv())
+    return err("new_session: %s keeps its KV per sequence (no paged KV pool yet)", arch_name().c_str());
   if (opts.share_scratch) {
     auto* other = const_cast<Session*>(opts.share_scratch)->impl();
     if (!other || &other->model() != this)

@@ -34,6 +34,8 @@ class SessionImpl;       // model.cpp: the sessions a Model makes
 class SafetensorsDir;    // format/safetensors_dir.h
 class TieredEngramRows;  // model/engram_tiered.h
 class Device;            // kernels/device.h
+class BlockTable;        // kv/block_pool.h
+class KvPool;            // kv/kv_pool.h
 
 struct LoadOptions {
   int n_threads = 0;  // kernel thread pool size; <= 0: all cores
@@ -62,6 +64,10 @@ struct SessionOptions {
   // (an engine's slots: their batches run one at a time, so one scratch serves them all; it is
   // reference-counted). Null: own scratch. Not for sessions evaluated from concurrent threads.
   const Session* share_scratch = nullptr;
+  // The engine's paged KV pool (kv/kv_pool.h, made from this model's KV spec on its device, outliving
+  // the session): the session's full-attention K / V live in its blocks. Null: its own caches.
+  // Only for architectures whose paged_kv() is true (the standard decoders).
+  KvPool* kv_pool = nullptr;
 };
 
 // A batch as callers build it (llama.cpp's llama_batch): per token its id, the sequence it belongs
@@ -152,7 +158,17 @@ class Session {
 
   virtual int n_past() const = 0;
   virtual int n_ctx() const = 0;
-  virtual void reset() = 0;  // forget the sequence, keep allocations
+  virtual void reset() = 0;  // forget the sequence, keep allocations (a paged one's blocks go back)
+  // Paged sessions (SessionOptions::kv_pool): the block table the engine reserves blocks in before a
+  // step (kv/KvPool::reserve); null otherwise.
+  virtual BlockTable* kv_blocks() { return nullptr; }
+  // After reset(), the first n positions' rows are already in the blocks the table holds (a
+  // prefix the pool had cached, KvPool::adopt_prefix): the sequence continues at n. Errors: not a
+  // fresh paged session, or fewer blocks than n positions.
+  virtual Status assume_prefix(int n) {
+    (void)n;
+    return err("assume_prefix: not a paged session");
+  }
   // KV cache and scratch bytes this session allocated (memory report next to the plan).
   struct Memory {
     uint64_t kv_cache = 0, scratch = 0;  // 0: not reported by the architecture

@@ -7,6 +7,7 @@
 #include "runtime/grammar_constraint.h"
 #include "runtime/stop_strings.h"
 #include "runtime/utf8_stream.h"
+#include "runtime/engine_slot.h"
 
 namespace strata {
 
@@ -24,40 +25,6 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
-namespace {
-
-// The request needs the logits of every prompt position, not only the last.
-bool wants_prompt_rows(const CompletionParams& p) {
-  return p.prompt_logits || p.prompt_logprobs >= 0;
-}
-
-}  // namespace
-
-struct Engine::Request {
-  uint64_t id = 0;
-  CompletionParams p;
-  CompletionSink sink;
-  double t_submit = 0;
-};
-
-struct Engine::Slot {
-  Session* session = nullptr;
-  std::unique_ptr<Session> owned;  // null: borrowed (create_borrowed)
-  std::unique_ptr<Request> req;    // null: free
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<StopStrings> stops;
-  Utf8Stream utf8;
-  std::vector<float> logits;
-  size_t n_eval = 0;   // prompt tokens evaluated
-  size_t n_chunk = 0;  // prompt tokens in this turn's batch
-  bool ready = false;  // logits hold the next token's distribution (prompt done)
-  int32_t next = 0;    // the sampled token in this turn's batch
-  int n_gen = 0, n_decode = 0;
-  std::vector<int32_t> pending;          // return_tokens: sampled ids not yet sent
-  std::vector<TokenLogprob> pending_lp;  // logprobs: entries not yet sent
-  double t_admit = 0, t_first = 0, t_last = 0, prompt_s = 0, decode_s = 0, sample_s = 0;
-};
-
 Result<std::unique_ptr<Engine>> Engine::make(const BatchRunner& runner, const Tokenizer* tok, int32_t n_vocab,
                                              const EngineOptions& opts, ExpertStore* store) {
   if (opts.n_slots < 1 || opts.n_slots > 256) return err("--parallel %d must be in [1, 256]", opts.n_slots);
@@ -67,6 +34,8 @@ Result<std::unique_ptr<Engine>> Engine::make(const BatchRunner& runner, const To
     return err("--batch-size %d must be at least --parallel %d (one decode token per slot)", opts.n_batch,
                opts.n_slots);
   if (opts.prefill_chunk < 0) return err("prefill chunk %d must be >= 0", opts.prefill_chunk);
+  if (opts.block_size < 1 || opts.block_size > 4096)
+    return err("--block-size %d must be in [1, 4096] positions", opts.block_size);
   if (n_vocab <= 0) return err("model has an empty vocabulary");
   std::unique_ptr<Engine> e(new Engine());
   e->runner_ = &runner;
@@ -88,6 +57,10 @@ void Engine::add_slot(Session* session, std::unique_ptr<Session> owned) {
   slots_.push_back(std::move(s));
 }
 
+void Engine::start() {
+  if (!opts_.manual_step) thread_ = std::thread([this] { loop(); });
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const BatchRunner& runner, const SessionFactory& make_session,
                                                const Tokenizer* tok, int32_t n_vocab,
                                                const EngineOptions& opts, ExpertStore* store) {
@@ -98,7 +71,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const BatchRunner& runner, const 
     Session* raw = sess->get();
     e->add_slot(raw, std::move(*sess));
   }
-  if (!opts.manual_step) e->thread_ = std::thread([p = e.get()] { p->loop(); });
+  e->start();
   return e;
 }
 
@@ -109,26 +82,30 @@ Result<std::unique_ptr<Engine>> Engine::create_borrowed(const BatchRunner& runne
   opts.n_slots = static_cast<int>(sessions.size());
   STRATA_ASSIGN(std::unique_ptr<Engine> e, make(runner, tok, n_vocab, opts, store));
   for (Session* s : sessions) e->add_slot(s, nullptr);
-  if (!opts.manual_step) e->thread_ = std::thread([p = e.get()] { p->loop(); });
+  e->start();
   return e;
 }
 
 Result<std::unique_ptr<Engine>> Engine::for_model(const Model& m, const SessionOptions& so,
                                                   const EngineOptions& opts) {
   if (!m.has_tokenizer()) return err("the model has no tokenizer: the engine needs text in and out");
+  STRATA_ASSIGN(std::unique_ptr<Engine> e, make(m, &m.tokenizer(), m.n_vocab(), opts, m.expert_store()));
+  SessionOptions o = so;
+  o.n_batch = opts.n_ubatch;
+  if (opts.paged_kv) {
+    STRATA_TRY(e->make_kv_pool(m, so.n_ctx > 0 ? so.n_ctx : std::min(m.n_ctx_train(), 4096), so.kv));
+    o.kv_pool = e->kv_pool_.get();
+  }
   // The slots' batches run one at a time: one step scratch serves them all (the first slot's).
-  const Session* first = nullptr;
-  return create(
-      m,
-      [&m, &first, so](int n_batch) -> Result<std::unique_ptr<Session>> {
-        SessionOptions o = so;
-        o.n_batch = n_batch;
-        o.share_scratch = first;
-        STRATA_ASSIGN(std::unique_ptr<Session> s, m.new_session(o));
-        if (!first) first = s.get();
-        return s;
-      },
-      &m.tokenizer(), m.n_vocab(), opts, m.expert_store());
+  for (int i = 0; i < opts.n_slots; ++i) {
+    auto sess = m.new_session(o);
+    if (!sess.ok()) return err_context("slot " + std::to_string(i), sess.error());
+    if (i == 0) o.share_scratch = sess->get();
+    Session* raw = sess->get();
+    e->add_slot(raw, std::move(*sess));
+  }
+  e->start();
+  return e;
 }
 
 Engine::~Engine() {
@@ -161,6 +138,7 @@ Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
     if (t < 0 || t >= n_vocab_)
       return err("token id %d at prompt position %d is outside the vocabulary (%d)", t, i, n_vocab_);
   }
+  STRATA_TRY(check_fits(p));
   for (const auto& [id, bias] : p.sampling.logit_bias)
     if (id >= n_vocab_) return err("logit_bias: token id %d is outside the vocabulary (%d)", id, n_vocab_);
   if (p.grammar) {
@@ -208,18 +186,37 @@ void Engine::loop() {
 
 void Engine::admit() {
   std::lock_guard<std::mutex> lk(mu_);
+  bool room = true;
+  while (kv_pool_ && room) {  // preempted sequences first, the oldest first
+    Slot* p = nullptr;
+    for (auto& s : slots_)
+      if (s->req && s->parked && (!p || s->age < p->age)) p = s.get();
+    if (!p) break;
+    room = place(*p, true);
+  }
   for (auto& s : slots_) {
+    if (!room) break;  // nothing new while a preempted sequence waits, nor past a request that does not fit
     if (s->req || queue_.empty()) continue;
     s->req = std::move(queue_.front());
     queue_.pop_front();
     s->session->reset();
+    s->seq = s->req->p.prompt;
+    s->target = s->seq.size();
+    s->n_eval = 0;
+    s->n_cached = s->n_recomputed = 0;
+    s->parked = false;
+    s->age = next_age_++;
+    if (kv_pool_ && !place(*s, false)) {
+      queue_.push_front(std::move(s->req));
+      room = false;
+      break;
+    }
     s->sampler = std::make_unique<Sampler>(s->req->p.sampling, n_vocab_);
     s->sampler->accept_prompt(s->req->p.prompt);
     if (s->req->p.grammar)
       s->sampler->set_constraint(std::make_unique<GrammarConstraint>(s->req->p.grammar, grammar_vocab_));
     s->stops = std::make_unique<StopStrings>(s->req->p.stop);
     s->utf8 = Utf8Stream();
-    s->n_eval = 0;
     s->ready = false;
     s->n_gen = s->n_decode = 0;
     s->pending.clear();
@@ -248,6 +245,12 @@ int Engine::prefill_budget(int n_decode) const {
 bool Engine::step() {
   admit();
   bool did = false;
+  for (auto& s : slots_) s->in_batch = false;
+  // The running sequences, oldest first (with paged KV the older ones reserve first).
+  std::vector<Slot*> order;
+  for (auto& s : slots_)
+    if (s->req && !s->parked) order.push_back(s.get());
+  std::sort(order.begin(), order.end(), [](const Slot* a, const Slot* b) { return a->age < b->age; });
   batch_slots_.clear();
   batch_sessions_.clear();
   batch_tokens_.clear();
@@ -258,6 +261,7 @@ bool Engine::step() {
     const bool all = s.n_chunk > 0 && wants_prompt_rows(s.req->p);
     batch_slots_.push_back(&s);
     batch_sessions_.push_back(s.session);
+    s.in_batch = true;
     for (size_t i = 0; i < toks.size(); ++i) {
       batch_tokens_.push_back(toks[i]);
       batch_seq_.push_back(seq);
@@ -265,11 +269,18 @@ bool Engine::step() {
     }
   };
   int n_decode = 0;
-  for (auto& s : slots_) {
-    if (!s->req || !s->ready) continue;
+  for (Slot* s : order) {
+    if (!s->req || s->parked || !s->ready) continue;
     did = true;
     s->n_chunk = 0;
+    const Secured sec = kv_pool_ ? secure(*s, s->session->n_past() + 1) : Secured::ok;
+    if (sec == Secured::wait) continue;
+    if (sec == Secured::full) {  // as with a full context: the token is sampled, then it ends
+      if (sample(*s)) finish(*s, FinishReason::length);
+      continue;
+    }
     if (sample(*s)) {
+      s->seq.push_back(s->next);
       add(*s, std::span<const int32_t>(&s->next, 1), true);
       ++n_decode;
     }
@@ -283,15 +294,15 @@ bool Engine::step() {
   if (n_decode > 0 && opts_.prefill_chunk == 0 &&
       (++mixed_turns_ % kProbeEvery == 0 || pacer_.decode_s() <= 0))
     budget = 0;
-  for (auto& s : slots_) {
-    if (!s->req || s->ready) continue;
+  for (Slot* s : order) {
+    if (!s->req || s->parked || s->ready) continue;
     did = true;
     s->n_chunk = 0;
-    const std::vector<int32_t>& prompt = s->req->p.prompt;
-    const size_t n = std::min(prompt.size() - s->n_eval, static_cast<size_t>(std::max(budget, 0)));
+    size_t n = std::min(s->target - s->n_eval, static_cast<size_t>(std::max(budget, 0)));
+    if (n > 0 && kv_pool_) n = static_cast<size_t>(room(*s, static_cast<int64_t>(n)));
     if (n == 0) continue;
     s->n_chunk = n;
-    add(*s, std::span<const int32_t>(prompt.data() + s->n_eval, n), s->n_eval + n == prompt.size());
+    add(*s, std::span<const int32_t>(s->seq.data() + s->n_eval, n), s->n_eval + n == s->target);
     if (wants_prompt_rows(s->req->p)) n_rows_extra += n - 1;
     budget -= static_cast<int>(n);
     n_prefill += static_cast<int>(n);
@@ -301,6 +312,8 @@ bool Engine::step() {
     if (batch_logits_.size() < rows * static_cast<size_t>(n_vocab_))
       batch_logits_.resize(rows * static_cast<size_t>(n_vocab_));
     run_batch(n_decode, n_prefill);
+  } else if (kv_pool_ && did) {
+    unstick();
   }
   return did;
 }
@@ -324,6 +337,7 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       finish(*s, FinishReason::error, st.message());
       continue;
     }
+    if (kv_pool_) committed(*s);
     const size_t V = static_cast<size_t>(n_vocab_);
     const CompletionParams& p = s->req->p;
     if (!decoding && wants_prompt_rows(p)) {  // every row of the chunk, then the last as usual
@@ -347,7 +361,7 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       }
     }
     s->n_eval += s->n_chunk;
-    if (decoding || s->n_eval == s->req->p.prompt.size()) {
+    if (decoding || s->n_eval == s->target) {
       const float* src = batch_logits_.data() + row * V;
       std::copy(src, src + n_vocab_, s->logits.begin());
       s->ready = true;
@@ -432,6 +446,8 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   ev.n_prompt = static_cast<int>(r.p.prompt.size());
   ev.n_gen = s.n_gen;
   ev.n_decode = s.n_decode;
+  ev.n_cached = s.n_cached;
+  ev.n_recomputed = s.n_recomputed;
   ev.sample_s = s.sample_s;
   ev.queue_s = s.t_admit > 0 ? s.t_admit - r.t_submit : 0;
   ev.prompt_s = s.prompt_s;
@@ -447,7 +463,7 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
       ++counters_.requests_failed;
     else
       ++counters_.requests_ok;
-    counters_.prompt_tokens += s.n_eval;
+    counters_.prompt_tokens += std::min(s.n_eval, r.p.prompt.size());
     counters_.gen_tokens += static_cast<uint64_t>(s.n_gen);
     counters_.running = std::max(0, counters_.running - 1);
   }
@@ -458,6 +474,8 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   }
   s.sampler.reset();
   s.stops.reset();
+  s.parked = s.ready = false;
+  if (kv_pool_) s.session->reset();  // the blocks go back (the full ones stay cached)
 }
 
 EngineCounters Engine::counters() const {
@@ -508,7 +526,9 @@ std::string Engine::metrics_text() const {
   counter("strata_batches_total", "turns' batches (decode tokens and prompt chunks in one forward)",
           static_cast<double>(c.batches));
   counter("strata_batch_tokens_total", "tokens in those batches", static_cast<double>(c.batch_tokens));
-  gauge("strata_kv_cache_bytes", "KV cache bytes of all slots", static_cast<double>(kv_bytes_));
+  gauge("strata_kv_cache_bytes", "KV cache bytes of all slots and the KV pool",
+        static_cast<double>(kv_bytes_));
+  if (kv_pool_) kv_metrics(c, &o);
   gauge("strata_process_resident_bytes", "resident set of the process (VmRSS)",
         static_cast<double>(rss_bytes()));
   gauge("strata_process_peak_resident_bytes", "peak resident set of the process (VmHWM)",

@@ -17,6 +17,16 @@
 //   auto e = Engine::create(*model, factory, &model->tokenizer(), model->n_vocab(), {.n_slots = 4}).value();
 //   e->submit(params, [](const CompletionEvent& ev) { ...; return true; });  // false: cancel
 //
+// Paged KV (Engine::for_model on an architecture with Architecture::paged_kv(), the standard
+// decoders): the slots' full-attention K / V live in one kv/KvPool under a byte budget
+// (EngineOptions::kv_budget) and admission is by KV budget, not by slot — n_slots is the most
+// sequences running. A request is admitted when the pool can hold its first prompt chunk (after
+// the blocks of its longest cached prefix, which it shares: runtime/engine_kv.cpp); before each
+// turn every sequence reserves the blocks its tokens need, and when the pool is short the
+// youngest sequence is preempted: its blocks are released (its full blocks stay cached) and it is
+// recomputed later from its tokens, with the same bits (batch invariance), its sampler untouched.
+// A request whose KV can never fit is refused at submit() with its need and the budget.
+//
 // The sink is called on the scheduler thread and must not block for long.
 #pragma once
 
@@ -32,6 +42,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kv/kv_pool.h"
 #include "memory/experts/expert_store.h"
 #include "model/model.h"
 #include "obs/latency_histogram.h"
@@ -52,6 +63,12 @@ struct EngineOptions {
   int n_ubatch = 512;     // -ub: tokens per forward step (the sessions' scratch); a turn's batch is split
   int prefill_chunk = 0;  // > 0: fixed prompt tokens per turn while slots decode (tests); 0: from step times
   bool manual_step = false;  // tests: run no scheduler thread; step() drives it
+  // Paged KV (for_model, architectures with paged KV): the pool's bytes (0: n_slots x n_ctx x
+  // bytes per position) and positions per block; paged_kv false: every slot holds its whole context.
+  uint64_t kv_budget = 0;
+  int block_size = 16;
+  bool paged_kv = true;
+  bool prefix_cache = true;  // share the cached blocks of a prompt's longest cached prefix
 };
 
 enum class FinishReason { stop, length, cancelled, error };
@@ -98,8 +115,10 @@ struct CompletionEvent {
   std::vector<TokenLogprob>
       logprobs;  // CompletionParams::logprobs: the tokens sampled since the previous event
   std::vector<TokenLogprob> prompt_logprobs;  // CompletionParams::prompt_logprobs: this chunk's positions
-  // Filled on the last event (n_decode: forward steps that evaluated a sampled token):
-  int n_prompt = 0, n_gen = 0, n_decode = 0;
+  // Filled on the last event (n_decode: forward steps that evaluated a sampled token; n_cached:
+  // prompt tokens whose KV came from the prefix cache, the others were prefilled; n_recomputed:
+  // tokens evaluated again after the request was preempted):
+  int n_prompt = 0, n_gen = 0, n_decode = 0, n_cached = 0, n_recomputed = 0;
   double queue_s = 0, prompt_s = 0, decode_s = 0, sample_s = 0, ttft_s = 0;
 };
 using CompletionSink = std::function<bool(const CompletionEvent&)>;
@@ -109,6 +128,9 @@ struct EngineCounters {
   uint64_t prompt_tokens = 0, gen_tokens = 0;
   uint64_t decode_steps = 0, decode_rows = 0;  // turns that evaluated sampled tokens, and those tokens
   uint64_t batches = 0, batch_tokens = 0;      // turns' batches (one forward call each) and their tokens
+  // Paged KV: prompt tokens taken from the prefix cache / evaluated, tokens evaluated again after a
+  // preemption, preemptions.
+  uint64_t prompt_tokens_cached = 0, prompt_tokens_prefilled = 0, recomputed_tokens = 0, preemptions = 0;
   int running = 0, waiting = 0;
 };
 
@@ -148,8 +170,9 @@ class Engine {
 
   int n_ctx() const { return n_ctx_; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
-  uint64_t kv_bytes() const { return kv_bytes_; }             // all slots' KV caches
+  uint64_t kv_bytes() const { return kv_bytes_; }             // all slots' KV caches (and the KV pool)
   const ExpertStore* expert_store() const { return store_; }  // null: experts not tiered by a store
+  const KvPool* kv_pool() const { return kv_pool_.get(); }    // null: slots hold their whole context
 
   // Runs one scheduler turn on the calling thread (manual_step engines only). False when idle.
   bool step();
@@ -169,8 +192,23 @@ class Engine {
   static Result<std::unique_ptr<Engine>> make(const BatchRunner& runner, const Tokenizer* tok,
                                               int32_t n_vocab, const EngineOptions& opts, ExpertStore* store);
   void add_slot(Session* session, std::unique_ptr<Session> owned);
+  void start();
   void loop();
   void admit();
+  // Paged KV (runtime/engine_kv.cpp).
+  Status make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv);  // architectures with paged KV
+  Status check_fits(const CompletionParams& p) const;
+  bool place(Slot& s, bool resume);  // the slot's first blocks (a cached prefix shared); false: no room
+  // s holds blocks for n positions (ok), younger sequences preempted; else it waits for older ones,
+  // or holds every block the others do not (full: the pool is its context).
+  enum class Secured { ok, wait, full };
+  Secured secure(Slot& s, int64_t n);
+  int64_t room(Slot& s, int64_t n);  // positions <= n that s can hold without preempting (reserved)
+  Slot* victim(const Slot& s);       // the youngest preemptible sequence younger than s holding blocks
+  void preempt(Slot& s);
+  void unstick();           // a turn with nothing to run: preempt or fail so that the oldest can go on
+  void committed(Slot& s);  // after a step: name the full blocks
+  void kv_metrics(const EngineCounters& c, std::string* out) const;
   bool sample(Slot& s);  // true: s has a sampled token to evaluate in this turn's batch
   int prefill_budget(int n_decode) const;
   void run_batch(int n_decode, int n_prefill);
@@ -183,6 +221,8 @@ class Engine {
   uint64_t kv_bytes_ = 0;
   EngineOptions opts_;
   ExpertStore* store_ = nullptr;
+  std::unique_ptr<KvPool> kv_pool_;  // before the slots: their sessions' blocks go back to it
+  uint64_t next_age_ = 0;            // admission order
   std::vector<std::unique_ptr<Slot>> slots_;
   const BatchRunner* runner_ = nullptr;
   // The turn's batch (reused): its slots in batch order, their sessions, and per token id, sequence

@@ -420,19 +420,22 @@ const char* api_finish_reason(FinishReason r) {
 json usage_body(const CompletionEvent& last) {
   return json{{"prompt_tokens", last.n_prompt},
               {"completion_tokens", last.n_gen},
-              {"total_tokens", last.n_prompt + last.n_gen}};
+              {"total_tokens", last.n_prompt + last.n_gen},
+              {"prompt_tokens_details", {{"cached_tokens", last.n_cached}}}};
 }
 
 json timings_body(const CompletionEvent& last) {
   const int n_decode = std::max(0, last.n_gen - 1);
-  return json{{"prompt_n", last.n_prompt},
-              {"prompt_ms", last.prompt_s * 1e3},
-              {"prompt_per_second", last.prompt_s > 0 ? last.n_prompt / last.prompt_s : 0.0},
-              {"predicted_n", last.n_gen},
-              {"predicted_ms", last.decode_s * 1e3},
-              {"predicted_per_second", last.decode_s > 0 ? n_decode / last.decode_s : 0.0},
-              {"queue_ms", last.queue_s * 1e3},
-              {"ttft_ms", last.ttft_s * 1e3}};
+  return json{
+      {"cache_n", last.n_cached},
+      {"prompt_n", last.n_prompt - last.n_cached},
+      {"prompt_ms", last.prompt_s * 1e3},
+      {"prompt_per_second", last.prompt_s > 0 ? (last.n_prompt - last.n_cached) / last.prompt_s : 0.0},
+      {"predicted_n", last.n_gen},
+      {"predicted_ms", last.decode_s * 1e3},
+      {"predicted_per_second", last.decode_s > 0 ? n_decode / last.decode_s : 0.0},
+      {"queue_ms", last.queue_s * 1e3},
+      {"ttft_ms", last.ttft_s * 1e3}};
 }
 
 json choice_body(bool chat, int index, const std::string& text, FinishReason finish, const json& logprobs) {

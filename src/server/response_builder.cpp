@@ -59,6 +59,7 @@ void ResponseBuilder::finish(Choice& c, const CompletionEvent& ev) {
   totals_.n_prompt += ev.n_prompt;
   totals_.n_gen += ev.n_gen;
   totals_.n_decode += ev.n_decode;
+  totals_.n_cached += ev.n_cached;
   totals_.prompt_s += ev.prompt_s;
   totals_.decode_s += ev.decode_s;
   totals_.sample_s += ev.sample_s;

@@ -18,6 +18,7 @@
 #include "format/gguf.h"
 #include "format/tensor_names.h"
 #include "kernels/cpu_device.h"
+#include "kv/kv_pool.h"
 #include "model/arch.h"
 #include "model/arch_chunks.h"
 #include "model/hparams.h"
@@ -204,14 +205,19 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DeviceSeam,
 // prefill and token by token, so model/ reads those weights and caches only through the seam.
 class DecoderOnDevice : public ::testing::TestWithParam<const char*> {};
 
-std::vector<float> eval_all(const Model& m, const std::vector<int32_t>& tokens, int chunk) {
+// pool: the session's K / V in a paged KV pool on the model's device (blocks of 5 positions).
+std::vector<float> eval_all(const Model& m, const std::vector<int32_t>& tokens, int chunk,
+                            KvPool* pool = nullptr) {
   const int V = m.n_vocab(), n = static_cast<int>(tokens.size());
   std::vector<float> out(static_cast<size_t>(n) * V);
-  auto s = m.new_session({.n_ctx = 64, .n_batch = chunk});
+  auto s = m.new_session({.n_ctx = 64, .n_batch = chunk, .kv_pool = pool});
   EXPECT_TRUE(s.ok()) << s.message();
   if (!s.ok()) return out;
   for (int i = 0; i < n; i += chunk) {
     const int k = std::min(chunk, n - i);
+    if (pool) {
+      EXPECT_TRUE(pool->reserve(*(*s)->kv_blocks(), i + k).ok());
+    }
     const Status st =
         (*s)->eval(std::span<const int32_t>(tokens.data() + i, k), out.data() + size_t(i) * V, true);
     EXPECT_TRUE(st.ok()) << st.message();
@@ -246,6 +252,12 @@ void expect_hidden_device_same_bits(const std::string& path) {
     EXPECT_EQ(dev.linear - lin, steps);
     EXPECT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0)
         << path << ": the hidden-memory device changed the logits (chunk " << chunk << ")";
+    // Paged KV on that device: the block table travels with the rows (DeviceRows).
+    auto kp = KvPool::create((*m)->arch().kv_spec(), dev, {.budget_bytes = 16 << 20, .block_size = 5});
+    ASSERT_TRUE(kp.ok()) << kp.message();
+    const auto paged = eval_all(**m, tokens, chunk, kp->get());
+    EXPECT_EQ(std::memcmp(want.data(), paged.data(), sizeof(float) * want.size()), 0)
+        << path << ": paged KV on the hidden-memory device changed the logits (chunk " << chunk << ")";
   }
   if (hp.n_expert == 0) {
     EXPECT_EQ(dev.ffn, dev.attention);  // dense: one FFN per attention

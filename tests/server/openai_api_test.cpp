@@ -180,6 +180,7 @@ TEST(OpenAiResponse, BodiesHaveTheOpenAiShape) {
   last.finish = FinishReason::length;
   last.n_prompt = 4;
   last.n_gen = 3;
+  last.n_cached = 1;
   last.decode_s = 0.5;
   ApiResponseHead h{"cmpl-1", "m", 99, false};
   json b = completion_body(h, json::array({choice_body(false, 0, "abc", last.finish)}), last);
@@ -187,6 +188,9 @@ TEST(OpenAiResponse, BodiesHaveTheOpenAiShape) {
   EXPECT_EQ(b["choices"][0]["text"], "abc");
   EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(b["usage"]["total_tokens"], 7);
+  EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], 1);  // from the prefix cache
+  EXPECT_EQ(b["timings"]["cache_n"], 1);
+  EXPECT_EQ(b["timings"]["prompt_n"], 3);  // llama-server's: the prompt tokens evaluated
   EXPECT_DOUBLE_EQ(b["timings"]["predicted_per_second"].get<double>(), 4.0);  // 2 decode evals in 0.5 s
   h.chat = true;
   b = completion_body(h, json::array({choice_body(true, 0, "abc", last.finish)}), last);

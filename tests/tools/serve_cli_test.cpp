@@ -48,6 +48,13 @@ TEST_F(ServeCli, BadFlagsAreOneLineErrors) {
   strata::testing::expect_one_line_error(
       strata("serve -m " + model() + " --port 0 --ssl-key-file " + pem + " --ssl-cert-file " + pem), pem,
       true);
+  strata::testing::expect_one_line_error(strata("serve -m " + model() + " --kv-budget 12Q"), "--kv-budget",
+                                         true);
+  strata::testing::expect_one_line_error(strata("serve -m " + model() + " --block-size 0"), "--block-size",
+                                         true);
+  // A budget without room for one block of the model's KV (after loading it).
+  strata::testing::expect_one_line_error(strata("serve -m " + model() + " --kv-budget 1K"),
+                                         "holds no KV block", true);
 }
 
 TEST_F(ServeCli, ServesAndStopsOnSigterm) {

@@ -14,6 +14,7 @@
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_pool.h"
 #include "model/blocks/device_weights.h"
 #include "model/weights.h"
 
@@ -57,6 +58,8 @@ class DecoderState final : public ArchState {
   ArchMemory memory() const override {
     return {kv.bytes(), owns_scratch ? sc->arena.capacity() + sc->rows_bytes : 0, kv_types};
   }
+  void reset() override { kv.release_blocks(); }
+  BlockTable* kv_blocks() override { return kv.blocks(); }
 
   KvCache kv;
   KvTypes kv_types;
@@ -78,6 +81,11 @@ class Decoder final : public Architecture {
   Decoder(HParams hp, DecoderWeights w) : hp_(std::move(hp)), w_(std::move(w)) {}
   const HParams& hparams() const override { return hp_; }
   KvSpec kv_spec() const override { return decoder_kv_spec(hp_); }
+  bool paged_kv() const override { return true; }
+  Result<KvSpec> kv_spec_for(const KvTypes& types) const override {
+    STRATA_ASSIGN(const KvTypes t, kv_types_for(types));
+    return decoder_kv_spec(hp_, t);
+  }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& o) const override {
     if (o.n_ctx < 1 || o.n_batch < 1) return err("session: n_ctx and n_batch must be >= 1");
@@ -85,26 +93,19 @@ class Decoder final : public Architecture {
     if (o.device != dev_)
       return err("%s: a state's caches must live on the device its layers run on (%s)", hp_.arch.c_str(),
                  dev_->name().c_str());
-    // A device whose attention reads only some row types: a tool's default falls back to f32, a
-    // type asked for is an error naming the device.
-    KvTypes kvt = o.kv;
-    for (KvType t : {kvt.k, kvt.v}) {
-      const GgmlType g = kv_storage_type(t);
-      if (dev_->attention_rows_supported(g, kvt.rotate && kv_type_quantized(t))) continue;
-      if (!kvt.is_default)
-        return err("%s: KV type %s is not supported on %s (use -ctk f32 -ctv f32)", hp_.arch.c_str(),
-                   kv_type_name(t), dev_->name().c_str());
-      kvt.k = kvt.v = KvType::f32;
-    }
+    STRATA_ASSIGN(const KvTypes kvt, kv_types_for(o.kv));
     const KvSpec spec = decoder_kv_spec(hp_, kvt);
-    STRATA_TRY(kv_spec_check(spec, hp_.arch.c_str(), decoder_head_width(hp_)));
+    if (o.kv_pool && &o.kv_pool->device() != dev_)
+      return err("%s: the KV pool must live on the device its layers run on (%s)", hp_.arch.c_str(),
+                 dev_->name().c_str());
     const DeviceMemory dm = dev_->memory();
-    const uint64_t kv_bytes = spec.bytes(o.n_ctx, o.n_batch);
+    const uint64_t kv_bytes = o.kv_pool ? 0 : spec.bytes(o.n_ctx, o.n_batch);
     if (dev_->kind() == DeviceKind::device_gpu && dm.budget > 0 && dm.allocated + kv_bytes > dm.budget)
       return err("%s: a session's KV caches (context %d) need %s on %s: %s of its %s budget in use",
                  hp_.arch.c_str(), o.n_ctx, format_bytes(kv_bytes).c_str(), dev_->name().c_str(),
                  format_bytes(dm.allocated).c_str(), format_bytes(dm.budget).c_str());
-    STRATA_ASSIGN(KvCache kv, KvCache::on_device(spec, o.n_ctx, o.n_batch, *dev_, kvt.rotate));
+    STRATA_ASSIGN(KvCache kv, o.kv_pool ? KvCache::paged(spec, o.n_ctx, o.n_batch, *o.kv_pool, kvt.rotate)
+                                        : KvCache::on_device(spec, o.n_ctx, o.n_batch, *dev_, kvt.rotate));
     for (int il = 0; il < kv.n_layer(); ++il)  // forward reads parts 0 / 1 as K / V
       STRATA_ASSERT(kv.layer(il).find("k") == 0 && kv.layer(il).find("v") == 1);
     auto st = std::make_unique<DecoderState>(std::move(kv), hp_, o);
@@ -226,6 +227,23 @@ class Decoder final : public Architecture {
   }
 
  private:
+  // The types a state holds: what was asked, where the device's attention reads such rows; a
+  // tool's default it cannot read falls back to f32, a type asked for is an error naming the device.
+  // Every part must hold whole blocks of its type (kv_spec_check).
+  Result<KvTypes> kv_types_for(const KvTypes& asked) const {
+    KvTypes kvt = asked;
+    if (dev_)
+      for (KvType t : {kvt.k, kvt.v}) {
+        if (dev_->attention_rows_supported(kv_storage_type(t), kvt.rotate && kv_type_quantized(t))) continue;
+        if (!kvt.is_default)
+          return err("%s: KV type %s is not supported on %s (use -ctk f32 -ctv f32)", hp_.arch.c_str(),
+                     kv_type_name(t), dev_->name().c_str());
+        kvt.k = kvt.v = KvType::f32;
+      }
+    STRATA_TRY(kv_spec_check(decoder_kv_spec(hp_, kvt), hp_.arch.c_str(), decoder_head_width(hp_)));
+    return kvt;
+  }
+
   HParams hp_;
   DecoderWeights w_;
   Device* dev_ = nullptr;

@@ -1,0 +1,173 @@
+#include "kv/kv_pool.h"
+
+#include <algorithm>
+#include <string>
+
+#include "base/units.h"
+
+namespace strata {
+
+Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, const KvPoolOptions& o) {
+  if (o.block_size < 1 || o.block_size > 4096)
+    return err("--block-size %d must be in [1, 4096] positions", o.block_size);
+  uint64_t row_bytes = 0, salt = 0x6b76;
+  bool all_paged = true;
+  std::vector<std::vector<int>> region_of(spec.layers.size());
+  std::vector<Region> regions;
+  for (size_t il = 0; il < spec.layers.size(); ++il)
+    for (size_t p = 0; p < spec.layers[il].parts.size(); ++p) {
+      const KvPartSpec& ps = spec.layers[il].parts[p];
+      const bool paged = ps.kind == KvPartKind::full && ps.ratio == 1;
+      region_of[il].push_back(paged ? static_cast<int>(regions.size()) : -1);
+      all_paged = all_paged && paged;
+      if (!paged) continue;
+      const KvType t = ps.stored_as(ps.type);
+      if (!kv_type_supported(t))
+        return err("KV pool: layer %zu part %s is %s, a type strata cannot store", il, ps.name.c_str(),
+                   kv_type_name(t));
+      const bool rotated = o.rotate && kv_type_quantized(t);
+      regions.push_back(Region{static_cast<int>(il), static_cast<int>(p), ps.width, kv_storage_type(t),
+                               rotated, ps.row_bytes(ps.type), 0});
+      row_bytes += ps.row_bytes(ps.type);
+      // what names a block's rows besides its tokens: each paged part's type, rotation and width
+      salt = salt * 1000003u + static_cast<uint64_t>(t) * 65537u + (rotated ? 7919u : 0u) +
+             static_cast<uint64_t>(ps.width);
+    }
+  if (regions.empty()) return err("KV pool: the model has no KV part that grows per position to page");
+  const uint64_t block_bytes = row_bytes * static_cast<uint64_t>(o.block_size);
+  const uint64_t n = o.budget_bytes / block_bytes;
+  if (n < 1)
+    return err("--kv-budget %s holds no KV block (a block of %d positions is %s)",
+               format_bytes(o.budget_bytes).c_str(), o.block_size, format_bytes(block_bytes).c_str());
+  if (n > (uint64_t{1} << 30))
+    return err("--kv-budget %s: too many KV blocks", format_bytes(o.budget_bytes).c_str());
+  std::unique_ptr<KvPool> kp(new KvPool(dev, o.block_size, static_cast<int32_t>(n)));
+  size_t off = 0;
+  for (Region& r : regions) {
+    r.offset = off;
+    off += r.row_bytes * static_cast<size_t>(n) * static_cast<size_t>(o.block_size);
+  }
+  kp->block_bytes_ = block_bytes;
+  kp->bytes_per_token_ = static_cast<double>(row_bytes);
+  kp->salt_ = salt;
+  kp->prefix_cache_ = o.prefix_cache && all_paged;
+  kp->regions_ = std::move(regions);
+  kp->region_of_ = std::move(region_of);
+  STRATA_ASSIGN(kp->buf_, dev.alloc(off, "KV pool"));
+  return kp;
+}
+
+KvPool::~KvPool() {
+  dev_.free(buf_);
+}
+
+bool KvPool::holds(int il, int part, GgmlType type, bool hadamard) const {
+  const int r = region(il, part);
+  return r >= 0 && regions_[static_cast<size_t>(r)].type == type &&
+         regions_[static_cast<size_t>(r)].hadamard == hadamard;
+}
+
+int KvPool::region(int il, int part) const {
+  if (il < 0 || static_cast<size_t>(il) >= region_of_.size()) return -1;
+  const std::vector<int>& l = region_of_[static_cast<size_t>(il)];
+  return part < 0 || static_cast<size_t>(part) >= l.size() ? -1 : l[static_cast<size_t>(part)];
+}
+
+BlockTable KvPool::new_table(int64_t n_ctx) const {
+  return BlockTable(blocks_for(std::max<int64_t>(n_ctx, 1)), block_size_);
+}
+
+RowCache KvPool::rows(int il, int part, const BlockTable& t) const {
+  const int r = region(il, part);
+  STRATA_ASSERT(r >= 0 && t.block_size() == block_size_);
+  const Region& g = regions_[static_cast<size_t>(r)];
+  RowCache c = RowCache::paged(buf_, g.offset, g.width, g.type, int64_t{n_blocks_} * block_size_, t.ids(),
+                               int64_t{t.max_blocks()} * block_size_, block_size_);
+  c.set_hadamard(g.hadamard);
+  return c;
+}
+
+int32_t KvPool::available() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return pool_.available();
+}
+
+int32_t KvPool::need(const BlockTable& t, int64_t n) const {
+  return std::max(0, blocks_for(n) - t.size());
+}
+
+Status KvPool::reserve(BlockTable& t, int64_t n) {
+  const int32_t want = need(t, n);
+  if (want == 0) return {};
+  if (blocks_for(n) > t.max_blocks())
+    return err("KV pool: %lld positions exceed the sequence's %d blocks", static_cast<long long>(n),
+               t.max_blocks());
+  std::lock_guard<std::mutex> lk(mu_);
+  auto got = pool_.allocate(want);
+  if (!got.ok())
+    return err("KV pool: %lld positions need %d more blocks of %d positions (%s), %d available of %d (%s)",
+               static_cast<long long>(n), want, block_size_, format_bytes(block_bytes_ * want).c_str(),
+               pool_.available(), n_blocks_, format_bytes(bytes()).c_str());
+  for (int32_t b : got.value()) t.push(b);
+  return {};
+}
+
+void KvPool::release(BlockTable& t) {
+  std::lock_guard<std::mutex> lk(mu_);
+  // Last block first: of a freed chain, the LRU evicts the tail before the shared head.
+  for (int32_t k = t.n_ - 1; k >= 0; --k) {
+    pool_.release(t.ids_[k]);
+    t.ids_[k] = -1;
+    t.hashes_[static_cast<size_t>(k)] = 0;
+  }
+  t.n_ = t.n_hashed_ = 0;
+}
+
+int64_t KvPool::adopt_prefix(BlockTable& t, std::span<const int32_t> tokens) {
+  STRATA_ASSERT(t.size() == 0 && t.block_size() == block_size_);
+  if (!prefix_cache_ || tokens.empty()) return 0;
+  std::lock_guard<std::mutex> lk(mu_);
+  const size_t bs = static_cast<size_t>(block_size_);
+  uint64_t parent = 0;
+  // Whole blocks, the last token left to evaluate (its logits are what the sequence wants next).
+  while (static_cast<size_t>(t.n_ + 1) * bs <= tokens.size() - 1 && t.n_ < t.max_) {
+    const auto blk = tokens.subspan(static_cast<size_t>(t.n_) * bs, bs);
+    const uint64_t h = block_hash(parent, blk, salt_);
+    const int32_t b = pool_.acquire(h, parent, blk);
+    if (b < 0) break;
+    t.hashes_[static_cast<size_t>(t.n_)] = h;
+    t.push(b);
+    t.n_hashed_ = t.n_;
+    parent = h;
+  }
+  return t.rows();
+}
+
+void KvPool::commit(BlockTable& t, std::span<const int32_t> tokens) {
+  if (!prefix_cache_) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  const size_t bs = static_cast<size_t>(block_size_);
+  const int32_t full = static_cast<int32_t>(std::min<size_t>(tokens.size() / bs, static_cast<size_t>(t.n_)));
+  for (int32_t k = t.n_hashed_; k < full; ++k) {
+    const uint64_t parent = k > 0 ? t.hashes_[static_cast<size_t>(k - 1)] : 0;
+    const auto blk = tokens.subspan(static_cast<size_t>(k) * bs, bs);
+    const uint64_t h = block_hash(parent, blk, salt_);
+    pool_.commit(t.ids_[k], h, parent, blk);  // false: another block holds it; this one stays unnamed
+    t.hashes_[static_cast<size_t>(k)] = h;
+  }
+  t.n_hashed_ = std::max(t.n_hashed_, full);
+}
+
+KvPoolStats KvPool::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  KvPoolStats s;
+  s.blocks = pool_.counts();
+  s.block_size = block_size_;
+  s.bytes = bytes();
+  s.block_bytes = block_bytes_;
+  s.bytes_per_token = bytes_per_token_;
+  s.prefix_cache = prefix_cache_;
+  return s;
+}
+
+}  // namespace strata

@@ -1,0 +1,112 @@
+// KvPool: the paged KV memory of an engine's sequences under one byte budget. Every part of the
+// KV spec that grows one row per position (kind full: K and V of full-attention layers) is paged:
+// the pool is ONE allocation of a device (Device::alloc), a region per (layer, paged part) of
+// n_blocks · block_size rows, and a block id names block_size rows in every region at once, so a
+// sequence needs one block table (kv/block_pool.h) for all its paged parts. Window rings and
+// other parts stay in each sequence's own KvCache (kv/kv_cache.h).
+//
+// The bookkeeping is kv/BlockPool's; this class adds the bytes, the views (KvCache::paged's
+// RowCaches over the regions, addressed through a sequence's table: kernels/kv_rows.h) and the
+// sequence-level operations the engine calls: reserve (plan, then apply), release, and the prefix
+// cache — adopt_prefix hands a new sequence the cached blocks of its longest cached prefix,
+// commit names a sequence's full blocks so later sequences can adopt them. The prefix cache is on
+// only when every part is paged (a window ring cannot be rebuilt from blocks). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/device.h"
+#include "kv/block_pool.h"
+#include "kv/kv_spec.h"
+#include "kv/row_cache.h"
+
+namespace strata {
+
+struct KvPoolOptions {
+  uint64_t budget_bytes = 0;  // the pool's bytes at most (whole blocks); > 0
+  int block_size = 16;        // positions per block
+  bool prefix_cache = true;
+  bool rotate = true;  // quantized rows Hadamard-rotated (--kv-rotate), as KvCache's
+};
+
+struct KvPoolStats {
+  BlockCounts blocks;
+  int block_size = 0;
+  uint64_t bytes = 0, block_bytes = 0;
+  double bytes_per_token = 0;  // of the paged parts
+  bool prefix_cache = false;
+};
+
+class KvPool {
+ public:
+  static Result<std::unique_ptr<KvPool>> create(const KvSpec& spec, Device& dev, const KvPoolOptions& o);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  Device& device() const { return dev_; }
+  int block_size() const { return block_size_; }
+  int32_t n_blocks() const { return n_blocks_; }
+  uint64_t block_bytes() const { return block_bytes_; }  // one block of every paged part
+  uint64_t bytes() const { return static_cast<uint64_t>(n_blocks_) * block_bytes_; }
+  bool prefix_cache() const { return prefix_cache_; }
+  bool pages(int il, int part) const { return region(il, part) >= 0; }
+  // Part `part` of layer il is paged here in rows of this type and rotation.
+  bool holds(int il, int part, GgmlType type, bool hadamard) const;
+  // Blocks covering n positions.
+  int32_t blocks_for(int64_t n) const { return static_cast<int32_t>((n + block_size_ - 1) / block_size_); }
+
+  // A sequence of up to n_ctx positions: its (empty) table, and the rows of paged part `part` of
+  // layer il through it (valid while the pool and the table live).
+  BlockTable new_table(int64_t n_ctx) const;
+  RowCache rows(int il, int part, const BlockTable& t) const;
+
+  int32_t available() const;  // blocks an allocation can take now (free + cached)
+  // Blocks t lacks to cover n positions.
+  int32_t need(const BlockTable& t, int64_t n) const;
+  // Plan, then apply: t covers n positions afterwards, or an error names the need and what is
+  // available, and nothing changed.
+  Status reserve(BlockTable& t, int64_t n);
+  void release(BlockTable& t);  // every block (cached ones stay cached in the LRU)
+  // t empty: appends the cached blocks of the longest cached prefix of `tokens` (whole blocks,
+  // leaving at least the last token to evaluate) and returns the positions they hold (0 when the
+  // prefix cache is off).
+  int64_t adopt_prefix(BlockTable& t, std::span<const int32_t> tokens);
+  // tokens: the sequence's first positions, all evaluated (their rows written): names t's full
+  // blocks among them that are not named yet.
+  void commit(BlockTable& t, std::span<const int32_t> tokens);
+  KvPoolStats stats() const;
+
+ private:
+  struct Region {
+    int il = 0, part = 0;
+    int64_t width = 0;
+    GgmlType type = GgmlType::f32;  // the rows' storage type (kv_storage_type of the part's KV type)
+    bool hadamard = false;
+    size_t row_bytes = 0;
+    size_t offset = 0;
+  };
+  KvPool(Device& dev, int block_size, int32_t n_blocks)
+      : dev_(dev), block_size_(block_size), n_blocks_(n_blocks), pool_(n_blocks, block_size) {}
+  int region(int il, int part) const;
+
+  Device& dev_;
+  int block_size_;
+  int32_t n_blocks_;
+  uint64_t block_bytes_ = 0;
+  double bytes_per_token_ = 0;
+  uint64_t salt_ = 0;  // what else names a block's rows: the paged parts' types and widths
+  bool prefix_cache_ = false;
+  std::vector<Region> regions_;
+  std::vector<std::vector<int>> region_of_;  // [layer][part] -> region, -1: not paged
+  DeviceBuffer buf_;
+  mutable std::mutex mu_;
+  BlockPool pool_;
+};
+
+}  // namespace strata

@@ -1,0 +1,184 @@
+// The engine's paged KV (runtime/engine.h): admission by KV budget, the blocks each turn reserves,
+// preemption of the youngest sequence when the pool is short, prefix sharing, and the pool's metrics.
+#include <algorithm>
+#include <string>
+
+#include "base/units.h"
+#include "model/arch.h"
+#include "obs/latency_histogram.h"
+#include "runtime/engine.h"
+#include "runtime/engine_slot.h"
+
+namespace strata {
+
+Status Engine::make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv) {
+  if (!m.arch().paged_kv()) return {};                         // its sessions keep their KV
+  STRATA_ASSIGN(const KvSpec spec, m.arch().kv_spec_for(kv));  // the types the sessions will hold
+  KvPoolOptions po{opts_.kv_budget, opts_.block_size, opts_.prefix_cache, kv.rotate};
+  if (po.budget_bytes == 0) {  // n_slots x n_ctx (whole blocks) x the paged parts' bytes per position
+    uint64_t per_pos = 0;
+    for (const KvLayerSpec& l : spec.layers)
+      for (const KvPartSpec& p : l.parts)
+        if (p.kind == KvPartKind::full && p.ratio == 1) per_pos += p.row_bytes(p.type);
+    const int64_t blocks = (int64_t{std::max(n_ctx, 1)} + opts_.block_size - 1) / opts_.block_size;
+    po.budget_bytes =
+        per_pos * static_cast<uint64_t>(blocks * opts_.block_size) * static_cast<uint64_t>(opts_.n_slots);
+  }
+  STRATA_ASSIGN(kv_pool_, KvPool::create(spec, m.device(), po));
+  kv_bytes_ += kv_pool_->bytes();
+  return {};
+}
+
+Status Engine::check_fits(const CompletionParams& p) const {
+  if (!kv_pool_) return {};
+  // The prompt and one generated token at least (a scoring request: the prompt).
+  const int64_t pos = static_cast<int64_t>(p.prompt.size()) + (p.n_predict == 0 ? 0 : 1);
+  const int32_t need = kv_pool_->blocks_for(pos);
+  if (need <= kv_pool_->n_blocks()) return {};
+  return err(
+      "the request needs %d KV blocks (%lld positions, %s) but the KV budget holds %d blocks (%s); raise "
+      "--kv-budget",
+      need, static_cast<long long>(pos), format_bytes(kv_pool_->block_bytes() * uint64_t(need)).c_str(),
+      kv_pool_->n_blocks(), format_bytes(kv_pool_->bytes()).c_str());
+}
+
+// A new or preempted sequence takes the cached blocks of its longest cached prefix and continues
+// after them, if the pool can hold its first prefill chunk; else nothing changes.
+bool Engine::place(Slot& s, bool resume) {
+  BlockTable& t = *s.session->kv_blocks();
+  s.session->reset();
+  const std::span<const int32_t> toks(s.seq.data(), s.target);
+  // A request that wants every prompt row's logits evaluates every row.
+  const int64_t reused = wants_prompt_rows(s.req->p) ? 0 : kv_pool_->adopt_prefix(t, toks);
+  const int64_t first = std::min<int64_t>(static_cast<int64_t>(s.target), reused + opts_.n_batch);
+  if (kv_pool_->need(t, first) > kv_pool_->available() ||
+      !s.session->assume_prefix(static_cast<int>(reused)).ok()) {
+    s.session->reset();
+    return false;
+  }
+  s.n_eval = static_cast<size_t>(reused);
+  s.ready = false;
+  const uint64_t evaluated = s.target - static_cast<uint64_t>(reused);
+  if (resume) {
+    s.parked = false;
+    s.n_recomputed += static_cast<int>(evaluated);
+    counters_.recomputed_tokens += evaluated;
+  } else {
+    s.n_cached = static_cast<int>(reused);
+    counters_.prompt_tokens_cached += static_cast<uint64_t>(reused);
+    counters_.prompt_tokens_prefilled += evaluated;
+  }
+  return true;
+}
+
+Engine::Slot* Engine::victim(const Slot& s) {
+  Slot* v = nullptr;
+  for (auto& o : slots_) {
+    Slot* c = o.get();
+    if (c == &s || !c->req || c->parked || c->in_batch || c->age < s.age || wants_prompt_rows(c->req->p) ||
+        c->session->kv_blocks()->size() == 0)
+      continue;
+    if (!v || c->age > v->age) v = c;
+  }
+  return v;
+}
+
+// Drop and recompute later: the full blocks stay cached (a resume may find them), the sampler,
+// stop strings and text so far stay with the slot; it evaluates seq again before it goes on.
+void Engine::preempt(Slot& s) {
+  committed(s);
+  s.session->reset();
+  s.target = s.seq.size();
+  s.n_eval = 0;
+  s.n_chunk = 0;
+  s.ready = false;
+  s.parked = true;
+  std::lock_guard<std::mutex> lk(mu_);
+  ++counters_.preemptions;
+}
+
+Engine::Secured Engine::secure(Slot& s, int64_t n) {
+  BlockTable& t = *s.session->kv_blocks();
+  while (!kv_pool_->reserve(t, n).ok()) {
+    if (Slot* v = victim(s)) {
+      preempt(*v);
+      continue;
+    }
+    for (auto& o : slots_)
+      if (o.get() != &s && o->req && o->session->kv_blocks()->size() > 0) return Secured::wait;
+    return Secured::full;
+  }
+  return Secured::ok;
+}
+
+int64_t Engine::room(Slot& s, int64_t n) {
+  BlockTable& t = *s.session->kv_blocks();
+  const int64_t past = s.session->n_past();
+  for (;;) {
+    const int64_t fit = t.rows() + int64_t{kv_pool_->available()} * kv_pool_->block_size() - past;
+    const int64_t k = std::min(n, fit);
+    if (k >= 1 && kv_pool_->reserve(t, past + k).ok()) return k;
+    Slot* v = victim(s);
+    if (!v) return 0;
+    preempt(*v);
+  }
+}
+
+// Nothing ran: the oldest running sequence waits for blocks that younger ones hold (or that it
+// can never have). Free them, or end it.
+void Engine::unstick() {
+  Slot* oldest = nullptr;
+  for (auto& o : slots_)
+    if (o->req && !o->parked && (!oldest || o->age < oldest->age)) oldest = o.get();
+  if (!oldest) return;
+  Slot* youngest = nullptr;
+  for (auto& o : slots_)
+    if (o.get() != oldest && o->req && !o->parked && o->session->kv_blocks()->size() > 0 &&
+        (!youngest || o->age > youngest->age))
+      youngest = o.get();
+  if (!youngest) {
+    finish(*oldest, FinishReason::error,
+           "the sequence needs more KV than the budget holds (" + format_bytes(kv_pool_->bytes()) + ")");
+  } else if (wants_prompt_rows(youngest->req->p)) {
+    finish(*youngest, FinishReason::error, "KV budget exhausted (" + format_bytes(kv_pool_->bytes()) + ")");
+  } else {
+    preempt(*youngest);
+  }
+}
+
+void Engine::committed(Slot& s) {
+  const int n = s.session->n_past();
+  kv_pool_->commit(*s.session->kv_blocks(), std::span<const int32_t>(s.seq.data(), static_cast<size_t>(n)));
+}
+
+void Engine::kv_metrics(const EngineCounters& c, std::string* o) const {
+  const KvPoolStats k = kv_pool_->stats();
+  auto counter = [&](const char* n, const char* help, double v) {
+    prometheus_scalar(n, "counter", help, v, o);
+  };
+  auto gauge = [&](const char* n, const char* help, double v) { prometheus_scalar(n, "gauge", help, v, o); };
+  gauge("strata_kv_blocks_total", "KV pool blocks", static_cast<double>(k.blocks.total));
+  gauge("strata_kv_blocks_used", "KV blocks referenced by a running sequence",
+        static_cast<double>(k.blocks.used));
+  gauge("strata_kv_blocks_free", "KV blocks free", static_cast<double>(k.blocks.free));
+  gauge("strata_kv_blocks_cached", "KV blocks unreferenced but cached (prefix cache, LRU)",
+        static_cast<double>(k.blocks.cached));
+  gauge("strata_kv_blocks_shared", "KV blocks referenced by more than one sequence",
+        static_cast<double>(k.blocks.shared));
+  gauge("strata_kv_block_size", "positions per KV block", k.block_size);
+  const double asked = static_cast<double>(c.prompt_tokens_cached + c.prompt_tokens_prefilled);
+  gauge("strata_prefix_cache_hit_rate", "prompt tokens whose KV came from the prefix cache, of all admitted",
+        asked > 0 ? static_cast<double>(c.prompt_tokens_cached) / asked : 0.0);
+  counter("strata_prompt_tokens_cached_total", "prompt tokens whose KV came from the prefix cache",
+          static_cast<double>(c.prompt_tokens_cached));
+  counter("strata_prompt_tokens_prefilled_total", "prompt tokens prefilled (not in the prefix cache)",
+          static_cast<double>(c.prompt_tokens_prefilled));
+  counter("strata_recomputed_tokens_total", "tokens evaluated again after a preemption",
+          static_cast<double>(c.recomputed_tokens));
+  counter("strata_preemptions_total", "sequences preempted (KV dropped, recomputed later)",
+          static_cast<double>(c.preemptions));
+  counter("strata_kv_blocks_evicted_total", "cached KV blocks evicted for new ones",
+          static_cast<double>(k.blocks.evicted));
+}
+
+}  // namespace strata
