@@ -1,8 +1,37 @@
 #include "kernels/vulkan/vk_instance.h"
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <algorithm>
+#include <cstring>
 
 namespace strata::vk {
+
+namespace {
+
+// The loader unloads a driver (ICD) when its last instance goes; a driver's process-wide state
+// (allocated from its own globals) then points nowhere, and LeakSanitizer counts it as leaked
+// from an unknown module. Pinning every loaded Vulkan driver library (RTLD_NODELETE) keeps it
+// mapped until exit, as one instance for the process lifetime would: later instances also skip
+// reloading it.
+void pin_loaded_drivers() {
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void*) -> int {
+        const char* path = info->dlpi_name;
+        if (path == nullptr || *path == '\0') return 0;
+        const char* base = std::strrchr(path, '/');
+        base = base ? base + 1 : path;
+        if (std::strncmp(base, "libvulkan_", 10) == 0 || std::strstr(base, "_icd") != nullptr) {
+          // RTLD_NOLOAD: only the already-mapped object; the extra reference is never dropped.
+          (void)dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+        }
+        return 0;
+      },
+      nullptr);
+}
+
+}  // namespace
 
 const char* device_type_name(VkPhysicalDeviceType t) {
   switch (t) {
@@ -62,6 +91,7 @@ Result<std::unique_ptr<Instance>> Instance::create() {
           result_name(r));
     return err("Vulkan: creating an instance failed: %s", result_name(r));
   }
+  pin_loaded_drivers();
   inst->api_ = api;
   STRATA_TRY(load_instance(inst->api_, inst->instance_));
   const Api& a = inst->api_;
