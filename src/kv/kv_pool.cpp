@@ -10,14 +10,14 @@ namespace strata {
 Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, const KvPoolOptions& o) {
   if (o.block_size < 1 || o.block_size > 4096)
     return err("--block-size %d must be in [1, 4096] positions", o.block_size);
-  uint64_t row_bytes = 0, salt = 0x6b76;
+  uint64_t salt = 0x6b76;
   bool all_paged = true;
   std::vector<std::vector<int>> region_of(spec.layers.size());
   std::vector<Region> regions;
   for (size_t il = 0; il < spec.layers.size(); ++il)
     for (size_t p = 0; p < spec.layers[il].parts.size(); ++p) {
       const KvPartSpec& ps = spec.layers[il].parts[p];
-      const bool paged = ps.kind == KvPartKind::full && ps.ratio == 1;
+      const bool paged = pages_part(ps);
       region_of[il].push_back(paged ? static_cast<int>(regions.size()) : -1);
       all_paged = all_paged && paged;
       if (!paged) continue;
@@ -28,11 +28,11 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, 
       const bool rotated = o.rotate && kv_type_quantized(t);
       regions.push_back(Region{static_cast<int>(il), static_cast<int>(p), ps.width, kv_storage_type(t),
                                rotated, ps.row_bytes(ps.type), 0});
-      row_bytes += ps.row_bytes(ps.type);
       // what names a block's rows besides its tokens: each paged part's type, rotation and width
       salt = salt * 1000003u + static_cast<uint64_t>(t) * 65537u + (rotated ? 7919u : 0u) +
              static_cast<uint64_t>(ps.width);
     }
+  const uint64_t row_bytes = bytes_per_position(spec);  // one position of every paged part
   if (regions.empty()) return err("KV pool: the model has no KV part that grows per position to page");
   const uint64_t block_bytes = row_bytes * static_cast<uint64_t>(o.block_size);
   const uint64_t n = o.budget_bytes / block_bytes;
@@ -55,6 +55,14 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, 
   kp->region_of_ = std::move(region_of);
   STRATA_ASSIGN(kp->buf_, dev.alloc(off, "KV pool"));
   return kp;
+}
+
+uint64_t KvPool::bytes_per_position(const KvSpec& spec) {
+  uint64_t b = 0;
+  for (const KvLayerSpec& l : spec.layers)
+    for (const KvPartSpec& p : l.parts)
+      if (pages_part(p)) b += p.row_bytes(p.type);
+  return b;
 }
 
 KvPool::~KvPool() {

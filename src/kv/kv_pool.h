@@ -45,6 +45,10 @@ struct KvPoolStats {
 class KvPool {
  public:
   static Result<std::unique_ptr<KvPool>> create(const KvSpec& spec, Device& dev, const KvPoolOptions& o);
+  // The parts a pool pages (those that grow one row per position), and their bytes per position
+  // at the spec's types: what one position of one sequence costs the pool.
+  static bool pages_part(const KvPartSpec& p) { return p.kind == KvPartKind::full && p.ratio == 1; }
+  static uint64_t bytes_per_position(const KvSpec& spec);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;

@@ -16,10 +16,7 @@ Status Engine::make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv) {
   STRATA_ASSIGN(const KvSpec spec, m.arch().kv_spec_for(kv));  // the types the sessions will hold
   KvPoolOptions po{opts_.kv_budget, opts_.block_size, opts_.prefix_cache, kv.rotate};
   if (po.budget_bytes == 0) {  // n_slots x n_ctx (whole blocks) x the paged parts' bytes per position
-    uint64_t per_pos = 0;
-    for (const KvLayerSpec& l : spec.layers)
-      for (const KvPartSpec& p : l.parts)
-        if (p.kind == KvPartKind::full && p.ratio == 1) per_pos += p.row_bytes(p.type);
+    const uint64_t per_pos = KvPool::bytes_per_position(spec);
     const int64_t blocks = (int64_t{std::max(n_ctx, 1)} + opts_.block_size - 1) / opts_.block_size;
     po.budget_bytes =
         per_pos * static_cast<uint64_t>(blocks * opts_.block_size) * static_cast<uint64_t>(opts_.n_slots);
