@@ -44,7 +44,8 @@ Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::uniq
 }  // namespace
 
 Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::vector<int>& npl, int npp,
-                                                   int ntg, int reps, const KvTypes& kv) {
+                                                   int ntg, int reps, const KvTypes& kv,
+                                                   const SeqKnobs& knobs) {
   std::vector<BatchedBenchRow> rows;
   std::mt19937 rng(1234);
   for (int b : npl) {
@@ -52,6 +53,7 @@ Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::ve
     std::vector<std::unique_ptr<Session>> sess;
     for (int i = 0; i < b; ++i) {
       STRATA_ASSIGN(auto s, m.new_session({.n_ctx = std::max(npp + ntg, 1), .n_batch = 512, .kv = kv}));
+      s->set_knobs(knobs);
       sess.push_back(std::move(s));
     }
     std::vector<double> tp, tt;

@@ -20,7 +20,8 @@ struct BatchedBenchRow {
 
 // One warm-up, then reps timed runs per npl; rows in npl order.
 Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::vector<int>& npl, int npp,
-                                                   int ntg, int reps, const KvTypes& kv = {});
+                                                   int ntg, int reps, const KvTypes& kv = {},
+                                                   const SeqKnobs& knobs = {});
 std::string batched_bench_table(const std::vector<BatchedBenchRow>& rows);
 nlohmann::json batched_bench_json(const std::vector<BatchedBenchRow>& rows);
 

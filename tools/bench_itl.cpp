@@ -50,8 +50,9 @@ struct Watch {
   explicit Watch(size_t n) : times(n), ttft(n, 0), done(n, 0) {}
 };
 
-CompletionParams params(std::vector<int32_t> prompt, int n_predict) {
+CompletionParams params(std::vector<int32_t> prompt, int n_predict, const SeqKnobs& knobs) {
   CompletionParams p;
+  p.knobs = knobs;
   p.prompt = std::move(prompt);
   p.n_predict = n_predict;
   p.sampling.temp = 0;
@@ -61,7 +62,8 @@ CompletionParams params(std::vector<int32_t> prompt, int n_predict) {
 
 }  // namespace
 
-Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx, const KvTypes& kv) {
+Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx, const KvTypes& kv,
+                                 const SeqKnobs& knobs) {
   if (n_prompt < 1 || n_decoders < 1 || n_decoders > 64)
     return err("--itl needs a prompt and 1..64 decoders");
   if (n_prompt + 2 > n_ctx) return err("--itl %d does not fit in -c %d", n_prompt, n_ctx);
@@ -81,7 +83,7 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
   {  // warm-up, then the prompt alone (best of 2)
     Watch w(3);
     for (size_t i = 0; i < 3; ++i) {
-      STRATA_TRY(e->submit(params(longp, 1), w.sink(i)).status());
+      STRATA_TRY(e->submit(params(longp, 1, knobs), w.sink(i)).status());
       std::unique_lock<std::mutex> lk(w.mu);
       w.cv.wait(lk, [&] { return w.done[i] == 1; });
     }
@@ -98,9 +100,9 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
     Watch w(nd + 1);
     const int n_gen = std::max(64, n_ctx - dec_prompt - 1);
     for (size_t i = 0; i < nd; ++i)
-      STRATA_TRY(
-          e->submit(params(random_prompt(dec_prompt, V, 200 + static_cast<uint32_t>(i)), n_gen), w.sink(i))
-              .status());
+      STRATA_TRY(e->submit(params(random_prompt(dec_prompt, V, 200 + static_cast<uint32_t>(i)), n_gen, knobs),
+                           w.sink(i))
+                     .status());
     bool stuck = false;
     for (const double t_give_up = now_seconds() + 120; !stuck;) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -118,7 +120,7 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
       return err("--itl: a decoder ended or gave no text before its %d-th token", k_arrive);
     }
     const double t_arrive = now_seconds();
-    STRATA_TRY(e->submit(params(longp, 1), w.sink(nd)).status());
+    STRATA_TRY(e->submit(params(longp, 1, knobs), w.sink(nd)).status());
     {
       std::unique_lock<std::mutex> lk(w.mu);
       w.cv.wait(lk, [&] { return w.done[nd] == 1; });
@@ -143,9 +145,10 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
   {
     Watch w(nd);
     for (size_t i = 0; i < nd; ++i)
-      STRATA_TRY(e->submit(params(random_prompt(dec_prompt, V, 200 + static_cast<uint32_t>(i)), k_end + 1),
-                           w.sink(i))
-                     .status());
+      STRATA_TRY(
+          e->submit(params(random_prompt(dec_prompt, V, 200 + static_cast<uint32_t>(i)), k_end + 1, knobs),
+                    w.sink(i))
+              .status());
     wait_all(w, nd);
     for (const auto& t : w.times)
       for (size_t k = k_arrive; k < t.size() && static_cast<int>(k) <= k_end; ++k)

@@ -21,7 +21,7 @@ struct ItlBenchResult {
 };
 
 Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, int n_ctx,
-                                 const KvTypes& kv = {});
+                                 const KvTypes& kv = {}, const SeqKnobs& knobs = {});
 std::string itl_bench_text(const ItlBenchResult& r);
 nlohmann::json itl_bench_json(const ItlBenchResult& r);
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/units.h"
+#include "runtime/profile.h"
 
 namespace strata::cli {
 
@@ -63,6 +64,26 @@ Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool pl
   t.rotate = f.rotate == "on";
   t.is_default = f.k.empty() && f.v.empty() && f.both.empty();
   return t;
+}
+
+void add_profile_flags(CLI::App& app, ProfileFlags& f) {
+  app.add_option("--profile", f.profile,
+                 "accurate | fast: per-sequence speed / accuracy trade (fast skips routed experts weighing "
+                 "less than half a token's mean choice)")
+      ->capture_default_str();
+  app.add_option("--expert-min-share", f.expert_min_share,
+                 "skip routed experts weighing less than this share of a token's mean choice (the heaviest "
+                 "always runs; 0: off; wins over --profile)");
+}
+
+Result<SeqKnobs> seq_knobs(const ProfileFlags& f) {
+  STRATA_ASSIGN(Profile p, parse_profile(f.profile));
+  SeqKnobs k = profile_knobs(p);
+  if (f.expert_min_share >= 0.0f) {
+    if (!(f.expert_min_share <= 1.0f)) return err("--expert-min-share %g: expected 0..1", f.expert_min_share);
+    k.expert_min_share = f.expert_min_share;
+  }
+  return k;
 }
 
 }  // namespace strata::cli

@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "kv/kv_type.h"
+#include "model/arch.h"
 
 namespace strata::cli {
 
@@ -27,5 +28,14 @@ void add_kv_type_flags(CLI::App& app, KvTypeFlags& f, const char* default_type);
 // The types asked for (default_type where none was given); errors list the valid names.
 // planned: also the planned types (`strata plan` prices them).
 Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool planned = false);
+
+// --profile accurate|fast (runtime/profile.h) and --expert-min-share S, the fast profile's knob
+// set by hand (wins over --profile; 0: off).
+struct ProfileFlags {
+  std::string profile = "accurate";
+  float expert_min_share = -1.0f;
+};
+void add_profile_flags(CLI::App& app, ProfileFlags& f);
+Result<SeqKnobs> seq_knobs(const ProfileFlags& f);
 
 }  // namespace strata::cli

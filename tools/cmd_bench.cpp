@@ -166,12 +166,16 @@ int cmd_bench(int argc, char** argv) {
   df.add(app);
   strata::cli::KvTypeFlags kf;
   strata::cli::add_kv_type_flags(app, kf, "f16");
+  strata::cli::ProfileFlags pf;
+  strata::cli::add_profile_flags(app, pf);
   app.add_option("--membw-size", membw_size,
                  "bandwidth buffer size (K/M/G suffixes; auto: 4x the last-level cache, at least 256M)")
       ->capture_default_str();
   if (auto rc = strata::cli::parse_args(app, argc, argv, "bench")) return *rc;
   auto kv = strata::cli::kv_types(kf, "f16");
   if (!kv.ok()) return fail(kv.message(), 2);
+  auto knobs = strata::cli::seq_knobs(pf);
+  if (!knobs.ok()) return fail(knobs.message(), 2);
   if (depth < 0) return fail("-d must be >= 0", 2);
   if (reps < 1 || reps > 1000) return fail("-r must be in 1..1000", 2);
   if (n_prompt < 0 || n_gen < 0) return fail("-p and -n must be >= 0", 2);
@@ -220,7 +224,7 @@ int cmd_bench(int argc, char** argv) {
   if (itl_prompt > 0) {
     auto c = strata::cli::parse_ctx(itl_ctx);
     if (!c.ok()) return fail(c.message(), 2);
-    auto r = strata::cli::itl_bench(m, itl_prompt, itl_decoders, *c, *kv);
+    auto r = strata::cli::itl_bench(m, itl_prompt, itl_decoders, *c, *kv, *knobs);
     if (!r.ok()) return fail(r.message());
     if (json) {
       j["model"] = model_path;
@@ -245,7 +249,7 @@ int cmd_bench(int argc, char** argv) {
       a = b + 1;
     }
     if (npp < 0 || ntg < 1) return fail("-npp must be >= 0 and -ntg >= 1", 2);
-    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps, *kv);
+    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps, *kv, *knobs);
     if (!rows.ok()) return fail(rows.message());
     if (json) {
       j["model"] = model_path;
@@ -262,6 +266,7 @@ int cmd_bench(int argc, char** argv) {
   const int n_ctx = std::max(depth + n_prompt + n_gen, 1);
   auto sess = m.new_session({.n_ctx = n_ctx, .n_batch = std::max(std::max(n_prompt, depth), 1), .kv = *kv});
   if (!sess.ok()) return fail(sess.message());
+  (*sess)->set_knobs(*knobs);
   // Random token ids like llama-bench: the content does not change the work per token.
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(0, m.n_vocab() - 1);

@@ -40,10 +40,17 @@ int cmd_kld(int argc, char** argv) {
   // same file, the KL divergence a KV type costs.
   strata::cli::KvTypeFlags kf;
   strata::cli::add_kv_type_flags(app, kf, "f32");
+  // --profile / --expert-min-share: the -m model's (the reference runs without): with --ref the
+  // same file, the KL divergence a profile costs.
+  strata::cli::ProfileFlags pf;
+  strata::cli::add_profile_flags(app, pf);
   if (auto rc = strata::cli::parse_args(app, argc, argv, "kld")) return *rc;
   auto kv = strata::cli::kv_types(kf, "f32");
   if (!kv.ok()) return fail(kv.message(), 2);
   o.kv = *kv;
+  auto knobs = strata::cli::seq_knobs(pf);
+  if (!knobs.ok()) return fail(knobs.message(), 2);
+  o.knobs = *knobs;
   if (o.n_ctx < 0 || o.n_ctx == 1 || o.n_ctx > (1 << 24)) return fail("-c must be 0 or in 2..2^24", 2);
   if (o.n_batch < 1) return fail("-b must be >= 1", 2);
   if (threads < 0) return fail("-t must be >= 0", 2);

@@ -39,10 +39,15 @@ int cmd_perplexity(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "no per-window progress on stderr");
   strata::cli::KvTypeFlags kf;
   strata::cli::add_kv_type_flags(app, kf, "f32");
+  strata::cli::ProfileFlags pf;
+  strata::cli::add_profile_flags(app, pf);
   if (auto rc = strata::cli::parse_args(app, argc, argv, "perplexity")) return *rc;
   auto kv = strata::cli::kv_types(kf, "f32");
   if (!kv.ok()) return fail(kv.message(), 2);
   o.kv = *kv;
+  auto knobs = strata::cli::seq_knobs(pf);
+  if (!knobs.ok()) return fail(knobs.message(), 2);
+  o.knobs = *knobs;
   if (ctx < 0 || ctx == 1)
     return fail("-c " + std::to_string(ctx) + ": the window must be >= 2 tokens (0: the model's context)", 2);
   if (ctx > (1 << 24)) return fail("-c " + std::to_string(ctx) + " is too large", 2);

@@ -106,11 +106,15 @@ int cmd_run(int argc, char** argv) {
   ef.add(app);
   df.add(app);
   strata::cli::add_kv_type_flags(app, kf, "f16");
+  strata::cli::ProfileFlags pf;
+  strata::cli::add_profile_flags(app, pf);
   if (auto rc = strata::cli::parse_args(app, argc, argv, "run")) return *rc;
   auto c = strata::cli::parse_ctx(ctx);
   if (!c.ok()) return fail(c.message(), 2);
   auto kv = strata::cli::kv_types(kf, "f16");
   if (!kv.ok()) return fail(kv.message(), 2);
+  auto knobs = strata::cli::seq_knobs(pf);
+  if (!knobs.ok()) return fail(knobs.message(), 2);
   if (n_batch < 1) return fail("-b must be >= 1", 2);
   if (!prompt_file.empty()) {
     std::ifstream in(prompt_file, std::ios::binary);
@@ -138,6 +142,7 @@ int cmd_run(int argc, char** argv) {
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   auto sess = (*model)->new_session({.n_ctx = *c, .n_batch = n_batch, .kv = *kv});
   if (!sess.ok()) return fail(sess.message());
+  (*sess)->set_knobs(*knobs);
   const double load_s = strata::now_seconds() - t_load0;
   if (!tokens_str.empty()) {
     const int rc = run_token_ids(**model, **sess, tokens_str, o, quiet);

@@ -99,6 +99,11 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-body", so.max_body_bytes, "request body bytes at most (Content-Length or chunked)")
       ->capture_default_str();
+  std::string profile = "accurate";
+  app.add_option("--profile", profile,
+                 "accurate | fast: the profile of requests that name none (\"profile\" in the request body; "
+                 "fast skips routed experts weighing less than half a token's mean choice)")
+      ->capture_default_str();
   app.add_option("--ssl-key-file", so.ssl_key_file, "PEM private key: serve HTTPS (with --ssl-cert-file)");
   app.add_option("--ssl-cert-file", so.ssl_cert_file,
                  "PEM certificate (chain): serve HTTPS (with --ssl-key-file)");
@@ -128,6 +133,10 @@ int cmd_serve(int argc, char** argv) {
   if (!(so.shutdown_timeout_s >= 0)) return fail("--shutdown-timeout must be >= 0 seconds", 2);
   if (so.max_stop < 0) return fail("--max-stop must be >= 0", 2);
   if (so.max_body_bytes < 1) return fail("--max-body must be >= 1", 2);
+  if (auto p = strata::parse_profile(profile); p.ok())
+    so.profile = *p;
+  else
+    return fail("--profile: " + p.message(), 2);
   if (eo.n_ubatch < 1) return fail("-ub must be >= 1", 2);
   if (eo.n_batch < eo.n_slots) return fail("-b must be at least --parallel (one decode token per slot)", 2);
   if (eo.block_size < 1 || eo.block_size > 4096) return fail("--block-size must be in [1, 4096]", 2);

@@ -39,6 +39,10 @@ class BlockTable {
   const int32_t* ids() const { return ids_.get(); }  // [max_blocks], entries >= size() are -1
   int32_t n_hashed() const { return n_hashed_; }     // blocks 0..n_hashed-1 have chain hashes
   uint64_t hash(int32_t k) const { return hashes_[static_cast<size_t>(k)]; }
+  // Mixed into the salt of this sequence's block hashes (model/arch.h SeqKnobs::salt: rows made
+  // under other per-sequence knobs are other rows); set while the table is empty.
+  void set_salt(uint64_t s) { salt_ = s; }
+  uint64_t salt() const { return salt_; }
 
  private:
   friend class BlockPool;
@@ -48,6 +52,7 @@ class BlockTable {
   std::vector<uint64_t> hashes_;
   int32_t max_ = 0, n_ = 0, n_hashed_ = 0;
   int block_size_ = 0;
+  uint64_t salt_ = 0;
 };
 
 struct BlockCounts {

@@ -140,7 +140,7 @@ int64_t KvPool::adopt_prefix(BlockTable& t, std::span<const int32_t> tokens) {
   // Whole blocks, the last token left to evaluate (its logits are what the sequence wants next).
   while (static_cast<size_t>(t.n_ + 1) * bs <= tokens.size() - 1 && t.n_ < t.max_) {
     const auto blk = tokens.subspan(static_cast<size_t>(t.n_) * bs, bs);
-    const uint64_t h = block_hash(parent, blk, salt_);
+    const uint64_t h = block_hash(parent, blk, salt_ ^ t.salt());
     const int32_t b = pool_.acquire(h, parent, blk);
     if (b < 0) break;
     t.hashes_[static_cast<size_t>(t.n_)] = h;
@@ -159,7 +159,7 @@ void KvPool::commit(BlockTable& t, std::span<const int32_t> tokens) {
   for (int32_t k = t.n_hashed_; k < full; ++k) {
     const uint64_t parent = k > 0 ? t.hashes_[static_cast<size_t>(k - 1)] : 0;
     const auto blk = tokens.subspan(static_cast<size_t>(k) * bs, bs);
-    const uint64_t h = block_hash(parent, blk, salt_);
+    const uint64_t h = block_hash(parent, blk, salt_ ^ t.salt());
     pool_.commit(t.ids_[k], h, parent, blk);  // false: another block holds it; this one stays unnamed
     t.hashes_[static_cast<size_t>(k)] = h;
   }

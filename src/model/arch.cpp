@@ -1,6 +1,8 @@
 #include "model/arch.h"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -11,6 +13,22 @@
 #include "model/engram_tiered.h"
 
 namespace strata {
+
+bool Batch::expert_min_shares(float* out) const {
+  bool any = false;
+  for (const SeqRun& r : runs) any = any || r.knobs.expert_min_share > 0.0f;
+  if (!any) return false;
+  for (const SeqRun& r : runs) std::fill(out + r.t0, out + r.t0 + r.n, r.knobs.expert_min_share);
+  return true;
+}
+
+uint64_t SeqKnobs::salt() const {
+  if (is_default()) return 0;
+  uint32_t bits = 0;
+  static_assert(sizeof bits == sizeof expert_min_share);
+  std::memcpy(&bits, &expert_min_share, sizeof bits);
+  return 0x9e3779b97f4a7c15ull ^ (uint64_t{bits} * 0x100000001b3ull);
+}
 
 namespace {
 

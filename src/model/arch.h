@@ -70,6 +70,20 @@ class ArchState {
   virtual BlockTable* kv_blocks() { return nullptr; }
 };
 
+// Per-sequence knobs of the forward (a request's profile, runtime/profile.h): they change only
+// their own sequence's rows, never a neighbour's. The defaults change nothing (bit-identical to a
+// forward without knobs).
+struct SeqKnobs {
+  // > 0: a token's routed experts whose router weight is below this fraction of the mean weight
+  // of a choice (1/k of the k weights' sum) are not run (its heaviest always is); the kept
+  // weights are rescaled to the sum of all k (model/blocks/moe.h).
+  float expert_min_share = 0.0f;
+  bool operator==(const SeqKnobs&) const = default;
+  bool is_default() const { return *this == SeqKnobs{}; }
+  // Mixed into the prefix cache's block hashes: rows computed under other knobs are other rows.
+  uint64_t salt() const;
+};
+
 // One run of a batch: n consecutive tokens of one sequence, rows t0 .. t0+n-1 of the batch, at
 // positions pos0 .. pos0+n-1 of the sequence whose caches are `state` (pos0 = positions it holds).
 struct SeqRun {
@@ -77,6 +91,7 @@ struct SeqRun {
   int64_t pos0 = 0;
   int64_t t0 = 0;
   int64_t n = 0;
+  SeqKnobs knobs = {};
 };
 
 // A batch as an architecture sees it (built and checked by Model::forward from a TokenBatch):
@@ -87,6 +102,9 @@ struct Batch {
   std::span<const SeqRun> runs;       // distinct states
   std::span<const int32_t> out_rows;  // logits: [out_rows.size()][n_vocab], row k for out_rows[k]
   int64_t n() const { return static_cast<int64_t>(tokens.size()); }
+  // Per row, its run's knobs.expert_min_share into out[n()]; false (out untouched) when every
+  // run's is 0 (the MoE block then takes no per-row weights at all).
+  bool expert_min_shares(float* out) const;
 };
 
 class Architecture {

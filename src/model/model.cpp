@@ -147,7 +147,7 @@ Status Model::forward(std::span<Session* const> sessions, const TokenBatch& b, f
       const Run& ru = runs[r];
       const size_t a = ru.t0 + r_done, e = std::min(t1, ru.t0 + ru.n);
       step_runs.push_back(SeqRun{&impl[ru.s]->state(), impl[ru.s]->n_past(), static_cast<int64_t>(a - t0),
-                                 static_cast<int64_t>(e - a)});
+                                 static_cast<int64_t>(e - a), impl[ru.s]->knobs()});
       adv.emplace_back(ru.s, e - a);
       if (e == ru.t0 + ru.n) {
         ++r;

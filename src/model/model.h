@@ -21,6 +21,7 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_type.h"
+#include "model/arch.h"
 #include "memory/engram/engram_store.h"
 #include "memory/experts/expert_store.h"
 #include "text/tokenizer.h"
@@ -175,8 +176,13 @@ class Session {
     KvTypes kv = {};                     // the element types the KV rows are stored in
   };
   virtual Memory memory() const { return {}; }
+  // The sequence's knobs (model/arch.h SeqKnobs: a request's profile, runtime/profile.h), used by
+  // every forward from now on; reset() keeps them.
+  void set_knobs(const SeqKnobs& k) { knobs_ = k; }
+  const SeqKnobs& knobs() const { return knobs_; }
 
  private:
+  SeqKnobs knobs_;
   friend class Model;
   virtual SessionImpl* impl() { return nullptr; }  // a Model's own sessions (not test doubles)
 };

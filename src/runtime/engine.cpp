@@ -200,6 +200,7 @@ void Engine::admit() {
     s->req = std::move(queue_.front());
     queue_.pop_front();
     s->session->reset();
+    s->session->set_knobs(s->req->p.knobs);
     s->seq = s->req->p.prompt;
     s->target = s->seq.size();
     s->n_eval = 0;

@@ -92,6 +92,9 @@ struct CompletionParams {
   // Only text this grammar accepts (runtime/grammar.h); end of generation only where it can end,
   // and the request stops (finish stop) as soon as nothing can follow. Null: unconstrained.
   std::shared_ptr<const Grammar> grammar;
+  // The sequence's forward knobs (model/arch.h; a profile's, runtime/profile.h): they change its own
+  // bits only, and its cached prefix blocks are shared only with sequences of the same knobs.
+  SeqKnobs knobs;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
   bool special = false;          // control tokens' text is part of the output

@@ -44,6 +44,7 @@ Status Engine::check_fits(const CompletionParams& p) const {
 bool Engine::place(Slot& s, bool resume) {
   BlockTable& t = *s.session->kv_blocks();
   s.session->reset();
+  t.set_salt(s.session->knobs().salt());
   const std::span<const int32_t> toks(s.seq.data(), s.target);
   // A request that wants every prompt row's logits evaluates every row.
   const int64_t reused = wants_prompt_rows(s.req->p) ? 0 : kv_pool_->adopt_prefix(t, toks);

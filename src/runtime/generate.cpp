@@ -39,6 +39,7 @@ Result<OneRequest> run_request(const BatchRunner& runner, Session& session, cons
   Session* const one[1] = {&session};
   STRATA_ASSIGN(auto engine, Engine::create_borrowed(runner, one, tok, n_vocab, eo));
   p.final_on_cancel = true;
+  p.knobs = session.knobs();  // the caller's (a tool's --profile) stay the session's
   OneRequest r;
   bool done = false;
   STRATA_TRY(engine->submit(std::move(p), [&](const CompletionEvent& ev) {

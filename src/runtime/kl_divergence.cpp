@@ -107,6 +107,7 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
   STRATA_ASSIGN(auto sr, ref.new_session(so));
   so.kv = opts.kv;
   STRATA_ASSIGN(auto sq, quant.new_session(so));
+  sq->set_knobs(opts.knobs);
 
   const int n_scored = ctx - 1 - first;  // positions first .. ctx-2
   // The reference's logits of the scored positions and their log Σ exp: log P_ref is recomputed

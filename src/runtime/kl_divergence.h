@@ -47,7 +47,8 @@ struct KldOptions {
   int n_ctx = 0;  // window; <= 0: the reference's context_length, at most 4096
   int n_batch = 512;
   bool second_half = false;
-  KvTypes kv = {};  // the quantized model's KV types; the reference's stay f32
+  KvTypes kv = {};      // the quantized model's KV types; the reference's stay f32
+  SeqKnobs knobs = {};  // the quantized model's per-sequence knobs (a profile's); the reference's: none
 };
 
 struct KldResult {

@@ -53,6 +53,7 @@ Result<PerplexityResult> perplexity(const Model& model, std::span<const int32_t>
   so.n_batch = std::min({opts.n_batch, ctx, nb_cap});
   so.kv = opts.kv;
   STRATA_ASSIGN(auto sess, model.new_session(so));
+  sess->set_knobs(opts.knobs);
   const int nb = so.n_batch;
 
   PerplexityResult r;

@@ -26,9 +26,10 @@ namespace strata {
 inline constexpr int kPerplexityDefaultCtxCap = 4096;
 
 struct PerplexityOptions {
-  int n_ctx = 0;      // window length CTX; <= 0: min(model's context_length, kPerplexityDefaultCtxCap)
-  int n_batch = 512;  // tokens per eval call (also capped so the [n_batch, n_vocab] logits stay <= 128 MiB)
-  KvTypes kv = {};    // KV element types (f32: comparable with llama-perplexity's f32 runs)
+  int n_ctx = 0;        // window length CTX; <= 0: min(model's context_length, kPerplexityDefaultCtxCap)
+  int n_batch = 512;    // tokens per eval call (also capped so the [n_batch, n_vocab] logits stay <= 128 MiB)
+  KvTypes kv = {};      // KV element types (f32: comparable with llama-perplexity's f32 runs)
+  SeqKnobs knobs = {};  // per-sequence knobs (a profile's, runtime/profile.h)
 };
 
 // One finished window (for progress output).

@@ -38,7 +38,8 @@ std::string percent_decoded(std::string_view s) {
 }  // namespace
 
 Api::Api(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, const ServerOptions& opts)
-    : ctx_{engine, tok, chat, opts.model_name, opts.max_stop, opts.max_stop_bytes}, opts_(opts) {
+    : ctx_{engine, tok, chat, opts.model_name, opts.max_stop, opts.max_stop_bytes, 4, opts.profile},
+      opts_(opts) {
   // The longest piece, at least one UTF-8 character.
   for (int32_t id = 0; id < tok.n_vocab(); ++id)
     ctx_.max_token_bytes = std::max(ctx_.max_token_bytes, tok.token_to_piece(id, /*special=*/true).size());
@@ -87,6 +88,7 @@ std::vector<Route> Api::routes() {
                   {"total_slots", ctx_.engine.n_slots()},
                   {"model_alias", opts_.model_name},
                   {"chat_template", ctx_.chat ? json(chat_format_name(*ctx_.chat)) : json(nullptr)},
+                  {"profile", profile_name(opts_.profile)},
                   {"modalities", {{"vision", false}, {"audio", false}}},
                   {"limits",
                    {{"max_body_bytes", opts_.max_body_bytes},

@@ -134,6 +134,7 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   for (ApiPrompt& p : r.prompts)
     if (p.tokens.empty()) p.tokens = ctx.tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true);
   r.params.t_arrival = req.t_arrival;
+  r.params.knobs = profile_knobs(r.profile.value_or(ctx.profile));
   ApiResponseHead head;
   head.chat = chat;
   head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);

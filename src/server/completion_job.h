@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/profile.h"
 #include "runtime/engine.h"
 #include "server/http_exchange.h"
 #include "server/response_builder.h"
@@ -33,6 +34,7 @@ struct ApiContext {
   size_t max_stop_bytes = 256;  // bytes of one stop string at most
   // Bytes one token can stand for at most: a prompt longer than n_ctx times this cannot fit a slot.
   size_t max_token_bytes = 4;
+  Profile profile = Profile::accurate;  // a request's without "profile" (--profile)
 };
 
 // The prompt of a chat request: `messages` in `format`, the "developer" role written as "system"

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "runtime/profile.h"
 #include "runtime/engine.h"
 #include "server/http_exchange.h"
 #include "text/chat_template.h"
@@ -47,6 +48,7 @@ struct ServerOptions {
   std::vector<std::string> cors_origins;
   // Both set: HTTPS only (PEM files; server/tls_context.h), with the same limits and timeouts.
   std::string ssl_key_file, ssl_cert_file;
+  Profile profile = Profile::accurate;  // --profile: a request without "profile" gets this one
 };
 
 // One row of the route table. Handlers answer through the exchange (any thread, once).

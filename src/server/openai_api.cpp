@@ -410,6 +410,12 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   }
   STRATA_TRY(parse_constraint(body, &p));
   if (chat) STRATA_TRY(parse_tools(body, &r));
+  if (auto pr = body.find("profile"); pr != body.end() && !pr->is_null()) {
+    if (!pr->is_string()) return err("'profile' must be a string (accurate or fast), got %s", kind(*pr));
+    auto prof = parse_profile(pr->get<std::string>());
+    if (!prof.ok()) return err("'profile': %s", prof.message().c_str());
+    r.profile = *prof;
+  }
   return r;
 }
 

@@ -16,11 +16,13 @@
 // names the field, never silently ignored.
 #pragma once
 
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "runtime/profile.h"
 #include "runtime/engine.h"
 #include "text/chat_template.h"
 
@@ -45,8 +47,9 @@ struct ApiRequest {
   CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;       // completions: the prompt's text (and logprobs) before the completion's
-  bool tool_call = false;  // chat: the answer is one tool call (tool_choice required / a function)
+  bool echo = false;               // completions: the prompt's text (and logprobs) before the completion's
+  bool tool_call = false;          // chat: the answer is one tool call (tool_choice required / a function)
+  std::optional<Profile> profile;  // "profile": "accurate" | "fast" (runtime/profile.h); absent: the server's
   std::string model;
 };
 

@@ -12,6 +12,7 @@
 
 #include "common/fixtures.h"
 #include "model/model.h"
+#include "runtime/profile.h"
 
 namespace strata {
 namespace {
@@ -29,13 +30,18 @@ std::vector<int32_t> stream(int n_vocab, uint32_t seed, int n) {
 // Logits of every position of the target, [kPrompt + kDecode][n_vocab]: its prompt in chunks of
 // `chunk`, then one token per step, each step one Model::forward beside `n_others` sequences that
 // take random prompt chunks or decode tokens of their own (all their rows want logits too).
-std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed, const KvTypes& kv) {
+// knobs: the target's (model/arch.h SeqKnobs); mixed: the others alternate between no knobs and
+// the fast profile's.
+std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed, const KvTypes& kv,
+                       const SeqKnobs& knobs = {}, bool mixed = false) {
   const int V = m.n_vocab(), n_total = kPrompt + kDecode;
   const auto target = stream(V, 7, n_total);
   std::vector<std::unique_ptr<Session>> sess;
   for (int i = 0; i <= n_others; ++i) {
     auto s = m.new_session({.n_ctx = kCtx, .n_batch = 512, .kv = kv});
     EXPECT_TRUE(s.ok()) << s.message();
+    if (i == 0) (*s)->set_knobs(knobs);
+    if (i > 0 && mixed && i % 2 == 1) (*s)->set_knobs(profile_knobs(Profile::fast));
     sess.push_back(std::move(*s));
   }
   std::vector<std::vector<int32_t>> other(static_cast<size_t>(n_others));
@@ -132,6 +138,34 @@ TEST(BatchInvariance, BundledModel) {
 TEST(BatchInvariance, BundledModelTypedKv) {
   for (const KvTypes& kv : {KvTypes{KvType::f16, KvType::f16}, KvTypes{KvType::q8_0, KvType::q4_0}})
     check_model(testing::source_dir() + "/models/strata-moe-31m-mxfp4.gguf", {0, 3}, kv);
+}
+
+// Per-sequence knobs (a request's profile, runtime/profile.h) change their own sequence only: the
+// target with and without the fast profile's expert drop, beside others of both profiles, gives
+// the bits it gives alone; and the drop does change the target's logits.
+TEST(BatchInvariance, BundledModelProfiles) {
+  auto m = Model::load(testing::source_dir() + "/models/strata-moe-31m-mxfp4.gguf", {.n_threads = 2});
+  ASSERT_TRUE(m.ok()) << m.message();
+  const int V = (*m)->n_vocab();
+  std::vector<float> refs[2];
+  for (int fast = 0; fast < 2; ++fast) {
+    const SeqKnobs knobs = fast ? profile_knobs(Profile::fast) : SeqKnobs{};
+    refs[fast] = run(**m, 512, 0, 1, {}, knobs);
+    ASSERT_FALSE(refs[fast].empty());
+    for (int chunk : {1, 7})
+      for (int others : {1, 3}) {
+        const auto got = run(**m, chunk, others, 77u * chunk + others, {}, knobs, true);
+        ASSERT_EQ(got.size(), refs[fast].size());
+        for (size_t i = 0; i < got.size(); ++i)
+          if (std::memcmp(&got[i], &refs[fast][i], sizeof(float)) != 0)
+            FAIL() << (fast ? "fast" : "accurate") << ", chunk " << chunk << ", beside " << others
+                   << " of both profiles: position " << i / V << " logit " << i % V << " is " << got[i]
+                   << ", alone " << refs[fast][i];
+      }
+  }
+  size_t differ = 0;
+  for (size_t i = 0; i < refs[0].size(); ++i) differ += refs[0][i] != refs[1][i];
+  EXPECT_GT(differ, refs[0].size() / 10) << "the fast profile changed almost nothing";
 }
 
 TEST(BatchInvariance, FixtureArchitectures) {

@@ -37,7 +37,8 @@ class ExpertSource {
   virtual ~ExpertSource() = default;
   virtual void begin_step(int64_t n_tokens) = 0;
   virtual void end_step() = 0;
-  // x: [n][n_embd] f32, the MoE block's normed input; sel / wts: [n][k] chosen experts, weights.
+  // x: [n][n_embd] f32, the MoE block's normed input; sel / wts: [n][k] chosen experts, weights
+  // (an id of -1: a choice a sequence's profile dropped — it is neither read nor counted).
   virtual void on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
                         int k) = 0;
   virtual Result<ExpertViews> acquire(int layer, int expert) = 0;

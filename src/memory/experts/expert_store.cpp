@@ -344,10 +344,13 @@ void ExpertStore::write_trace_locked(int layer, int64_t n, const int32_t* sel, c
   for (int64_t t = 0; t < n; ++t) {
     std::fprintf(trace_, "{\"token_idx\":%" PRIu64 ",\"layer\":%d,\"experts\":[",
                  tick0_ + static_cast<uint64_t>(t), layer);
-    for (int j = 0; j < k; ++j) std::fprintf(trace_, "%s%d", j ? "," : "", sel[t * k + j]);
+    // Choices a profile dropped (id -1) are not part of the record.
+    for (int j = 0; j < k; ++j)
+      if (sel[t * k + j] >= 0) std::fprintf(trace_, "%s%d", j ? "," : "", sel[t * k + j]);
     std::fputs("],\"weights\":[", trace_);
     for (int j = 0; j < k; ++j)
-      std::fprintf(trace_, "%s%.9g", j ? "," : "", static_cast<double>(wts[t * k + j]));
+      if (sel[t * k + j] >= 0)
+        std::fprintf(trace_, "%s%.9g", j ? "," : "", static_cast<double>(wts[t * k + j]));
     if (!la_trace_.empty()) {
       std::fputs("],\"lookahead\":[", trace_);
       for (size_t d = 0; d < la_trace_.size(); ++d) {
@@ -375,7 +378,8 @@ void ExpertStore::route_locked(int layer, const float* x, int64_t n, const int32
   for (int64_t t = 0; t < n; ++t) {
     for (int j = 0; j < k; ++j) {
       const int e = sel[t * k + j];
-      STRATA_ASSERT(e >= 0 && e < n_expert_);
+      if (e < 0) continue;  // dropped by the sequence's profile
+      STRATA_ASSERT(e < n_expert_);
       stats_.count_activation(layer, e);
       cur_sel_[static_cast<size_t>(e)] = 1;
       if (!last_use_.empty()) last_use_[idx(layer, e)] = static_cast<int64_t>(tick0_) + t;

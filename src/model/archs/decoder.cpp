@@ -197,7 +197,9 @@ class Decoder final : public Architecture {
 
       for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, l.ffn_norm, h + t * d, d, hp_.rms_eps);
       if (l.moe) {
-        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, sc.arena, st.experts, il));
+        float* min_w = sc.arena.alloc<float>(n);
+        STRATA_TRY(moe_forward(l.moe_cfg, l.moe_w, h, n, y, pool, sc.arena, st.experts, il,
+                               b.expert_min_shares(min_w) ? min_w : nullptr));
       } else {
         DeviceFfnWork fw = layers_[il].ffn;
         fw.x = h;

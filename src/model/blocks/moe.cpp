@@ -94,8 +94,36 @@ struct DeviceSubmits {
 
 }  // namespace
 
+void moe_drop_light_choices(const float* min_share, int64_t n, int K, int32_t* sel, float* wts) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float share = min_share[t];
+    if (!(share > 0.0f)) continue;
+    int32_t* s = sel + t * K;
+    float* w = wts + t * K;
+    int top = 0;
+    float all = 0.0f;
+    for (int j = 0; j < K; ++j) {
+      all += w[j];
+      if (w[j] > w[top]) top = j;
+    }
+    const float tau = share * all / static_cast<float>(K);
+    float kept = 0.0f;
+    for (int j = 0; j < K; ++j) {
+      if (j != top && w[j] < tau) {
+        s[j] = -1;
+        w[j] = 0.0f;
+      }
+      kept += w[j];
+    }
+    if (kept > 0.0f && kept != all) {
+      const float scale = all / kept;
+      for (int j = 0; j < K; ++j) w[j] *= scale;
+    }
+  }
+}
+
 Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
-                   ThreadPool& pool, Arena& arena, ExpertSource* experts, int layer) {
+                   ThreadPool& pool, Arena& arena, ExpertSource* experts, int layer, const float* min_share) {
   const int E = c.n_expert, K = c.n_used;
   STRATA_ASSERT(K >= 1 && K <= E);
   float* logits = arena.alloc<float>(n * E);
@@ -103,6 +131,7 @@ Status moe_forward(const MoeConfig& c, const MoeWeights& w, const float* x, int6
   int32_t* sel = arena.alloc<int32_t>(n * K);
   float* wts = arena.alloc<float>(n * K);
   route(c, logits, n, sel, wts);
+  if (min_share) moe_drop_light_choices(min_share, n, K, sel, wts);
   if (experts) experts->on_route(layer, x, n, sel, wts, K);
   return moe_experts_forward(c, w, x, n, sel, wts, out, pool, arena, experts, layer);
 }
@@ -114,15 +143,18 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
   const int64_t d = c.n_embd;
   STRATA_ASSERT(K >= 1 && K <= E);
 
-  // Counting sort of the slots (t·K + k) by expert; within an expert, token order.
+  // Counting sort of the slots (t·K + k) by expert; within an expert, token order. Dropped slots
+  // (sel -1) run nowhere.
   int32_t* off = arena.alloc<int32_t>(E + 1);
   std::fill(off, off + E + 1, 0);
-  for (int64_t i = 0; i < n * K; ++i) off[sel[i] + 1]++;
+  for (int64_t i = 0; i < n * K; ++i)
+    if (sel[i] >= 0) off[sel[i] + 1]++;
   for (int e = 0; e < E; ++e) off[e + 1] += off[e];
   int32_t* slots = arena.alloc<int32_t>(n * K);
   int32_t* fill = arena.alloc<int32_t>(E);
   std::copy(off, off + E, fill);
-  for (int64_t i = 0; i < n * K; ++i) slots[fill[sel[i]]++] = static_cast<int32_t>(i);
+  for (int64_t i = 0; i < n * K; ++i)
+    if (sel[i] >= 0) slots[fill[sel[i]]++] = static_cast<int32_t>(i);
   int32_t* active = arena.alloc<int32_t>(E);
   int n_active = 0;
   for (int e = 0; e < E; ++e)
@@ -264,8 +296,11 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
   }
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * d;
-    std::memcpy(o, ybuf + t * K * d, sizeof(float) * d);
-    for (int k = 1; k < K; ++k) vec_add(o, ybuf + (t * K + k) * d, d);
+    int k0 = 0;  // the first kept choice (0 unless a profile dropped it)
+    while (k0 + 1 < K && sel[t * K + k0] < 0) ++k0;
+    std::memcpy(o, ybuf + (t * K + k0) * d, sizeof(float) * d);
+    for (int k = k0 + 1; k < K; ++k)
+      if (sel[t * K + k] >= 0) vec_add(o, ybuf + (t * K + k) * d, d);
   }
 
   if (sh) {

@@ -62,15 +62,27 @@ struct MoeConfig {
 // experts: where routed experts' weights come from (memory/expert_source.h: a tiered store that
 // may have to read them); null = the mmapped tensors. `layer` names this block to it. Errors: a
 // failed expert read (names the file and offset); out is then unspecified.
+// min_share: null, or per row the SeqKnobs::expert_min_share of its sequence (model/arch.h): a
+// row's choices weighing less than that share of the mean choice (never its heaviest one) are
+// dropped before anything runs — sel -1 for the
+// expert source, which reads and counts only the kept — and its kept weights rescaled to the sum
+// of all k. A row with 0 is computed exactly as without min_share.
 Status moe_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n, float* out,
-                   ThreadPool& pool, Arena& arena, ExpertSource* experts = nullptr, int layer = 0);
+                   ThreadPool& pool, Arena& arena, ExpertSource* experts = nullptr, int layer = 0,
+                   const float* min_share = nullptr);
 
 // The experts of a routing made elsewhere (deepseek4's sqrt-softplus / hash routing): sel, wts
-// [n][n_used] (expert ids, weights); w.gate_inp unused. Grouped by expert, the shared expert in the
+// [n][n_used] (expert ids, weights; an id of -1 is a dropped choice: nothing runs, nothing added;
+// every row keeps at least one); w.gate_inp unused. Grouped by expert, the shared expert in the
 // same pool region, outputs summed per token in choice order, as moe_forward. experts->on_route is
 // the caller's to call.
 Status moe_experts_forward(const MoeConfig& cfg, const MoeWeights& w, const float* x, int64_t n,
                            const int32_t* sel, const float* wts, float* out, ThreadPool& pool, Arena& arena,
                            ExpertSource* experts = nullptr, int layer = 0);
+
+// The drop of moe_forward's min_share over a routing made elsewhere (sel / wts [n][K], min_share
+// [n]): per row with a share s > 0, choices weighing less than s·(Σw)/K except the heaviest get
+// sel -1 and weight 0, and the kept weights are scaled to Σw. Rows with 0 are untouched.
+void moe_drop_light_choices(const float* min_share, int64_t n, int K, int32_t* sel, float* wts);
 
 }  // namespace strata

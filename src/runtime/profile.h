@@ -1,0 +1,29 @@
+// Request profiles: a named set of per-sequence knobs (model/arch.h SeqKnobs) that trade a
+// measured amount of accuracy for speed, chosen per request ("profile" in the server's JSON, the
+// server's --profile default, --profile in run / bench / kld / perplexity). Only per-sequence
+// knobs belong here, so one request's profile never changes another's bits; engine-wide settings
+// (KV types, budgets, threads) stay flags.
+//   accurate  nothing changed: bit-identical to running without a profile (the default).
+//   fast      routed experts whose router weight is below half the mean weight of a token's
+//             choices (SeqKnobs::expert_min_share 0.5) are not run; the token's heaviest expert
+//             always is; the kept weights are rescaled to the routing's total. Dense models are
+//             unchanged by it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "model/arch.h"
+
+namespace strata {
+
+enum class Profile { accurate, fast };
+
+Result<Profile> parse_profile(std::string_view name);  // error names the value and the choices
+const char* profile_name(Profile p);
+SeqKnobs profile_knobs(Profile p);
+// One line saying what the profile changes (CLI banners, the server's /props).
+std::string profile_description(Profile p);
+
+}  // namespace strata
