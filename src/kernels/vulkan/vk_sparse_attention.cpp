@@ -151,7 +151,9 @@ Result<DeviceTicket> VulkanDevice::run_sparse_attention(const DeviceSparseAttnWo
   std::memcpy(st + q_off, w.q, q_bytes);
   if (w.sel) {
     uint32_t* idx = reinterpret_cast<uint32_t*>(st + idx_off);
-    for (int64_t i = 0; i < n_sel; ++i) idx[i] = static_cast<uint32_t>(std::max(w.sel[i], 0));
+    for (int64_t t = 0; t < n; ++t)  // a token's chosen rows (the rest of its stride is not read)
+      for (int64_t i = 0; i < w.sel_n[t]; ++i)
+        idx[t * w.sel_stride + i] = static_cast<uint32_t>(w.sel[t * w.sel_stride + i]);
     for (int64_t t = 0; t < n; ++t) idx[n_sel + t] = static_cast<uint32_t>(w.sel_n[t]);
   }
   std::memcpy(st + kv_off, w.kv_new, row_bytes * static_cast<size_t>(n));
