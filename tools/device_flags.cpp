@@ -59,6 +59,7 @@ class MeterDevice final : public Device {
   Result<DeviceTicket> download(void*, const DeviceBuffer&, size_t, size_t) override { return none(); }
   Result<DeviceTicket> run_experts(const DeviceExpertWork&) override { return none(); }
   Result<DeviceTicket> run_attention(const DeviceAttnWork&) override { return none(); }
+  Result<DeviceTicket> run_sparse_attention(const DeviceSparseAttnWork&) override { return none(); }
   Result<DeviceTicket> run_ffn(const DeviceFfnWork&) override { return none(); }
   Result<DeviceTicket> run_linear(const DeviceLinearWork&) override { return none(); }
   bool reached(DeviceTicket) const override { return true; }

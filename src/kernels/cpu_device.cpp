@@ -7,6 +7,7 @@
 
 #include "base/units.h"
 #include "kernels/linear.h"
+#include "kernels/sparse_attention.h"
 
 namespace strata {
 
@@ -271,6 +272,58 @@ Result<DeviceTicket> CpuDevice::run_attention(const DeviceAttnWork& w) {
   attention_forward_segments(c, aw, std::span<const AttnSegment>(segs, static_cast<size_t>(w.n_seg)), w.x,
                              w.n, w.out, pool_, arena);
   arena.rewind(mk);
+  return done();
+}
+
+Result<DeviceTicket> CpuDevice::run_sparse_attention(const DeviceSparseAttnWork& w) {
+  static constexpr const char* kOp = "run_sparse_attention";
+  const char* nm = name_.c_str();
+  if (w.n < 0 || w.pos0 < 0 || w.n_head < 1 || w.head_dim < 1 || w.window < 1 || w.ratio < 0 ||
+      w.n_comp_new < 0 || w.comp_row0 < 0 ||
+      (w.sel && (w.sel_n == nullptr || w.sel_stride < 0 || w.ratio < 1)))
+    return err("%s: %s on layer %d: %lld tokens at position %lld, %d heads of %d, window %d, ratio %d", nm,
+               kOp, w.layer, static_cast<long long>(w.n), static_cast<long long>(w.pos0), w.n_head,
+               w.head_dim, w.window, w.ratio);
+  if (w.n == 0) return done();
+  const int64_t end = w.pos0 + w.n, hd = w.head_dim;
+  auto f32_rows = [&](const DeviceRows& r, const char* what) -> Status {
+    if (r.type != GgmlType::f32 || r.hadamard || r.blocks != nullptr)
+      return err("%s: %s on layer %d: the %s rows are %s%s: the op reads plain f32 rows", nm, kOp, w.layer,
+                 what, type_name(r.type), r.blocks ? " (paged)" : "");
+    return {};
+  };
+  STRATA_TRY(f32_rows(w.win, "window"));
+  STRATA_ASSIGN(const KvRows win, rows_view(w.win, hd, end, kOp));
+  if (win.ring ? win.capacity < w.window - 1 + w.n : win.capacity < end)
+    return err("%s: %s on layer %d: a window of %d over %lld rows%s for %lld tokens at position %lld", nm,
+               kOp, w.layer, w.window, static_cast<long long>(win.capacity), win.ring ? " (a ring)" : "",
+               static_cast<long long>(w.n), static_cast<long long>(w.pos0));
+  KvRows comp;
+  if (w.ratio > 0) {
+    STRATA_TRY(f32_rows(w.comp, "compressed"));
+    STRATA_ASSIGN(comp, rows_view(w.comp, hd, end / w.ratio, kOp));
+    if (!comp.ring && (end / w.ratio > comp.capacity || w.comp_row0 + w.n_comp_new > comp.capacity))
+      return err(
+          "%s: %s on layer %d: %lld compressed rows; position %lld and rows %lld.. (%lld new) need more", nm,
+          kOp, w.layer, static_cast<long long>(comp.capacity), static_cast<long long>(end - 1),
+          static_cast<long long>(w.comp_row0), static_cast<long long>(w.n_comp_new));
+  } else if (w.n_comp_new > 0 || w.sel) {
+    return err("%s: %s on layer %d: compressed rows without a ratio", nm, kOp, w.layer);
+  }
+  for (int64_t t = 0; w.sel && t < w.n; ++t) {
+    const int64_t vis = (w.pos0 + t + 1) / w.ratio, k = w.sel_n[t];
+    if (k < 0 || k > w.sel_stride)
+      return err("%s: %s on layer %d: token %lld selects %lld rows (at most %lld)", nm, kOp, w.layer,
+                 static_cast<long long>(t), static_cast<long long>(k), static_cast<long long>(w.sel_stride));
+    for (int64_t i = 0; i < k; ++i)
+      if (const int32_t j = w.sel[t * w.sel_stride + i]; j < 0 || j >= vis)
+        return err("%s: %s on layer %d: token %lld selects compressed row %d of the %lld it sees", nm, kOp,
+                   w.layer, static_cast<long long>(t), j, static_cast<long long>(vis));
+  }
+  STRATA_ASSIGN(const float* sinks, vec_view(w.sinks, w.n_head, kOp, "sinks"));
+  Arena& arena = w.host_scratch ? *w.host_scratch : arena_;
+  if (!w.host_scratch) arena_.reset();
+  sparse_attention(w, win, w.ratio > 0 ? &comp : nullptr, sinks, pool_, arena);
   return done();
 }
 

@@ -1,6 +1,7 @@
 // The CPU behind the device seam (kernels/device.h): buffers are aligned host memory (host-visible),
 // the queue runs each submission when it is made (a ticket is reached on return), the ops are
-// kernels/attention_block, kernels/expert_ffn and kernels/linear on the device's thread pool.
+// kernels/attention_block, kernels/sparse_attention, kernels/expert_ffn and kernels/linear on
+// the device's thread pool.
 // It holds weights in memory it accounts for exactly (one allocation per buffer, its size as
 // asked), under an optional byte budget; imported host memory is used in place.
 //
@@ -40,6 +41,7 @@ class CpuDevice final : public Device {
   Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) override;
   Result<DeviceTicket> run_experts(const DeviceExpertWork& w) override;
   Result<DeviceTicket> run_attention(const DeviceAttnWork& w) override;
+  Result<DeviceTicket> run_sparse_attention(const DeviceSparseAttnWork& w) override;
   Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) override;
   Result<DeviceTicket> run_linear(const DeviceLinearWork& w) override;
   bool reached(DeviceTicket t) const override;

@@ -1,7 +1,8 @@
 // The device seam: what the forward and the memory tiers ask of a compute device — buffers
 // (allocated, or imported from host memory such as the mmapped weights), a queue of uploads /
-// downloads / work with a timeline, and a layer's ops: the attention block, the dense FFN, a
-// linear layer (the output head), and the expert op (a subset of one MoE layer's routed experts
+// downloads / work with a timeline, and a layer's ops: the attention block, DeepSeek-V4's sparse
+// attention core over its window ring and compressed rows, the dense FFN, a linear layer (the
+// output head), and the expert op (a subset of one MoE layer's routed experts
 // applied to the tokens routed to them). Implementations: the CPU (kernels/cpu_device.h) and
 // Vulkan (kernels/vulkan/vk_device.h: every op, f32 KV rows; chosen at load by --device); the
 // GPU tier implements the same calls, so it arrives without touching model/.
@@ -109,6 +110,35 @@ struct DeviceAttnWork {
   Arena* host_scratch = nullptr;  // a host device's scratch (the session's priced arena); null: its own
 };
 
+// DeepSeek-V4's attention core (kernels/sparse_attention.h) over one sequence's n tokens at
+// positions pos0..: one shared K = V row per key (a single kv head of head_dim), token t attends
+// the window rows max(0, pos − window + 1) .. pos of `win`, then the compressed rows of `comp`:
+// when sel is null every visible one, 0 .. (pos + 1) / ratio − 1 (HCA), else its rows
+// sel[t·sel_stride ..] (sel_n[t] of them, each visible: the indexer's choice, CSA), in one
+// softmax with the per-head sinks. First the op writes kv_new into win rows pos0 .. pos0 + n − 1
+// and comp_new into comp rows comp_row0 .. comp_row0 + n_comp_new − 1 (the rows live on the
+// device: a GPU's never cross the bus again). Host memory: q (normed, roped), kv_new, comp_new,
+// sel, sel_n and out [n][n_head·head_dim]. f32 rows.
+struct DeviceSparseAttnWork {
+  int layer = 0;
+  int n_head = 0, head_dim = 0;
+  int window = 0;  // window rows a query sees (its own included)
+  int ratio = 0;   // positions per compressed row; 0: no compressed rows (comp unused)
+  float scale = 1.0f;
+  DeviceVec sinks;  // [n_head], optional
+  DeviceRows win, comp;
+  int64_t pos0 = 0, n = 0;
+  const float* q = nullptr;         // [n][n_head·head_dim]
+  const float* kv_new = nullptr;    // [n][head_dim]
+  const float* comp_new = nullptr;  // [n_comp_new][head_dim]
+  int64_t comp_row0 = 0, n_comp_new = 0;
+  const int32_t* sel = nullptr;    // [n][sel_stride], ascending per token; null: every visible row
+  const int32_t* sel_n = nullptr;  // [n]
+  int64_t sel_stride = 0;
+  float* out = nullptr;  // [n][n_head·head_dim]
+  Arena* host_scratch = nullptr;
+};
+
 // The dense SwiGLU FFN: y = down · (silu(gate·x) ⊙ up·x). x host [n][in], y host [n][down.out].
 struct DeviceFfnWork {
   int layer = 0;
@@ -193,6 +223,7 @@ class Device {
     (void)hadamard;
     return true;
   }
+  virtual Result<DeviceTicket> run_sparse_attention(const DeviceSparseAttnWork& w) = 0;
   virtual Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) = 0;
   virtual Result<DeviceTicket> run_linear(const DeviceLinearWork& w) = 0;
   virtual bool reached(DeviceTicket t) const = 0;

@@ -57,6 +57,10 @@ class CountingDevice final : public Device {
     ++attention;
     return cpu_.run_attention(w);
   }
+  Result<DeviceTicket> run_sparse_attention(const DeviceSparseAttnWork& w) override {
+    ++sparse;
+    return cpu_.run_sparse_attention(w);
+  }
   Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) override {
     ++ffn;
     return cpu_.run_ffn(w);
@@ -67,7 +71,7 @@ class CountingDevice final : public Device {
   }
   bool reached(DeviceTicket t) const override { return cpu_.reached(t); }
   Status wait(DeviceTicket t) override { return cpu_.wait(t); }
-  int64_t calls = 0, experts = 0, imports = 0, attention = 0, ffn = 0, linear = 0;
+  int64_t calls = 0, experts = 0, imports = 0, attention = 0, sparse = 0, ffn = 0, linear = 0;
 
  private:
   CpuDevice cpu_;
@@ -287,10 +291,12 @@ TEST(DecoderOnDevice, DenseLlamaHiddenMemoryKeepsEveryBit) {
   std::filesystem::remove(path);
 }
 
-// deepseek4 runs every dense projection through the device (run_linear): on a device whose
-// memory the host cannot address the logits keep every bit, and each step submits the same
+// deepseek4 runs every dense projection (run_linear) and each layer's attention core
+// (run_sparse_attention) through the device, and its sessions keep their window and compressed
+// rows there: on a device whose memory the host cannot address (any host read or write of those
+// rows would fail its RowCache's assert) the logits keep every bit, each step submits the same
 // number of projections (at least q_a, q_b, kv, an output group, output_b and the router per
-// layer, plus the head).
+// layer, plus the head) and one attention op per layer.
 class Deepseek4OnDevice : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Deepseek4OnDevice, HiddenMemoryKeepsEveryBit) {
@@ -311,12 +317,26 @@ TEST_P(Deepseek4OnDevice, HiddenMemoryKeepsEveryBit) {
   std::vector<int32_t> tokens(12);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 5) % hp.n_vocab);
   const int n = static_cast<int>(tokens.size());
+  // a session's window and compressed rows are buffers of the device
+  uint64_t rows_bytes = 0;
+  for (const KvLayerSpec& l : (*m)->arch().kv_spec().layers)
+    for (const KvPartSpec& part : l.parts)
+      if (part.kind == KvPartKind::window || part.kind == KvPartKind::compressed)
+        rows_bytes += sizeof(float) * static_cast<uint64_t>(part.width * part.rows(64, 4));
+  const uint64_t before = dev.memory().allocated;
+  {
+    auto s = (*m)->new_session({.n_ctx = 64, .n_batch = 4});
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(dev.memory().allocated - before, rows_bytes);
+  }
+  EXPECT_EQ(dev.memory().allocated, before);
   int64_t per_step = -1;
   for (int chunk : {n, 1, 5}) {
-    const int64_t lin = dev.linear;
+    const int64_t lin = dev.linear, sparse = dev.sparse;
     const auto want = eval_all(**ref, tokens, chunk);
     const auto got = eval_all(**m, tokens, chunk);
     const int64_t steps = (n + chunk - 1) / chunk, ops = dev.linear - lin;
+    EXPECT_EQ(dev.sparse - sparse, steps * hp.n_layer) << "chunk " << chunk;
     EXPECT_EQ(ops % steps, 0) << "chunk " << chunk;
     if (per_step < 0) per_step = ops / steps;
     EXPECT_EQ(ops / steps, per_step) << "chunk " << chunk;
@@ -324,7 +344,7 @@ TEST_P(Deepseek4OnDevice, HiddenMemoryKeepsEveryBit) {
         << path << ": the hidden-memory device changed the logits (chunk " << chunk << ")";
   }
   EXPECT_GE(per_step, 6 * hp.n_layer + 1);
-  EXPECT_EQ(dev.attention, 0);  // attention (CSA / HCA) stays on the host
+  EXPECT_EQ(dev.attention, 0);  // the standard attention block is not deepseek4's
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Deepseek4OnDevice,

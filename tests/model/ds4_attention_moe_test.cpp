@@ -1,5 +1,5 @@
-// DeepSeek-V4's attention key sets (the softmax is attention_core_test's), sqrt-softplus and hash
-// routing vs double-precision code written from deepseek-v4.md §2.3 and §2.4.
+// DeepSeek-V4's attention key sets (kernels/sparse_attention.h; the softmax is attention_core_test's),
+// sqrt-softplus and hash routing vs double-precision code written from deepseek-v4.md §2.3 and §2.4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "model/deepseek4/ds4_attention.h"
+#include "kernels/sparse_attention.h"
+#include "kv/row_cache.h"
 #include "model/deepseek4/ds4_moe.h"
 #include "model/ds4_test_util.h"
 
@@ -22,24 +23,24 @@ TEST(Ds4Attention, KeySets) {
   const int hd = 8, n_swa = 128;
   RowCache window(hd, n_swa + 4, /*ring=*/true), comp(hd, 8, false);
   const int32_t sel[3] = {0, 5, 7};
-  AttnKeys k = ds4_keys(window, n_swa, nullptr, 0, 5, nullptr, 0);
+  AttnKeys k = sparse_keys(window.view(), n_swa, nullptr, 0, 5, nullptr, 0);
   ASSERT_EQ(k.n_ranges, 1);
   EXPECT_EQ(k.ranges[0].k, &window.view());
   EXPECT_EQ(k.ranges[0].v, &window.view());  // K = V
   EXPECT_EQ(k.ranges[0].j0, 0);
   EXPECT_EQ(k.ranges[0].j1, 6);
   EXPECT_EQ(k.list.n, 0);
-  k = ds4_keys(window, n_swa, &comp, 128, 300, nullptr, 0);
+  k = sparse_keys(window.view(), n_swa, &comp.view(), 128, 300, nullptr, 0);
   ASSERT_EQ(k.n_ranges, 2);
   EXPECT_EQ(k.ranges[0].j0, 300 - 128 + 1);
   EXPECT_EQ(k.ranges[0].j1, 301);
   EXPECT_EQ(k.ranges[1].k, &comp.view());
   EXPECT_EQ(k.ranges[1].j0, 0);
   EXPECT_EQ(k.ranges[1].j1, 2);  // floor(301 / 128)
-  EXPECT_EQ(ds4_keys(window, n_swa, &comp, 128, 254, nullptr, 0).ranges[1].j1, 1);
-  EXPECT_EQ(ds4_keys(window, n_swa, &comp, 128, 255, nullptr, 0).ranges[1].j1, 2);
+  EXPECT_EQ(sparse_keys(window.view(), n_swa, &comp.view(), 128, 254, nullptr, 0).ranges[1].j1, 1);
+  EXPECT_EQ(sparse_keys(window.view(), n_swa, &comp.view(), 128, 255, nullptr, 0).ranges[1].j1, 2);
   EXPECT_EQ(k.count(), 128 + 2);
-  k = ds4_keys(window, n_swa, &comp, 4, 40, sel, 3);
+  k = sparse_keys(window.view(), n_swa, &comp.view(), 4, 40, sel, 3);
   ASSERT_EQ(k.n_ranges, 1);
   EXPECT_EQ(k.list.k, &comp.view());
   EXPECT_EQ(k.list.idx, sel);

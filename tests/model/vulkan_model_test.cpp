@@ -6,7 +6,8 @@
 // CPU's top-1 leads the runner-up by more than twice that row's |Δ| (the bundled model: every row). The
 // bundled model always (a few seconds on lavapipe); with STRATA_FIXTURES, the fixture architectures that run
 // through the seam (f32 weights: 1e-4 of the spread, the bar; quantized ones: o and h are rounded on
-// the device, 1e-2). Without Vulkan the tests skip (fail under CI=true).
+// the device, 1e-2; deepseek4: its projections and attention core, window and compressed rows on the
+// device). Without Vulkan the tests skip (fail under CI=true).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -173,7 +174,7 @@ TEST_P(VulkanFixture, MatchesTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, VulkanFixture,
                          ::testing::Values("tiny-qwen3moe-f32.gguf", "tiny-gpt-oss-f32.gguf",
                                            "tiny-qwen2moe-f32.gguf", "tiny-llama-moe-Q8_0.gguf",
-                                           "tiny-gpt-oss-MXFP4_MOE.gguf"),
+                                           "tiny-gpt-oss-MXFP4_MOE.gguf", "tiny-deepseek4-f32.gguf"),
                          [](const auto& info) {
                            std::string s = info.param;
                            s = s.substr(5, s.size() - 10);

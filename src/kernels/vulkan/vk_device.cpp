@@ -50,7 +50,7 @@ VulkanDevice::~VulkanDevice() {
   if (!ctx_) return;
   ctx_->idle();  // work in flight ends; its host copies are dropped (nobody waits for them)
   for (auto& [t, p] : linear_) vk::destroy_pipeline(ctx_->api(), ctx_->device(), p);
-  for (vk::Pipeline* p : {&swiglu_, &attn_rope_, &attention_})
+  for (vk::Pipeline* p : {&swiglu_, &attn_rope_, &attention_, &sparse_attention_})
     vk::destroy_pipeline(ctx_->api(), ctx_->device(), *p);
   for (auto& [id, b] : buffers_) ctx_->destroy_buffer(b.raw);
   ctx_.reset();  // before the instance

@@ -22,7 +22,9 @@
 // norms, RoPE (the host's cos/sin rows) and the K / V rows into the sequence's f32 cache rows
 // (contiguous or ring) by shaders/attn_rope.comp, the causal / sliding-window attention with
 // sinks by shaders/attention.comp, o converted for the output weight by swiglu.comp, then the
-// output projection (+ bias) by linear.comp.
+// output projection (+ bias) by linear.comp. run_sparse_attention (vk_sparse_attention.cpp):
+// DeepSeek-V4's attention core by shaders/sparse_attention.comp, its new rows copied into the
+// window / compressed rows' buffers first.
 #pragma once
 
 #include <map>
@@ -76,6 +78,8 @@ class VulkanDevice final : public Device {
   bool attention_rows_supported(GgmlType type, bool hadamard) const override {
     return type == GgmlType::f32 && !hadamard;
   }
+  Result<DeviceTicket> run_sparse_attention(
+      const DeviceSparseAttnWork& w) override;  // vk_sparse_attention.cpp
   Result<DeviceTicket> run_ffn(const DeviceFfnWork& w) override;
   Result<DeviceTicket> run_linear(const DeviceLinearWork& w) override;
   bool reached(DeviceTicket t) const override;
@@ -83,7 +87,8 @@ class VulkanDevice final : public Device {
 
  private:
   VulkanDevice() = default;
-  Status create_pipelines();  // vk_ops.cpp
+  Status create_pipelines();        // vk_ops.cpp
+  Status create_sparse_pipeline();  // vk_sparse_attention.cpp
   // The live buffer b names with [offset, offset + bytes) inside it; errors name the op, the
   // buffer and the range. Caller holds mu_.
   Result<const vk::RawBuffer*> resolve(const DeviceBuffer& b, size_t offset, size_t bytes,
@@ -122,6 +127,7 @@ class VulkanDevice final : public Device {
   std::map<GgmlType, vk::Pipeline> linear_;  // linear.comp per weight type
   vk::Pipeline swiglu_;
   vk::Pipeline attn_rope_, attention_;
+  vk::Pipeline sparse_attention_;
   mutable std::mutex mu_;
   std::map<uint64_t, Buffer> buffers_;  // live buffers by id
   uint64_t next_id_ = 1;

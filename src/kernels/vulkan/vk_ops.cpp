@@ -44,7 +44,7 @@ Status VulkanDevice::create_pipelines() {
                                                 sizeof(vk::AttnRopeParams), "attn_rope"));
   STRATA_ASSIGN(attention_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attention_shader(), 3,
                                                 sizeof(vk::AttentionParams), "attention"));
-  return {};
+  return create_sparse_pipeline();
 }
 
 Result<DeviceTicket> VulkanDevice::run_experts(const DeviceExpertWork& w) {

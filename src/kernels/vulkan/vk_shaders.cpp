@@ -32,6 +32,9 @@ constexpr uint32_t kAttnRope[] = {
 constexpr uint32_t kAttention[] = {
 #include "attention.spv.inc"
 };
+constexpr uint32_t kSparseAttention[] = {
+#include "sparse_attention.spv.inc"
+};
 }  // namespace
 
 std::span<const uint32_t> swiglu_shader() {
@@ -44,6 +47,10 @@ std::span<const uint32_t> attn_rope_shader() {
 
 std::span<const uint32_t> attention_shader() {
   return kAttention;
+}
+
+std::span<const uint32_t> sparse_attention_shader() {
+  return kSparseAttention;
 }
 
 std::span<const uint32_t> linear_shader(GgmlType t) {

@@ -17,5 +17,7 @@ std::span<const uint32_t> swiglu_shader();
 std::span<const uint32_t> attn_rope_shader();
 // attention.comp: softmax(q·k)·v with sinks over a segment's causal / window keys.
 std::span<const uint32_t> attention_shader();
+// sparse_attention.comp: DeepSeek-V4's attention core over window and compressed rows.
+std::span<const uint32_t> sparse_attention_shader();
 
 }  // namespace strata::vk

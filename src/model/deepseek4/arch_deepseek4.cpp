@@ -28,13 +28,20 @@ class Deepseek4 : public Architecture {
     // share_scratch: checked by Model::new_session (same model, n_ctx and n_batch)
     const auto* share = static_cast<const ds4::Ds4State*>(opts.share_scratch);
     STRATA_ASSERT(!share || (share->n_ctx == opts.n_ctx && share->n_batch == opts.n_batch));
+    // the window and compressed rows on the device the layers run on (Model::load placed them)
+    if (!dev_w_.dev) return err("deepseek4: not placed on a device (Architecture::place)");
+    if (opts.device && opts.device != dev_w_.dev)
+      return err("deepseek4: a state's caches must live on the device its layers run on (%s)",
+                 dev_w_.dev->name().c_str());
     auto st = std::make_unique<ds4::Ds4State>(p_, opts.n_ctx, opts.n_batch, share);
+    STRATA_TRY(st->caches_on(*dev_w_.dev));
     st->experts = opts.experts;
     return std::unique_ptr<ArchState>(std::move(st));
   }
 
-  // Imports the dense projections (every linear of the forward but the experts'): the forward runs
-  // them through the device; the caches and the rest of the math stay on the host.
+  // Imports the dense projections (every linear of the forward but the experts') and the sinks:
+  // the forward runs them and the attention core through the device, where the states keep their
+  // window and compressed rows; the indexer, compressors' state and the rest stay on the host.
   Status place(Device& dev) override {
     STRATA_TRY(dw_.bind(dev, hp_.arch));
     return ds4::ds4_place_weights(p_, w_, dw_, &dev_w_);

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <new>
+#include <string>
 
-#include "model/deepseek4/ds4_attention.h"
 #include "model/deepseek4/ds4_indexer.h"
 #include "model/deepseek4/ds4_math.h"
 #include "model/deepseek4/ds4_mhc.h"
@@ -50,9 +49,11 @@ struct Ctx {
   }
 };
 
-// Runs one compressor over the batch; completed entries are normed, roped and stored in `part`.
+// Runs one compressor over the batch; completed entries (entry j at entry_of(j), host memory) are
+// normed, roped (and for the indexer's keys rotated).
+template <class EntryOf>
 void run_compressor(Ctx& c, const Ds4Compressor& cw, const Ds4DeviceCompressor& dc, CompressorState& state,
-                    int ratio, int width, int il, const float* x, RowCache& part, bool rotate) {
+                    int ratio, int width, int il, const float* x, EntryOf&& entry_of, bool rotate) {
   const CompressorShape s = comp_shape(ratio, width);
   const int64_t in_w = s.in_width(), n = c.n;
   const size_t mark = c.arena.mark();
@@ -66,7 +67,8 @@ void run_compressor(Ctx& c, const Ds4Compressor& cw, const Ds4DeviceCompressor& 
     float* bt = b + t * in_w;
     const float* ape = cw.ape + (pos % ratio) * in_w;
     for (int64_t i = 0; i < in_w; ++i) bt[i] += ape[i];
-    float* entry = part.row(pos / ratio);
+    float* entry =
+        (pos + 1) % ratio == 0 ? entry_of(pos / ratio) : nullptr;  // written when pos closes a block
     if (state.push(pos, a + t * in_w, bt, entry)) {
       compressor_finish(s, cw.norm, c.p.eps, rope, pos / ratio, entry);
       if (rotate && c.st.hb > 0) hadamard_rotate(c.st.hadamard.data(), c.st.hb, entry, width);
@@ -94,7 +96,6 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   float* kv = c.alloc<float>(n * hd);
   c.lin(dl.wkv, x, n, kv);
   float* cs = c.alloc<float>(p.n_rot);
-  RowCache& window = kvl.part(ls.window);
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = c.pos0 + t;
     float* qt = q + t * nh * hd;
@@ -104,17 +105,23 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
     float* kt = kv + t * hd;
     rms_norm(kt, l.kv_norm, hd, p.eps, kt);
     rope_rows_cached(cs, p.n_rot, kt, 1, hd);
-    std::memcpy(window.row(pos), kt, sizeof(float) * hd);
   }
 
-  // compressed entries (and indexer keys) of every block this batch completes
+  // compressed entries (and indexer keys) of every block this batch completes: entries
+  // crow0 .. crow0 + n_new − 1, which the attention op writes into the device's rows
+  const int64_t crow0 = r ? c.pos0 / r : 0, n_new = r ? (c.pos0 + n) / r - crow0 : 0;
+  float* cnew = c.alloc<float>(n_new * hd + 1);
   float* qi = nullptr;
   float* iw = nullptr;
   if (r != 0)
-    run_compressor(c, l.comp, dl.comp, ls.comp_state, static_cast<int>(r), static_cast<int>(hd), il, x,
-                   kvl.part(ls.comp), false);
+    run_compressor(
+        c, l.comp, dl.comp, ls.comp_state, static_cast<int>(r), static_cast<int>(hd), il, x,
+        [&](int64_t j) { return cnew + (j - crow0) * hd; }, false);
   if (r == 4) {
-    run_compressor(c, l.idx_comp, dl.idx_comp, ls.index_state, 4, p.ihd, il, x, kvl.part(ls.index), true);
+    RowCache& ik = kvl.part(ls.index);
+    run_compressor(
+        c, l.idx_comp, dl.idx_comp, ls.index_state, 4, p.ihd, il, x, [&](int64_t j) { return ik.row(j); },
+        true);
     qi = c.alloc<float>(n * p.ih * p.ihd);
     c.lin(dl.idx_q_b, qr, n, qi);
     iw = c.alloc<float>(n * p.ih);
@@ -128,20 +135,17 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
     }
   }
 
-  // the keys of each token (window rows + visible / selected compressed entries), then one
-  // attention over the batch's tokens (the core: blocked online softmax with the sink)
+  // CSA: the indexer's choice of each token's compressed entries (on the host, over its keys)
   const int64_t max_comp = r ? (c.pos0 + n) / r : 0;
   const int64_t max_sel = r == 4 ? std::min<int64_t>(p.itopk, max_comp) : 0;
-  AttnKeys* keys = c.alloc<AttnKeys>(n);
   int32_t* sel = c.alloc<int32_t>(n * max_sel + 1);  // [n][max_sel] the indexer's choices
+  int32_t* sel_n = c.alloc<int32_t>(n);
   float* iscore = c.alloc<float>(max_comp + 1);
   int32_t* order = c.alloc<int32_t>(max_comp + 1);  // topk_indices' scratch
-  const RowCache* comp = r != 0 ? &kvl.part(ls.comp) : nullptr;
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t pos = c.pos0 + t;
+  for (int64_t t = 0; r == 4 && t < n; ++t) {
     int32_t* chosen = sel + t * max_sel;
     int64_t k = 0;
-    if (const int64_t vis = r == 4 ? compressed_visible(pos, 4) : 0; vis > 0) {
+    if (const int64_t vis = compressed_visible(c.pos0 + t, 4); vis > 0) {
       RowCache& ik = kvl.part(ls.index);
       // index keys are rows of a RowCache (not assumed contiguous): score one by one
       for (int64_t j = 0; j < vis; ++j)
@@ -149,16 +153,44 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
       k = topk_indices(iscore, vis, p.itopk, chosen, order);
       std::sort(chosen, chosen + k);
     }
-    new (&keys[t]) AttnKeys(ds4_keys(window, p.n_swa, comp, static_cast<int>(r), pos, chosen, k));
+    sel_n[t] = static_cast<int32_t>(k);
   }
+
+  // the window rows and new entries written, then one attention over the batch's tokens (the
+  // core behind the device seam: window rows + visible / selected compressed entries, sinks)
   float* o = c.alloc<float>(n * nh * hd);
-  const AttnShape shape{static_cast<int>(nh),
-                        1,
-                        static_cast<int>(hd),
-                        static_cast<int>(hd),
-                        1.0f / std::sqrt(static_cast<float>(hd)),
-                        l.attn_sinks};
-  attend(shape, q, n, std::span<const AttnKeys>(keys, static_cast<size_t>(n)), o, c.pool);
+  DeviceSparseAttnWork aw;
+  aw.layer = il;
+  aw.n_head = static_cast<int>(nh);
+  aw.head_dim = static_cast<int>(hd);
+  aw.window = p.n_swa;
+  aw.ratio = static_cast<int>(r);
+  aw.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  aw.sinks = dl.sinks;
+  aw.win = kvl.part(ls.window).device_rows();
+  if (r != 0) aw.comp = kvl.part(ls.comp).device_rows();
+  aw.pos0 = c.pos0;
+  aw.n = n;
+  aw.q = q;
+  aw.kv_new = kv;
+  aw.comp_new = cnew;
+  aw.comp_row0 = crow0;
+  aw.n_comp_new = n_new;
+  if (r == 4) {
+    aw.sel = sel;
+    aw.sel_n = sel_n;
+    aw.sel_stride = max_sel;
+  }
+  aw.out = o;
+  aw.host_scratch = &c.arena;
+  if (c.status.ok()) {
+    Result<DeviceTicket> tk = c.dw.dev->run_sparse_attention(aw);
+    c.status = tk.ok() ? c.dw.dev->wait(tk.value()) : tk.status();
+  }
+  if (!c.status.ok()) {
+    c.arena.rewind(mark);
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) rope_rows(rope, c.pos0 + t, o + t * nh * hd, nh, hd, /*inverse=*/true);
 
   // grouped low-rank output: z_g = wo_a[g] . o_g, y = wo_b . concat(z)
@@ -301,6 +333,21 @@ Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State*
     scratch = std::make_shared<Arena>(ds4_arena_bytes(p, n_batch, n_ctx_));
     owns_scratch = true;
   }
+}
+
+Status Ds4State::caches_on(Device& dev) {
+  for (int il = 0; il < kv.n_layer(); ++il) {
+    KvLayer& kl = kv.layer(il);
+    for (int i : {layers[il].window, layers[il].comp}) {
+      if (i < 0) continue;
+      const RowCache& host = kl.part(i);
+      const std::string what = "deepseek4 layer " + std::to_string(il) + " " + kl.parts()[i].name;
+      STRATA_ASSIGN(RowCache rows,
+                    RowCache::on_device(dev, host.width(), host.capacity(), host.ring(), what));
+      kl.part(i) = std::move(rows);
+    }
+  }
+  return {};
 }
 
 void Ds4State::reset() {

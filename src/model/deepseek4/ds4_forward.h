@@ -1,7 +1,9 @@
 // DeepSeek-V4 forward pass over a batch of tokens of any number of sequences (prefill and decode
 // are the same code; n is a dimension). The per-sequence state lives in Ds4State:
 //   KvCache parts per layer (kv/, from ds4_kv_spec): "window" ring of raw K=V rows
-//     (window-1+n_batch rows), "csa" / "hca" compressed entries, "indexer" keys (CSA layers), and
+//     (window-1+n_batch rows) and "csa" / "hca" compressed entries — both in buffers of the device
+//     the layers run on (caches_on; only Device::run_sparse_attention reads and writes them) —,
+//     "indexer" keys (CSA layers, host: the indexer scores them on the host), and
 //     the compressors' state parts "csa_state" / "hca_state" / "indexer_state" that a
 //     CompressorState (model/ds4_compressor.h) works in: the rolling (kv, score) rows of the
 //     partial block and, for ratio 4, of the previous block — what lets token-by-token decoding
@@ -39,6 +41,9 @@ uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx);
 class Ds4State : public ArchState {
  public:
   Ds4State(const Ds4Params& p, int n_ctx, int n_batch, const Ds4State* share_scratch = nullptr);
+  // Moves every layer's window and compressed rows into buffers of dev (which outlives the
+  // state): the rows the attention op reads. Errors are the device's (its budget).
+  Status caches_on(Device& dev);
   void reset() override;
   ArchMemory memory() const override;
 
@@ -56,7 +61,8 @@ class Ds4State : public ArchState {
 // Ds4State): each layer's attention per sequence (its caches and positions), the mHC sites, the
 // MoE (routed experts grouped by expert over all rows) and the head over the whole batch; the
 // first run's state lends its scratch. logits: [out_rows][n_vocab].
-// Every projection runs on dw's device (run_linear, waited for); the rest on the host with pool.
+// Every projection (run_linear) and each layer's attention core (run_sparse_attention) run on dw's
+// device, waited for; the rest on the host with pool. Every state's caches live on that device.
 Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Ds4DeviceWeights& dw, const Batch& b,
                    float* logits, ThreadPool& pool);
 

@@ -117,6 +117,7 @@ Status ds4_place_weights(const Ds4Params& p, const Ds4Weights& w, DeviceWeights&
     STRATA_ASSIGN(dl.wkv, dw.mat(*l.wkv));
     STRATA_ASSIGN(dl.wo_b, dw.mat(*l.wo_b));
     STRATA_ASSIGN(dl.gate_inp, dw.mat(*l.gate_inp));
+    STRATA_ASSIGN(dl.sinks, dw.vec(l.attn_sinks, p.n_head, "attn_sinks"));
     for (int64_t g = 0; g < p.o_groups; ++g) {
       STRATA_ASSIGN(DeviceMat m, dw.mat_rows(*l.wo_a, g * p.o_lora, p.o_lora));
       dl.wo_a.push_back(m);

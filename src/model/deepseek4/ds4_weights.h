@@ -66,10 +66,12 @@ struct Ds4Weights {
 // Binds everything; sets p.n_vocab from token_embd. tid2eid ids are checked < n_expert.
 Result<Ds4Weights> ds4_bind_weights(const GgufFile& f, Ds4Params& p);
 
-// The dense projections as the device the layers run on names them (Architecture::place): every
-// linear of the forward goes through Device::run_linear. The mHC mixes, norms, RoPE, compressors'
-// pooling, the indexer's scores, attention and routing stay on the host; routed and shared
-// experts go through the MoE loop (model/blocks/moe.h) and the expert store.
+// The dense projections and the attention sinks as the device the layers run on names them
+// (Architecture::place): every linear of the forward goes through Device::run_linear, the
+// attention core through Device::run_sparse_attention (its window and compressed rows live on
+// that device). The mHC mixes, norms, RoPE, compressors' pooling, the indexer (its keys and
+// top-k) and routing stay on the host; routed and shared experts go through the MoE loop
+// (model/blocks/moe.h) and the expert store.
 struct Ds4DeviceCompressor {
   DeviceMat wkv, wgate;
 };
@@ -78,6 +80,7 @@ struct Ds4DeviceLayer {
   std::vector<DeviceMat> wo_a;  // [o_groups]: output rows g·o_lora .. of attn_output_a
   Ds4DeviceCompressor comp, idx_comp;
   DeviceMat idx_proj, idx_q_b;
+  DeviceVec sinks;  // [n_head]
 };
 struct Ds4DeviceWeights {
   Device* dev = nullptr;

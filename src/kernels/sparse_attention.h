@@ -1,0 +1,33 @@
+// DeepSeek-V4's attention core behind the device seam (kernels/device.h DeviceSparseAttnWork;
+// deepseek-v4.md §2.3, §2.3.1): one shared K = V row per key (MQA, head_dim wide); the keys of a
+// query at position pos are the window rows max(0, pos − window + 1) .. pos of a ring, then the
+// compressed rows it may see — all visible ones, 0 .. (pos + 1) / ratio − 1 (HCA), or the
+// indexer's choice (CSA) — in ONE softmax with a per-head sink that only enters the denominator:
+//   s_j = (q_h . k_j) * scale,  M = max(max_j s_j, sink_h)
+//   o_h = sum_j exp(s_j - M) v_j / (exp(sink_h - M) + sum_j exp(s_j - M))
+// The softmax is the one attention core (kernels/attention_core.h); this file says which rows it
+// reads (sparse_keys) and runs a step's op on host-addressable rows (the CPU device's
+// run_sparse_attention: the new rows written, then attend over the pool).
+#pragma once
+
+#include <cstdint>
+
+#include "base/arena.h"
+#include "base/thread_pool.h"
+#include "kernels/attention_core.h"
+#include "kernels/device.h"
+
+namespace strata {
+
+// The keys of the query at position pos: rows max(0, pos − window + 1) .. pos of `win`, then
+// with comp (null: none) its rows sel[0..n_sel) when sel is given (the indexer's choice), else
+// every visible row 0 .. (pos + 1) / ratio − 1.
+AttnKeys sparse_keys(const KvRows& win, int window, const KvRows* comp, int ratio, int64_t pos,
+                     const int32_t* sel, int64_t n_sel);
+
+// w's op over host rows win / comp (comp null when w.ratio is 0; sinks null: none), checked by
+// the caller: kv_new and comp_new written into their rows, then every token attends its keys.
+void sparse_attention(const DeviceSparseAttnWork& w, const KvRows& win, const KvRows* comp,
+                      const float* sinks, ThreadPool& pool, Arena& arena);
+
+}  // namespace strata
