@@ -166,10 +166,12 @@ TEST_F(HttpServerTest, ResponseFormatAndGrammarShapeTheAnswer) {
   b = post(c, "/v1/completions", greq, 400);
   EXPECT_EQ(b["error"]["message"], "'grammar': grammar 1:10: rule 'yes' is not defined");
   req["response_format"] = {{"type", "json_schema"},
-                            {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}};
+                            {"json_schema", {{"schema", {{"type", "string"}, {"format", "hostname"}}}}}};
   b = post(c, "/v1/chat/completions", req, 400);
-  EXPECT_EQ(b["error"]["message"],
-            "'response_format.json_schema.schema': JSON Schema keyword 'format' at / is not supported");
+  EXPECT_EQ(
+      b["error"]["message"],
+      "'response_format.json_schema.schema': JSON Schema 'format' at /: 'hostname' is not supported (date, "
+      "time, date-time, uuid, email, ipv4 are)");
 }
 
 // A chat choice that stops with a whole call is message.tool_calls; an unfinished one stays content.
