@@ -4,9 +4,9 @@
 //   BM_SampleConstrained / BM_SampleUnconstrained: the sampler's draw per token over random logits
 //     (greedy, so a random "model" is rejected nearly every token: the worst case), the grammar
 //     restarted every 64 tokens (a request's length), so cold costs are in the average.
-// The vocabulary: the tokenizer of the GGUF in STRATA_BENCH_VOCAB (e.g.
-// $STRATA_FIXTURES/vocab/ggml-vocab-llama-spm.gguf, 32,000 tokens), else a synthetic 32,000-token
-// one (bytes, words with and without a leading space, digits, JSON punctuation, CJK).
+// The vocabulary: the tokenizer of the GGUF in STRATA_BENCH_VOCAB, e.g.
+// $STRATA_FIXTURES/vocab/ggml-vocab-llama-spm.gguf (32,000 tokens). CPU times are the numbers to
+// read on a shared machine.
 //   strata_bench_grammar --benchmark_filter=Mask
 #include <benchmark/benchmark.h>
 
@@ -69,14 +69,6 @@ void BM_GrammarMask(benchmark::State& state) {
   const bool warm = state.range(1) != 0;
   const std::string prefix = kStates[state.range(0)];
   std::vector<uint8_t> mask;
-  auto make = [&] {
-    auto c = std::make_unique<GrammarConstraint>(schema_grammar(), vocab);
-    for (char ch : prefix) {
-      const int32_t id = static_cast<uint8_t>(ch);  // the walk needs no tokenizer: accept bytes
-      (void)id;
-    }
-    return c;
-  };
   // Advance by single-byte tokens found in the vocabulary.
   std::vector<int32_t> byte_token(256, -1);
   for (int32_t id = 0; id < vocab->n_vocab(); ++id)
@@ -84,7 +76,7 @@ void BM_GrammarMask(benchmark::State& state) {
         byte_token[static_cast<uint8_t>(vocab->piece(id)[0])] < 0)
       byte_token[static_cast<uint8_t>(vocab->piece(id)[0])] = id;
   auto fresh = [&] {
-    auto c = make();
+    auto c = std::make_unique<GrammarConstraint>(schema_grammar(), vocab);
     for (char ch : prefix) c->accept(byte_token[static_cast<uint8_t>(ch)]);
     return c;
   };
