@@ -2,8 +2,8 @@
 //   BM_GrammarMask/<state>: one whole-vocabulary mask (GrammarConstraint::allowed_tokens) in a
 //     state of a JSON-schema grammar, on a fresh constraint (cold: nothing cached) or a warm one.
 //   BM_SampleConstrained / BM_SampleUnconstrained: the sampler's draw per token over random logits
-//     (greedy, so a random "model" is rejected nearly every token: the worst case), the grammar
-//     restarted every 64 tokens (a request's length), so cold costs are in the average.
+//     (/0 greedy, /1 temperature 0.8), the grammar restarted every 64 tokens (a request's length),
+//     so cold costs are in the average.
 // The vocabulary: the tokenizer of the GGUF in STRATA_BENCH_VOCAB, e.g.
 // $STRATA_FIXTURES/vocab/ggml-vocab-llama-spm.gguf (32,000 tokens). CPU times are the numbers to
 // read on a shared machine.
