@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "runtime/fake_session.h"
@@ -202,6 +203,32 @@ ws ::= " "?)",
       }
     }
   }
+}
+
+// A request longer than the automaton's state budget: the automaton and the masks start again from
+// the current state, and the constraint goes on as before.
+TEST(Grammar, ConstraintStartsItsCacheAgainPastTheStateBudget) {
+  testing_fakes::ByteTokenizer bytes;
+  auto vocab = std::make_shared<GrammarVocab>(bytes);
+  const size_t n = GrammarConstraint::kMaxStates + 100;
+  auto g = std::make_shared<Grammar>(must_parse("root ::= \"a\"{" + std::to_string(n) + "} \"b\""));
+  GrammarConstraint c(g, vocab);
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 1000 == 999) {  // a mask now and then, cached across the reset
+      std::vector<uint8_t> mask;
+      c.allowed_tokens(&mask);
+      ASSERT_EQ(std::count(mask.begin(), mask.end(), 1), 1);
+      ASSERT_EQ(mask['a'], 1);
+    }
+    ASSERT_TRUE(c.allows('a')) << i;
+    ASSERT_FALSE(c.allows('b')) << i;
+    c.accept('a');
+  }
+  EXPECT_FALSE(c.allows('a'));
+  EXPECT_TRUE(c.allows('b'));
+  c.accept('b');
+  EXPECT_TRUE(c.complete());
+  EXPECT_TRUE(c.allows(259));
 }
 
 }  // namespace
