@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -138,7 +139,9 @@ class Converter {
                                                 "exclusiveMaximum",
                                                 "pattern",
                                                 "format",
-                                                "prefixItems"};
+                                                "prefixItems",
+                                                "minProperties",
+                                                "maxProperties"};
     for (const auto& [key, v] : s.items())
       if (!known.count(key))
         return err("JSON Schema keyword '%s' at %s is not supported", key.c_str(),
@@ -363,6 +366,36 @@ class Converter {
     return add_rule("\"[\" ws " + (next.empty() ? "" : next + " ") + "\"]\"");
   }
 
+  // An object of the listed properties (kvs: key-value rule, required) in order, with between lo
+  // and hi of them (hi < 0: no bound). Rule (k, c): the properties from k on with c written before
+  // (c counted up to max(lo, 1), or hi); only the (k, c) that can still end within the bounds.
+  Result<std::string> counted_object(const std::vector<std::pair<std::string, bool>>& kvs, int64_t lo,
+                                     int64_t hi, const std::string& path) {
+    const int64_t n = static_cast<int64_t>(kvs.size());
+    std::vector<int64_t> req_from(kvs.size() + 1, 0);
+    for (int64_t k = n; k-- > 0;) req_from[k] = req_from[k + 1] + (kvs[k].second ? 1 : 0);
+    const int64_t cap = hi >= 0 ? hi : std::max<int64_t>(lo, 1);
+    auto feasible = [&](int64_t k, int64_t c) {
+      return c + (n - k) >= lo && (hi < 0 || c + req_from[k] <= hi);
+    };
+    if (!feasible(0, 0))
+      return err(
+          "JSON Schema at %s: no object of the listed properties has minProperties..maxProperties of them",
+          where(path));
+    std::map<std::pair<int64_t, int64_t>, std::string> memo;
+    std::function<std::string(int64_t, int64_t)> rule = [&](int64_t k, int64_t c) -> std::string {
+      if (k == n) return "\"\"";
+      auto it = memo.find({k, c});
+      if (it != memo.end()) return it->second;
+      std::string alt;
+      if ((hi < 0 || c < hi) && feasible(k + 1, c + 1))
+        alt = (c > 0 ? "\",\" ws " : "") + kvs[k].first + " " + rule(k + 1, std::min(c + 1, cap));
+      if (!kvs[k].second && feasible(k + 1, c)) alt += (alt.empty() ? "" : " | ") + rule(k + 1, c);
+      return memo[{k, c}] = add_rule(alt);
+    };
+    return add_rule("\"{\" ws " + rule(0, 0) + " \"}\"");
+  }
+
   Result<std::string> object(const json& s, const std::string& path) {
     const json* props = nullptr;
     if (auto it = s.find("properties"); it != s.end()) {
@@ -396,6 +429,15 @@ class Converter {
     for (const std::string& name : required)
       if (!listed.count(name))
         kvs.emplace_back(add_rule(json_literal(json(name)) + " ws \":\" ws value ws"), true);
+    STRATA_ASSIGN(int64_t min_props, count(s, "minProperties", path, 0));
+    STRATA_ASSIGN(int64_t max_props, count(s, "maxProperties", path, -1));
+    if (max_props >= 0 && max_props < min_props)
+      return err("JSON Schema at %s: maxProperties < minProperties", where(path));
+    if (min_props > 0 || max_props >= 0) {
+      if (kvs.empty())
+        return err("JSON Schema 'minProperties' / 'maxProperties' at %s need listed properties", where(path));
+      return counted_object(kvs, min_props, max_props, path);
+    }
     if (kvs.empty()) return closed ? add_rule("\"{\" ws \"}\"") : std::string("object");
     // first[k] / after[k]: the properties from k on, with none / some written before them.
     std::string first_next, after_next;  // the rules for k + 1 ("" when k + 1 is the end)

@@ -3,7 +3,8 @@
 //
 // Supported: type (a name or an array of names: object, array, string, number, integer, boolean,
 // null), properties (in key order: nlohmann::json keeps objects sorted, not as written), required,
-// additionalProperties (true / false: only the listed properties are generated either way), items,
+// additionalProperties (true / false: only the listed properties are generated either way),
+// minProperties / maxProperties (counted over the listed properties), items,
 // prefixItems (with items false: nothing after), minItems / maxItems, minLength / maxLength, enum,
 // const, anyOf, oneOf (as anyOf), allOf with one schema, $ref to "#/$defs/.." or
 // "#/definitions/.." (recursion allowed), minimum / maximum / exclusiveMinimum / exclusiveMaximum

@@ -217,7 +217,7 @@ TEST(JsonSchemaGrammar, NumberBoundsAreExactForIntegerBounds) {
   EXPECT_EQ(e.message(), "JSON Schema 'minimum' at /: only integer bounds are supported for numbers");
 }
 
-TEST(JsonSchemaGrammar, PatternsFormatsAndPrefixItems) {
+TEST(JsonSchemaGrammar, PatternsFormatsPrefixItemsAndPropertyCounts) {
   const std::vector<Case> cases = {
       {json::parse(R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3,4}$"})"),
        {R"("AB-123")", R"("ZZ-0000")"},
@@ -250,6 +250,15 @@ TEST(JsonSchemaGrammar, PatternsFormatsAndPrefixItems) {
       {json::parse(R"({"format":"ipv4"})"),
        {R"("192.168.0.255")", R"("0.0.0.0")"},
        {R"("256.1.1.1")", R"("1.2.3")", R"("01.1.1.1")"}},
+      {json::parse(
+           R"({"properties":{"a":{"type":"null"},"b":{"type":"null"},"c":{"type":"null"}},"required":["c"],
+                      "minProperties":2})"),
+       {R"({"a": null, "c": null})", R"({"b": null, "c": null})", R"({"a": null, "b": null, "c": null})"},
+       {R"({"c": null})", R"({"a": null, "b": null})", "{}"}},
+      {json::parse(
+           R"({"properties":{"a":{"type":"null"},"b":{"type":"null"},"c":{"type":"null"}},"maxProperties":1})"),
+       {"{}", R"({"a": null})", R"({"c": null})"},
+       {R"({"a": null, "c": null})", R"({"b": null, "c": null})"}},
       {json::parse(R"({"prefixItems":[{"type":"integer"},{"type":"string"}],"items":false,"minItems":1})"),
        {"[1]", R"([1, "a"])"},
        {"[]", R"(["a"])", R"([1, "a", 2])"}},
@@ -264,6 +273,10 @@ TEST(JsonSchemaGrammar, PatternsFormatsAndPrefixItems) {
     for (const std::string& s : cases[i].good) EXPECT_TRUE(grammar_matches(g, s)) << s;
     for (const std::string& s : cases[i].bad) EXPECT_FALSE(grammar_matches(g, s)) << s;
   }
+  EXPECT_FALSE(json_schema_to_grammar(json::parse(R"({"properties":{"a":{}},"minProperties":2})")).ok());
+  EXPECT_FALSE(
+      json_schema_to_grammar(json::parse(R"({"properties":{"a":{}},"required":["a","b"],"maxProperties":1})"))
+          .ok());
   for (const char* p : {"^a\\1$", "a\\bc", "a$b", "(?<n>a)", "(a", "a{2,1}", "[a", "*a"}) {
     auto e = json_schema_to_grammar(json{{"type", "string"}, {"pattern", p}});
     EXPECT_FALSE(e.ok()) << p;
