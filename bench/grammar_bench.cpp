@@ -27,15 +27,15 @@ namespace strata {
 namespace {
 
 const char* const kSchemaGrammar =
-    R"(root ::= "{" ws "\"name\"" ws ":" ws string ws "," ws "\"age\"" ws ":" ws integer ws "," ws "\"tags\"" ws ":" ws "[" ws (string ws ("," ws string ws)*)? "]" ws "}"
+    R"(root ::= ws "{" ws "\"name\"" ws ":" ws string ws "," ws "\"age\"" ws ":" ws integer ws "," ws "\"tags\"" ws ":" ws "[" ws (string ws ("," ws string ws)*)? "]" ws "}"
 ws ::= " "?
 char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 string ::= "\"" char* "\""
 integer ::= "-"? ("0" | [1-9] [0-9]{0,15})
 )";
 
-std::shared_ptr<const GrammarVocab> load_vocab() {
-  static std::shared_ptr<const GrammarVocab> vocab = [] {
+const Tokenizer& load_tokenizer() {
+  static std::unique_ptr<Tokenizer> tok = [] {
     const char* path = std::getenv("STRATA_BENCH_VOCAB");
     if (path == nullptr) {
       std::fprintf(stderr, "set STRATA_BENCH_VOCAB to a vocab GGUF\n");
@@ -51,8 +51,13 @@ std::shared_ptr<const GrammarVocab> load_vocab() {
       std::fprintf(stderr, "%s\n", tok.message().c_str());
       std::exit(1);
     }
-    return std::make_shared<const GrammarVocab>(**tok);
+    return std::move(*tok);
   }();
+  return *tok;
+}
+
+std::shared_ptr<const GrammarVocab> load_vocab() {
+  static auto vocab = std::make_shared<const GrammarVocab>(load_tokenizer());
   return vocab;
 }
 
@@ -97,6 +102,42 @@ void BM_GrammarMask(benchmark::State& state) {
   state.SetLabel(prefix);
 }
 BENCHMARK(BM_GrammarMask)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
+// The worst case for a constraint: every token's draw rejected, so each step needs the state's
+// whole mask (filter over the full list), along JSON documents the grammar accepts, tokenized as
+// the tokenizer would; a fresh constraint per document (a request), so first-time costs count.
+void BM_MaskEveryToken(benchmark::State& state) {
+  auto vocab = load_vocab();
+  const Tokenizer& tok = load_tokenizer();
+  const std::vector<std::string> docs = {
+      R"({"name": "Ada Lovelace, née Byron", "age": 36, "tags": ["mathematician", "writer", "analyst"]})",
+      R"({"name":"Zhang Wei 张伟","age":-7,"tags":[]})",
+      R"({ "name": "O'Brien the elder", "age": 1024, "tags": ["a", "bb", "ccc", "dddd"] })",
+  };
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& d : docs) ids.push_back(tok.encode(d, false, false));
+  std::vector<float> zeros(static_cast<size_t>(vocab->n_vocab()), 0.0f);
+  Candidates all;
+  size_t tokens = 0;
+  for (auto _ : state) {
+    for (const std::vector<int32_t>& doc : ids) {
+      GrammarConstraint c(schema_grammar(), vocab);
+      for (int32_t id : doc) {
+        candidates_from_logits(zeros.data(), vocab->n_vocab(), &all);
+        c.filter(&all);
+        if (!c.allows(id)) {
+          std::fprintf(stderr, "not allowed: [%s]\n", vocab->piece(id).c_str());
+          state.SkipWithError("a document token is not allowed");
+        }
+        c.accept(id);
+      }
+      tokens += doc.size();
+    }
+  }
+  state.counters["us_per_token"] = benchmark::Counter(
+      static_cast<double>(tokens) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_MaskEveryToken)->Unit(benchmark::kMillisecond);
 
 void sample_loop(benchmark::State& state, bool constrained) {
   auto vocab = load_vocab();
