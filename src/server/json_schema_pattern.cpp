@@ -310,7 +310,7 @@ class PatternParser {
           return fail("a '(?' group (lookaround or a named group)");
         }
       }
-      ++depth_;
+      if (++depth_ > 64) return fail("groups nested over 64 deep");
       STRATA_ASSIGN(std::string inner, alternation());
       --depth_;
       if (!at(')')) return fail("an unterminated '('");
