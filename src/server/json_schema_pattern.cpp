@@ -126,6 +126,7 @@ class PatternParser {
   std::string_view p_;
   size_t i_ = 0;
   int depth_ = 0;
+  bool nullable_ = false;  // the last alternation, sequence or atom parsed can match nothing
 
   Status fail(const std::string& what) const {
     return err("%s at offset %zu is not supported", what.c_str(), i_);
@@ -136,22 +137,32 @@ class PatternParser {
     std::string out;
     STRATA_ASSIGN(std::string first, sequence());
     out = first;
+    bool any_empty = nullable_;
     while (at('|')) {
       ++i_;
       STRATA_ASSIGN(std::string next, sequence());
       out += " | " + next;
+      any_empty = any_empty || nullable_;
     }
+    nullable_ = any_empty;
     return out;
   }
 
   Result<std::string> sequence() {
     std::string out;
+    bool all_empty = true;
     while (i_ < p_.size() && !at('|') && !at(')')) {
       if (at('$') && i_ + 1 == p_.size() && depth_ == 0) break;
+      nullable_ = false;
       STRATA_ASSIGN(std::string a, atom());
+      const bool empty = nullable_;
       STRATA_ASSIGN(std::string q, quantifier());
+      // A repeated group that can match nothing would be a left-recursive rule.
+      if (empty && !q.empty() && q != "?") return fail("a repeated group that can match nothing");
+      all_empty = all_empty && (empty || q == "?" || q == "*" || q.rfind("{0", 0) == 0);
       out += (out.empty() ? "" : " ") + ("(" + a + ")" + q);
     }
+    nullable_ = all_empty;
     return out.empty() ? std::string("\"\"") : out;
   }
 
