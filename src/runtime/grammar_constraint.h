@@ -2,12 +2,14 @@
 // its text continues the grammar (runtime/grammar_matcher.h); an end-of-generation token when the
 // grammar can end there; other control tokens and tokens without text never.
 //
-// GrammarVocab holds what every request's constraint shares: each token's text, and the tokens in
-// byte order with the length each shares with the one before it, so that masking the whole
-// vocabulary walks it like a trie: a prefix is matched once for all the tokens that start with it,
-// and a prefix the grammar rejects skips them all. A constraint keeps the masks it computed per
-// matcher state (up to kMaskCacheBytes): in a JSON string or a run of digits the state repeats, and
-// both the check of a drawn token and the mask become a lookup.
+// GrammarVocab holds what every request's constraint shares: each token's text, and a byte trie
+// of the tokens (nodes in depth-first order, each knowing where its subtree ends), so that masking
+// the whole vocabulary matches a prefix once for all the tokens that start with it and skips the
+// subtree of a prefix the grammar rejects. The constraint walks the matcher's states through a
+// GrammarDfa (runtime/grammar_dfa.h): each (state, byte) step is computed once per request and then
+// looked up, so a mask is one pass of table loads over the trie and checking a drawn token is a
+// few loads. Masks are kept per state (up to kMaskCacheBytes): in a JSON string or a run of digits
+// the state repeats, and both the check of a drawn token and the mask become a lookup.
 //
 //   auto vocab = std::make_shared<GrammarVocab>(tok);      // once per tokenizer
 //   sampler.set_constraint(std::make_unique<GrammarConstraint>(grammar, vocab));
@@ -18,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/grammar_matcher.h"
+#include "runtime/grammar_dfa.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
 
@@ -27,22 +29,37 @@ namespace strata {
 class GrammarVocab {
  public:
   explicit GrammarVocab(const Tokenizer& tok);
+  // pieces[id]: the token's text ("" for control tokens and tokens without text); eog: the
+  // end-of-generation ids (benchmarks, tests).
+  GrammarVocab(std::vector<std::string> pieces, const std::vector<int32_t>& eog);
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
   bool is_eog(int32_t id) const { return eog_[static_cast<size_t>(id)] != 0; }
   bool has_text(int32_t id) const { return text_[static_cast<size_t>(id)] != 0; }
-  // Tokens with text, sorted by their bytes; lcp[i]: bytes order[i] shares with order[i - 1].
-  const std::vector<int32_t>& order() const { return order_; }
-  const std::vector<uint32_t>& lcp() const { return lcp_; }
   size_t max_len() const { return max_len_; }
+
+  // The trie: node i stands for the byte `byte` at depth `depth` (the root's children are depth 0);
+  // its subtree is nodes [i, end); the tokens whose text ends there are
+  // trie_tokens()[tok_begin, tok_end).
+  struct TrieNode {
+    uint32_t end;
+    uint32_t tok_begin, tok_end;
+    uint32_t depth;
+    uint8_t byte;
+  };
+  const std::vector<TrieNode>& trie() const { return trie_; }
+  const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
+  const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
 
  private:
   std::vector<std::string> pieces_;
   std::vector<uint8_t> eog_, text_;
-  std::vector<int32_t> order_;
-  std::vector<uint32_t> lcp_;
+  std::vector<int32_t> eog_ids_;
+  std::vector<TrieNode> trie_;
+  std::vector<int32_t> trie_tokens_;
   size_t max_len_ = 0;
+  void build();
 };
 
 class GrammarConstraint : public TokenConstraint {
@@ -52,27 +69,28 @@ class GrammarConstraint : public TokenConstraint {
   bool allows(int32_t token) override;
   void filter(Candidates* c) override;
   void accept(int32_t token) override;
-  bool mask_ready() override {
-    look_up();
-    return mask_ != nullptr;
-  }
-  bool can_end() const override { return matcher_.can_end(); }
-  bool complete() const override { return matcher_.complete(); }
+  bool mask_ready() override { return mask_of(cur_) != nullptr; }
+  bool can_end() const override { return grammar_can_end(dfa_.state(cur_)); }
+  bool complete() const override { return grammar_complete(dfa_.state(cur_)); }
 
-  // Marks in *allowed (n_vocab entries) every token allowed now: one walk over the sorted vocabulary.
+  // Marks in *allowed (n_vocab entries) every token allowed now: one walk over the vocabulary trie.
   void allowed_tokens(std::vector<uint8_t>* allowed);
 
   static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
+  // Beyond this many automaton states (1 KiB of transitions each) the automaton and the masks are
+  // forgotten at the next token.
+  static constexpr size_t kMaxStates = 8192;
 
  private:
   std::shared_ptr<const GrammarVocab> vocab_;
-  GrammarMatcher matcher_;
-  std::vector<GrammarState> walk_;  // the walk's state per prefix length (reused)
-  std::unordered_map<std::string, std::vector<uint8_t>> masks_;  // matcher state -> allowed tokens
-  const std::vector<uint8_t>* mask_ = nullptr;                   // the current state's, if cached
-  bool looked_up_ = false;                                       // mask_ is current
-  std::string key_;                                              // the current state's key
-  void look_up();
+  GrammarDfa dfa_;
+  int32_t cur_;                                              // the current state
+  std::vector<int32_t> walk_;                                // the walk's state per trie depth (reused)
+  std::unordered_map<int32_t, std::vector<uint8_t>> masks_;  // state -> allowed tokens
+  const std::vector<uint8_t>* mask_of(int32_t state) const {
+    auto it = masks_.find(state);
+    return it == masks_.end() ? nullptr : &it->second;
+  }
 };
 
 }  // namespace strata

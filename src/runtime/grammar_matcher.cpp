@@ -35,8 +35,9 @@ void normalize(GrammarStacks* s) {
   s->erase(std::unique(s->begin(), s->end()), s->end());
 }
 
-// Advances every stack whose top admits cp; false when none does.
-bool advance_cp(const Grammar& g, const GrammarStacks& in, uint32_t cp, GrammarStacks* out) {
+}  // namespace
+
+bool grammar_advance_cp(const Grammar& g, const GrammarStacks& in, uint32_t cp, GrammarStacks* out) {
   out->clear();
   for (const GrammarStack& st : in) {
     if (st.empty() || !g.matches(g.elems()[st.back()], cp)) continue;
@@ -49,8 +50,6 @@ bool advance_cp(const Grammar& g, const GrammarStacks& in, uint32_t cp, GrammarS
   return true;
 }
 
-}  // namespace
-
 GrammarState grammar_start(const Grammar& g) {
   auto stacks = std::make_shared<GrammarStacks>();
   for (uint32_t alt : g.alternatives(g.root())) expand(g, GrammarStack{alt}, stacks.get());
@@ -60,7 +59,8 @@ GrammarState grammar_start(const Grammar& g) {
   return s;
 }
 
-bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, GrammarState* out) {
+GrammarUtf8Step grammar_utf8_step(const Grammar& g, const GrammarState& in, uint8_t b, GrammarState* partial,
+                                  uint32_t* cp_out) {
   uint32_t cp = 0;
   uint8_t need = 0, len = 1;
   if (in.need == 0) {
@@ -76,11 +76,11 @@ bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, G
       cp = b & 0x07;
       need = 3;
     } else {
-      return false;  // a continuation byte or an invalid lead
+      return GrammarUtf8Step::kReject;  // a continuation byte or an invalid lead
     }
     len = static_cast<uint8_t>(need + 1);
   } else {
-    if ((b & 0xC0) != 0x80) return false;
+    if ((b & 0xC0) != 0x80) return GrammarUtf8Step::kReject;
     cp = (in.cp << 6) | (b & 0x3F);
     need = static_cast<uint8_t>(in.need - 1);
     len = in.len;
@@ -89,7 +89,7 @@ bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, G
   static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
   const uint32_t lo = std::max(cp << (6 * need), kMin[len]);
   const uint32_t hi = std::min((cp << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFFu);
-  if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
+  if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return GrammarUtf8Step::kReject;
   if (need > 0) {  // unfinished: some top must admit a code point that starts so
     bool any = false;
     for (const GrammarStack& st : *in.stacks)
@@ -97,15 +97,23 @@ bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, G
         any = true;
         break;
       }
-    if (!any) return false;
-    out->stacks = in.stacks;
-    out->cp = cp;
-    out->need = need;
-    out->len = len;
-    return true;
+    if (!any) return GrammarUtf8Step::kReject;
+    partial->stacks = in.stacks;
+    partial->cp = cp;
+    partial->need = need;
+    partial->len = len;
+    return GrammarUtf8Step::kPartial;
   }
+  *cp_out = cp;
+  return GrammarUtf8Step::kChar;
+}
+
+bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, GrammarState* out) {
+  uint32_t cp = 0;
+  const GrammarUtf8Step step = grammar_utf8_step(g, in, b, out, &cp);
+  if (step != GrammarUtf8Step::kChar) return step == GrammarUtf8Step::kPartial;
   auto next = std::make_shared<GrammarStacks>();
-  if (!advance_cp(g, *in.stacks, cp, next.get())) return false;
+  if (!grammar_advance_cp(g, *in.stacks, cp, next.get())) return false;
   out->stacks = std::move(next);
   out->cp = 0;
   out->need = 0;

@@ -36,8 +36,16 @@ struct GrammarState {
 
 // The start state (root expanded).
 GrammarState grammar_start(const Grammar& g);
-// Advances `in` by one byte into *out; false (out unspecified) when the grammar rejects it.
+// Advances `in` by one byte into *out; false (out unspecified) when the grammar rejects it. It is
+// grammar_utf8_step and, when a character is complete, grammar_advance_cp.
 bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t byte, GrammarState* out);
+// The UTF-8 half of a byte: rejected; kPartial: the character is unfinished, *partial holds it
+// (some top can still admit it); kChar: code point *cp is complete (not yet matched).
+enum class GrammarUtf8Step : uint8_t { kReject, kPartial, kChar };
+GrammarUtf8Step grammar_utf8_step(const Grammar& g, const GrammarState& in, uint8_t byte,
+                                  GrammarState* partial, uint32_t* cp);
+// Advances every stack whose top admits cp into *out (sorted, unique); false when none does.
+bool grammar_advance_cp(const Grammar& g, const GrammarStacks& in, uint32_t cp, GrammarStacks* out);
 // The text so far is a whole sentence (no unfinished character, some empty stack).
 bool grammar_can_end(const GrammarState& s);
 // Nothing can follow: the only stack is the empty one.

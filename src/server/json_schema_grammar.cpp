@@ -1,9 +1,15 @@
 #include "server/json_schema_grammar.h"
 
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
+
+#include "server/json_schema_numbers.h"
+#include "server/json_schema_pattern.h"
 
 namespace strata::server {
 
@@ -41,6 +47,35 @@ std::string literal(const std::string& text) {
   return out + "\"";
 }
 
+// The characters of a string `format` (between the quotes); nullptr for a format not supported.
+// RFC 3339 full-date / full-time / date-time, RFC 4122 UUIDs, dotted-quad IPv4, and e-mail as
+// local@domain with dot-separated atoms (no quoted local parts or address literals).
+const char* string_format(const std::string& f) {
+  static const std::map<std::string, std::string> formats = [] {
+    // Days that every year has in each month (no 29 February).
+    const std::string date =
+        R"([0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | )"
+        R"(("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8])))";
+    const std::string time = R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,9})? )"
+                             R"(("Z" | "z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))";
+    const std::string hex = "[0-9a-fA-F]";
+    const std::string atom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]{1,32}";
+    const std::string label = "[a-zA-Z0-9] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])?";
+    const std::string octet = R"(("25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9]))";
+    return std::map<std::string, std::string>{
+        {"date", date},
+        {"time", time},
+        {"date-time", date + " [Tt] " + time},
+        {"uuid",
+         hex + "{8} \"-\" " + hex + "{4} \"-\" " + hex + "{4} \"-\" " + hex + "{4} \"-\" " + hex + "{12}"},
+        {"email", atom + " (\".\" " + atom + "){0,3} \"@\" " + label + " (\".\" " + label + "){1,3}"},
+        {"ipv4", octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet},
+    };
+  }();
+  auto it = formats.find(f);
+  return it == formats.end() ? nullptr : it->second.c_str();
+}
+
 std::string json_literal(const json& v) {
   return literal(v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
@@ -71,14 +106,42 @@ class Converter {
   }
 
   static Status check_keywords(const json& s, const std::string& path) {
-    static const std::set<std::string> known = {
-        "type",        "properties", "required",    "additionalProperties",
-        "items",       "minItems",   "maxItems",    "minLength",
-        "maxLength",   "enum",       "const",       "anyOf",
-        "oneOf",       "allOf",      "$ref",        "$defs",
-        "definitions", "title",      "description", "default",
-        "examples",    "$schema",    "$id",         "$comment",
-        "deprecated",  "readOnly",   "writeOnly"};
+    static const std::set<std::string> known = {"type",
+                                                "properties",
+                                                "required",
+                                                "additionalProperties",
+                                                "items",
+                                                "minItems",
+                                                "maxItems",
+                                                "minLength",
+                                                "maxLength",
+                                                "enum",
+                                                "const",
+                                                "anyOf",
+                                                "oneOf",
+                                                "allOf",
+                                                "$ref",
+                                                "$defs",
+                                                "definitions",
+                                                "title",
+                                                "description",
+                                                "default",
+                                                "examples",
+                                                "$schema",
+                                                "$id",
+                                                "$comment",
+                                                "deprecated",
+                                                "readOnly",
+                                                "writeOnly",
+                                                "minimum",
+                                                "maximum",
+                                                "exclusiveMinimum",
+                                                "exclusiveMaximum",
+                                                "pattern",
+                                                "format",
+                                                "prefixItems",
+                                                "minProperties",
+                                                "maxProperties"};
     for (const auto& [key, v] : s.items())
       if (!known.count(key))
         return err("JSON Schema keyword '%s' at %s is not supported", key.c_str(),
@@ -143,16 +206,22 @@ class Converter {
       type = t->get<std::string>();
     } else if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) {
       type = "object";
-    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+    } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+               s.contains("maxItems")) {
       type = "array";
-    } else if (s.contains("minLength") || s.contains("maxLength")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
+               s.contains("format")) {
       type = "string";
+    } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+               s.contains("exclusiveMaximum")) {
+      type = "number";
     }
     if (type.empty()) return std::string("value");
     if (type == "object") return object(s, path);
     if (type == "array") return array(s, path);
     if (type == "string") return string(s, path);
-    if (type == "number" || type == "integer" || type == "boolean" || type == "null") return type;
+    if (type == "number" || type == "integer") return number(s, path, type == "integer");
+    if (type == "boolean" || type == "null") return type;
     return err("JSON Schema 'type' at %s: unknown type '%s'", where(path), type.c_str());
   }
 
@@ -180,26 +249,151 @@ class Converter {
   Result<std::string> string(const json& s, const std::string& path) {
     STRATA_ASSIGN(int64_t lo, count(s, "minLength", path, 0));
     STRATA_ASSIGN(int64_t hi, count(s, "maxLength", path, -1));
+    const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    if (auto it = s.find("pattern"); it != s.end()) {
+      if (!it->is_string()) return err("JSON Schema 'pattern' at %s must be a string", where(path));
+      if (lengths || s.contains("format"))
+        return err("JSON Schema 'pattern' at %s with minLength, maxLength or format is not supported",
+                   where(path));
+      auto g = pattern_to_grammar(it->get<std::string>());
+      if (!g.ok()) return err("JSON Schema 'pattern' at %s: %s", where(path), g.message().c_str());
+      return add_rule(*g);
+    }
+    if (auto it = s.find("format"); it != s.end()) {
+      if (!it->is_string()) return err("JSON Schema 'format' at %s must be a string", where(path));
+      if (lengths)
+        return err("JSON Schema 'format' at %s with minLength or maxLength is not supported", where(path));
+      const std::string f = it->get<std::string>();
+      const char* g = string_format(f);
+      if (g == nullptr)
+        return err(
+            "JSON Schema 'format' at %s: '%s' is not supported (date, time, date-time, uuid, email, ipv4 "
+            "are)",
+            where(path), f.c_str());
+      return add_rule(std::string("\"\\\"\" ") + g + " \"\\\"\"");
+    }
     if (lo == 0 && hi < 0) return std::string("string");
     if (hi >= 0 && hi < lo) return err("JSON Schema at %s: maxLength < minLength", where(path));
     return add_rule("\"\\\"\" char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") +
                     "} \"\\\"\"");
   }
 
+  // A bound of a number: an integer value (for integers, a fractional bound is rounded inward).
+  static Result<std::optional<int64_t>> bound(const json& s, const char* key, const std::string& path,
+                                              bool integer, bool upper) {
+    auto it = s.find(key);
+    if (it == s.end()) return std::optional<int64_t>();
+    if (!it->is_number())
+      return err("JSON Schema '%s' at %s must be a number (the draft-4 boolean form is not supported)", key,
+                 where(path));
+    double v = it->get<double>();
+    if (integer) v = upper ? std::floor(v) : std::ceil(v);
+    if (v != std::floor(v))
+      return err("JSON Schema '%s' at %s: only integer bounds are supported for numbers", key, where(path));
+    if (!(std::fabs(v) < 9.0e15))
+      return err("JSON Schema '%s' at %s: bounds beyond +-9e15 are not supported", key, where(path));
+    return std::optional<int64_t>(static_cast<int64_t>(v));
+  }
+
+  Result<std::string> number(const json& s, const std::string& path, bool integer) {
+    STRATA_ASSIGN(std::optional<int64_t> min, bound(s, "minimum", path, integer, false));
+    STRATA_ASSIGN(std::optional<int64_t> max, bound(s, "maximum", path, integer, true));
+    STRATA_ASSIGN(std::optional<int64_t> xmin, bound(s, "exclusiveMinimum", path, integer, false));
+    STRATA_ASSIGN(std::optional<int64_t> xmax, bound(s, "exclusiveMaximum", path, integer, true));
+    if (!min && !max && !xmin && !xmax) return std::string(integer ? "integer" : "number");
+    if (integer) {
+      // An exclusive bound x is the inclusive x + 1 (x - 1); rounding moved fractional ones inward.
+      auto excl = [&](const char* key, bool upper) {
+        const double v = s[key].get<double>();
+        return (upper ? std::floor(v) : std::ceil(v)) == v;
+      };
+      std::optional<int64_t> lo = min, hi = max;
+      if (xmin) lo = std::max(lo.value_or(INT64_MIN), *xmin + (excl("exclusiveMinimum", false) ? 1 : 0));
+      if (xmax) hi = std::min(hi.value_or(INT64_MAX), *xmax - (excl("exclusiveMaximum", true) ? 1 : 0));
+      const std::string g = integer_range_grammar(lo, hi);
+      if (g.empty()) return err("JSON Schema at %s: no integer is within the bounds", where(path));
+      return add_rule(g);
+    }
+    // The tighter of the inclusive and exclusive bound on each side.
+    const bool lo_excl = xmin && (!min || *xmin >= *min);
+    const bool hi_excl = xmax && (!max || *xmax <= *max);
+    const std::optional<int64_t> lo = lo_excl ? xmin : min, hi = hi_excl ? xmax : max;
+    const std::string g = number_range_grammar(lo, lo_excl, hi, hi_excl);
+    if (g.empty()) return err("JSON Schema at %s: no number is within the bounds", where(path));
+    return add_rule(g);
+  }
+
   Result<std::string> array(const json& s, const std::string& path) {
     std::string item = "value";
-    if (auto it = s.find("items"); it != s.end()) {
+    if (auto it = s.find("items"); it != s.end() && !(*it == json(false) && s.contains("prefixItems"))) {
       STRATA_ASSIGN(item, visit(*it, path + "/items"));
     }
     STRATA_ASSIGN(int64_t lo, count(s, "minItems", path, 0));
     STRATA_ASSIGN(int64_t hi, count(s, "maxItems", path, -1));
     if (hi >= 0 && hi < lo) return err("JSON Schema at %s: maxItems < minItems", where(path));
+    if (auto it = s.find("prefixItems"); it != s.end()) return tuple(s, *it, item, lo, hi, path);
     if (hi == 0) return add_rule("\"[\" ws \"]\"");
     const std::string more = "(\",\" ws " + item + " ws)";
     const std::string rest_hi = hi < 0 ? "" : std::to_string(hi - 1);
     const std::string list =
         item + " ws " + more + "{" + std::to_string(lo > 0 ? lo - 1 : 0) + "," + rest_hi + "}";
     return add_rule("\"[\" ws " + (lo > 0 ? list : "(" + list + ")?") + " \"]\"");
+  }
+
+  // prefixItems: the first items each their own schema, then `items` (false: none); an array may
+  // stop before the prefix ends (as JSON Schema allows) once minItems are there.
+  Result<std::string> tuple(const json& s, const json& prefix, const std::string& item, int64_t lo,
+                            int64_t hi, const std::string& path) {
+    if (!prefix.is_array()) return err("JSON Schema 'prefixItems' at %s must be an array", where(path));
+    const auto items = s.find("items");
+    const bool more = items == s.end() || !items->is_boolean() || items->get<bool>();
+    int64_t n = static_cast<int64_t>(prefix.size());
+    if (hi >= 0) n = std::min(n, hi);
+    if (!more && lo > n)
+      return err("JSON Schema at %s: minItems is more than prefixItems and items is false", where(path));
+    std::string next;  // what follows the first n items
+    if (more && (hi < 0 || hi > n)) {
+      const std::string rest_lo = std::to_string(std::max<int64_t>(lo - n, 0));
+      const std::string rest_hi = hi < 0 ? "" : std::to_string(hi - n);
+      next = "(\",\" ws " + item + " ws){" + rest_lo + "," + rest_hi + "}";
+    }
+    for (int64_t i = n; i-- > 0;) {
+      STRATA_ASSIGN(std::string e,
+                    visit(prefix[static_cast<size_t>(i)], path + "/prefixItems/" + std::to_string(i)));
+      std::string seq = (i == 0 ? "" : "\",\" ws ") + e + " ws" + (next.empty() ? "" : " " + next);
+      next = i >= lo ? "(" + seq + ")?" : seq;
+    }
+    return add_rule("\"[\" ws " + (next.empty() ? "" : next + " ") + "\"]\"");
+  }
+
+  // An object of the listed properties (kvs: key-value rule, required) in order, with between lo
+  // and hi of them (hi < 0: no bound). Rule (k, c): the properties from k on with c written before
+  // (c counted up to max(lo, 1), or hi); only the (k, c) that can still end within the bounds.
+  Result<std::string> counted_object(const std::vector<std::pair<std::string, bool>>& kvs, int64_t lo,
+                                     int64_t hi, const std::string& path) {
+    const int64_t n = static_cast<int64_t>(kvs.size());
+    std::vector<int64_t> req_from(kvs.size() + 1, 0);
+    for (int64_t k = n; k-- > 0;) req_from[k] = req_from[k + 1] + (kvs[k].second ? 1 : 0);
+    const int64_t cap = hi >= 0 ? hi : std::max<int64_t>(lo, 1);
+    auto feasible = [&](int64_t k, int64_t c) {
+      return c + (n - k) >= lo && (hi < 0 || c + req_from[k] <= hi);
+    };
+    if (!feasible(0, 0))
+      return err(
+          "JSON Schema at %s: no object of the listed properties has minProperties..maxProperties of them",
+          where(path));
+    std::map<std::pair<int64_t, int64_t>, std::string> memo;
+    std::function<std::string(int64_t, int64_t)> rule = [&](int64_t k, int64_t c) -> std::string {
+      if (k == n) return "\"\"";
+      auto it = memo.find({k, c});
+      if (it != memo.end()) return it->second;
+      std::string alt;
+      if ((hi < 0 || c < hi) && feasible(k + 1, c + 1))
+        alt = (c > 0 ? "\",\" ws " : "") + kvs[k].first + " " + rule(k + 1, std::min(c + 1, cap));
+      if (!kvs[k].second && feasible(k + 1, c)) alt += (alt.empty() ? "" : " | ") + rule(k + 1, c);
+      return memo[{k, c}] = add_rule(alt);
+    };
+    return add_rule("\"{\" ws " + rule(0, 0) + " \"}\"");
   }
 
   Result<std::string> object(const json& s, const std::string& path) {
@@ -235,6 +429,15 @@ class Converter {
     for (const std::string& name : required)
       if (!listed.count(name))
         kvs.emplace_back(add_rule(json_literal(json(name)) + " ws \":\" ws value ws"), true);
+    STRATA_ASSIGN(int64_t min_props, count(s, "minProperties", path, 0));
+    STRATA_ASSIGN(int64_t max_props, count(s, "maxProperties", path, -1));
+    if (max_props >= 0 && max_props < min_props)
+      return err("JSON Schema at %s: maxProperties < minProperties", where(path));
+    if (min_props > 0 || max_props >= 0) {
+      if (kvs.empty())
+        return err("JSON Schema 'minProperties' / 'maxProperties' at %s need listed properties", where(path));
+      return counted_object(kvs, min_props, max_props, path);
+    }
     if (kvs.empty()) return closed ? add_rule("\"{\" ws \"}\"") : std::string("object");
     // first[k] / after[k]: the properties from k on, with none / some written before them.
     std::string first_next, after_next;  // the rules for k + 1 ("" when k + 1 is the end)

@@ -3,13 +3,19 @@
 //
 // Supported: type (a name or an array of names: object, array, string, number, integer, boolean,
 // null), properties (in key order: nlohmann::json keeps objects sorted, not as written), required,
-// additionalProperties (true / false: only the listed properties are generated either way), items,
-// minItems / maxItems, minLength / maxLength, enum, const, anyOf, oneOf (as anyOf), allOf with one
-// schema, $ref to "#/$defs/.." or "#/definitions/.." (recursion allowed); annotations (title,
-// description, default, examples, $schema, $id, $comment, ...) are ignored. Any other keyword is an
-// error that names it and where it is ("... keyword 'pattern' at /properties/id"), never silently
-// dropped. A schema without a type or structure allows any JSON value. Whitespace between tokens is
-// at most one space, and numbers have at most 16 digits per part, so a small model's output ends.
+// additionalProperties (true / false: only the listed properties are generated either way),
+// minProperties / maxProperties (counted over the listed properties), items,
+// prefixItems (with items false: nothing after), minItems / maxItems, minLength / maxLength, enum,
+// const, anyOf, oneOf (as anyOf), allOf with one schema, $ref to "#/$defs/.." or
+// "#/definitions/.." (recursion allowed), minimum / maximum / exclusiveMinimum / exclusiveMaximum
+// (server/json_schema_numbers.h: exact for integers; for numbers integer bounds only, exact, and
+// without an exponent), pattern (server/json_schema_pattern.h; not with lengths or format), format
+// date, time, date-time (RFC 3339; no 29 February, no leap second), uuid, email (dot-atoms @
+// domain labels), ipv4; annotations (title, description, default, examples, $schema, $id,
+// $comment, ...) are ignored. Any other keyword is an error that names it and where it is
+// ("... keyword 'multipleOf' at /properties/id"), never silently dropped. A schema without a type
+// or structure allows any JSON value. Whitespace between tokens is at most one space, and numbers
+// have at most 16 digits per part, so a small model's output ends.
 //
 //   auto gbnf = json_schema_to_grammar(schema);     // Result<std::string>
 //   auto g = Grammar::parse(*gbnf);

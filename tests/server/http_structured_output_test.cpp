@@ -3,6 +3,8 @@
 // and grammar answer text of that shape, and bad constraints are 400s naming the field.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "runtime/fake_session.h"
 #include "runtime/grammar_matcher.h"
 #include "server/http_fixture.h"
@@ -21,6 +23,48 @@ size_t code_points(const std::string& s) {
   return n;
 }
 
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum.
+bool in_bounds(const json& v, const json& s) {
+  const double x = v.get<double>();
+  return (!s.contains("minimum") || x >= s["minimum"].get<double>()) &&
+         (!s.contains("maximum") || x <= s["maximum"].get<double>()) &&
+         (!s.contains("exclusiveMinimum") || x > s["exclusiveMinimum"].get<double>()) &&
+         (!s.contains("exclusiveMaximum") || x < s["exclusiveMaximum"].get<double>());
+}
+
+// format, checked apart from the grammar: std::regex and the calendar.
+bool formatted(const std::string& v, const std::string& f) {
+  std::smatch m;
+  if (f == "date" || f == "date-time") {
+    static const std::regex re(R"(^(\d{4})-(\d{2})-(\d{2})([Tt].*)?$)");
+    if (!std::regex_match(v, m, re)) return false;
+    const int y = std::stoi(m[1]), mo = std::stoi(m[2]), d = std::stoi(m[3]);
+    const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    const int days[] = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (mo < 1 || mo > 12 || d < 1 || d > days[mo - 1]) return false;
+    if (f == "date") return !m[4].matched;
+    return m[4].matched && formatted(m[4].str().substr(1), "time");
+  }
+  if (f == "time")
+    return std::regex_match(
+        v, std::regex(R"(^([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$)"));
+  if (f == "uuid")
+    return std::regex_match(v, std::regex(R"(^[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$)"));
+  if (f == "email")
+    return std::regex_match(
+        v,
+        std::regex(R"(^[^.@\s"(),:;<>\[\]\\]+(\.[^.@\s"(),:;<>\[\]\\]+)*@)"
+                   R"([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+$)"));
+  if (f == "ipv4") {
+    static const std::regex re(R"(^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$)");
+    if (!std::regex_match(v, m, re)) return false;
+    for (int i = 1; i <= 4; ++i)
+      if (std::stoi(m[i]) > 255 || (m[i].length() > 1 && m[i].str()[0] == '0')) return false;
+    return true;
+  }
+  return false;
+}
+
 // The keywords the schemas below use.
 bool validates(const json& v, const json& s, const json& root) {
   if (s.contains("$ref")) {
@@ -34,21 +78,32 @@ bool validates(const json& v, const json& s, const json& root) {
       if (validates(v, sub, root)) return true;
     return false;
   }
-  const std::string t = s.value("type", "");
-  if (t == "integer") return v.is_number_integer();
-  if (t == "number") return v.is_number();
+  std::string t = s.value("type", "");
+  if (t.empty() && (s.contains("pattern") || s.contains("format"))) t = "string";
+  if (t == "integer") return v.is_number_integer() && in_bounds(v, s);
+  if (t == "number") return v.is_number() && in_bounds(v, s);
   if (t == "boolean") return v.is_boolean();
   if (t == "null") return v.is_null();
   if (t == "string") {
     if (!v.is_string()) return false;
-    const size_t n = code_points(v.get<std::string>());
+    const std::string str = v.get<std::string>();
+    const size_t n = code_points(str);
+    if (s.contains("pattern") && !std::regex_search(str, std::regex(s["pattern"].get<std::string>())))
+      return false;
+    if (s.contains("format") && !formatted(str, s["format"])) return false;
     return n >= s.value("minLength", 0u) && n <= s.value("maxLength", 1000000u);
   }
   if (t == "array") {
     if (!v.is_array() || v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1000000u))
       return false;
-    for (const json& item : v)
-      if (s.contains("items") && !validates(item, s["items"], root)) return false;
+    const json prefix = s.value("prefixItems", json::array());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i < prefix.size()) {
+        if (!validates(v[i], prefix[i], root)) return false;
+      } else if (s.contains("items") && (s["items"] == false || !validates(v[i], s["items"], root))) {
+        return false;
+      }
+    }
     return true;
   }
   if (t == "object") {
@@ -78,6 +133,17 @@ TEST(StructuredOutputModel, SeededRunsThatStopValidate) {
           R"({"$defs":{"pt":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":"number"}},
                       "required":["x","y"]}},"type":"object","properties":{"a":{"$ref":"#/$defs/pt"},
                       "tags":{"type":"array","items":{"type":"string","maxLength":4},"maxItems":2}},"required":["a"]})"),
+      json::parse(R"({"type":"object","properties":{"n":{"type":"integer","minimum":-5,"maximum":42},
+                      "x":{"type":"number","exclusiveMinimum":0,"maximum":3}},"required":["n","x"],
+                      "additionalProperties":false})"),
+      json::parse(
+          R"({"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-[0-9]{2,3}$"},
+                      "day":{"type":"string","format":"date"}},"required":["code","day"],"additionalProperties":false})"),
+      json::parse(
+          R"({"type":"array","prefixItems":[{"type":"string","format":"ipv4"},{"type":"string","format":"uuid"},
+                      {"type":"string","format":"time"}],"items":false,"minItems":3})"),
+      json::parse(R"({"type":"array","prefixItems":[{"format":"date-time"},{"format":"email"},
+                      {"pattern":"^(ab|c)+\\d?$"}],"items":false,"minItems":3})"),
   };
   auto e = Engine::for_model(model, {.n_ctx = 192}, {.n_slots = 4, .manual_step = true});
   ASSERT_TRUE(e.ok()) << e.message();
@@ -166,10 +232,12 @@ TEST_F(HttpServerTest, ResponseFormatAndGrammarShapeTheAnswer) {
   b = post(c, "/v1/completions", greq, 400);
   EXPECT_EQ(b["error"]["message"], "'grammar': grammar 1:10: rule 'yes' is not defined");
   req["response_format"] = {{"type", "json_schema"},
-                            {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}};
+                            {"json_schema", {{"schema", {{"type", "string"}, {"format", "hostname"}}}}}};
   b = post(c, "/v1/chat/completions", req, 400);
-  EXPECT_EQ(b["error"]["message"],
-            "'response_format.json_schema.schema': JSON Schema keyword 'format' at / is not supported");
+  EXPECT_EQ(
+      b["error"]["message"],
+      "'response_format.json_schema.schema': JSON Schema 'format' at /: 'hostname' is not supported (date, "
+      "time, date-time, uuid, email, ipv4 are)");
 }
 
 // A chat choice that stops with a whole call is message.tool_calls; an unfinished one stays content.

@@ -67,9 +67,9 @@ TEST(JsonSchemaGrammar, AcceptsWhatFitsAndRejectsTheRest) {
 
 TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamed) {
   auto e = json_schema_to_grammar(
-      json::parse(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^a"}}})"));
+      json::parse(R"({"type":"object","properties":{"id":{"type":"integer","multipleOf":2}}})"));
   ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.message(), "JSON Schema keyword 'pattern' at /properties/id is not supported");
+  EXPECT_EQ(e.message(), "JSON Schema keyword 'multipleOf' at /properties/id is not supported");
   e = json_schema_to_grammar(json::parse(R"({"$ref":"#/components/x"})"));
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.message().find("'$ref'"), std::string::npos) << e.message();
@@ -102,17 +102,22 @@ TEST(JsonSchemaGrammar, RequestFieldsCompileOrAre400sNamingTheField) {
   b = base;
   b["json_schema"] = json{{"type", "integer"}};
   EXPECT_TRUE(ok(b));
-  b["json_schema"] = json{{"type", "string"}, {"format", "date"}};
-  EXPECT_EQ(bad(b), "'json_schema': JSON Schema keyword 'format' at / is not supported");
+  b["json_schema"] = json{{"type", "string"}, {"format", "hostname"}};
+  EXPECT_EQ(
+      bad(b),
+      "'json_schema': JSON Schema 'format' at /: 'hostname' is not supported (date, time, date-time, uuid, "
+      "email, ipv4 are)");
   b = base;
   b["response_format"] = json{{"type", "json_object"}};
   EXPECT_TRUE(ok(b));
   b["response_format"] =
       json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "boolean"}}}}}};
   EXPECT_TRUE(ok(b));
-  b["response_format"] = json{{"type", "json_schema"}, {"json_schema", {{"schema", {{"minimum", 1}}}}}};
-  EXPECT_EQ(bad(b),
-            "'response_format.json_schema.schema': JSON Schema keyword 'minimum' at / is not supported");
+  b["response_format"] = json{{"type", "json_schema"}, {"json_schema", {{"schema", {{"pattern", "(?=a)"}}}}}};
+  EXPECT_EQ(
+      bad(b),
+      "'response_format.json_schema.schema': JSON Schema 'pattern' at /: a '(?' group (lookaround or a named "
+      "group) at offset 1 is not supported");
   b["response_format"] = json{{"type", "json_schema"}};
   EXPECT_EQ(bad(b), "'response_format.json_schema.schema' is required for type json_schema");
   b["response_format"] = json{{"type", "yaml"}};
@@ -169,6 +174,118 @@ TEST(JsonSchemaGrammar, ToolChoiceRequiredConstrainsToOneCall) {
   auto completion = parse_request(json{{"prompt", "x"}, {"tools", tools}}.dump(), /*chat=*/false);
   ASSERT_FALSE(completion.ok());
   EXPECT_EQ(completion.message(), "'tools' is not supported by strata serve");
+}
+
+TEST(JsonSchemaGrammar, IntegerBoundsAreExact) {
+  const std::vector<std::pair<json, std::pair<int64_t, int64_t>>> cases = {
+      {json::parse(R"({"type":"integer","minimum":0,"maximum":100})"), {0, 100}},
+      {json::parse(R"({"type":"integer","minimum":-37,"maximum":1234})"), {-37, 1234}},
+      {json::parse(R"({"type":"integer","exclusiveMinimum":-1000,"exclusiveMaximum":-99})"), {-999, -100}},
+      {json::parse(R"({"type":"integer","minimum":17})"), {17, INT64_MAX}},
+      {json::parse(R"({"type":"integer","maximum":-5})"), {INT64_MIN, -5}},
+      {json::parse(R"({"type":"integer","minimum":0.5,"maximum":9.9})"), {1, 9}},
+      {json::parse(R"({"type":"integer","minimum":250,"maximum":250})"), {250, 250}},
+      {json::parse(R"({"type":"integer","minimum":9,"exclusiveMaximum":1001})"), {9, 1000}},
+  };
+  for (const auto& [schema, range] : cases) {
+    SCOPED_TRACE(schema.dump());
+    const Grammar g = schema_grammar(schema);
+    for (int64_t v = -1200; v <= 1300; ++v)
+      ASSERT_EQ(grammar_matches(g, std::to_string(v)), v >= range.first && v <= range.second) << v;
+    for (int64_t v : {int64_t{123456789}, int64_t{-123456789}})
+      EXPECT_EQ(grammar_matches(g, std::to_string(v)), v >= range.first && v <= range.second) << v;
+    EXPECT_FALSE(grammar_matches(g, "007"));
+    EXPECT_FALSE(grammar_matches(g, "1.0"));
+  }
+  EXPECT_FALSE(json_schema_to_grammar(json::parse(R"({"type":"integer","minimum":3,"maximum":2})")).ok());
+}
+
+TEST(JsonSchemaGrammar, NumberBoundsAreExactForIntegerBounds) {
+  const Grammar g = schema_grammar(json::parse(R"({"type":"number","minimum":-2,"exclusiveMaximum":10})"));
+  for (const char* s : {"-2", "-2.0", "-1.5", "-0.25", "0", "0.0", "3", "9.999", "9.5"})
+    EXPECT_TRUE(grammar_matches(g, s)) << s;
+  for (const char* s : {"-2.5", "-3", "10", "10.0", "10.5", "1e3", "11"})
+    EXPECT_FALSE(grammar_matches(g, s)) << s;
+  const Grammar pos = schema_grammar(json::parse(R"({"exclusiveMinimum":0,"maximum":1})"));
+  for (const char* s : {"0.001", "0.5", "1", "1.00"}) EXPECT_TRUE(grammar_matches(pos, s)) << s;
+  for (const char* s : {"0", "0.0", "-0.5", "1.01", "2"}) EXPECT_FALSE(grammar_matches(pos, s)) << s;
+  const Grammar neg = schema_grammar(json::parse(R"({"type":"number","maximum":-1})"));
+  for (const char* s : {"-1", "-1.0", "-1.5", "-20000.25"}) EXPECT_TRUE(grammar_matches(neg, s)) << s;
+  for (const char* s : {"-0.5", "0", "-0.99", "1"}) EXPECT_FALSE(grammar_matches(neg, s)) << s;
+  auto e = json_schema_to_grammar(json::parse(R"({"type":"number","minimum":0.5})"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.message(), "JSON Schema 'minimum' at /: only integer bounds are supported for numbers");
+}
+
+TEST(JsonSchemaGrammar, PatternsFormatsPrefixItemsAndPropertyCounts) {
+  const std::vector<Case> cases = {
+      {json::parse(R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3,4}$"})"),
+       {R"("AB-123")", R"("ZZ-0000")"},
+       {R"("ab-123")", R"("AB-12")", R"("AB-12345")", R"("xAB-123")"}},
+      {json::parse(R"({"pattern":"^(cat|dog)s?( [a-z]+)*$"})"),
+       {R"("cat")", R"("dogs run fast")"},
+       {R"("cow")", R"("cats ")", R"("cat Run")"}},
+      {json::parse(R"({"pattern":"^a\\.b\"c\\\\[^x\\s]\\w+$"})"),
+       {R"("a.b\"c\\yz_9")", R"("a.b\"c\\\"q")"},
+       {R"("aXb\"c\\yz")", R"("a.b\"c\\xz")", R"("a.b\"c\\ z")"}},
+      {json::parse(R"({"pattern":"ab"})"), {R"("ab")", R"("xxabyy")"}, {R"("a b")"}},
+      {json::parse(R"({"pattern":"^.?(?:x|y){2}$"})"),
+       {R"("xy")", "\"\xC3\xA9yx\"", R"("!yy")"},
+       {R"("\nxy")"}},
+      {json::parse(R"({"format":"date"})"),
+       {R"("2024-02-28")", R"("1999-12-31")", R"("2000-04-30")"},
+       {R"("2024-02-30")", R"("2024-04-31")", R"("2024-13-01")", R"("24-01-01")"}},
+      {json::parse(R"({"format":"time"})"),
+       {R"("23:59:59Z")", R"("08:00:00.123+05:30")"},
+       {R"("24:00:00Z")", R"("08:00:00")"}},
+      {json::parse(R"({"format":"date-time"})"),
+       {R"("2024-01-31T10:20:30Z")"},
+       {R"("2024-01-31 10:20:30Z")"}},
+      {json::parse(R"({"format":"uuid"})"),
+       {R"("123e4567-e89b-12d3-a456-426614174000")"},
+       {R"("123e4567e89b")"}},
+      {json::parse(R"({"format":"email"})"),
+       {R"("a.b+c@example.co.uk")"},
+       {R"("a@b")", R"(".a@b.c")", R"("a@@b.c")"}},
+      {json::parse(R"({"format":"ipv4"})"),
+       {R"("192.168.0.255")", R"("0.0.0.0")"},
+       {R"("256.1.1.1")", R"("1.2.3")", R"("01.1.1.1")"}},
+      {json::parse(
+           R"({"properties":{"a":{"type":"null"},"b":{"type":"null"},"c":{"type":"null"}},"required":["c"],
+                      "minProperties":2})"),
+       {R"({"a": null, "c": null})", R"({"b": null, "c": null})", R"({"a": null, "b": null, "c": null})"},
+       {R"({"c": null})", R"({"a": null, "b": null})", "{}"}},
+      {json::parse(
+           R"({"properties":{"a":{"type":"null"},"b":{"type":"null"},"c":{"type":"null"}},"maxProperties":1})"),
+       {"{}", R"({"a": null})", R"({"c": null})"},
+       {R"({"a": null, "c": null})", R"({"b": null, "c": null})"}},
+      {json::parse(R"({"prefixItems":[{"type":"integer"},{"type":"string"}],"items":false,"minItems":1})"),
+       {"[1]", R"([1, "a"])"},
+       {"[]", R"(["a"])", R"([1, "a", 2])"}},
+      {json::parse(
+           R"({"type":"array","prefixItems":[{"type":"boolean"}],"items":{"type":"null"},"maxItems":3})"),
+       {"[]", "[true]", "[false, null, null]"},
+       {"[null]", "[true, null, null, null]", "[true, 1]"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("schema " + std::to_string(i) + ": " + cases[i].schema.dump());
+    const Grammar g = schema_grammar(cases[i].schema);
+    for (const std::string& s : cases[i].good) EXPECT_TRUE(grammar_matches(g, s)) << s;
+    for (const std::string& s : cases[i].bad) EXPECT_FALSE(grammar_matches(g, s)) << s;
+  }
+  EXPECT_FALSE(json_schema_to_grammar(json::parse(R"({"properties":{"a":{}},"minProperties":2})")).ok());
+  EXPECT_FALSE(
+      json_schema_to_grammar(json::parse(R"({"properties":{"a":{}},"required":["a","b"],"maxProperties":1})"))
+          .ok());
+  const std::string deep = std::string(100000, '(') + "a" + std::string(100000, ')');
+  for (const std::string p : {"^a\\1$", "a\\bc", "a$b", "(?<n>a)", "(a", "a{2,1}", "[a", "*a", "\\", "x{5",
+                              "[\\", "(?", "a{1,2}{3}", "()*", "(|a)+", "(a?|b*){2}", deep.c_str()}) {
+    auto e = json_schema_to_grammar(json{{"type", "string"}, {"pattern", p}});
+    EXPECT_FALSE(e.ok()) << p.substr(0, 20);
+    if (!e.ok()) {
+      EXPECT_EQ(e.message().rfind("JSON Schema 'pattern' at /: ", 0), 0u) << e.message();
+    }
+  }
 }
 
 }  // namespace
