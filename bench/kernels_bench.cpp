@@ -271,7 +271,7 @@ void BM_Gemv(benchmark::State& state) {
 void gemv_args(benchmark::internal::Benchmark* b) {
   for (Isa isa : {Isa::avx2, Isa::avx512}) {
     for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4,
-                       GgmlType::q4_k, GgmlType::q6_k}) {
+                       GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q6_k}) {
       for (int64_t rows : {512, 4096, 65536})
         for (int64_t gemv : {0, 1}) b->Args({static_cast<int64_t>(t), gemv, rows, static_cast<int64_t>(isa)});
     }

@@ -24,9 +24,10 @@ int cmd_synth(int argc, char** argv) {
   app.add_option("--ffn", s.ffn, "dense FFN width (llama without experts)");
   app.add_option("--shared-ffn", s.shared_ffn, "shared expert FFN width (qwen2moe; default expert-ffn)");
   app.add_option("--vocab", vocab, "vocabulary size (>= 259; K/M suffixes)")->required();
-  app.add_option("--type", s.type,
-                 "f32 | f16 | q8_0 | q4_0 | q4_k | q6_k | mxfp4 (experts MXFP4, rest Q8_0) | q4_k_m "
-                 "(llama.cpp's Q4_K_M mix of Q4_K and Q6_K)")
+  app.add_option(
+         "--type", s.type,
+         "f32 | f16 | q8_0 | q4_0 | q4_k | q6_k | mxfp4 / nvfp4 (experts MXFP4 / NVFP4, rest Q8_0) | q4_k_m "
+         "(llama.cpp's Q4_K_M mix of Q4_K and Q6_K)")
       ->capture_default_str();
   app.add_option("--seed", s.seed, "RNG seed")->capture_default_str();
   app.add_option("--router-skew", s.router_skew, "Zipf exponent of expert popularity (0 = none)");

@@ -77,9 +77,9 @@ struct Rng {
   bool has_spare = false;
 };
 
-// The matrix types of a --type: one type for every matrix, "mxfp4" (routed experts MXFP4, the
-// rest Q8_0), or "q4_k_m" (llama.cpp's Q4_K_M layer rule, in its own words: output.weight, and
-// attn_v / ffn_down of the layers that get more bits, in Q6_K; everything else Q4_K).
+// The matrix types of a --type: one type for every matrix, "mxfp4" / "nvfp4" (routed experts
+// MXFP4 / NVFP4, the rest Q8_0), or "q4_k_m" (llama.cpp's Q4_K_M layer rule, in its own words: output.weight,
+// and attn_v / ffn_down of the layers that get more bits, in Q6_K; everything else Q4_K).
 struct TypeMix {
   GgmlType dense = GgmlType::count;    // matrices other than routed experts
   GgmlType experts = GgmlType::count;  // routed experts
@@ -91,11 +91,11 @@ TypeMix parse_type(const std::string& t) {
   TypeMix m;
   if (t == "f32") m.dense = GgmlType::f32;
   if (t == "f16") m.dense = GgmlType::f16;
-  if (t == "q8_0" || t == "mxfp4") m.dense = GgmlType::q8_0;
+  if (t == "q8_0" || t == "mxfp4" || t == "nvfp4") m.dense = GgmlType::q8_0;
   if (t == "q4_0") m.dense = GgmlType::q4_0;
   if (t == "q4_k" || t == "q4_k_m") m.dense = GgmlType::q4_k;
   if (t == "q6_k") m.dense = GgmlType::q6_k;
-  m.experts = t == "mxfp4" ? GgmlType::mxfp4 : m.dense;
+  m.experts = t == "mxfp4" ? GgmlType::mxfp4 : (t == "nvfp4" ? GgmlType::nvfp4 : m.dense);
   m.k_m = t == "q4_k_m";
   return m;
 }
@@ -133,7 +133,8 @@ uint32_t file_type_of(const std::string& t) {
   if (t == "q4_k") return 14;
   if (t == "q4_k_m") return 15;
   if (t == "q6_k") return 18;
-  return 38;  // MXFP4_MOE
+  if (t == "nvfp4") return 39;  // LLAMA_FTYPE_MOSTLY_NVFP4
+  return 38;                    // MXFP4_MOE
 }
 
 }  // namespace
@@ -144,7 +145,7 @@ Status synth_validate(const SynthSpec& s) {
   }
   const TypeMix mix = parse_type(s.type);
   if (!mix.ok()) {
-    return err("--type '%s' is not supported (use f32, f16, q8_0, q4_0, mxfp4, q4_k, q6_k or q4_k_m)",
+    return err("--type '%s' is not supported (use f32, f16, q8_0, q4_0, mxfp4, nvfp4, q4_k, q6_k or q4_k_m)",
                s.type.c_str());
   }
   if (s.n_layer < 1) return err("--layers must be >= 1 (got %d)", s.n_layer);

@@ -32,7 +32,8 @@ struct SynthSpec {
   int ffn = 0;            // dense FFN width (llama without experts); written as feed_forward_length
   int shared_ffn = 0;     // qwen2moe shared expert width (0: expert_ffn)
   int n_vocab = 512;
-  // f32 | f16 | q8_0 | q4_0 | q4_k | q6_k | mxfp4 (experts MXFP4, other matrices Q8_0) | q4_k_m
+  // f32 | f16 | q8_0 | q4_0 | q4_k | q6_k | mxfp4 / nvfp4 (experts MXFP4 / NVFP4, other matrices
+  // Q8_0; NVFP4 rows are 64-element blocks) | q4_k_m
   // (llama.cpp's Q4_K_M rule: output and some layers' attn_v / ffn_down Q6_K, the rest Q4_K).
   // K-quant rows are 256-element super-blocks, so every matrix's row length must divide by 256.
   std::string type = "f32";

@@ -5,6 +5,25 @@ namespace strata {
 
 const int8_t kMxfp4Values2x[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
+namespace {
+// Half of ggml's UE4M3 reading (fp8_fp4.h): m·2^-10 for exponent 0, (8 + m)·2^(e-11) above it.
+constexpr std::array<float, 256> make_nvfp4_scale_half() {
+  std::array<float, 256> t{};
+  for (int b = 0; b < 256; ++b) {
+    const int e = (b >> 3) & 0xf, m = b & 0x7;
+    if (b == 0x7f) continue;  // reads 0
+    int p = e == 0 ? -10 : e - 11;
+    float v = static_cast<float>(e == 0 ? m : 8 + m);
+    for (; p < 0; ++p) v *= 0.5f;  // exact: powers of two
+    for (; p > 0; --p) v *= 2.0f;
+    t[static_cast<size_t>(b)] = v;
+  }
+  return t;
+}
+}  // namespace
+
+constinit const std::array<float, 256> kNvfp4ScaleHalf = make_nvfp4_scale_half();
+
 float e4m3_to_f32(uint8_t b) {
   const uint32_t e = (b >> 3) & 0xf, m = b & 0x7;
   if (e == 0xf && m == 0x7) return std::nanf("");

@@ -8,6 +8,7 @@
 // at the largest finite magnitude (448 for E4M3, 6 for E2M1); NaN passes through.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -47,6 +48,15 @@ inline float ue4m3_round(float x) {
   return std::fabs(e4m3_round(x));
 }
 uint8_t f32_to_ue4m3(float x);
+
+// NVFP4's sub-block scale byte as ggml reads it (ggml_ue4m3_to_fp32), so every byte is a finite
+// scale: the low seven bits as UE4M3, except that 0x7f (E4M3's NaN) reads 0 and 0xff reads 480
+// (exponent 15, mantissa 7). kNvfp4ScaleHalf holds half of that, the factor that multiplies
+// kMxfp4Values2x (ggml stores it so). Encoders write UE4M3 bytes 0..0x7e (f32_to_ue4m3).
+extern const std::array<float, 256> kNvfp4ScaleHalf;
+inline float nvfp4_scale_to_f32(uint8_t b) {
+  return 2.0f * kNvfp4ScaleHalf[b];
+}
 
 // --- E2M1 ---------------------------------------------------------------------------------
 // E2M1 values doubled (ggml's table, read by the MXFP4 kernels as int8 lanes): value =

@@ -50,6 +50,7 @@ std::array<TypeInfo, static_cast<size_t>(GgmlType::count)> make_table() {
   set(GgmlType::tq1_0, "tq1_0", 256, 54);
   set(GgmlType::tq2_0, "tq2_0", 256, 66);
   set(GgmlType::mxfp4, "mxfp4", 32, 17);
+  set(GgmlType::nvfp4, "nvfp4", 64, 36);
   return t;
 }
 
@@ -82,6 +83,7 @@ bool type_supported(GgmlType t) {
     case GgmlType::q6_k:
     case GgmlType::q8_k:
     case GgmlType::mxfp4:
+    case GgmlType::nvfp4:
       return true;
     default:
       return false;

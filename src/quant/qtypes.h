@@ -42,7 +42,8 @@ enum class GgmlType : uint32_t {
   tq1_0 = 34,
   tq2_0 = 35,
   mxfp4 = 39,
-  count = 40,
+  nvfp4 = 40,
+  count = 41,
 };
 
 struct TypeInfo {
@@ -74,6 +75,8 @@ bool type_from_name(std::string_view name, GgmlType* out);
 constexpr int QK4_0 = 32;
 constexpr int QK8_0 = 32;
 constexpr int QK_MXFP4 = 32;
+constexpr int QK_NVFP4 = 64;
+constexpr int QK_NVFP4_SUB = 16;
 constexpr int QK_K = 256;
 constexpr int K_SCALE_SIZE = 12;
 
@@ -88,6 +91,12 @@ struct BlockQ8_0 {
 struct BlockMxfp4 {
   uint8_t e;  // E8M0 shared exponent
   uint8_t qs[QK_MXFP4 / 2];
+};
+// NVFP4 (ggml's layout): four 16-element sub-blocks, each with a UE4M3 scale; byte j of sub-block
+// s (qs[8s + j]) holds element j in its low nibble and element j + 8 in its high nibble.
+struct BlockNvfp4 {
+  uint8_t d[QK_NVFP4 / QK_NVFP4_SUB];  // UE4M3 sub-block scales
+  uint8_t qs[QK_NVFP4 / 2];            // E2M1 nibbles
 };
 struct BlockQ4_K {
   uint16_t d;
@@ -110,6 +119,7 @@ struct BlockQ8_K {
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockMxfp4) == 17);
+static_assert(sizeof(BlockNvfp4) == 36);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);

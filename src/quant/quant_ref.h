@@ -7,7 +7,7 @@
 //          take input from outside: matmul, dequantize_row).
 //   src/w  a row of blocks of the given type, dst/x likewise; no alignment required.
 //   vec_dot(n, w, x) = Σ_i w_i·x_i with w a weight row and x an activation row already in the
-//          weight type's vec_dot_type (F32→F32, F16→F16, BF16→BF16, Q4_0/Q8_0/MXFP4→Q8_0,
+//          weight type's vec_dot_type (F32→F32, F16→F16, BF16→BF16, Q4_0/Q8_0/MXFP4/NVFP4→Q8_0,
 //          Q4_K/Q6_K→Q8_K), computed with ggml's per-block integer sums and float scaling.
 #pragma once
 
@@ -62,6 +62,15 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
 void to_float_mxfp4(const void* src, float* dst, int64_t n);
 void from_float_mxfp4(const float* src, void* dst, int64_t n);  // ggml's quantize_row_mxfp4_ref
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);
+
+// NVFP4 (quant/nvfp4.cpp): value = kMxfp4Values2x[nibble] · kNvfp4ScaleHalf[d[s]] = E2M1 · UE4M3,
+// a scale per 16 elements; vec_dot against the block's two Q8_0 activation blocks.
+void to_float_nvfp4(const void* src, float* dst, int64_t n);
+// Per 16-element sub-block, the UE4M3 scale of least squared error among the code nearest amax/6,
+// the five around it and the codes nearest amax/v for the other E2M1 magnitudes v (so MXFP4's
+// values convert exactly where the scale is in UE4M3's range); elements round to nearest E2M1.
+void from_float_nvfp4(const float* src, void* dst, int64_t n);
+float vec_dot_nvfp4_q8_0(int64_t n, const void* w, const void* x);
 
 // --- 256-element super-block types -------------------------------------------------------
 // Q8_K: d = 1/iscale (f32), iscale = −127/max where max is the first element of largest |x|,

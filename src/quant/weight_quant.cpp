@@ -148,6 +148,8 @@ FromFloatFn weight_quantizer(GgmlType t) {
       return from_float_q4_0;
     case GgmlType::mxfp4:
       return from_float_mxfp4;
+    case GgmlType::nvfp4:
+      return from_float_nvfp4;  // searched scales: not the bytes of ggml's amax/6 reference
     case GgmlType::q6_k:
       return quantize_weights_q6_k;
     default:

@@ -9,6 +9,7 @@ const std::vector<QuantFtype>& quant_ftypes() {
   static const std::vector<QuantFtype> kTypes = {
       {"Q4_0", 2, GgmlType::q4_0, "4.5 bpw; output (or tied embeddings) Q6_K"},
       {"MXFP4_MOE", 38, GgmlType::mxfp4, "expert banks MXFP4, other matrices Q8_0"},
+      {"NVFP4", 39, GgmlType::nvfp4, "expert banks NVFP4, other matrices Q8_0 (MXFP4_MOE's mix)"},
       {"Q6_K", 18, GgmlType::q6_k, "6.56 bpw; rows not a multiple of 256 fall back to Q8_0"},
       {"Q8_0", 7, GgmlType::q8_0, "8.5 bpw"},
       {"F16", 1, GgmlType::f16, "16 bpw"},

@@ -108,13 +108,13 @@ bool is_quantized(GgmlType t) {
 Result<GgmlType> mix_rule(const TypePolicy& p, const PolicyModel& m, const std::string& name, Role role,
                           const int64_t ne[4], GgmlType t) {
   const GgmlType ft = p.ftype->default_type;
+  const bool fp4_moe = ft == GgmlType::mxfp4 || ft == GgmlType::nvfp4;  // NVFP4: MXFP4_MOE's mix
   if (role == Role::output || (role == Role::token_embd && !m.has_output)) {
     if (p.output_type) return *p.output_type;
-    if (ft == GgmlType::mxfp4 || m.arch == "falcon" || ne[0] % type_info(t).block_size != 0)
-      return GgmlType::q8_0;
+    if (fp4_moe || m.arch == "falcon" || ne[0] % type_info(t).block_size != 0) return GgmlType::q8_0;
     return t != GgmlType::q8_0 ? GgmlType::q6_k : t;
   }
-  if (ft == GgmlType::mxfp4) return ne[2] > 1 ? GgmlType::mxfp4 : GgmlType::q8_0;
+  if (fp4_moe) return ne[2] > 1 ? ft : GgmlType::q8_0;
   if ((role == Role::attn_v_like || role == Role::attn_k) && m.n_expert == 8) return GgmlType::q8_0;
   if (role == Role::ffn && m.n_expert > 1) {
     // The mix rules of the K-quant types look up the layer; an MoE FFN tensor must name one.

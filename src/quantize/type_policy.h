@@ -9,8 +9,9 @@
 //      type; else, unless --pure, the mix rules: output (and token_embd when the model has no
 //      output.weight, i.e. tied embeddings) -> Q8_0 for MXFP4_MOE or a row length the type's
 //      block does not divide, else Q6_K (when the type is not Q8_0); MXFP4_MOE: 3-D (expert)
-//      tensors MXFP4, other matrices Q8_0; models of exactly 8 experts keep attn_k / attn_v-like
-//      tensors in Q8_0.
+//      tensors MXFP4, other matrices Q8_0 (NVFP4, a file type llama.cpp numbers but its
+//      llama-quantize has no rules for: the same with NVFP4); models of exactly 8 experts keep
+//      attn_k / attn_v-like tensors in Q8_0.
 //   4. A row length the chosen block size does not divide falls back: Q6_K -> Q8_0, then any
 //      type whose block still does not divide it -> F16.
 // F16 / BF16 / F32 file types convert every tensor of rule 1 to that type (no regexes, no mix).

@@ -17,8 +17,8 @@ namespace {
 
 using kernel_test::gaussian;
 
-const GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,   GgmlType::bf16, GgmlType::q8_0,
-                           GgmlType::q4_0, GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k};
+const GgmlType kTypes[] = {GgmlType::f32,   GgmlType::f16,   GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0,
+                           GgmlType::mxfp4, GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q6_k};
 
 struct Case {
   GgmlType type;
@@ -46,7 +46,8 @@ TEST_P(MatmulInvariance, RowBitsIndependentOfTokensAndRows) {
   ASSERT_TRUE(kt.can_matmul());
   const GgmlType vt = kt.vec_dot_type;
   // n past one F16 segment (1024) and not a multiple of 512; 53 rows: odd tails in every blocking.
-  const int64_t n = type_info(t).block_size == 256 ? 1280 : 1120, rows = 53, nt_all = 70;
+  const int64_t bs = type_info(t).block_size;
+  const int64_t n = bs == 256 ? 1280 : (bs == 64 ? 1152 : 1120), rows = 53, nt_all = 70;
   const size_t wrb = row_bytes(t, n), xrb = row_bytes(vt, n);
   std::vector<uint8_t> w(wrb * rows), x(xrb * nt_all);
   const auto wf = gaussian(n * rows, 11), xf = gaussian(n * nt_all, 13);

@@ -1,5 +1,5 @@
 // One-token kernels (KernelTraits::gemv) of every type on every SIMD ISA, against the scalar
-// vec_dot: F16, BF16, Q8_0, Q4_0, MXFP4 within 1e-5·Σ|w_i·x_i| (f32 lanes vs the reference's
+// vec_dot: F16, BF16, Q8_0, Q4_0, MXFP4, NVFP4 within 1e-5·Σ|w_i·x_i| (f32 lanes vs the reference's
 // order), Q4_K and Q6_K bit-identical to it and to the ISA's own register tile (the K kernels'
 // f32 scaling is the vec_dot's, so decode equals prefill to the bit). Odd row counts, strided
 // rows, lengths up to 4096 and past the kernels' segments (Q8_0 64 blocks, Q4_0 / MXFP4 128, F16
@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -25,8 +26,8 @@ namespace {
 using kernel_test::abs_dot;
 using kernel_test::gaussian;
 
-const GgmlType kAllTypes[] = {GgmlType::f16,   GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0,
-                              GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k};
+const GgmlType kAllTypes[] = {GgmlType::f16,   GgmlType::bf16,  GgmlType::q8_0, GgmlType::q4_0,
+                              GgmlType::mxfp4, GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q6_k};
 const int64_t kRowCounts[] = {1, 2, 3, 4, 5, 7, 9, 13, 33};
 
 bool k_quant(GgmlType t) {
@@ -36,6 +37,7 @@ bool k_quant(GgmlType t) {
 std::vector<int64_t> lengths(GgmlType t) {
   if (k_quant(t)) return {256, 512, 768, 1280, 4096};
   if (type_info(t).block_size == 32) return {32, 64, 96, 160, 224, 576, 1056, 2048 + 32, 4096, 4096 + 96};
+  if (type_info(t).block_size == 64) return {64, 128, 192, 320, 576, 1088, 2048 + 64, 4096, 4096 + 192};
   return {1, 7, 8, 16, 40, 100, 1024, 1029, 2048 + 9, 4095, 4096};
 }
 
@@ -100,11 +102,12 @@ TEST_P(GemvIsa, MatchesScalarVecDot) {
 }
 
 // Weight bytes that no quantizer writes: random quant bytes under random (finite) scales, MXFP4
-// exponents from the subnormal halves (0, 1) up to 2^12.
+// exponents from the subnormal halves (0, 1) up to 2^12, NVFP4 scale bytes all random (every byte
+// is a finite scale as ggml reads it, 0x7f and 0xff included).
 TEST_P(GemvIsa, RawBlocksMatchScalarVecDot) {
-  for (GgmlType t : {GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
+  for (GgmlType t : {GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4, GgmlType::nvfp4}) {
     const KernelTraits& k = kernel_traits(t, GetParam());
-    const int64_t n = 1024 + 160, nr = 9;
+    const int64_t n = 1024 + 192, nr = 9;
     const size_t rb = row_bytes(t, n), bs = type_info(t).type_size;
     std::mt19937 rng(42);
     std::vector<uint8_t> w(rb * nr);
@@ -113,6 +116,8 @@ TEST_P(GemvIsa, RawBlocksMatchScalarVecDot) {
       if (t == GgmlType::mxfp4) {
         const uint8_t es[] = {0, 1, 2, 64, 120, 127, 128, 140};
         w[off] = es[(off / bs) % 8];
+      } else if (t == GgmlType::nvfp4) {
+        if ((off / bs) % 5 == 0) w[off] = 0x7f, w[off + 3] = 0xff;
       } else {
         const uint16_t h =
             f32_to_fp16(std::ldexp(float(int(rng() % 2001) - 1000) / 1000.0f, int(rng() % 20) - 14));
@@ -169,9 +174,10 @@ TEST_P(GemvIsa, LastRowEndsAtUnreadablePage) {
   for (GgmlType t : kAllTypes) {
     const KernelTraits& k = kernel_traits(t, GetParam());
     const QuantRef& ref = *quant_ref(t);
-    const int64_t n0 = k_quant(t) ? 512 : 96 + (type_info(t).block_size == 1 ? 3 : 0);
-    for (int64_t n :
-         {n0, k_quant(t) ? int64_t{256} : int64_t{32}, k_quant(t) ? int64_t{1024} : int64_t{1056}})
+    const int64_t bs = type_info(t).block_size;
+    const int64_t n0 = k_quant(t) ? 512 : (bs == 64 ? 192 : 96 + (bs == 1 ? 3 : 0));
+    for (int64_t n : {n0, k_quant(t) ? int64_t{256} : std::max<int64_t>(bs, 32),
+                      k_quant(t) ? int64_t{1024} : (bs == 64 ? int64_t{1088} : int64_t{1056})})
       for (int64_t nr : {int64_t{3}, int64_t{5}, int64_t{6}}) {
         const size_t rb = row_bytes(t, n), bytes = rb * static_cast<size_t>(nr);
         const size_t span = (bytes + page - 1) / page * page;

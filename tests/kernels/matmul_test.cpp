@@ -13,8 +13,9 @@
 namespace strata {
 namespace {
 
-const GgmlType kWeightTypes[] = {GgmlType::f32,  GgmlType::f16,   GgmlType::bf16, GgmlType::q8_0,
-                                 GgmlType::q4_0, GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k};
+const GgmlType kWeightTypes[] = {GgmlType::f32,   GgmlType::f16,  GgmlType::bf16,
+                                 GgmlType::q8_0,  GgmlType::q4_0, GgmlType::mxfp4,
+                                 GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q6_k};
 
 std::vector<float> randn(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -18,10 +18,12 @@
 namespace strata {
 namespace {
 
-const GgmlType kWeightTypes[] = {GgmlType::f32,  GgmlType::f16,   GgmlType::bf16, GgmlType::q8_0,
-                                 GgmlType::q4_0, GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k};
-const GgmlType kAllTypes[] = {GgmlType::f32,   GgmlType::f16,  GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0,
-                              GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_k};
+const GgmlType kWeightTypes[] = {GgmlType::f32,   GgmlType::f16,  GgmlType::bf16,
+                                 GgmlType::q8_0,  GgmlType::q4_0, GgmlType::mxfp4,
+                                 GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q6_k};
+const GgmlType kAllTypes[] = {GgmlType::f32,  GgmlType::f16,   GgmlType::bf16,  GgmlType::q8_0,
+                              GgmlType::q4_0, GgmlType::mxfp4, GgmlType::nvfp4, GgmlType::q4_k,
+                              GgmlType::q6_k, GgmlType::q8_k};
 
 // Activation-like data with the hard cases mixed in: exact ties after scaling, repeated
 // ±max, all-zero blocks, tiny and large magnitudes.
@@ -83,6 +85,7 @@ std::vector<int64_t> shapes(GgmlType t) {
   const int64_t bs = type_info(t).block_size;
   if (bs == 1) return {1, 7, 8, 31, 33, 100, 257, 1000, 2880};
   if (bs == 32) return {32, 64, 96, 224, 2880, 4096};
+  if (bs == 64) return {64, 128, 192, 448, 2880, 4096};
   return {256, 512, 768, 2816};
 }
 

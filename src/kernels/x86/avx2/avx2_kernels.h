@@ -31,6 +31,9 @@ void from_float_q8_k(const float* src, void* dst, int64_t n);
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);
+// NVFP4, avx2_nvfp4.cpp: gemv equals vec_dot bit for bit (gemv_invariant: NVFP4 has no tiles).
+float vec_dot_nvfp4_q8_0(int64_t n, const void* w, const void* x);
+void gemv_nvfp4_q8_0(int64_t n, const void* w, size_t ws, int64_t nr, const void* x, float* y);
 float vec_dot_q4_k_q8_k(int64_t n, const void* w, const void* x);
 float vec_dot_q6_k_q8_k(int64_t n, const void* w, const void* x);
 

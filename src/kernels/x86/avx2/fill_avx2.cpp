@@ -16,6 +16,8 @@ void fill_avx2(KernelTraits* t) {
   at(GgmlType::q8_0).vec_dot = avx2::vec_dot_q8_0_q8_0;
   at(GgmlType::q4_0).vec_dot = avx2::vec_dot_q4_0_q8_0;
   at(GgmlType::mxfp4).vec_dot = avx2::vec_dot_mxfp4_q8_0;
+  at(GgmlType::nvfp4).vec_dot = avx2::vec_dot_nvfp4_q8_0;
+  at(GgmlType::nvfp4).gemv = avx2::gemv_nvfp4_q8_0;
   at(GgmlType::q8_k).from_float = avx2::from_float_q8_k;
   at(GgmlType::q4_k).vec_dot = avx2::vec_dot_q4_k_q8_k;
   at(GgmlType::q6_k).vec_dot = avx2::vec_dot_q6_k_q8_k;
@@ -40,10 +42,12 @@ void fill_avx2(KernelTraits* t) {
   at(GgmlType::q6_k).gemv = avx2::gemv_q6_k_q8_k;
   // The gemvs with the bits of the many-token path: the 32-element block types (per block the exact
   // integer dot, then fma with dw·dx, as the panel), F16 (the panel's 1024-element chunks) and the
-  // K-quants (whose panels hand few tokens to the tiles, which share the gemv's block order).
+  // K-quants (whose panels hand few tokens to the tiles, which share the gemv's block order), NVFP4
+  // (vec_dot's bits; its many tokens run vec_dot).
   at(GgmlType::q8_0).gemv_invariant = true;
   at(GgmlType::q4_0).gemv_invariant = true;
   at(GgmlType::mxfp4).gemv_invariant = true;
+  at(GgmlType::nvfp4).gemv_invariant = true;  // its vec_dot's bits, and it has no tiles or panel
   at(GgmlType::f16).gemv_invariant = true;
   at(GgmlType::q4_k).gemv_invariant = true;
   at(GgmlType::q6_k).gemv_invariant = true;

@@ -16,6 +16,8 @@ void fill_avx512(KernelTraits* t) {
   at(GgmlType::q8_0).vec_dot = avx512::vec_dot_q8_0_q8_0;
   at(GgmlType::q4_0).vec_dot = avx512::vec_dot_q4_0_q8_0;
   at(GgmlType::mxfp4).vec_dot = avx512::vec_dot_mxfp4_q8_0;
+  at(GgmlType::nvfp4).vec_dot = avx512::vec_dot_nvfp4_q8_0;
+  at(GgmlType::nvfp4).gemv = avx512::gemv_nvfp4_q8_0;
   at(GgmlType::q8_k).from_float = avx512::from_float_q8_k;
   at(GgmlType::q4_k).vec_dot = avx512::vec_dot_q4_k_q8_k;
   at(GgmlType::q6_k).vec_dot = avx512::vec_dot_q6_k_q8_k;
@@ -39,10 +41,11 @@ void fill_avx512(KernelTraits* t) {
   // The gemvs with the bits of the many-token path (tests/kernels batch_invariance_test): the
   // 32-element block types (lanes = rows, per block the exact integer dot, then fma with dw·dx, as
   // the panel), F16 (the panel's 1024-element chunks), BF16 (the tiles' VDPBF16PS chain per row)
-  // and the K-quants (bit-identical to vec_dot, as their panels and tiles).
+  // the K-quants (bit-identical to vec_dot, as their panels and tiles) and NVFP4 (vec_dot's bits;
+  // its many tokens run vec_dot).
   for (size_t i = 0; i < static_cast<size_t>(GgmlType::count); ++i) t[i].gemv_invariant = false;
   for (GgmlType ty : {GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4, GgmlType::f16, GgmlType::bf16,
-                      GgmlType::q4_k, GgmlType::q6_k})
+                      GgmlType::q4_k, GgmlType::q6_k, GgmlType::nvfp4})
     at(ty).gemv_invariant = true;
 }
 
