@@ -78,7 +78,9 @@ bool type_supported(GgmlType t) {
     case GgmlType::bf16:
     case GgmlType::q4_0:
     case GgmlType::q5_0:
+    case GgmlType::q5_1:
     case GgmlType::q8_0:
+    case GgmlType::q8_1:
     case GgmlType::q4_k:
     case GgmlType::q5_k:
     case GgmlType::q6_k:

@@ -12,6 +12,8 @@ const QuantRef* quant_ref(GgmlType t) {
       {GgmlType::q8_0, GgmlType::q8_0, to_float_q8_0, from_float_q8_0, vec_dot_q8_0_q8_0},
       {GgmlType::q4_0, GgmlType::q8_0, to_float_q4_0, from_float_q4_0, vec_dot_q4_0_q8_0},
       {GgmlType::q5_0, GgmlType::q8_0, to_float_q5_0, from_float_q5_0, vec_dot_q5_0_q8_0},
+      {GgmlType::q5_1, GgmlType::q8_1, to_float_q5_1, from_float_q5_1, vec_dot_q5_1_q8_1},
+      {GgmlType::q8_1, GgmlType::q8_1, to_float_q8_1, from_float_q8_1, nullptr},
       {GgmlType::mxfp4, GgmlType::q8_0, to_float_mxfp4, from_float_mxfp4, vec_dot_mxfp4_q8_0},
       {GgmlType::q8_k, GgmlType::q8_k, to_float_q8_k, from_float_q8_k, nullptr},
       {GgmlType::q4_k, GgmlType::q8_k, to_float_q4_k, from_float_q4_k, vec_dot_q4_k_q8_k},

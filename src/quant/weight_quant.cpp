@@ -152,6 +152,8 @@ FromFloatFn weight_quantizer(GgmlType t) {
       return from_float_mxfp4;
     case GgmlType::q5_0:
       return from_float_q5_0;
+    case GgmlType::q5_1:
+      return from_float_q5_1;
     case GgmlType::q4_k:
       return quantize_weights_q4_k;
     case GgmlType::q5_k:

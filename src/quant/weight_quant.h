@@ -23,7 +23,7 @@ void quantize_weights_q8_0(const float* src, void* dst, int64_t n);
 // then quantized to int8 against the block's largest one and the values re-rounded to them.
 void quantize_weights_q6_k(const float* src, void* dst, int64_t n);
 
-// The weight quantizer of a type: F32 (copy), F16, BF16, Q8_0, Q4_0, Q5_0, MXFP4, Q4_K (k_fit.h),
+// The weight quantizer of a type: F32 (copy), F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, MXFP4, Q4_K (k_fit.h),
 // Q5_K, Q6_K; nullptr for the types strata cannot write byte-exact with llama-quantize.
 FromFloatFn weight_quantizer(GgmlType t);
 

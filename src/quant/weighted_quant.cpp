@@ -186,11 +186,13 @@ void mxfp4_weighted(const float* src, void* dst, int64_t n, const float* qw) {
     element_weights(x, qw + i * QK_MXFP4, QK_MXFP4, sigma2, w);
     float amax = 0;
     for (int j = 0; j < QK_MXFP4; ++j) amax = std::fabs(x[j]) > amax ? std::fabs(x[j]) : amax;
-    const int e0 = amax > 0 ? static_cast<int>(std::floor(std::log2(amax))) - 2 + 127 : 0;
+    // The absmax rule's exponent (ggml's), kept in the E8M0 range for tiny blocks.
+    int e0 = amax > 0 ? static_cast<int>(std::floor(std::log2(amax))) - 2 + 127 : 0;
+    e0 = e0 < 0 ? 0 : (e0 > 254 ? 254 : e0);
     int best_e = e0;
     float best = INFINITY;
     for (int e = e0 - 1; e <= e0 + 1 && amax > 0; ++e) {
-      if (e < 1 || e > 254) continue;
+      if (e < 0 || e > 254) continue;
       const float d = e8m0_to_f32_half(static_cast<uint8_t>(e));
       float err = 0, e2;
       for (int j = 0; j < QK_MXFP4; ++j) {

@@ -128,7 +128,7 @@ Result<GgmlType> mix_rule(const TypePolicy& p, const PolicyModel& m, const std::
                           const int64_t ne[4], GgmlType t, TypeCounters* c) {
   const GgmlType ft = p.ftype->default_type;
   const std::string_view fname = p.ftype->name;
-  const bool k_m = fname == "Q4_K_M", k_s = fname == "Q4_K_S";
+  const bool k_m = fname == "Q4_K_M", k_s = fname == "Q4_K_S", k5_m = fname == "Q5_K_M";
   if (role == Role::output || (role == Role::token_embd && !m.has_output)) {
     if (p.output_type) return *p.output_type;
     if (ft == GgmlType::mxfp4 || m.arch == "falcon" || ne[0] % type_info(t).block_size != 0)
@@ -137,7 +137,7 @@ Result<GgmlType> mix_rule(const TypePolicy& p, const PolicyModel& m, const std::
   }
   if (ft == GgmlType::mxfp4) return ne[2] > 1 ? GgmlType::mxfp4 : GgmlType::q8_0;
   if (role == Role::attn_v_like) {
-    if (k_m && use_more_bits(c->i_attention_wv, m.n_attention_wv)) t = GgmlType::q6_k;
+    if ((k_m || k5_m) && use_more_bits(c->i_attention_wv, m.n_attention_wv)) t = GgmlType::q6_k;
     if (k_s && c->i_attention_wv < 4) t = GgmlType::q5_k;
     if (m.n_expert == 8) t = GgmlType::q8_0;
     ++c->i_attention_wv;
@@ -154,6 +154,8 @@ Result<GgmlType> mix_rule(const TypePolicy& p, const PolicyModel& m, const std::
         t = i < n / 16 ? GgmlType::q6_k : (use_more_bits(i, n) ? GgmlType::q5_k : GgmlType::q4_k);
       else if (use_more_bits(i, n))
         t = GgmlType::q6_k;
+    } else if (k5_m && use_more_bits(i, n)) {
+      t = GgmlType::q6_k;
     } else if (k_s && m.arch != "falcon" && i < n / 8) {
       t = GgmlType::q5_k;
     } else if ((fname == "Q4_0" || fname == "Q5_0") && p.has_imatrix && i < n / 8) {

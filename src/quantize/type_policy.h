@@ -10,8 +10,8 @@
 //      output.weight, i.e. tied embeddings) -> Q8_0 for MXFP4_MOE or a row length the type's
 //      block does not divide, else Q6_K (when the type is not Q8_0); MXFP4_MOE: 3-D (expert)
 //      tensors MXFP4, other matrices Q8_0; models of exactly 8 experts keep attn_k / attn_v-like
-//      tensors in Q8_0. Q4_K_M: attn_v-like tensors (counted in file order) and ffn_down of the
-//      layers use_more_bits picks (the first and last eighth, and every third between) Q6_K;
+//      tensors in Q8_0. Q4_K_M / Q5_K_M: attn_v-like tensors (counted in file order) and ffn_down
+//      of the layers use_more_bits picks (the first and last eighth, and every third between) Q6_K;
 //      Q4_K_S: the first four attn_v-like tensors and the first eighth's ffn_down Q5_K; with
 //      an importance matrix, Q4_0's / Q5_0's first eighth of ffn_down Q4_1 / Q5_1 (which strata
 //      cannot write: an error).

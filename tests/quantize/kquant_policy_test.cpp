@@ -1,6 +1,6 @@
 // quantize/: Q4_K_M / Q4_K_S mixes (llama-quantize's use_more_bits layers, fallbacks of 384-column
-// rows), --policy rules by class and layer, the GGUF imatrix format, and the importance-weighted
-// quantizers (never worse than the plain ones on the weighted error); Q5_0 / Q5_K codecs.
+// rows; Q5_K_M), --policy rules by class and layer, the GGUF imatrix format, and the importance-weighted
+// quantizers (never worse than the plain ones on the weighted error); Q5_0 / Q5_1 / Q5_K codecs.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -107,6 +107,14 @@ TEST_F(KQuant, Q4_K_MPromotesUseMoreBitsLayersAndFallsBackOn384Columns) {
     EXPECT_EQ(t[b + "attn_q.weight"], T::q4_k);
     EXPECT_EQ(t[b + "ffn_up_exps.weight"], T::q4_k);
   }
+  o.policy.ftype = quant_ftype("Q5_K_M");
+  t = types(in, o);
+  for (int l = 0; l < 6; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const bool more = l == 2 || l == 5;
+    EXPECT_EQ(t[b + "attn_v.weight"], more ? T::q6_k : T::q5_k) << l;
+    EXPECT_EQ(t[b + "ffn_down_exps.weight"], more ? T::q8_0 : T::q5_1) << l;  // Q6_K / Q5_K fall back
+  }
   o.policy.ftype = quant_ftype("Q4_K_S");
   t = types(in, o);
   for (int l = 0; l < 6; ++l) {
@@ -118,7 +126,7 @@ TEST_F(KQuant, Q4_K_MPromotesUseMoreBitsLayersAndFallsBackOn384Columns) {
 
 TEST_F(KQuant, WritesAndReadsBackEveryKQuantType) {
   const std::string in = write_model();
-  for (const char* ft : {"Q4_K_M", "Q4_K_S"}) {
+  for (const char* ft : {"Q4_K_M", "Q4_K_S", "Q5_K_M"}) {
     QuantizeOptions o;
     o.policy.ftype = quant_ftype(ft);
     o.n_threads = 2;
@@ -245,7 +253,7 @@ TEST(WeightedQuant, BeatsThePlainQuantizerOnTheWeightedError) {
   }
 }
 
-// Q5_0 / Q5_K: round trip and the scalar dot equal to the dot of the dequantized rows.
+// Q5_0 / Q5_1 / Q5_K: round trip and the scalar dot equal to the dot of the dequantized rows.
 TEST(Q5Types, RoundTripAndDot) {
   std::mt19937 rng(2);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -253,7 +261,7 @@ TEST(Q5Types, RoundTripAndDot) {
   std::vector<float> x(n), a(n), y(n), b(n);
   for (float& v : x) v = nd(rng);
   for (float& v : a) v = nd(rng);
-  for (T t : {T::q5_0, T::q5_k}) {
+  for (T t : {T::q5_0, T::q5_1, T::q5_k}) {
     const QuantRef* r = quant_ref(t);
     ASSERT_NE(r, nullptr);
     std::vector<uint8_t> q(row_bytes(t, n)), aq(row_bytes(r->vec_dot_type, n));

@@ -276,7 +276,7 @@ TEST(QuantizeRules, ParseErrors) {
   EXPECT_NE(parse_tensor_type_rule("attn=").message().find("missing the type"), std::string::npos);
   EXPECT_NE(parse_tensor_type_rule("attn=q9_9").message().find("unknown type 'q9_9'"), std::string::npos);
   EXPECT_NE(parse_tensor_type_rule("attn(=q8_0").message().find("bad regex 'attn('"), std::string::npos);
-  EXPECT_EQ(quant_ftype("q5_k_m"), nullptr);
+  EXPECT_EQ(quant_ftype("q3_k_m"), nullptr);
   ASSERT_NE(quant_ftype("q4_k_m"), nullptr);
   ASSERT_NE(quant_ftype("38"), nullptr);  // llama_ftype numbers work too
   EXPECT_STREQ(quant_ftype("38")->name, "MXFP4_MOE");
