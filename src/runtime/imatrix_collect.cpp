@@ -21,11 +21,10 @@ struct Acc {
 
 class Collector final : public ActivationTap {
  public:
-  Collector(const GgufFile& f, bool process_output) {
+  Collector(const GgufFile& f, bool process_output) : process_output_(process_output) {
     for (const TensorView& t : f.tensors()) {
       const std::string& n = t.name;
       if (t.ne[1] <= 1 || n.size() < 7 || n.compare(n.size() - 7, 7, ".weight") != 0) continue;
-      if (!process_output && n == "output.weight") continue;
       Acc a;
       a.t = &t;
       a.n_per_row = t.ne[0];
@@ -42,32 +41,35 @@ class Collector final : public ActivationTap {
     std::sort(by_addr_.begin(), by_addr_.end());
   }
 
+  // By name, or (device views of the weights carry none) by the address of the first row.
   void on_linear(const TensorView& w, const float* x, int64_t n) override {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = by_name_.find(w.name);
-    if (it == by_name_.end()) return;  // output.weight (not asked for) or a tensor built at load
-    Acc& a = accs_[it->second];
-    if (a.n_mat != 1 || w.ne[0] != a.n_per_row) return;
-    for (int64_t r = 0; r < n; ++r) add(a, 0, x + r * a.n_per_row, 0, a.n_per_row, true);
+    Acc* a = nullptr;
+    int64_t e = 0;
+    if (auto it = by_name_.find(w.name); !w.name.empty() && it != by_name_.end()) {
+      a = &accs_[it->second];
+    } else if (!w.name.empty()) {
+      return;  // a matrix built at load, not in the file
+    } else {
+      a = by_address(w.data, &e);
+    }
+    if (!a) {
+      unattributed_++;
+      return;
+    }
+    if (w.ne[0] != a->n_per_row || e >= a->n_mat) return;
+    for (int64_t r = 0; r < n; ++r) add(*a, e, x + r * a->n_per_row, 0, a->n_per_row, true);
   }
 
   void on_expert(const void* mat, const float* x, int64_t c0, int64_t nc, bool count_row) override {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto* p = static_cast<const uint8_t*>(mat);
-    auto it = std::upper_bound(by_addr_.begin(), by_addr_.end(), std::make_pair(p, accs_.size()));
-    if (it != by_addr_.begin()) {
-      Acc& a = accs_[std::prev(it)->second];
-      const auto* base = static_cast<const uint8_t*>(a.t->data);
-      if (p < base + a.t->nbytes && c0 + nc <= a.n_per_row) {
-        const int64_t e =
-            a.t->nb[2] > 0 ? static_cast<int64_t>(p - base) / static_cast<int64_t>(a.t->nb[2]) : 0;
-        if (e < a.n_mat) {
-          add(a, e, x, c0, nc, count_row);
-          return;
-        }
-      }
+    int64_t e = 0;
+    Acc* a = by_address(mat, &e);
+    if (a && c0 + nc <= a->n_per_row) {
+      add(*a, e, x, c0, nc, count_row);
+    } else if (!a) {
+      unattributed_++;
     }
-    unattributed_++;
   }
 
   int64_t unattributed() const { return unattributed_; }
@@ -79,6 +81,7 @@ class Collector final : public ActivationTap {
     m.chunk_count = static_cast<uint32_t>(chunks);
     for (const Acc& a : accs_) {
       if (std::all_of(a.counts.begin(), a.counts.end(), [](double c) { return c == 0; })) continue;
+      if (!process_output_ && a.t->name == "output.weight") continue;
       ImatrixEntry e;
       e.n_per_row = a.n_per_row;
       e.sum2.assign(a.sum2.begin(), a.sum2.end());
@@ -89,12 +92,25 @@ class Collector final : public ActivationTap {
   }
 
  private:
+  // The tensor whose data holds address p, and the matrix (expert) of it that p starts.
+  Acc* by_address(const void* mat, int64_t* e) {
+    const auto* p = static_cast<const uint8_t*>(mat);
+    auto it = std::upper_bound(by_addr_.begin(), by_addr_.end(), std::make_pair(p, accs_.size()));
+    if (it == by_addr_.begin()) return nullptr;
+    Acc& a = accs_[std::prev(it)->second];
+    const auto* base = static_cast<const uint8_t*>(a.t->data);
+    if (p >= base + a.t->nbytes) return nullptr;
+    *e = a.t->nb[2] > 0 ? static_cast<int64_t>(p - base) / static_cast<int64_t>(a.t->nb[2]) : 0;
+    return *e < a.n_mat ? &a : nullptr;
+  }
+
   static void add(Acc& a, int64_t e, const float* x, int64_t c0, int64_t nc, bool count_row) {
     double* s = a.sum2.data() + e * a.n_per_row + c0;
     for (int64_t j = 0; j < nc; ++j) s[j] += double{x[j]} * x[j];
     if (count_row) a.counts[static_cast<size_t>(e)] += 1;
   }
 
+  bool process_output_;
   std::mutex mu_;
   std::vector<Acc> accs_;
   std::map<std::string, size_t, std::less<>> by_name_;
