@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,7 +102,7 @@ int run_gate(const std::string& in_path, const std::string& out_path, const std:
 
 int cmd_quantize(int argc, char** argv) {
   std::vector<std::string> pos, tensor_types;
-  std::string output_type, embd_type, gate_spec, gate_text;
+  std::string output_type, embd_type, gate_spec, gate_text, tensor_type_file, imatrix_path, policy_spec;
   int gate_ctx = 0;
   strata::QuantizeOptions opts;
   bool dry_run = false;
@@ -111,6 +112,17 @@ int cmd_quantize(int argc, char** argv) {
   app.add_option("--tensor-type", tensor_types,
                  "REGEX=TYPE: tensors whose name matches get TYPE (repeatable)")
       ->allow_extra_args(false);
+  app.add_option("--tensor-type-file", tensor_type_file,
+                 "file of REGEX=TYPE rules, one per line ('#' comments)");
+  app.add_option(
+      "--imatrix", imatrix_path,
+      "importance matrix (GGUF, strata imatrix / llama-imatrix): Q4_0 / Q5_0 / Q4_K / Q5_K / Q6_K / "
+      "MXFP4 tensors it covers are quantized minimising the importance-weighted error");
+  app.add_option(
+      "--policy", policy_spec,
+      "rules by tensor class and layer on top of TYPE, e.g. router=f32,attn=q8_0,experts=mxfp4,"
+      "layers[0,-1].experts=q8_0; presets fp4-experts, fp4-all (classes: router attn experts shexp "
+      "ffn embd output)");
   app.add_option("--output-tensor-type", output_type, "type of output.weight");
   app.add_option("--token-embedding-type", embd_type, "type of token_embd.weight");
   app.add_flag("--allow-requantize", opts.allow_requantize,
@@ -139,6 +151,33 @@ int cmd_quantize(int argc, char** argv) {
     auto r = strata::parse_tensor_type_rule(spec);
     if (!r.ok()) return fail(r.message(), 2);
     opts.policy.tensor_types.push_back(std::move(r).value());
+  }
+  if (!tensor_type_file.empty()) {
+    std::ifstream f(tensor_type_file);
+    if (!f) return fail("--tensor-type-file: cannot read " + tensor_type_file);
+    std::string line;
+    int lineno = 0;
+    while (std::getline(f, line)) {
+      ++lineno;
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      auto r = strata::parse_tensor_type_rule(line);
+      if (!r.ok()) return fail(tensor_type_file + ":" + std::to_string(lineno) + ": " + r.message(), 2);
+      opts.policy.tensor_types.push_back(std::move(r).value());
+    }
+  }
+  if (!policy_spec.empty()) {
+    auto rules = strata::parse_class_policy(policy_spec);
+    if (!rules.ok()) return fail(rules.message(), 2);
+    opts.policy.class_rules = std::move(rules).value();
+  }
+  strata::Imatrix imatrix;
+  if (!imatrix_path.empty()) {
+    auto m = strata::read_imatrix(imatrix_path);
+    if (!m.ok()) return fail(m.message());
+    imatrix = std::move(m).value();
+    opts.imatrix = &imatrix;
+    opts.policy.has_imatrix = true;
   }
   auto parse_type = [](const std::string& flag, const std::string& v, std::optional<GgmlType>* out) {
     if (v.empty()) return true;
@@ -203,6 +242,9 @@ int cmd_quantize(int argc, char** argv) {
   std::printf("model size: %.2f MiB (%.2f bpw) -> %s: %.2f MiB (%.2f bpw)%s\n", mib(plan->in_bytes),
               plan->in_bytes * 8.0 / n_el, opts.policy.ftype->name, mib(plan->out_bytes),
               plan->out_bytes * 8.0 / n_el, dry_run ? " (dry run, nothing written)" : "");
+  if (opts.imatrix)
+    std::printf("importance matrix: %d tensors quantized with it (%zu entries, %u chunks of %u)\n",
+                plan->n_weighted, imatrix.entries.size(), imatrix.chunk_count, imatrix.chunk_size);
   if (plan->n_fallback > 0)
     std::printf("%d of %zu tensors fell back to another type (rows not a multiple of the block)\n",
                 plan->n_fallback, plan->tensors.size());
@@ -211,6 +253,6 @@ int cmd_quantize(int argc, char** argv) {
 }
 
 const strata::cli::Registrar reg{
-    "quantize", "convert a GGUF model to Q8_0 / Q4_0 / MXFP4_MOE / ... (llama-quantize)", &cmd_quantize};
+    "quantize", "convert a GGUF model to Q8_0 / Q4_K_M / MXFP4_MOE / ... (llama-quantize)", &cmd_quantize};
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "base/assert.h"
 #include "base/parallel.h"
+#include "kernels/activation_tap.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/traits.h"
@@ -59,6 +60,14 @@ void phase_gate_up(const ExpertFfn& s, int e, int64_t r0, int64_t r1, int ti) {
   rows_product(s.up[e], r0, r1, s.xu + o, m, u, s.rb1);
   const KernelTraits& hk = kernel_traits(s.ht);
   const size_t hoff = row_bytes(s.ht, r0);
+  ActivationTap* tap = activation_tap();
+  if (tap && r0 == 0) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xt = s.x + static_cast<int64_t>(s.slots[o + i] / s.K) * s.d;
+      tap->on_expert(s.gate[e].data, xt, 0, s.d, true);
+      tap->on_expert(s.up[e].data, xt, 0, s.d, true);
+    }
+  }
   for (int64_t i = 0; i < m; ++i) {
     float* gi = g + i * s.rb1;
     float* ui = u + i * s.rb1;
@@ -73,6 +82,7 @@ void phase_gate_up(const ExpertFfn& s, int e, int64_t r0, int64_t r1, int ti) {
     } else {
       swiglu(gi, ui, gi, nr);
     }
+    if (tap) tap->on_expert(s.down[e].data, gi, r0, nr, r0 == 0);
     uint8_t* dst = s.hq + static_cast<size_t>(s.slots[o + i]) * s.hrow + hoff;
     if (s.ht == GgmlType::f32) {
       std::memcpy(dst, gi, sizeof(float) * static_cast<size_t>(nr));
@@ -158,6 +168,8 @@ void expert_ffn_run(const ExpertFfnJob* jobs, int n_jobs, ThreadPool& pool) {
 void expert_ffn_prepare(ExpertFfn& s, const ExpertMat& gate, const ExpertMat& up, const ExpertMat& down,
                         const float* x, int64_t n, int K, int n_groups, int n_threads, Arena& arena) {
   const int64_t n_slots = n * K, d = s.d;
+  s.x = x;
+  s.K = K;
   const GgmlType gt = kernel_traits(gate.type).vec_dot_type, ut = kernel_traits(up.type).vec_dot_type;
   s.ht = kernel_traits(down.type).vec_dot_type;
   STRATA_ASSERT(gate.in == d && up.in == d && down.in == s.F);

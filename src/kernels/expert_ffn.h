@@ -65,6 +65,8 @@ struct ExpertFfn : ExpertFfnStep {
   const ExpertMat* down = nullptr;
 
   // Filled by expert_ffn_prepare.
+  const float* x = nullptr;  // [n][d], the step's input (for kernels/activation_tap.h)
+  int K = 1;
   const void** xg = nullptr;  // grouped: gate input row of the slot's token
   const void** xu = nullptr;  // grouped: up input row
   const void** hp = nullptr;  // grouped: hq row of the slot

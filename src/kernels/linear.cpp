@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/assert.h"
+#include "kernels/activation_tap.h"
 #include "kernels/ops.h"
 #include "kernels/matmul.h"
 #include "kernels/traits.h"
@@ -78,6 +79,9 @@ LinearPlan::LinearPlan(Arena& arena, const LinearOut* outs, int n_outs, const fl
 }
 
 void LinearPlan::convert(int64_t t0, int64_t t1) const {
+  if (ActivationTap* tap = activation_tap()) {
+    for (int i = 0; i < n_outs_; ++i) tap->on_linear(*outs_[i].w, x_ + t0 * in_, t1 - t0);
+  }
   for (int i = 0; i < n_outs_; ++i) {
     if (buf_[i] == nullptr) continue;
     const KernelTraits& vk = kernel_traits(kernel_traits(outs_[i].w->type).vec_dot_type);

@@ -78,8 +78,12 @@ bool type_supported(GgmlType t) {
     case GgmlType::f16:
     case GgmlType::bf16:
     case GgmlType::q4_0:
+    case GgmlType::q5_0:
+    case GgmlType::q5_1:
     case GgmlType::q8_0:
+    case GgmlType::q8_1:
     case GgmlType::q4_k:
+    case GgmlType::q5_k:
     case GgmlType::q6_k:
     case GgmlType::q8_k:
     case GgmlType::mxfp4:

@@ -1,5 +1,7 @@
 #include "quant/quant_ref.h"
 
+#include "quant/q5_ref.h"
+
 namespace strata {
 
 const QuantRef* quant_ref(GgmlType t) {
@@ -9,10 +11,14 @@ const QuantRef* quant_ref(GgmlType t) {
       {GgmlType::bf16, GgmlType::bf16, to_float_bf16, from_float_bf16, vec_dot_bf16},
       {GgmlType::q8_0, GgmlType::q8_0, to_float_q8_0, from_float_q8_0, vec_dot_q8_0_q8_0},
       {GgmlType::q4_0, GgmlType::q8_0, to_float_q4_0, from_float_q4_0, vec_dot_q4_0_q8_0},
+      {GgmlType::q5_0, GgmlType::q8_0, to_float_q5_0, from_float_q5_0, vec_dot_q5_0_q8_0},
+      {GgmlType::q5_1, GgmlType::q8_1, to_float_q5_1, from_float_q5_1, vec_dot_q5_1_q8_1},
+      {GgmlType::q8_1, GgmlType::q8_1, to_float_q8_1, from_float_q8_1, nullptr},
       {GgmlType::mxfp4, GgmlType::q8_0, to_float_mxfp4, from_float_mxfp4, vec_dot_mxfp4_q8_0},
       {GgmlType::nvfp4, GgmlType::q8_0, to_float_nvfp4, from_float_nvfp4, vec_dot_nvfp4_q8_0},
       {GgmlType::q8_k, GgmlType::q8_k, to_float_q8_k, from_float_q8_k, nullptr},
       {GgmlType::q4_k, GgmlType::q8_k, to_float_q4_k, from_float_q4_k, vec_dot_q4_k_q8_k},
+      {GgmlType::q5_k, GgmlType::q8_k, to_float_q5_k, from_float_q5_k, vec_dot_q5_k_q8_k},
       {GgmlType::q6_k, GgmlType::q8_k, to_float_q6_k, from_float_q6_k, vec_dot_q6_k_q8_k},
   };
   for (const QuantRef& r : kTable) {

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "quant/k_fit.h"
+#include "quant/q5_ref.h"
 #include "quant/round.h"
 
 namespace strata {
@@ -150,6 +152,14 @@ FromFloatFn weight_quantizer(GgmlType t) {
       return from_float_mxfp4;
     case GgmlType::nvfp4:
       return from_float_nvfp4;  // searched scales: not the bytes of ggml's amax/6 reference
+    case GgmlType::q5_0:
+      return from_float_q5_0;
+    case GgmlType::q5_1:
+      return from_float_q5_1;
+    case GgmlType::q4_k:
+      return quantize_weights_q4_k;
+    case GgmlType::q5_k:
+      return from_float_q5_k;
     case GgmlType::q6_k:
       return quantize_weights_q6_k;
     default:

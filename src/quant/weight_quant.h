@@ -23,9 +23,9 @@ void quantize_weights_q8_0(const float* src, void* dst, int64_t n);
 // then quantized to int8 against the block's largest one and the values re-rounded to them.
 void quantize_weights_q6_k(const float* src, void* dst, int64_t n);
 
-// The weight quantizer of a type: F32 (copy), F16, BF16, Q8_0, Q4_0, MXFP4, Q6_K (byte-exact with
-// llama-quantize), NVFP4 (searched scales, which llama.cpp has no file type for); nullptr for the
-// others.
+// The weight quantizer of a type: F32 (copy), F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, MXFP4, Q4_K (k_fit.h),
+// Q5_K, Q6_K (byte-exact with llama-quantize), NVFP4 (searched scales, which llama.cpp has no file
+// type for); nullptr for the others.
 FromFloatFn weight_quantizer(GgmlType t);
 
 }  // namespace strata

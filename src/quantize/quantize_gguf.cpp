@@ -10,6 +10,7 @@
 #include "base/thread_pool.h"
 #include "quant/quant_ref.h"
 #include "quant/weight_quant.h"
+#include "quant/weighted_quant.h"
 
 namespace strata {
 namespace {
@@ -32,6 +33,7 @@ Result<PolicyModel> policy_model(const GgufFile& in) {
   m.n_layer = static_cast<int>(n_layer);
   m.n_expert = static_cast<int>(n_expert);
   m.has_output = in.find_tensor("output.weight") != nullptr;
+  for (const TensorView& t : in.tensors()) m.n_attention_wv += is_attn_v_like(t.name) ? 1 : 0;
   return m;
 }
 
@@ -46,13 +48,21 @@ ToFloatFn source_to_float(GgmlType t) {
 Result<QuantizePlan> plan_quantize(const GgufFile& in, const QuantizeOptions& opts) {
   if (!opts.policy.ftype) return err("no output type given");
   STRATA_ASSIGN(const PolicyModel m, policy_model(in));
+  STRATA_TRY(check_class_policy(opts.policy.class_rules, m.n_layer));
+  // llama-quantize's order (by layer, then name): its counters run in this order.
+  std::vector<const TensorView*> order;
+  for (const TensorView& t : in.tensors()) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](const TensorView* a, const TensorView* b) {
+    const int la = layer_of(a->name), lb = layer_of(b->name);
+    return la != lb ? la < lb : a->name < b->name;
+  });
   QuantizePlan plan;
-  for (const TensorView& t : in.tensors()) {
+  TypeCounters counters;
+  for (const TensorView* tv : order) {
+    const TensorView& t = *tv;
     TensorPlan tp;
     tp.src = &t;
-    auto c = choose_tensor_type(opts.policy, m, t.name, t.type, t.ne);
-    if (!c.ok()) return c.error();
-    tp.choice = *c;
+    STRATA_ASSIGN(tp.choice, choose_tensor_type(opts.policy, m, t.name, t.type, t.ne, &counters));
     const GgmlType dst = tp.choice.type;
     tp.convert = dst != t.type;
     const int64_t block = type_info(dst).block_size;
@@ -69,6 +79,19 @@ Result<QuantizePlan> plan_quantize(const GgufFile& in, const QuantizeOptions& op
       if (!weight_quantizer(dst))
         return err("tensor %s: strata cannot write type %s", t.name.c_str(), type_name(dst));
     }
+    if (tp.convert && opts.imatrix && weighted_quantizer(dst)) {
+      auto it = opts.imatrix->entries.find(t.name);
+      if (it != opts.imatrix->entries.end()) {
+        const ImatrixEntry& e = it->second;
+        if (e.n_per_row != t.ne[0] || e.n_mat() != t.ne[2] * t.ne[3])
+          return err(
+              "tensor %s [%lld x %lld matrices]: the importance matrix has %lld columns x %lld matrices",
+              t.name.c_str(), static_cast<long long>(t.ne[0]), static_cast<long long>(t.ne[2] * t.ne[3]),
+              static_cast<long long>(e.n_per_row), static_cast<long long>(e.n_mat()));
+        tp.imatrix = &e;
+        plan.n_weighted++;
+      }
+    }
     tp.out_bytes = row_bytes(dst, t.ne[0]) * static_cast<size_t>(t.rows());
     plan.in_bytes += t.nbytes;
     plan.out_bytes += tp.out_bytes;
@@ -76,10 +99,6 @@ Result<QuantizePlan> plan_quantize(const GgufFile& in, const QuantizeOptions& op
     plan.n_fallback += tp.choice.fell_back ? 1 : 0;
     plan.tensors.push_back(tp);
   }
-  std::stable_sort(plan.tensors.begin(), plan.tensors.end(), [](const TensorPlan& a, const TensorPlan& b) {
-    const int la = layer_of(a.src->name), lb = layer_of(b.src->name);
-    return la != lb ? la < lb : a.src->name < b.src->name;
-  });
   return plan;
 }
 
@@ -109,6 +128,12 @@ Status write_quantized(const GgufFile& in, const QuantizePlan& plan, const Quant
       } else {
         const ToFloatFn to_float = source_to_float(t.type);
         const FromFloatFn quantize = weight_quantizer(tp.choice.type);
+        const WeightedQuantFn weighted = tp.imatrix ? weighted_quantizer(tp.choice.type) : nullptr;
+        // Column importance per matrix (expert) of the tensor; empty: no row reached it.
+        std::vector<std::vector<float>> qw;
+        if (weighted) {
+          for (int64_t e = 0; e < tp.imatrix->n_mat(); ++e) qw.push_back(tp.imatrix->importance(e));
+        }
         const int64_t n = t.ne[0];
         const size_t src_row = row_bytes(t.type, n), dst_row = row_bytes(tp.choice.type, n);
         const auto* src = static_cast<const uint8_t*>(t.data);
@@ -121,7 +146,12 @@ Status write_quantized(const GgufFile& in, const QuantizePlan& plan, const Quant
               bad_row.store(r);
               return;
             }
-            quantize(row.data(), out + r * dst_row, n);
+            const std::vector<float>* w = weighted ? &qw[static_cast<size_t>(r / t.ne[1])] : nullptr;
+            if (w && !w->empty()) {
+              weighted(row.data(), out + r * dst_row, n, w->data());
+            } else {
+              quantize(row.data(), out + r * dst_row, n);
+            }
           }
         });
         if (bad_row.load() >= 0)

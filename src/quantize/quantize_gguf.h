@@ -6,6 +6,7 @@
 //   STRATA_TRY(write_quantized(*in, *plan, opts, "out.gguf", progress));
 //
 // plan_quantize validates everything before any output: sources strata cannot dequantize,
+// --policy layers outside the model, importance-matrix shapes that disagree with the tensor,
 // requantizing without allow_requantize, target types strata cannot write, rows the target
 // block does not divide. write_quantized converts each tensor as GgufWriter writes it (rows in
 // parallel; one converted tensor in memory at a time), fails on non-finite source values naming
@@ -22,6 +23,7 @@
 
 #include "base/status.h"
 #include "format/gguf.h"
+#include "quantize/imatrix_file.h"
 #include "quantize/type_policy.h"
 
 namespace strata {
@@ -30,6 +32,9 @@ struct QuantizeOptions {
   TypePolicy policy;
   bool allow_requantize = false;  // convert already-quantized sources (Q8_0, MXFP4, ...)
   int n_threads = 0;              // <= 0: all cores
+  // --imatrix: tensors it covers whose type has an importance-weighted quantizer
+  // (quant/weighted_quant.h) are quantized with it; its shapes must match the model's.
+  const Imatrix* imatrix = nullptr;
 };
 
 struct TensorPlan {
@@ -37,12 +42,14 @@ struct TensorPlan {
   TypeChoice choice;     // choice.type: the output type
   bool convert = false;  // the type changes (else the bytes are copied)
   size_t out_bytes = 0;
+  const ImatrixEntry* imatrix = nullptr;  // set when the weighted quantizer is used
 };
 
 struct QuantizePlan {
   std::vector<TensorPlan> tensors;  // in output order
   uint64_t in_bytes = 0, out_bytes = 0, n_elements = 0;
   int n_fallback = 0;  // tensors whose type rule 4 changed
+  int n_weighted = 0;  // tensors quantized with the importance matrix
 };
 
 Result<QuantizePlan> plan_quantize(const GgufFile& in, const QuantizeOptions& opts);

@@ -86,7 +86,7 @@ bool convertible(const std::string& name, const int64_t ne[4]) {
                       [&](std::string_view part) { return contains(name, part); });
 }
 
-enum class Role { token_embd, output, attn_v_like, attn_k, ffn, other };
+enum class Role { token_embd, output, attn_v_like, attn_k, attn_output, ffn, ffn_down, other };
 
 Role role_of(const std::string& name) {
   if (name == "output.weight") return Role::output;
@@ -95,8 +95,10 @@ Role role_of(const std::string& name) {
       contains(name, "attn_v.weight"))
     return Role::attn_v_like;
   if (contains(name, "attn_k.weight")) return Role::attn_k;
-  if (contains(name, "attn_q.weight") || contains(name, "attn_output.weight")) return Role::other;
-  if (contains(name, "ffn_up") || contains(name, "ffn_gate") || contains(name, "ffn_down")) return Role::ffn;
+  if (contains(name, "attn_q.weight")) return Role::other;
+  if (contains(name, "attn_output.weight")) return Role::attn_output;
+  if (contains(name, "ffn_up") || contains(name, "ffn_gate")) return Role::ffn;
+  if (contains(name, "ffn_down")) return Role::ffn_down;
   return Role::other;
 }
 
@@ -104,26 +106,65 @@ bool is_quantized(GgmlType t) {
   return t != GgmlType::f32 && t != GgmlType::f16 && t != GgmlType::bf16;
 }
 
+// use_more_bits of llama-quantize: the first and last eighth and every third layer between.
+bool use_more_bits(int i, int n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+// The layer an FFN tensor's K-quant rules look at: an MoE model's from the name (which must
+// have one), a dense model's the running count of such tensors.
+Result<int> ffn_layer(const PolicyModel& m, const std::string& name, int counter) {
+  if (m.n_expert <= 1) return counter;
+  int layer = -1;
+  if (std::sscanf(name.c_str(), "blk.%d.", &layer) != 1)
+    return err("cannot determine the layer of tensor %s (expected a blk.N. prefix)", name.c_str());
+  if (layer < 0 || layer >= m.n_layer)
+    return err("tensor %s: layer %d outside the model's %d layers", name.c_str(), layer, m.n_layer);
+  return layer;
+}
+
 // Rule 3's mix for a quantized file type.
 Result<GgmlType> mix_rule(const TypePolicy& p, const PolicyModel& m, const std::string& name, Role role,
-                          const int64_t ne[4], GgmlType t) {
+                          const int64_t ne[4], GgmlType t, TypeCounters* c) {
   const GgmlType ft = p.ftype->default_type;
   const bool fp4_moe = ft == GgmlType::mxfp4 || ft == GgmlType::nvfp4;  // NVFP4: MXFP4_MOE's mix
+  const std::string_view fname = p.ftype->name;
+  const bool k_m = fname == "Q4_K_M", k_s = fname == "Q4_K_S", k5_m = fname == "Q5_K_M";
   if (role == Role::output || (role == Role::token_embd && !m.has_output)) {
     if (p.output_type) return *p.output_type;
     if (fp4_moe || m.arch == "falcon" || ne[0] % type_info(t).block_size != 0) return GgmlType::q8_0;
     return t != GgmlType::q8_0 ? GgmlType::q6_k : t;
   }
   if (fp4_moe) return ne[2] > 1 ? ft : GgmlType::q8_0;
-  if ((role == Role::attn_v_like || role == Role::attn_k) && m.n_expert == 8) return GgmlType::q8_0;
-  if (role == Role::ffn && m.n_expert > 1) {
-    // The mix rules of the K-quant types look up the layer; an MoE FFN tensor must name one.
-    int layer = -1;
-    if (std::sscanf(name.c_str(), "blk.%d.", &layer) != 1)
-      return err("cannot determine the layer of tensor %s (expected a blk.N. prefix)", name.c_str());
-    if (layer < 0 || layer >= m.n_layer)
-      return err("tensor %s: layer %d outside the model's %d layers", name.c_str(), layer, m.n_layer);
+  if (role == Role::attn_v_like) {
+    if ((k_m || k5_m) && use_more_bits(c->i_attention_wv, m.n_attention_wv)) t = GgmlType::q6_k;
+    if (k_s && c->i_attention_wv < 4) t = GgmlType::q5_k;
+    if (m.n_expert == 8) t = GgmlType::q8_0;
+    ++c->i_attention_wv;
+    return t;
   }
+  if (role == Role::attn_k && m.n_expert == 8) return GgmlType::q8_0;
+  if (role == Role::attn_output && m.n_expert == 8 && m.arch != "falcon" && (k_m || k_s))
+    return GgmlType::q5_k;
+  if (role == Role::ffn_down) {
+    STRATA_ASSIGN(const int i, ffn_layer(m, name, c->i_ffn_down));
+    const int n = m.n_layer;
+    if (k_m) {
+      if (m.arch == "falcon")
+        t = i < n / 16 ? GgmlType::q6_k : (use_more_bits(i, n) ? GgmlType::q5_k : GgmlType::q4_k);
+      else if (use_more_bits(i, n))
+        t = GgmlType::q6_k;
+    } else if (k5_m && use_more_bits(i, n)) {
+      t = GgmlType::q6_k;
+    } else if (k_s && m.arch != "falcon" && i < n / 8) {
+      t = GgmlType::q5_k;
+    } else if ((fname == "Q4_0" || fname == "Q5_0") && p.has_imatrix && i < n / 8) {
+      t = fname == "Q4_0" ? GgmlType::q4_1 : GgmlType::q5_1;
+    }
+    ++c->i_ffn_down;
+    return t;
+  }
+  if (role == Role::ffn) STRATA_TRY(ffn_layer(m, name, 0).status());
   return t;
 }
 
@@ -132,7 +173,10 @@ GgmlType fallback(GgmlType t, int64_t ncols, bool* fell_back) {
   if (ncols % type_info(t).block_size == 0) return t;
   *fell_back = true;
   // 256-element K-quants step down to a 32-element type; 32-element types have nowhere to go.
-  GgmlType r = t == GgmlType::q6_k ? GgmlType::q8_0 : (t == GgmlType::q4_k ? GgmlType::q5_0 : t);
+  GgmlType r = t;
+  if (t == GgmlType::q6_k) r = GgmlType::q8_0;
+  if (t == GgmlType::q4_k) r = GgmlType::q5_0;
+  if (t == GgmlType::q5_k) r = GgmlType::q5_1;
   if (ncols % type_info(r).block_size != 0) r = GgmlType::f16;
   return r;
 }
@@ -159,10 +203,18 @@ Result<TensorTypeRule> parse_tensor_type_rule(const std::string& spec) {
   return r;
 }
 
+bool is_attn_v_like(const std::string& name) {
+  return role_of(name) == Role::attn_v_like;
+}
+
 Result<TypeChoice> choose_tensor_type(const TypePolicy& p, const PolicyModel& m, const std::string& name,
-                                      GgmlType src, const int64_t ne[4]) {
+                                      GgmlType src, const int64_t ne[4], TypeCounters* counters) {
   TypeChoice c{src, convertible(name, ne), false};
-  if (!c.convertible) return c;
+  GgmlType by_class;
+  const bool classed =
+      effective_dims(ne) >= 2 && class_policy_type(p.class_rules, name, m.n_layer, &by_class);
+  if (!c.convertible && !classed) return c;
+  c.convertible = true;
   const Role role = role_of(name);
   if (p.token_embd_type && role == Role::token_embd) {
     // per_layer_token_embd follows --token-embedding-type unless a --tensor-type names it.
@@ -179,19 +231,23 @@ Result<TypeChoice> choose_tensor_type(const TypePolicy& p, const PolicyModel& m,
     return c;
   }
   c.type = p.ftype->default_type;
-  if (!is_quantized(c.type)) return c;
   bool manual = false;
-  for (const TensorTypeRule& r : p.tensor_types) {
-    if (r.matches(name)) {
-      c.type = r.type;
-      manual = true;
-      break;
+  if (is_quantized(c.type)) {
+    for (const TensorTypeRule& r : p.tensor_types) {
+      if (r.matches(name)) {
+        c.type = r.type;
+        manual = true;
+        break;
+      }
     }
   }
-  if (!manual && !p.pure) {
-    STRATA_ASSIGN(c.type, mix_rule(p, m, name, role, ne, c.type));
+  if (!manual && classed) {
+    c.type = by_class;
+  } else if (!manual && !p.pure && is_quantized(c.type)) {
+    STRATA_ASSIGN(c.type, mix_rule(p, m, name, role, ne, c.type, counters));
   }
-  c.type = fallback(c.type, ne[0], &c.fell_back);
+  if (manual || classed || is_quantized(p.ftype->default_type))
+    c.type = fallback(c.type, ne[0], &c.fell_back);
   return c;
 }
 

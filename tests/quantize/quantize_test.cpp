@@ -276,7 +276,8 @@ TEST(QuantizeRules, ParseErrors) {
   EXPECT_NE(parse_tensor_type_rule("attn=").message().find("missing the type"), std::string::npos);
   EXPECT_NE(parse_tensor_type_rule("attn=q9_9").message().find("unknown type 'q9_9'"), std::string::npos);
   EXPECT_NE(parse_tensor_type_rule("attn(=q8_0").message().find("bad regex 'attn('"), std::string::npos);
-  EXPECT_EQ(quant_ftype("q5_k_m"), nullptr);
+  EXPECT_EQ(quant_ftype("q3_k_m"), nullptr);
+  ASSERT_NE(quant_ftype("q4_k_m"), nullptr);
   ASSERT_NE(quant_ftype("38"), nullptr);  // llama_ftype numbers work too
   EXPECT_STREQ(quant_ftype("38")->name, "MXFP4_MOE");
 }
@@ -286,11 +287,12 @@ TEST(QuantizeRules, MoeFfnTensorNeedsALayer) {
   p.ftype = quant_ftype("Q8_0");
   PolicyModel m{"qwen3moe", 2, 4, true};
   const int64_t ne[4] = {64, 64, 1, 1};
-  auto c = choose_tensor_type(p, m, "ffn_down.weight", T::f16, ne);
+  TypeCounters tc;
+  auto c = choose_tensor_type(p, m, "ffn_down.weight", T::f16, ne, &tc);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.message().find("cannot determine the layer of tensor ffn_down.weight"), std::string::npos);
-  EXPECT_FALSE(choose_tensor_type(p, m, "blk.5.ffn_down.weight", T::f16, ne).ok());
-  EXPECT_TRUE(choose_tensor_type(p, m, "blk.1.ffn_down.weight", T::f16, ne).ok());
+  EXPECT_FALSE(choose_tensor_type(p, m, "blk.5.ffn_down.weight", T::f16, ne, &tc).ok());
+  EXPECT_TRUE(choose_tensor_type(p, m, "blk.1.ffn_down.weight", T::f16, ne, &tc).ok());
 }
 
 // Weight quantizers: Q8_0 rounds half away from zero against 1/d (not the activation path's

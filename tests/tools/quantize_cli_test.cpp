@@ -1,5 +1,6 @@
 // `strata quantize`: converts a synth F16 model to MXFP4_MOE that strata then runs, --dry-run
-// writes nothing, and bad input gives a one-line error before any output exists.
+// writes nothing, and bad input gives a one-line error before any output exists; `strata imatrix`
+// feeds `quantize --imatrix`, --policy and --tensor-type-file refuse bad rules up front.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -65,6 +66,36 @@ TEST_F(QuantizeCli, BadInputOneLineErrorNoOutput) {
   ASSERT_EQ(q.code, 0) << q.err;
   bad(path("q8.gguf") + " " + out + " Q4_0", "requantizing from type q8_0 is disabled");
   bad(path("missing.gguf") + " " + out + " Q4_0", "missing.gguf");
+}
+
+TEST_F(QuantizeCli, ImatrixPolicyAndTensorTypeFile) {
+  const std::string in = path("f16.gguf"), out = path("out.gguf");
+  std::ofstream(path("calib.txt"))
+      << "It is a truth universally acknowledged, that a single man in possession of a "
+         "good fortune, must be in want of a wife, however little known his views.";
+  Proc im = strata("imatrix -m " + in + " -f " + path("calib.txt") + " -c 16 -q -o " + path("im.gguf"));
+  ASSERT_EQ(im.code, 0) << im.err;
+  EXPECT_NE(im.out.find("wrote"), std::string::npos) << im.out;
+  Proc q = strata("quantize --imatrix " + path("im.gguf") + " --policy layers[-1].experts=q8_0 " + in + " " +
+                  path("q4.gguf") + " Q4_0");
+  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_NE(q.out.find("importance matrix:"), std::string::npos) << q.out;
+  Proc r = strata("run -m " + path("q4.gguf") + " -p hello -n 3 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+
+  Proc shorter = strata("imatrix -m " + in + " -f " + path("calib.txt") + " -c 4096 -o " + path("im2.gguf"));
+  strata::testing::expect_one_line_error(shorter, "fewer than one chunk of 4096");
+  EXPECT_FALSE(fs::exists(path("im2.gguf")));
+  auto bad = [&](const std::string& args, const std::string& needle) {
+    Proc p = strata("quantize " + args);
+    strata::testing::expect_one_line_error(p, needle);
+    EXPECT_FALSE(fs::exists(out)) << args;
+  };
+  bad("--policy mlp=q8_0 " + in + " " + out + " Q8_0", "unknown tensor class 'mlp'");
+  bad("--policy layers[5].experts=q8_0 " + in + " " + out + " Q8_0", "outside the model's 2 layers");
+  std::ofstream(path("tt.txt")) << "# comment\nattn_q=q8_0\nnot a rule\n";
+  bad("--tensor-type-file " + path("tt.txt") + " " + in + " " + out + " Q4_0", "tt.txt:3");
+  bad("--imatrix " + in + " " + in + " " + out + " Q4_0", "not 'imatrix'");
 }
 
 TEST_F(QuantizeCli, KldAndTheGate) {
