@@ -92,6 +92,9 @@ struct CompletionParams {
   // Only text this grammar accepts (runtime/grammar.h); end of generation only where it can end,
   // and the request stops (finish stop) as soon as nothing can follow. Null: unconstrained.
   std::shared_ptr<const Grammar> grammar;
+  // Non-empty: the grammar is lazy (runtime/lazy_grammar.h): the text is free until this trigger
+  // appears, and the grammar applies from the trigger on (OpenAI tool calls, tool_choice auto).
+  std::string grammar_trigger;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
   bool special = false;          // control tokens' text is part of the output

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <ctime>
+#include <random>
 
 namespace strata::server {
 
@@ -104,6 +105,45 @@ std::optional<std::string> answer_without_engine(const ApiContext& ctx, const Ap
   return std::nullopt;
 }
 
+// Tools (tool_choice auto) and the history's calls and results written into the messages in the
+// model's syntax; with hermes calls, the lazy grammar that constrains a call once its tag opens.
+Status use_tools(const ApiContext& ctx, ApiRequest* r) {
+  if (!ctx.chat) return {};  // render_chat says so
+  if (!r->tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r->tools, &r->messages));
+  if (!r->tools_auto) return {};
+  r->tool_syntax = tool_syntax_for(*ctx.chat);
+  if (r->tool_syntax != ToolSyntax::hermes) return {};
+  STRATA_ASSIGN(std::string gbnf,
+                tool_call_lazy_grammar(r->tool_syntax, r->tool_fns, r->parallel_tool_calls));
+  auto g = Grammar::parse(gbnf);
+  if (!g.ok()) return err("'tools': %s", g.message().c_str());
+  r->params.grammar = std::make_shared<const Grammar>(std::move(*g));
+  r->params.grammar_trigger = tool_call_trigger(r->tool_syntax);
+  return {};
+}
+
+// n > 1: every prompt n times (choice i * n + j); choice j's seed is seed + j (vLLM's rule), from one
+// random base when the request has none, so the choices differ. The seeds, one per choice.
+std::vector<uint32_t> choice_seeds(ApiRequest& r) {
+  std::vector<uint32_t> seeds;
+  if (r.n == 1) {
+    seeds.assign(r.prompts.size(), r.params.sampling.seed);
+    return seeds;
+  }
+  uint64_t base = r.params.sampling.seed;
+  if (!r.seeded) base = std::random_device{}();
+  std::vector<ApiPrompt> prompts;
+  for (const ApiPrompt& p : r.prompts) {
+    for (int j = 0; j < r.n; ++j) {
+      prompts.push_back(p);
+      // kSamplerRandomSeed (2^32 - 1) means "random": the sum wraps below it.
+      seeds.push_back(static_cast<uint32_t>((base + static_cast<uint64_t>(j)) % kSamplerRandomSeed));
+    }
+  }
+  r.prompts = std::move(prompts);
+  return seeds;
+}
+
 }  // namespace
 
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
@@ -126,13 +166,16 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   if (!parsed.ok()) return ex->respond(error_response(400, parsed.message()));
   ApiRequest& r = *parsed;
   if (chat) {
-    auto text = render_chat(ctx.chat, std::move(r.messages), ChatOptions{.thinking = r.thinking});
+    if (auto bad = use_tools(ctx, &r); !bad.ok()) return ex->respond(error_response(400, bad.message()));
+    auto text = render_chat(ctx.chat, std::move(r.messages),
+                            ChatOptions{.thinking = r.thinking, .has_tools = !r.tools.tools.empty()});
     if (!text.ok()) return ex->respond(error_response(400, text.message()));
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }
   if (auto bad = over_limits(ctx, r)) return ex->respond(error_response(400, *bad));
   for (ApiPrompt& p : r.prompts)
     if (p.tokens.empty()) p.tokens = ctx.tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true);
+  std::vector<uint32_t> seeds = choice_seeds(r);
   r.params.t_arrival = req.t_arrival;
   ApiResponseHead head;
   head.chat = chat;
@@ -148,6 +191,7 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     CompletionParams p = r.params;
     p.prompt = r.prompts[i].tokens;
+    p.sampling.seed = seeds[i];
     const int choice = static_cast<int>(i);
     CompletionSink sink = [ex, a, choice](const CompletionEvent& ev) {
       if (a->failed) return false;
