@@ -269,5 +269,44 @@ TEST(ToolCallResponse, StreamedChunksReassembleToTheAnswer) {
   EXPECT_EQ(expected["message"]["tool_calls"][1]["function"]["arguments"], R"({"city":"Rome","days":2})");
 }
 
+// tool_choice required, streamed: the reply is held back and sent as its call at the end, the call
+// the non-streamed answer has.
+TEST(ToolCallResponse, RequiredStreamsItsCallAtTheEnd) {
+  const std::string reply = R"({"name": "get_weather", "arguments": {"city": "Oslo"}})";
+  testing_fakes::ByteTokenizer tok;
+  json want;
+  for (bool stream : {false, true}) {
+    json body{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+              {"tools", json::parse(kTools)},
+              {"tool_choice", "required"},
+              {"stream", stream}};
+    auto r = parse_request(body.dump(), true);
+    ASSERT_TRUE(r.ok()) << r.message();
+    r->prompts = {ApiPrompt{"x", {1}}};
+    ResponseBuilder b(ApiResponseHead{"chatcmpl-4", "m", 0, true}, *r, tok);
+    CompletionEvent ev;
+    ev.text = reply.substr(0, 9);
+    std::string sse = stream ? b.sse(0, ev) : (b.add(0, ev), "");
+    EXPECT_EQ(sse, "");  // nothing shown before the end
+    ev.text = reply.substr(9);
+    ev.done = true;
+    if (!stream) {
+      b.add(0, ev);
+      want = b.body()["choices"][0]["message"]["tool_calls"];
+      continue;
+    }
+    sse = b.sse(0, ev);
+    const std::vector<json> chunks = sse_chunks(sse);
+    ASSERT_EQ(chunks.size(), 3u) << sse;
+    const json& head = chunks[0]["choices"][0]["delta"]["tool_calls"][0];
+    EXPECT_EQ(head["id"], want[0]["id"]);
+    EXPECT_EQ(head["function"]["name"], "get_weather");
+    EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+              want[0]["function"]["arguments"]);
+    EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
+  }
+  EXPECT_EQ(want[0]["function"]["arguments"], R"({"city":"Oslo"})");
+}
+
 }  // namespace
 }  // namespace strata::server
