@@ -19,6 +19,11 @@ struct Answer {
   bool stream = false;
   bool begun = false;               // stream: the 200 and its headers are on their way
   std::atomic<bool> failed{false};  // a submit failed: the choices already queued are dropped
+  int n_choices = 1;
+  bool n_per_prompt = false;  // n > 1: refusals name the choice, else the prompt
+  // n > 1, by a prompt's first choice: the prompt's other choices (index, params), submitted at its
+  // first event (I/O thread).
+  std::vector<std::vector<std::pair<int, CompletionParams>>> later;
 };
 
 const std::string& shutdown_event() {
@@ -144,6 +149,50 @@ std::vector<uint32_t> choice_seeds(ApiRequest& r) {
   return seeds;
 }
 
+bool submit_choice(Engine& engine, const std::shared_ptr<Exchange>& ex, const std::shared_ptr<Answer>& a,
+                   int choice, CompletionParams p);
+
+// The first event of a prompt's first choice (I/O thread): its other choices go now.
+void submit_later(Engine& engine, const std::shared_ptr<Exchange>& ex, const std::shared_ptr<Answer>& a,
+                  int choice) {
+  if (static_cast<size_t>(choice) >= a->later.size() || a->later[static_cast<size_t>(choice)].empty()) return;
+  auto later = std::move(a->later[static_cast<size_t>(choice)]);
+  a->later[static_cast<size_t>(choice)].clear();
+  for (auto& [index, params] : later)
+    if (a->failed || !submit_choice(engine, ex, a, index, std::move(params))) return;
+}
+
+// Submits one choice whose events are delivered on the I/O thread. False when the engine refused
+// it: the request is answered with the refusal (after any event of an earlier choice: a stream
+// already begun ends with it) and the choices already queued are cancelled at their next event.
+bool submit_choice(Engine& engine, const std::shared_ptr<Exchange>& ex, const std::shared_ptr<Answer>& a,
+                   int choice, CompletionParams p) {
+  Engine* e = &engine;
+  CompletionSink sink = [ex, a, choice, e](const CompletionEvent& ev) {
+    if (a->failed) return false;
+    CompletionEvent c = ev;
+    c.logits = {};  // valid during the call only (and not asked for)
+    return ex->post([ex, a, choice, e, c = std::move(c)] {
+      submit_later(*e, ex, a, choice);
+      deliver(*ex, *a, choice, c);
+    });
+  };
+  auto sub = engine.submit(std::move(p), std::move(sink));
+  if (sub.ok()) return true;
+  a->failed = true;
+  HttpResponse res = refusal(sub.message());
+  if (a->n_choices > 1)
+    res.body = error_response(res.status, (a->n_per_prompt ? "choice " : "prompt ") + std::to_string(choice) +
+                                              ": " + sub.message())
+                   .body;
+  ex->post([ex, a, res = std::move(res)]() mutable {
+    if (!a->begun) return ex->respond(std::move(res));
+    ex->write("data: " + res.body + "\n\ndata: [DONE]\n\n");
+    ex->end_stream();
+  });
+  return false;
+}
+
 }  // namespace
 
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
@@ -183,37 +232,27 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   head.model = ctx.model_name;
   head.created = static_cast<int64_t>(std::time(nullptr));
   auto a = std::make_shared<Answer>(std::move(head), r, ctx.tok);
+  a->n_choices = static_cast<int>(r.prompts.size());
+  a->n_per_prompt = r.n > 1;
 
   if (r.params.n_predict == 0 && r.params.prompt_logprobs < 0) {
     if (auto bad = answer_without_engine(ctx, r, ex, a)) return ex->respond(error_response(400, *bad));
     return;
   }
+  // n > 1: a prompt's first choice goes now, its others when its first event shows the prompt
+  // evaluated, so that they take its KV blocks from the prefix cache instead of prefilling again.
+  // (`later` is complete before the first submit: the I/O thread reads it from the first event on.)
+  a->later.resize(r.prompts.size());
+  std::vector<std::pair<int, CompletionParams>> now;
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     CompletionParams p = r.params;
     p.prompt = r.prompts[i].tokens;
     p.sampling.seed = seeds[i];
-    const int choice = static_cast<int>(i);
-    CompletionSink sink = [ex, a, choice](const CompletionEvent& ev) {
-      if (a->failed) return false;
-      CompletionEvent e = ev;
-      e.logits = {};  // valid during the call only (and not asked for)
-      return ex->post([ex, a, choice, e = std::move(e)] { deliver(*ex, *a, choice, e); });
-    };
-    auto sub = ctx.engine.submit(std::move(p), std::move(sink));
-    if (!sub.ok()) {  // the choices already queued are cancelled at their next event
-      a->failed = true;
-      HttpResponse res = refusal(sub.message());
-      if (r.prompts.size() > 1)
-        res.body = error_response(res.status, "prompt " + std::to_string(i) + ": " + sub.message()).body;
-      // On the I/O thread, after any event of an earlier choice: a stream already begun ends with it.
-      ex->post([ex, a, res = std::move(res)]() mutable {
-        if (!a->begun) return ex->respond(std::move(res));
-        ex->write("data: " + res.body + "\n\ndata: [DONE]\n\n");
-        ex->end_stream();
-      });
-      return;
-    }
+    const size_t first = i - i % static_cast<size_t>(r.n);
+    (i == first ? now : a->later[first]).emplace_back(static_cast<int>(i), std::move(p));
   }
+  for (auto& [choice, p] : now)
+    if (!submit_choice(ctx.engine, ex, a, choice, std::move(p))) return;
   if (a->stream) ex->post([ex, a] { begin(*ex, *a); });  // the headers go now, before the first token
 }
 
