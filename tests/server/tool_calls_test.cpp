@@ -79,6 +79,25 @@ TEST(ToolPrompt, Deepseek4IsItsTemplatesDsml) {
   EXPECT_EQ(s.substr(s.size() - tail.size()), tail);
 }
 
+// With tools and thinking on, every assistant turn keeps its reasoning (the template's
+// preserve_reasoning); without tools only those after the last user turn do.
+TEST(ToolPrompt, Deepseek4KeepsReasoningWithTools) {
+  ApiRequest r = conversation(true);
+  r.messages[2].reasoning_content = "look it up";
+  for (bool tools : {false, true}) {
+    std::vector<ChatMessage> m = r.messages;
+    ChatTools t = r.tools;
+    if (!tools) t.tools = nlohmann::ordered_json::array();
+    ASSERT_TRUE(apply_chat_tools(ChatFormat::deepseek4, t, &m).ok());
+    auto text = chat_apply(ChatFormat::deepseek4, m, ChatOptions{.thinking = true, .has_tools = tools});
+    ASSERT_TRUE(text.ok()) << text.message();
+    EXPECT_EQ(
+        text->find("<｜Assistant｜><think>look it up</think>\n\n<｜DSML｜tool_calls>") != std::string::npos,
+        tools)
+        << *text;
+  }
+}
+
 TEST(ToolPrompt, BadHistoryCallsAre400s) {
   auto bad = [](const char* messages) {
     auto r = parse_request(std::string(R"({"messages": )") + messages + "}", true);
