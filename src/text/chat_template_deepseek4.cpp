@@ -1,6 +1,7 @@
 // The DeepSeek-V4 chat format (deepseek4): what llama.cpp's
 // models/templates/deepseek-ai-DeepSeek-V4.jinja renders (the template llama.cpp's converter
-// embeds in deepseek4 GGUFs), without tools:
+// embeds in deepseek4 GGUFs); its tools block, DSML calls and tool results are written into the
+// messages by the server (server/tool_calls.h):
 //   BOS, then every system message's text, joined by a blank line, at the very start;
 //   a run of user / developer / tool messages is one "<｜User｜>" turn, the messages separated by a
 //   blank line, a tool message written as "<tool_result>TEXT</tool_result>";
