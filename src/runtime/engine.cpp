@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "obs/proc_mem.h"
 #include "runtime/grammar_constraint.h"
+#include "runtime/lazy_grammar.h"
 #include "runtime/stop_strings.h"
 #include "runtime/utf8_stream.h"
 #include "runtime/engine_slot.h"
@@ -214,7 +215,10 @@ void Engine::admit() {
     }
     s->sampler = std::make_unique<Sampler>(s->req->p.sampling, n_vocab_);
     s->sampler->accept_prompt(s->req->p.prompt);
-    if (s->req->p.grammar)
+    if (s->req->p.grammar && !s->req->p.grammar_trigger.empty())
+      s->sampler->set_constraint(std::make_unique<LazyGrammarConstraint>(s->req->p.grammar, grammar_vocab_,
+                                                                         s->req->p.grammar_trigger));
+    else if (s->req->p.grammar)
       s->sampler->set_constraint(std::make_unique<GrammarConstraint>(s->req->p.grammar, grammar_vocab_));
     s->stops = std::make_unique<StopStrings>(s->req->p.stop);
     s->utf8 = Utf8Stream();

@@ -95,6 +95,9 @@ struct CompletionParams {
   // The sequence's forward knobs (model/arch.h; a profile's, runtime/profile.h): they change its own
   // bits only, and its cached prefix blocks are shared only with sequences of the same knobs.
   SeqKnobs knobs;
+  // Non-empty: the grammar is lazy (runtime/lazy_grammar.h): the text is free until this trigger
+  // appears, and the grammar applies from the trigger on (OpenAI tool calls, tool_choice auto).
+  std::string grammar_trigger;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
   bool special = false;          // control tokens' text is part of the output

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <ctime>
+#include <random>
 
 namespace strata::server {
 
@@ -18,6 +19,11 @@ struct Answer {
   bool stream = false;
   bool begun = false;               // stream: the 200 and its headers are on their way
   std::atomic<bool> failed{false};  // a submit failed: the choices already queued are dropped
+  int n_choices = 1;
+  bool n_per_prompt = false;  // n > 1: refusals name the choice, else the prompt
+  // n > 1, by a prompt's first choice: the prompt's other choices (index, params), submitted at its
+  // first event (I/O thread).
+  std::vector<std::vector<std::pair<int, CompletionParams>>> later;
 };
 
 const std::string& shutdown_event() {
@@ -104,6 +110,89 @@ std::optional<std::string> answer_without_engine(const ApiContext& ctx, const Ap
   return std::nullopt;
 }
 
+// Tools (tool_choice auto) and the history's calls and results written into the messages in the
+// model's syntax; with hermes calls, the lazy grammar that constrains a call once its tag opens.
+Status use_tools(const ApiContext& ctx, ApiRequest* r) {
+  if (!ctx.chat) return {};  // render_chat says so
+  if (!r->tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r->tools, &r->messages));
+  if (!r->tools_auto) return {};
+  r->tool_syntax = tool_syntax_for(*ctx.chat);
+  if (r->tool_syntax != ToolSyntax::hermes) return {};
+  STRATA_ASSIGN(std::string gbnf,
+                tool_call_lazy_grammar(r->tool_syntax, r->tool_fns, r->parallel_tool_calls));
+  auto g = Grammar::parse(gbnf);
+  if (!g.ok()) return err("'tools': %s", g.message().c_str());
+  r->params.grammar = std::make_shared<const Grammar>(std::move(*g));
+  r->params.grammar_trigger = tool_call_trigger(r->tool_syntax);
+  return {};
+}
+
+// n > 1: every prompt n times (choice i * n + j); choice j's seed is seed + j (vLLM's rule), from one
+// random base when the request has none, so the choices differ. The seeds, one per choice.
+std::vector<uint32_t> choice_seeds(ApiRequest& r) {
+  std::vector<uint32_t> seeds;
+  if (r.n == 1) {
+    seeds.assign(r.prompts.size(), r.params.sampling.seed);
+    return seeds;
+  }
+  uint64_t base = r.params.sampling.seed;
+  if (!r.seeded) base = std::random_device{}();
+  std::vector<ApiPrompt> prompts;
+  for (const ApiPrompt& p : r.prompts) {
+    for (int j = 0; j < r.n; ++j) {
+      prompts.push_back(p);
+      // kSamplerRandomSeed (2^32 - 1) means "random": the sum wraps below it.
+      seeds.push_back(static_cast<uint32_t>((base + static_cast<uint64_t>(j)) % kSamplerRandomSeed));
+    }
+  }
+  r.prompts = std::move(prompts);
+  return seeds;
+}
+
+bool submit_choice(Engine& engine, const std::shared_ptr<Exchange>& ex, const std::shared_ptr<Answer>& a,
+                   int choice, CompletionParams p);
+
+// The first event of a prompt's first choice (I/O thread): its other choices go now.
+void submit_later(Engine& engine, const std::shared_ptr<Exchange>& ex, const std::shared_ptr<Answer>& a,
+                  int choice) {
+  if (static_cast<size_t>(choice) >= a->later.size() || a->later[static_cast<size_t>(choice)].empty()) return;
+  auto later = std::move(a->later[static_cast<size_t>(choice)]);
+  a->later[static_cast<size_t>(choice)].clear();
+  for (auto& [index, params] : later)
+    if (a->failed || !submit_choice(engine, ex, a, index, std::move(params))) return;
+}
+
+// Submits one choice whose events are delivered on the I/O thread. False when the engine refused
+// it: the request is answered with the refusal (after any event of an earlier choice: a stream
+// already begun ends with it) and the choices already queued are cancelled at their next event.
+bool submit_choice(Engine& engine, const std::shared_ptr<Exchange>& ex, const std::shared_ptr<Answer>& a,
+                   int choice, CompletionParams p) {
+  Engine* e = &engine;
+  CompletionSink sink = [ex, a, choice, e](const CompletionEvent& ev) {
+    if (a->failed) return false;
+    CompletionEvent c = ev;
+    c.logits = {};  // valid during the call only (and not asked for)
+    return ex->post([ex, a, choice, e, c = std::move(c)] {
+      submit_later(*e, ex, a, choice);
+      deliver(*ex, *a, choice, c);
+    });
+  };
+  auto sub = engine.submit(std::move(p), std::move(sink));
+  if (sub.ok()) return true;
+  a->failed = true;
+  HttpResponse res = refusal(sub.message());
+  if (a->n_choices > 1)
+    res.body = error_response(res.status, (a->n_per_prompt ? "choice " : "prompt ") + std::to_string(choice) +
+                                              ": " + sub.message())
+                   .body;
+  ex->post([ex, a, res = std::move(res)]() mutable {
+    if (!a->begun) return ex->respond(std::move(res));
+    ex->write("data: " + res.body + "\n\ndata: [DONE]\n\n");
+    ex->end_stream();
+  });
+  return false;
+}
+
 }  // namespace
 
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
@@ -126,13 +215,16 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   if (!parsed.ok()) return ex->respond(error_response(400, parsed.message()));
   ApiRequest& r = *parsed;
   if (chat) {
-    auto text = render_chat(ctx.chat, std::move(r.messages), ChatOptions{.thinking = r.thinking});
+    if (auto bad = use_tools(ctx, &r); !bad.ok()) return ex->respond(error_response(400, bad.message()));
+    auto text = render_chat(ctx.chat, std::move(r.messages),
+                            ChatOptions{.thinking = r.thinking, .has_tools = !r.tools.tools.empty()});
     if (!text.ok()) return ex->respond(error_response(400, text.message()));
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }
   if (auto bad = over_limits(ctx, r)) return ex->respond(error_response(400, *bad));
   for (ApiPrompt& p : r.prompts)
     if (p.tokens.empty()) p.tokens = ctx.tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true);
+  std::vector<uint32_t> seeds = choice_seeds(r);
   r.params.t_arrival = req.t_arrival;
   r.params.knobs = profile_knobs(r.profile.value_or(ctx.profile));
   ApiResponseHead head;
@@ -141,36 +233,27 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   head.model = ctx.model_name;
   head.created = static_cast<int64_t>(std::time(nullptr));
   auto a = std::make_shared<Answer>(std::move(head), r, ctx.tok);
+  a->n_choices = static_cast<int>(r.prompts.size());
+  a->n_per_prompt = r.n > 1;
 
   if (r.params.n_predict == 0 && r.params.prompt_logprobs < 0) {
     if (auto bad = answer_without_engine(ctx, r, ex, a)) return ex->respond(error_response(400, *bad));
     return;
   }
+  // n > 1: a prompt's first choice goes now, its others when its first event shows the prompt
+  // evaluated, so that they take its KV blocks from the prefix cache instead of prefilling again.
+  // (`later` is complete before the first submit: the I/O thread reads it from the first event on.)
+  a->later.resize(r.prompts.size());
+  std::vector<std::pair<int, CompletionParams>> now;
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     CompletionParams p = r.params;
     p.prompt = r.prompts[i].tokens;
-    const int choice = static_cast<int>(i);
-    CompletionSink sink = [ex, a, choice](const CompletionEvent& ev) {
-      if (a->failed) return false;
-      CompletionEvent e = ev;
-      e.logits = {};  // valid during the call only (and not asked for)
-      return ex->post([ex, a, choice, e = std::move(e)] { deliver(*ex, *a, choice, e); });
-    };
-    auto sub = ctx.engine.submit(std::move(p), std::move(sink));
-    if (!sub.ok()) {  // the choices already queued are cancelled at their next event
-      a->failed = true;
-      HttpResponse res = refusal(sub.message());
-      if (r.prompts.size() > 1)
-        res.body = error_response(res.status, "prompt " + std::to_string(i) + ": " + sub.message()).body;
-      // On the I/O thread, after any event of an earlier choice: a stream already begun ends with it.
-      ex->post([ex, a, res = std::move(res)]() mutable {
-        if (!a->begun) return ex->respond(std::move(res));
-        ex->write("data: " + res.body + "\n\ndata: [DONE]\n\n");
-        ex->end_stream();
-      });
-      return;
-    }
+    p.sampling.seed = seeds[i];
+    const size_t first = i - i % static_cast<size_t>(r.n);
+    (i == first ? now : a->later[first]).emplace_back(static_cast<int>(i), std::move(p));
   }
+  for (auto& [choice, p] : now)
+    if (!submit_choice(ctx.engine, ex, a, choice, std::move(p))) return;
   if (a->stream) ex->post([ex, a] { begin(*ex, *a); });  // the headers go now, before the first token
 }
 

@@ -1,7 +1,9 @@
 // What POST /v1/completions and /v1/chat/completions do, apart from the HTTP transport: parse the
 // body (server/openai_api.h), render chat messages, check the server's limits (stop strings; a
 // prompt's bytes against what a slot's context can hold, before tokenizing), tokenize, submit one
-// engine request per prompt (a choice each), and turn their events into the response
+// engine request per choice (n per prompt: a prompt's first choice at once, its others at that
+// choice's first event, so that they adopt the prompt's KV blocks from the prefix cache instead of
+// prefilling them again), and turn their events into the response
 // (server/response_builder.h), whole or as SSE. The engine's events are posted through the exchange
 // and built into the answer on the server's I/O thread; nothing waits. max_tokens 0 without prompt
 // logprobs is answered without the engine. A closed exchange (the client gone, the server

@@ -464,7 +464,7 @@ Result<std::string> json_schema_to_grammar(const json& schema) {
   return "root ::= " + top + "\n" + kPrimitives + c.rules();
 }
 
-Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns) {
+Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns, const std::string& root_rule) {
   std::string root, rules;
   for (size_t i = 0; i < fns.size(); ++i) {
     Converter c(fns[i].parameters, "f" + std::to_string(i) + "-");
@@ -475,7 +475,7 @@ Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns) {
             " ws \"}\"";
     rules += c.rules();
   }
-  return "root ::= " + root + "\n" + kPrimitives + rules;
+  return root_rule + " ::= " + root + "\n" + kPrimitives + rules;
 }
 
 std::string json_object_grammar() {

@@ -36,7 +36,9 @@ struct ToolFunction {
   std::string name;
   nlohmann::json parameters;  // a JSON Schema ({} or true: any JSON value)
 };
-Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns);
+// The call's rule is `root_rule` (another grammar's part when not "root").
+Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns,
+                                      const std::string& root_rule = "root");
 // Any JSON object (OpenAI's json_object mode).
 std::string json_object_grammar();
 

@@ -226,9 +226,10 @@ Status parse_constraint(const json& body, CompletionParams* p) {
   return {};
 }
 
-// tools + tool_choice (chat): "none" ignores the tools; "required" or a named function constrains
-// the answer to one call ({"name", "arguments"} JSON, described to the model in a system message);
-// "auto" (the default with tools) is refused.
+// tools + tool_choice (chat): "none" ignores the tools; "auto" (the default with tools) leaves them
+// to the job (rendered in the model's syntax, parsed back); "required" or a named function
+// constrains the answer to one call ({"name", "arguments"} JSON, described to the model in a system
+// message).
 Status parse_tools(const json& body, ApiRequest* r) {
   auto tools = body.find("tools");
   if (tools == body.end() || tools->is_null()) return refuse_unless_neutral(body, "tool_choice");
@@ -265,14 +266,16 @@ Status parse_tools(const json& body, ApiRequest* r) {
     }
   }
   if (choice == "none") return {};
-  if (choice == "auto")
-    return err(
-        "'tool_choice' \"auto\" (the default with 'tools') is not supported by strata serve; use "
-        "\"required\" or name a function");
-  if (choice != "required")
+  if (choice != "auto" && choice != "required")
     return err("'tool_choice' is \"%s\"; it must be none, auto or required", choice.c_str());
+  STRATA_TRY(want_bool(body, "parallel_tool_calls", &r->parallel_tool_calls));
+  if (choice == "auto") {  // rendered and parsed in the model's syntax by the job (server/tool_calls.h)
+    if (r->params.grammar) return err("'tools' cannot be used together with a grammar or response_format");
+    r->tools_auto = true;
+    r->tool_fns = std::move(fns);
+    return {};
+  }
   if (r->params.grammar) return err("'tools' cannot be used together with a grammar or response_format");
-  if (r->stream) return err("'stream' with a required tool call is not supported by strata serve");
   auto gbnf = tool_call_grammar(fns);
   if (!gbnf.ok()) return err("'tools': %s", gbnf.message().c_str());
   auto g = Grammar::parse(*gbnf);
@@ -304,8 +307,6 @@ Result<std::vector<ChatMessage>> parse_chat_messages(const json& body) {
     const json& m = (*it)[i];
     if (!m.is_object()) return err("messages[%zu] must be an object, got %s", i, kind(m));
     if (!m.contains("role") || !m["role"].is_string()) return err("messages[%zu].role must be a string", i);
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null())
-      return err("messages[%zu].tool_calls: tool calls are not supported by strata serve", i);
     STRATA_ASSIGN(std::string content, message_content(m, i));
     std::string reasoning;
     if (auto rc = m.find("reasoning_content"); rc != m.end() && !rc->is_null()) {
@@ -316,6 +317,43 @@ Result<std::vector<ChatMessage>> parse_chat_messages(const json& body) {
     out.push_back(ChatMessage{m["role"].get<std::string>(), std::move(content), std::move(reasoning)});
   }
   return out;
+}
+
+Result<ChatTools> parse_chat_tools(const std::string& text, bool with_tools) {
+  using ojson = nlohmann::ordered_json;
+  const ojson body = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+  ChatTools t;
+  if (!body.is_object()) return t;  // parse_request says what is wrong
+  if (with_tools && body.contains("tools") && body["tools"].is_array()) t.tools = body["tools"];
+  auto msgs = body.find("messages");
+  if (msgs == body.end() || !msgs->is_array()) return t;
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const ojson& m = (*msgs)[i];
+    auto calls = m.is_object() ? m.find("tool_calls") : m.end();
+    if (!m.is_object() || calls == m.end() || calls->is_null() || (calls->is_array() && calls->empty())) {
+      t.calls.emplace_back(nullptr);
+      continue;
+    }
+    if (m.value("role", "") != "assistant")
+      return err("messages[%zu].tool_calls: only assistant messages have them", i);
+    if (!calls->is_array())
+      return err("messages[%zu].tool_calls must be an array, got %s", i, calls->type_name());
+    for (size_t k = 0; k < calls->size(); ++k) {
+      const ojson& c = (*calls)[k];
+      const bool ok = c.is_object() && c.value("type", "function") == "function" && c.contains("function") &&
+                      c["function"].is_object() && c["function"].contains("name") &&
+                      c["function"]["name"].is_string() &&
+                      (!c["function"].contains("arguments") || c["function"]["arguments"].is_string() ||
+                       c["function"]["arguments"].is_object() || c["function"]["arguments"].is_null());
+      if (!ok)
+        return err(
+            "messages[%zu].tool_calls[%zu] must be {\"type\": \"function\", \"function\": {\"name\": string, "
+            "\"arguments\": a JSON string}}",
+            i, k);
+    }
+    t.calls.push_back(*calls);
+  }
+  return t;
 }
 
 Result<bool> parse_chat_thinking(const json& body) {
@@ -377,10 +415,13 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   i = 0;
   STRATA_TRY(want_int(body, "seed", 0, std::numeric_limits<uint32_t>::max() - 1, &i, &seeded));
   if (seeded) s.seed = static_cast<uint32_t>(i);
+  r.seeded = seeded;
   int64_t n = 1;
-  STRATA_TRY(want_int(body, "n", 1, kMaxTokens, &n));
-  if (n != 1)
-    return err("'n' is %lld: strata serve returns one choice per request", static_cast<long long>(n));
+  STRATA_TRY(want_int(body, "n", 1, kMaxChoices, &n));
+  r.n = static_cast<int>(n);
+  if (!chat && r.prompts.size() * r.n > static_cast<size_t>(kMaxPrompts))
+    return err("'n' is %d with %zu prompts: %zu choices, at most %d in one request", r.n, r.prompts.size(),
+               r.prompts.size() * r.n, kMaxPrompts);
   STRATA_TRY(want_bool(body, "stream", &r.stream));
   STRATA_TRY(want_bool(body, "ignore_eos", &p.ignore_eos));
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -410,6 +451,9 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   }
   STRATA_TRY(parse_constraint(body, &p));
   if (chat) STRATA_TRY(parse_tools(body, &r));
+  if (chat && (r.tools_auto || text.find("tool_calls") != std::string::npos)) {
+    STRATA_ASSIGN(r.tools, parse_chat_tools(text, r.tools_auto));
+  }
   if (auto pr = body.find("profile"); pr != body.end() && !pr->is_null()) {
     if (!pr->is_string()) return err("'profile' must be a string (accurate or fast), got %s", kind(*pr));
     auto prof = parse_profile(pr->get<std::string>());
@@ -482,6 +526,19 @@ json chunk_body(const ApiResponseHead& h, int index, const std::string& text, co
               {"created", h.created},
               {"model", h.model},
               {"choices", json::array({choice})}};
+}
+
+json tool_calls_chunk_body(const ApiResponseHead& h, int index, json tool_calls, bool first) {
+  json delta{{"tool_calls", std::move(tool_calls)}};
+  if (first) delta["role"] = "assistant";
+  return json{{"id", h.id},
+              {"object", "chat.completion.chunk"},
+              {"created", h.created},
+              {"model", h.model},
+              {"choices", json::array({json{{"index", index},
+                                            {"delta", std::move(delta)},
+                                            {"finish_reason", nullptr},
+                                            {"logprobs", nullptr}}})}};
 }
 
 std::string json_text(const json& j) {

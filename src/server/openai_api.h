@@ -7,13 +7,16 @@
 // repeat_last_n, presence_penalty and frequency_penalty ([-2, 2], over generated tokens),
 // logit_bias ({"token id": [-100, 100]}), seed, stop (string or array), stream,
 // stream_options.include_usage, ignore_eos, logprobs (completions: 0..5 alternatives; chat: true,
-// with top_logprobs 0..20), echo (completions), n (1 only), best_of (1 only); constrained output,
+// with top_logprobs 0..20), echo (completions), n (1..kMaxChoices choices per prompt: choice
+// i * n + j is prompt i's j-th sample, drawn with seed + j (vLLM's rule; without a seed the server
+// draws one random base seed), best_of (1 only); constrained output,
 // one of: grammar (GBNF, llama.cpp's), json_schema (llama.cpp's), response_format {type: text |
 // json_object (optionally with llama.cpp's schema) | json_schema with json_schema.schema}
-// (server/json_schema_grammar.h); chat: tools with tool_choice none / required / a named function
-// (one grammar-constrained call, returned as message.tool_calls; auto and streaming are refused).
-// Anything that would change the output but is not supported (n > 1, suffix) is an error that
-// names the field, never silently ignored.
+// (server/json_schema_grammar.h); chat: tools with tool_choice none / auto (the default: the tools
+// rendered in the model's native syntax, its calls parsed back, server/tool_calls.h) / required / a
+// named function (one grammar-constrained JSON call), parallel_tool_calls, assistant messages with
+// tool_calls and tool messages in the history. Anything that would change the output but is not
+// supported (suffix) is an error that names the field, never silently ignored.
 #pragma once
 
 #include <optional>
@@ -24,6 +27,8 @@
 #include "base/status.h"
 #include "runtime/profile.h"
 #include "runtime/engine.h"
+#include "server/json_schema_grammar.h"
+#include "server/tool_calls.h"
 #include "text/chat_template.h"
 
 namespace strata::server {
@@ -32,6 +37,7 @@ constexpr int kMaxCompletionLogprobs = 5;  // /v1/completions "logprobs": N (Ope
 constexpr int kMaxChatTopLogprobs = 20;    // /v1/chat/completions "top_logprobs"
 
 constexpr int kMaxPrompts = 64;  // /v1/completions: prompts in one request (one choice each)
+constexpr int kMaxChoices = 16;  // "n": choices per prompt at most (and kMaxPrompts choices in all)
 
 // One prompt: text (tokenized by the server) or token ids.
 struct ApiPrompt {
@@ -47,14 +53,25 @@ struct ApiRequest {
   CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;               // completions: the prompt's text (and logprobs) before the completion's
-  bool tool_call = false;          // chat: the answer is one tool call (tool_choice required / a function)
+  bool echo = false;       // completions: the prompt's text (and logprobs) before the completion's
+  bool tool_call = false;  // chat: the answer is one tool call (tool_choice required / a function)
+  // chat, tool_choice auto: the tools (rendered and parsed in the model's syntax by the job).
+  bool tools_auto = false;
+  std::vector<ToolFunction> tool_fns;
+  bool parallel_tool_calls = true;
+  ToolSyntax tool_syntax = ToolSyntax::hermes;  // set by the job from the chat format
+  ChatTools tools;  // the request's tools and the history's tool calls, in the body's key order
+  int n = 1;        // choices per prompt
+  bool seeded = false;
   std::optional<Profile> profile;  // "profile": "accurate" | "fast" (runtime/profile.h); absent: the server's
   std::string model;
 };
 
 // A body's "messages": [{role, content: a string or [{type: "text", text}], reasoning_content?}, ..].
 Result<std::vector<ChatMessage>> parse_chat_messages(const nlohmann::json& body);
+// A body's "tools" (when rendered) and each message's "tool_calls", parsed again keeping the body's key
+// order (what a model's template shows); bad tool_calls are errors naming the message.
+Result<ChatTools> parse_chat_tools(const std::string& body, bool with_tools);
 // A body's thinking switch for formats with a thinking mode (deepseek4): chat_template_kwargs
 // .enable_thinking or .thinking (as vLLM and llama-server take it); false when absent.
 Result<bool> parse_chat_thinking(const nlohmann::json& body);
@@ -81,13 +98,17 @@ nlohmann::json completion_body(const ApiResponseHead& h, nlohmann::json choices,
 // choice's final chunk (finish reason set).
 nlohmann::json chunk_body(const ApiResponseHead& h, int index, const std::string& text, const char* finish,
                           bool first, const nlohmann::json& logprobs = nullptr);
+// A chat chunk of choice `index` whose delta is {"tool_calls": [...]} (role too when first).
+nlohmann::json tool_calls_chunk_body(const ApiResponseHead& h, int index, nlohmann::json tool_calls,
+                                     bool first);
 nlohmann::json usage_body(const CompletionEvent& last);
 nlohmann::json timings_body(const CompletionEvent& last);
 // A body as text: invalid UTF-8 in model text becomes U+FFFD (never an exception).
 std::string json_text(const nlohmann::json& j);
 // {"error": {"message", "type", "code"}}
 nlohmann::json error_body(const std::string& message, int code);
-// OpenAI finish reasons: stop | length (cancelled/error never reach a client).
+// OpenAI finish reasons: stop | length (cancelled/error never reach a client; tool_calls is set by
+// the response builder).
 const char* api_finish_reason(FinishReason r);
 
 }  // namespace strata::server

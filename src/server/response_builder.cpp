@@ -1,6 +1,7 @@
 #include "server/response_builder.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/status.h"
 
@@ -14,20 +15,40 @@ std::string sse_line(const json& j) {
   return "data: " + json_text(j) + "\n\n";
 }
 
-// A chat choice whose content is a whole {"name", "arguments"} call becomes message.tool_calls
-// (arguments as a JSON string, OpenAI's shape) with finish_reason "tool_calls"; anything else
-// stays content.
-void as_tool_call(const std::string& id, json* choice) {
-  json& msg = (*choice)["message"];
-  const json call = json::parse(msg["content"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+// The id of call k of a choice: "call_<response id>-<choice>" (then "-<k>" after the first).
+std::string call_id(const ApiResponseHead& h, int choice, size_t k) {
+  std::string id = "call_" + h.id + "-" + std::to_string(choice);
+  return k == 0 ? id : id + "-" + std::to_string(k);
+}
+
+json call_json(const ApiResponseHead& h, int choice, size_t k, const ToolCall& c) {
+  return json{{"id", call_id(h, choice, k)},
+              {"type", "function"},
+              {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+// tool_choice required / a named function: the reply is the whole {"name", "arguments"} JSON.
+bool json_tool_call(const std::string& text, std::vector<ToolCall>* out) {
+  const nlohmann::ordered_json call =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!call.is_object() || !call.contains("name") || !call["name"].is_string() || !call.contains("arguments"))
-    return;
-  msg["content"] = nullptr;
-  msg["tool_calls"] = json::array(
-      {json{{"id", "call_" + id},
-            {"type", "function"},
-            {"function", {{"name", call["name"]}, {"arguments", json_text(call["arguments"])}}}}});
-  (*choice)["finish_reason"] = "tool_calls";
+    return false;
+  out->push_back(ToolCall{call["name"].get<std::string>(),
+                          call["arguments"].dump(-1, ' ', false, json::error_handler_t::replace)});
+  return true;
+}
+
+// A chat choice's message with its calls: tool_calls, the content null when there is none, and
+// finish_reason "tool_calls" when the reply stopped by itself.
+void with_calls(const ApiResponseHead& h, int choice, const ToolCallDelta& d, FinishReason finish,
+                json* body) {
+  if (d.calls.empty()) return;
+  json& msg = (*body)["message"];
+  msg["content"] = d.content.empty() ? json(nullptr) : json(d.content);
+  json calls = json::array();
+  for (size_t k = 0; k < d.calls.size(); ++k) calls.push_back(call_json(h, choice, k, d.calls[k]));
+  msg["tool_calls"] = std::move(calls);
+  if (finish == FinishReason::stop) (*body)["finish_reason"] = "tool_calls";
 }
 
 }  // namespace
@@ -36,11 +57,15 @@ ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, cons
     : head_(std::move(head)),
       include_usage_(r.include_usage),
       tool_call_(r.tool_call),
+      tools_auto_(r.tools_auto),
+      tool_syntax_(r.tool_syntax),
+      n_(r.n),
       choices_(r.prompts.size()) {
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     Choice& c = choices_[i];
     const ApiPrompt& p = r.prompts[i];
     if (r.params.logprobs >= 0) c.lp.emplace(tok, head_.chat);
+    if (tools_auto_ && r.stream) c.tools.emplace(tool_syntax_);
     if (!r.echo) continue;
     c.text = !p.text.empty() ? p.text : tok.decode(p.tokens);
     if (!c.lp || p.tokens.empty()) continue;
@@ -51,15 +76,17 @@ ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, cons
   }
 }
 
-void ResponseBuilder::finish(Choice& c, const CompletionEvent& ev) {
+void ResponseBuilder::finish(int choice, Choice& c, const CompletionEvent& ev) {
   c.done = true;
   c.finish = ev.finish;
   ++n_done_;
   if (ev.finish == FinishReason::error) failed_ = true;
-  totals_.n_prompt += ev.n_prompt;
+  if (choice % n_ == 0) {  // a prompt's n choices share it: counted once
+    totals_.n_prompt += ev.n_prompt;
+    totals_.n_cached += ev.n_cached;
+  }
   totals_.n_gen += ev.n_gen;
   totals_.n_decode += ev.n_decode;
-  totals_.n_cached += ev.n_cached;
   totals_.prompt_s += ev.prompt_s;
   totals_.decode_s += ev.decode_s;
   totals_.sample_s += ev.sample_s;
@@ -75,19 +102,40 @@ void ResponseBuilder::add(int choice, const CompletionEvent& ev) {
     c.lp->add(ev.prompt_logprobs);
     c.lp->add(ev.logprobs);
   }
-  if (ev.done) finish(c, ev);
+  if (ev.done) finish(choice, c, ev);
 }
 
 json ResponseBuilder::body() {
   json choices = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = choices_[i];
-    choices.push_back(
-        choice_body(head_.chat, static_cast<int>(i), c.text, c.finish, c.lp ? c.lp->take() : json(nullptr)));
-    if (tool_call_ && c.finish == FinishReason::stop)
-      as_tool_call(head_.id + "-" + std::to_string(i), &choices.back());
+    const int index = static_cast<int>(i);
+    ToolCallDelta d;
+    if (tools_auto_) {
+      d = parse_tool_calls(tool_syntax_, c.text);
+    } else if (tool_call_ && c.finish == FinishReason::stop) {
+      json_tool_call(c.text, &d.calls);
+    }
+    choices.push_back(choice_body(head_.chat, index, tools_auto_ ? d.content : c.text, c.finish,
+                                  c.lp ? c.lp->take() : json(nullptr)));
+    with_calls(head_, index, d, c.finish, &choices.back());
   }
   return completion_body(head_, std::move(choices), totals_);
+}
+
+// Each call: its index, id, type and name with empty arguments, then its arguments.
+std::string ResponseBuilder::sse_calls(int choice, Choice& c, const std::vector<ToolCall>& calls) {
+  std::string out;
+  for (const ToolCall& call : calls) {
+    const int k = c.n_calls++;
+    json head = call_json(head_, choice, static_cast<size_t>(k), ToolCall{call.name, ""});
+    head["index"] = k;
+    out += sse_line(tool_calls_chunk_body(head_, choice, json::array({head}), c.first));
+    c.first = false;
+    json args{{"index", k}, {"function", {{"arguments", call.arguments}}}};
+    out += sse_line(tool_calls_chunk_body(head_, choice, json::array({args}), false));
+  }
+  return out;
 }
 
 std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
@@ -98,17 +146,38 @@ std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
     c.lp->add(ev.prompt_logprobs);
     c.lp->add(ev.logprobs);
   }
+  // What this event shows: its text, or (tools) the content the parser lets through and the calls
+  // that closed; tool_choice required holds the whole reply back for its final chunk.
+  ToolCallDelta d;
+  if (c.tools) {
+    d = c.tools->feed(ev.text);
+    if (ev.done) {
+      ToolCallDelta rest = c.tools->finish();
+      d.content += rest.content;
+      for (ToolCall& call : rest.calls) d.calls.push_back(std::move(call));
+    }
+  } else if (tool_call_) {  // held back: at the end, the call or (not one) the text
+    c.text += ev.text;
+    if (ev.done) {
+      if (ev.finish != FinishReason::stop || !json_tool_call(c.text, &d.calls)) d.content = c.text;
+      c.text.clear();
+    }
+  } else {
+    d.content = std::exchange(c.text, std::string()) + ev.text;
+  }
   std::string out;
-  if (!ev.text.empty() || !c.text.empty() || (c.lp && !c.lp->empty())) {
-    out += sse_line(
-        chunk_body(head_, choice, c.text + ev.text, nullptr, c.first, c.lp ? c.lp->take() : json(nullptr)));
-    c.text.clear();
+  if (!d.content.empty() || (c.lp && !c.lp->empty())) {
+    out +=
+        sse_line(chunk_body(head_, choice, d.content, nullptr, c.first, c.lp ? c.lp->take() : json(nullptr)));
     c.first = false;
   }
+  out += sse_calls(choice, c, d.calls);
   if (!ev.done) return out;
-  finish(c, ev);
+  finish(choice, c, ev);
   if (ev.finish == FinishReason::error) return out + sse_line(error_body(ev.error, 500)) + "data: [DONE]\n\n";
-  out += sse_line(chunk_body(head_, choice, "", api_finish_reason(ev.finish), c.first));
+  const char* reason =
+      c.n_calls > 0 && ev.finish == FinishReason::stop ? "tool_calls" : api_finish_reason(ev.finish);
+  out += sse_line(chunk_body(head_, choice, "", reason, c.first));
   if (!done()) return out;
   if (include_usage_) {
     json u = chunk_body(head_, 0, "", nullptr, false);

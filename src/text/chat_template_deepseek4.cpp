@@ -1,13 +1,14 @@
 // The DeepSeek-V4 chat format (deepseek4): what llama.cpp's
 // models/templates/deepseek-ai-DeepSeek-V4.jinja renders (the template llama.cpp's converter
-// embeds in deepseek4 GGUFs), without tools:
+// embeds in deepseek4 GGUFs); its tools block, DSML calls and tool results are written into the
+// messages by the server (server/tool_calls.h):
 //   BOS, then every system message's text, joined by a blank line, at the very start;
 //   a run of user / developer / tool messages is one "<｜User｜>" turn, the messages separated by a
 //   blank line, a tool message written as "<tool_result>TEXT</tool_result>";
 //   an assistant message is "<｜Assistant｜>" + "</think>" + TEXT + "<｜end▁of▁sentence｜>"; with
-//   thinking on, one after the last user turn writes "<think>" + its reasoning + "</think>"
-//   instead of the lone "</think>";
-//   the reply opens with "<｜Assistant｜><think></think>" (thinking off) or "<｜Assistant｜><think>".
+//   thinking on, one after the last user turn (any, when the request has tools) writes "<think>" + its
+//   reasoning + "</think>" instead of the lone "</think>"; the reply opens with
+//   "<｜Assistant｜><think></think>" (thinking off) or "<｜Assistant｜><think>".
 // As with every format here the BOS is left to the tokenizer (add_special = true): DeepSeek's
 // tokenizers add <｜begin▁of▁sentence｜>.
 #include "text/chat_template_spec.h"
@@ -37,7 +38,7 @@ void render_deepseek4(ChatFormat, std::span<const ChatMessage> messages, const C
       in_user = false;
       *out += "<｜Assistant｜>";
       const bool after_last_user = last_user == messages.size() || i > last_user;
-      if (after_last_user && opts.thinking) {
+      if ((after_last_user || opts.has_tools) && opts.thinking) {
         *out += "<think>";
         *out += m.reasoning_content;
       }

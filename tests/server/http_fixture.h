@@ -1,6 +1,6 @@
-// A strata serve on a free port over the bundled smoke model (two slots, 96 tokens each, its forward
-// optionally slowed), a client for it, a polling wait and the text of an SSE body: the shared fixture of the
-// end-to-end server tests.
+// A strata serve on a free port over the bundled smoke model (two slots, 96 tokens each unless set, its
+// forward optionally slowed), a client for it, a polling wait and the text of an SSE body: the shared fixture
+// of the end-to-end server tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -50,7 +50,7 @@ class HttpServerTest : public ::testing::Test {
     eo.n_slots = 2;
     runner_ = std::make_unique<SlowRunner>(*model_, eval_delay_ms);
     auto e = Engine::create(
-        *runner_, [](int n_batch) { return model_->new_session({.n_ctx = 96, .n_batch = n_batch}); },
+        *runner_, [this](int n_batch) { return model_->new_session({.n_ctx = n_ctx_, .n_batch = n_batch}); },
         &model_->tokenizer(), model_->n_vocab(), eo);
     ASSERT_TRUE(e.ok()) << e.message();
     engine_ = std::move(*e);
@@ -89,6 +89,7 @@ class HttpServerTest : public ::testing::Test {
     return out;
   }
   static Model* model_;
+  int n_ctx_ = 96;                      // a slot's context (set before start())
   std::unique_ptr<SlowRunner> runner_;  // before engine_: destroyed after it
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<HttpServer> server_;

@@ -79,7 +79,8 @@ TEST_F(HttpServerTest, ErrorsAreJsonWithStatus) {
     EXPECT_NE(b["error"]["message"].get<std::string>().find(needle), std::string::npos) << r->body;
   };
   expect_error(c.Post("/v1/completions", "{oops", "application/json"), 400, "not valid JSON");
-  expect_error(c.Post("/v1/completions", R"({"prompt": "x", "n": 3})", "application/json"), 400, "'n' is 3");
+  expect_error(c.Post("/v1/completions", R"({"prompt": "x", "n": 17})", "application/json"), 400,
+               "'n' is 17");
   std::string longp(300, 'a');
   for (size_t i = 0; i < longp.size(); ++i) longp[i] = i % 2 ? ' ' : 'a';
   expect_error(c.Post("/v1/completions", json{{"prompt", longp}}.dump(), "application/json"), 400,

@@ -108,7 +108,12 @@ TEST(OpenAiRequest, ErrorsNameTheField) {
   EXPECT_NE(parse_error(R"({"prompt": "x", "temperature": -1})").find("'temperature' is -1"),
             std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": "x", "top_p": 0})").find("'top_p'"), std::string::npos);
-  EXPECT_NE(parse_error(R"({"prompt": "x", "n": 2})").find("'n' is 2"), std::string::npos);
+  EXPECT_EQ(parse_error(R"({"prompt": "x", "n": 2})"), "");
+  EXPECT_EQ(parse_error(R"({"prompt": "x", "n": 0})"), "'n' is 0; it must be in [1, 16]");
+  EXPECT_EQ(parse_error(R"({"prompt": "x", "n": 17})"), "'n' is 17; it must be in [1, 16]");
+  EXPECT_EQ(parse_error(R"({"prompt": "x", "n": 1.5})"), "'n' must be an integer, got number");
+  EXPECT_EQ(parse_error(R"({"prompt": ["a", "b", "c", "d", "e"], "n": 16})"),
+            "'n' is 16 with 5 prompts: 80 choices, at most 64 in one request");
   EXPECT_NE(parse_error(R"({"prompt": "x", "stream": "yes"})").find("'stream' must be true or false"),
             std::string::npos);
   EXPECT_NE(parse_error(R"({"prompt": "x", "stop": [1]})").find("'stop'[0] must be a string"),

@@ -1,0 +1,331 @@
+// Tool calls in the models' own syntax (server/tool_calls.h): the prompt as Qwen3's and DeepSeek-V4's
+// templates write tools, calls and results; replies parsed per format; a reply fed in pieces of every
+// size parses as the whole does; the lazy grammar's sentences; and a scripted reply streamed through
+// the response builder reassembles to the non-streamed answer.
+#include <gtest/gtest.h>
+
+#include "runtime/fake_session.h"
+#include "runtime/grammar_matcher.h"
+#include "server/response_builder.h"
+#include "server/tool_calls.h"
+
+namespace strata::server {
+namespace {
+
+using nlohmann::json;
+
+const char* kTools =
+    R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}])";
+
+// system, user, an assistant call, two tool results.
+ApiRequest conversation(bool with_tools) {
+  nlohmann::ordered_json body{
+      {"messages", nlohmann::ordered_json::parse(
+                       R"([{"role": "system", "content": "S"}, {"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"days\": 2}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "12C"}, {"role": "tool", "content": "sunny"}])")}};
+  if (with_tools) body["tools"] = nlohmann::ordered_json::parse(kTools);
+  auto r = parse_request(body.dump(), /*chat=*/true);
+  EXPECT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->tools_auto, with_tools);
+  return r.ok() ? std::move(*r) : ApiRequest{};
+}
+
+std::string render(ChatFormat f, ApiRequest r) {
+  Status s = apply_chat_tools(f, r.tools, &r.messages);
+  EXPECT_TRUE(s.ok()) << s.message();
+  auto text = chat_apply(f, r.messages, ChatOptions{.has_tools = !r.tools.tools.empty()});
+  EXPECT_TRUE(text.ok()) << text.message();
+  return text.ok() ? *text : "";
+}
+
+TEST(ToolPrompt, ChatmlIsQwen3sTemplate) {
+  EXPECT_EQ(
+      render(ChatFormat::chatml, conversation(true)),
+      "<|im_start|>system\nS\n\n# Tools\n\nYou may call one or more functions to assist with the user "
+      "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+      R"({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", )"
+      R"("properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}})"
+      "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+      "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+      "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nweather?<|im_end|>\n"
+      "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\", \"days\": 2}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n12C\n"
+      "</tool_response>\n<tool_response>\nsunny\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+  // Without tools (tool_choice none, or a history only) the calls and results are still written.
+  const std::string no_tools = render(ChatFormat::chatml, conversation(false));
+  EXPECT_EQ(no_tools.find("# Tools"), std::string::npos);
+  EXPECT_NE(no_tools.find("<tool_response>\n12C"), std::string::npos);
+}
+
+TEST(ToolPrompt, Deepseek4IsItsTemplatesDsml) {
+  const std::string s = render(ChatFormat::deepseek4, conversation(true));
+  EXPECT_EQ(s.rfind("S\n\n## Tools\n\nYou have access to a set of tools", 0), 0u) << s;
+  EXPECT_NE(s.find("### Available Tool Schemas\n\n{\"name\": \"get_weather\", \"parameters\": {\"type\": "
+                   "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": "
+                   "\"integer\"}}, \"required\": [\"city\"]}}\n\nYou MUST strictly follow"),
+            std::string::npos)
+      << s;
+  const std::string tail =
+      "to invoke tool calls.\n<｜User｜>weather?<｜Assistant｜></think>\n\n<｜DSML｜tool_calls>\n"
+      "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Oslo</｜DSML｜"
+      "parameter>\n<｜DSML｜parameter name=\"days\" "
+      "string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+      "</｜DSML｜tool_calls><｜end▁of▁sentence｜><｜User｜><tool_result>12C</tool_result>\n\n<tool_result>"
+      "sunny</tool_result><｜Assistant｜><think></think>";
+  ASSERT_GE(s.size(), tail.size());
+  EXPECT_EQ(s.substr(s.size() - tail.size()), tail);
+}
+
+// With tools and thinking on, every assistant turn keeps its reasoning (the template's
+// preserve_reasoning); without tools only those after the last user turn do.
+TEST(ToolPrompt, Deepseek4KeepsReasoningWithTools) {
+  ApiRequest r = conversation(true);
+  r.messages[2].reasoning_content = "look it up";
+  for (bool tools : {false, true}) {
+    std::vector<ChatMessage> m = r.messages;
+    ChatTools t = r.tools;
+    if (!tools) t.tools = nlohmann::ordered_json::array();
+    ASSERT_TRUE(apply_chat_tools(ChatFormat::deepseek4, t, &m).ok());
+    auto text = chat_apply(ChatFormat::deepseek4, m, ChatOptions{.thinking = true, .has_tools = tools});
+    ASSERT_TRUE(text.ok()) << text.message();
+    EXPECT_EQ(
+        text->find("<｜Assistant｜><think>look it up</think>\n\n<｜DSML｜tool_calls>") != std::string::npos,
+        tools)
+        << *text;
+  }
+}
+
+TEST(ToolPrompt, BadHistoryCallsAre400s) {
+  auto bad = [](const char* messages) {
+    auto r = parse_request(std::string(R"({"messages": )") + messages + "}", true);
+    return r.ok() ? std::string() : r.message();
+  };
+  EXPECT_NE(bad(R"([{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}])")
+                .find("messages[0].tool_calls[0] must be"),
+            std::string::npos);
+  EXPECT_NE(bad(R"([{"role": "user", "tool_calls": [{"function": {"name": "f"}}]}])")
+                .find("messages[0].tool_calls: only assistant"),
+            std::string::npos);
+  auto r = parse_request(
+      R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}]})",
+      true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  Status s = apply_chat_tools(ChatFormat::chatml, r->tools, &r->messages);
+  EXPECT_NE(s.message().find("arguments {x are not JSON"), std::string::npos) << s.message();
+}
+
+TEST(ToolCallParser, HermesCallsAndContent) {
+  ToolCallDelta d =
+      parse_tool_calls(ToolSyntax::hermes,
+                       "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                       "{\"city\": \"Oslo\", \"days\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": "
+                       "\"now\", \"arguments\": {}}\n</tool_call>\n");
+  EXPECT_EQ(d.content, "Let me look.");
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(d.calls[0].arguments, R"({"city":"Oslo","days":2})");  // compact, the model's key order
+  EXPECT_EQ(d.calls[1].name, "now");
+  EXPECT_EQ(d.calls[1].arguments, "{}");
+  // Plain answers come back exactly; a malformed call is content, never an error.
+  EXPECT_EQ(parse_tool_calls(ToolSyntax::hermes, " Hi <tool  \n").content, " Hi <tool  \n");
+  d = parse_tool_calls(ToolSyntax::hermes, "x <tool_call>{\"name\": 3}</tool_call> y");
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "x <tool_call>{\"name\": 3}</tool_call> y");
+  // An unclosed call that parses is a call (the reply ended at it).
+  d = parse_tool_calls(ToolSyntax::hermes, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1]}}");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, R"({"a":[1]})");
+  EXPECT_EQ(d.content, "");
+}
+
+TEST(ToolCallParser, DsmlInvokesAndParameters) {
+  ToolCallDelta d =
+      parse_tool_calls(ToolSyntax::dsml,
+                       "Checking.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+                       "<｜DSML｜parameter name=\"location\" string=\"true\">Hangzhou</｜DSML｜"
+                       "parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜"
+                       "parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"now\">\n</｜DSML｜"
+                       "invoke>\n</｜DSML｜tool_calls>");
+  EXPECT_EQ(d.content, "Checking.");
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(d.calls[0].arguments, R"({"location":"Hangzhou","days":3})");
+  EXPECT_EQ(d.calls[1].name, "now");
+  EXPECT_EQ(d.calls[1].arguments, "{}");
+  const std::string bad =
+      "<｜DSML｜tool_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"a\" "
+      "string=\"false\">not json</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜tool_calls>";
+  d = parse_tool_calls(ToolSyntax::dsml, bad);
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, bad);
+}
+
+// Fed in pieces of every size from 1 to 9 bytes, a reply gives the content and calls of the whole.
+TEST(ToolCallParser, PiecesReassembleToTheWhole) {
+  const std::vector<std::pair<ToolSyntax, std::string>> replies = {
+      {ToolSyntax::hermes,
+       "A <b> c\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": \"</tool\"}}\n"
+       "</tool_call>\n<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>"},
+      {ToolSyntax::hermes, "no call at all <tool_cal  "},
+      {ToolSyntax::hermes, "<tool_call>broken</tool_call> then text <tool_call>{\"name\": \"h\"}"},
+      {ToolSyntax::dsml,
+       "Ok.\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"q\" "
+       "string=\"true\">a b</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"},
+  };
+  for (const auto& [syntax, text] : replies) {
+    const ToolCallDelta whole = parse_tool_calls(syntax, text);
+    for (size_t step = 1; step <= 9; ++step) {
+      ToolCallParser p(syntax);
+      std::string content;
+      std::vector<ToolCall> calls;
+      auto take = [&](ToolCallDelta d) {
+        content += d.content;
+        for (ToolCall& c : d.calls) calls.push_back(std::move(c));
+      };
+      for (size_t at = 0; at < text.size(); at += step) take(p.feed(std::string_view(text).substr(at, step)));
+      take(p.finish());
+      EXPECT_EQ(content, whole.content) << text << " step " << step;
+      ASSERT_EQ(calls.size(), whole.calls.size()) << text << " step " << step;
+      for (size_t k = 0; k < calls.size(); ++k) {
+        EXPECT_EQ(calls[k].name, whole.calls[k].name);
+        EXPECT_EQ(calls[k].arguments, whole.calls[k].arguments);
+      }
+    }
+  }
+}
+
+TEST(ToolCallGrammar, LazyGrammarIsTheHermesCallsOfTheTools) {
+  ToolFunction f{"get_weather", json::parse(kTools)[0]["function"]["parameters"]};
+  for (bool parallel : {false, true}) {
+    auto gbnf = tool_call_lazy_grammar(ToolSyntax::hermes, {f}, parallel);
+    ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+    auto g = Grammar::parse(*gbnf);
+    ASSERT_TRUE(g.ok()) << g.message();
+    const std::string one =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    EXPECT_TRUE(grammar_matches(*g, one));
+    EXPECT_EQ(grammar_matches(*g, one + "\n" + one), parallel);
+    EXPECT_FALSE(grammar_matches(*g, "<tool_call>{\"name\": \"other\", \"arguments\": {}}</tool_call>"));
+    EXPECT_FALSE(
+        grammar_matches(*g, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>"));
+  }
+  EXPECT_FALSE(tool_call_lazy_grammar(ToolSyntax::dsml, {f}, true).ok());
+}
+
+// The data chunks of an SSE body, each parsed.
+std::vector<json> sse_chunks(const std::string& body) {
+  std::vector<json> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string payload = body.substr(at + 6, end - at - 6);
+    at = end;
+    if (payload != "[DONE]") out.push_back(json::parse(payload));
+  }
+  return out;
+}
+
+// A scripted reply with prose and two calls, in events of a few bytes: the streamed chunks rebuild
+// the non-streamed message (content, tool_calls with ids, names, arguments; finish_reason).
+TEST(ToolCallResponse, StreamedChunksReassembleToTheAnswer) {
+  const std::string reply =
+      "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"days\": "
+      "2}}\n</tool_call>";
+  testing_fakes::ByteTokenizer tok;
+  json expected;
+  for (bool stream : {false, true}) {
+    json body{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+              {"tools", json::parse(kTools)},
+              {"stream", stream}};
+    auto r = parse_request(body.dump(), true);
+    ASSERT_TRUE(r.ok()) << r.message();
+    r->prompts = {ApiPrompt{"x", {1}}};
+    ResponseBuilder b(ApiResponseHead{"chatcmpl-3", "m", 0, true}, *r, tok);
+    std::string sse;
+    for (size_t at = 0; at < reply.size(); at += 5) {
+      CompletionEvent ev;
+      ev.text = reply.substr(at, 5);
+      ev.done = at + 5 >= reply.size();
+      if (stream) {
+        sse += b.sse(0, ev);
+      } else {
+        b.add(0, ev);
+      }
+    }
+    ASSERT_TRUE(b.done());
+    if (!stream) {
+      expected = b.body()["choices"][0];
+      continue;
+    }
+    std::string content, finish;
+    json calls = json::array();
+    for (const json& ch : sse_chunks(sse)) {
+      const json& c = ch["choices"][0];
+      if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+      if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+      for (const json& t : c["delta"].value("tool_calls", json::array())) {
+        const size_t k = t["index"];
+        if (k == calls.size())
+          calls.push_back({{"id", t["id"]},
+                           {"type", t["type"]},
+                           {"function", {{"name", t["function"]["name"]}, {"arguments", ""}}}});
+        calls[k]["function"]["arguments"] = calls[k]["function"]["arguments"].get<std::string>() +
+                                            t["function"]["arguments"].get<std::string>();
+      }
+    }
+    EXPECT_EQ(finish, "tool_calls");
+    EXPECT_EQ(expected["finish_reason"], "tool_calls");
+    EXPECT_EQ(content, expected["message"]["content"]);
+    EXPECT_EQ(calls, expected["message"]["tool_calls"]) << sse;
+  }
+  ASSERT_EQ(expected["message"]["tool_calls"].size(), 2u);
+  EXPECT_EQ(expected["message"]["content"], "Sure.");
+  EXPECT_EQ(expected["message"]["tool_calls"][1]["id"], "call_chatcmpl-3-0-1");
+  EXPECT_EQ(expected["message"]["tool_calls"][1]["function"]["arguments"], R"({"city":"Rome","days":2})");
+}
+
+// tool_choice required, streamed: the reply is held back and sent as its call at the end, the call
+// the non-streamed answer has.
+TEST(ToolCallResponse, RequiredStreamsItsCallAtTheEnd) {
+  const std::string reply = R"({"name": "get_weather", "arguments": {"city": "Oslo"}})";
+  testing_fakes::ByteTokenizer tok;
+  json want;
+  for (bool stream : {false, true}) {
+    json body{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+              {"tools", json::parse(kTools)},
+              {"tool_choice", "required"},
+              {"stream", stream}};
+    auto r = parse_request(body.dump(), true);
+    ASSERT_TRUE(r.ok()) << r.message();
+    r->prompts = {ApiPrompt{"x", {1}}};
+    ResponseBuilder b(ApiResponseHead{"chatcmpl-4", "m", 0, true}, *r, tok);
+    CompletionEvent ev;
+    ev.text = reply.substr(0, 9);
+    std::string sse = stream ? b.sse(0, ev) : (b.add(0, ev), "");
+    EXPECT_EQ(sse, "");  // nothing shown before the end
+    ev.text = reply.substr(9);
+    ev.done = true;
+    if (!stream) {
+      b.add(0, ev);
+      want = b.body()["choices"][0]["message"]["tool_calls"];
+      continue;
+    }
+    sse = b.sse(0, ev);
+    const std::vector<json> chunks = sse_chunks(sse);
+    ASSERT_EQ(chunks.size(), 3u) << sse;
+    const json& head = chunks[0]["choices"][0]["delta"]["tool_calls"][0];
+    EXPECT_EQ(head["id"], want[0]["id"]);
+    EXPECT_EQ(head["function"]["name"], "get_weather");
+    EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+              want[0]["function"]["arguments"]);
+    EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
+  }
+  EXPECT_EQ(want[0]["function"]["arguments"], R"({"city":"Oslo"})");
+}
+
+}  // namespace
+}  // namespace strata::server
