@@ -5,6 +5,27 @@
 
 namespace strata {
 
+int32_t GrammarVocab::find(std::string_view text) const {
+  if (text.empty()) return -1;
+  uint32_t lo = 0, hi = static_cast<uint32_t>(trie_.size());  // the candidates' range: siblings at depth d
+  for (size_t d = 0; d < text.size(); ++d) {
+    const uint8_t b = static_cast<uint8_t>(text[d]);
+    uint32_t j = lo;
+    while (j < hi && trie_[j].byte != b) j = trie_[j].end;  // skip a sibling's subtree
+    if (j >= hi) return -1;
+    if (d + 1 == text.size()) {
+      const TrieNode& n = trie_[j];
+      int32_t best = -1;
+      for (uint32_t k = n.tok_begin; k < n.tok_end; ++k)
+        if (best < 0 || trie_tokens_[k] < best) best = trie_tokens_[k];
+      return best;
+    }
+    lo = j + 1;
+    hi = trie_[j].end;
+  }
+  return -1;
+}
+
 GrammarVocab::GrammarVocab(const Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));

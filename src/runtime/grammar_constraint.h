@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +52,8 @@ class GrammarVocab {
   const std::vector<TrieNode>& trie() const { return trie_; }
   const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
   const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
+  // A token whose text is exactly `text` (the lowest such id), -1 if none: one walk down the trie.
+  int32_t find(std::string_view text) const;
 
  private:
   std::vector<std::string> pieces_;

@@ -10,16 +10,13 @@ LazyGrammarConstraint::LazyGrammarConstraint(std::shared_ptr<const Grammar> g,
 
 std::vector<int32_t> LazyGrammarConstraint::spell(std::string_view text) const {
   if (!start_.can_accept(text)) return {};
-  const std::vector<int32_t>& order = vocab_->order();
-  auto piece_less = [&](int32_t id, std::string_view s) { return std::string_view(vocab_->piece(id)) < s; };
   std::vector<int32_t> out;
   while (!text.empty()) {
     bool found = false;
     for (size_t len = std::min(text.size(), vocab_->max_len()); len > 0 && !found; --len) {
-      const std::string_view want = text.substr(0, len);
-      auto it = std::lower_bound(order.begin(), order.end(), want, piece_less);
-      if (it != order.end() && vocab_->piece(*it) == want) {
-        out.push_back(*it);
+      const int32_t id = vocab_->find(text.substr(0, len));
+      if (id >= 0) {
+        out.push_back(id);
         text.remove_prefix(len);
         found = true;
       }
