@@ -76,8 +76,8 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
     uint32_t kc_off, vc_off;  // in values
   };
   std::vector<SegRows> seg_rows(static_cast<size_t>(w.n_seg));
-  auto rows_of = [&](const DeviceRows& r, int64_t width, int64_t head_dim, int i, const char* what, Region& reg,
-                     uint32_t& off) -> Status {
+  auto rows_of = [&](const DeviceRows& r, int64_t width, int64_t head_dim, int i, const char* what,
+                     Region& reg, uint32_t& off) -> Status {
     if (!attention_rows_supported(r.type, r.hadamard) || (r.type == GgmlType::f16 && head_dim % 2 != 0))
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows are %s%s (head dim %lld): this device stores "
