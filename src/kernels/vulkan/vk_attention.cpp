@@ -84,6 +84,11 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
           "f32 KV rows, and f16 rows of even head dims",
           nm, w.layer, i, what, type_name(r.type), r.hadamard ? " (Hadamard-rotated)" : "",
           static_cast<long long>(head_dim));
+    if (r.blocks != nullptr)  // the shaders address rows as slot = position (or mod capacity)
+      return err(
+          "%s: run_attention on layer %d: segment %d's %s rows are paged (a KV pool's blocks): this "
+          "device reads contiguous or ring rows only",
+          nm, w.layer, i, what);
     if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % 4 != 0)
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows: width %lld x %lld at offset %zu, "
