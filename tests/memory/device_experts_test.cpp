@@ -31,7 +31,7 @@ class DeviceExpertsTest : public ::testing::Test {
     s.n_expert = 8;
     s.n_expert_used = 2;
     s.expert_ffn = 32;
-    s.n_vocab = 64;
+    s.n_vocab = 300;
     s.type = "f32";
     s.n_threads = 1;
     path_ =

@@ -18,6 +18,7 @@
 
 #include "common/fixtures.h"
 #include "memory/experts/device_experts.h"
+#include "model/hparams.h"
 #include "model/model.h"
 #include "model/synth.h"
 #if STRATA_HAVE_VULKAN
