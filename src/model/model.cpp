@@ -277,12 +277,14 @@ Status Model::place_experts(const DeviceExpertOptions& o) {
   if (!file_) return err("placing the experts: a checkpoint directory keeps its routed experts on the host");
   if (device_->kind() != DeviceKind::device_gpu)
     return err("placing the experts: the model runs on %s, not a GPU", device_->name().c_str());
-  if (store_ && !store_->info().resident)
+  STRATA_ASSIGN(DeviceExpertPlan plan, choose_device_experts(*file_, hp.n_layer, hp.n_expert, o));
+  if (store_ && !store_->info().resident) {
+    if (plan.n_placed == 0) return {};  // every expert on the host: the store serves them all
     return err(
         "placing the experts on %s: the expert store's RAM budget (--expert-budget) and experts on the GPU "
         "are not combined yet (keep the experts on the host with --n-cpu-moe %d, or drop --expert-budget)",
         device_->name().c_str(), hp.n_layer);
-  STRATA_ASSIGN(DeviceExpertPlan plan, choose_device_experts(*file_, hp.n_layer, hp.n_expert, o));
+  }
   STRATA_ASSIGN(gpu_experts_, DeviceExperts::open(*file_, *device_, std::move(plan), store_.get()));
   return {};
 }

@@ -128,14 +128,14 @@ TEST_F(PlanCli, PlanGpuBudget) {
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.out.find("gpu: dense weights "), std::string::npos) << p.out;
   EXPECT_NE(p.out.find("of --gpu-budget 1.0 GiB: fits"), std::string::npos) << p.out;
-  // The routed experts fill the rest (2 layers of 8 experts, 3 f32 slices of 64 x 64 each), as
+  // The routed experts fill the rest (2 layers of 8 experts: the plan's 12.8 KiB each), as
   // run places them; --n-cpu-moe / -ot keep layers on the host.
-  EXPECT_NE(p.out.find("routed experts 768.0 KiB: 16 of 16 experts (768.0 KiB) on the GPU"),
+  EXPECT_NE(p.out.find("routed experts 204.0 KiB: 16 of 16 experts (204.0 KiB) on the GPU"),
             std::string::npos)
       << p.out;
   p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G --n-cpu-moe 1");
   ASSERT_EQ(p.code, 0) << p.err;
-  EXPECT_NE(p.out.find("8 of 16 experts (384.0 KiB) on the GPU; layers with every expert on the host: 0"),
+  EXPECT_NE(p.out.find("8 of 16 experts (102.0 KiB) on the GPU; layers with every expert on the host: 0"),
             std::string::npos)
       << p.out;
   p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G -ot exps=CPU");
