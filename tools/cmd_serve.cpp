@@ -151,6 +151,9 @@ int cmd_serve(int argc, char** argv) {
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  // The Vulkan attention reads contiguous rows, not a KV pool's blocks: on a GPU each slot holds
+  // its whole context (no paged KV, no prefix cache).
+  if (df.dev) eo.paged_kv = false;
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
@@ -173,11 +176,10 @@ int cmd_serve(int argc, char** argv) {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
   const strata::SessionOptions sopt{.n_ctx = *c, .kv = *kv};
-  {  // the routed experts onto a GPU: what the budget leaves after the slots' KV (or --kv-budget's pool)
+  {  // the routed experts onto a GPU: what the budget leaves after the slots' KV
     strata::SessionOptions one = sopt;
     one.n_batch = eo.n_ubatch;
-    auto st = eo.kv_budget > 0 ? df.place_experts(m, eo.kv_budget, xf.profile)
-                               : place_experts(df, m, one, eo.n_slots, xf.profile);
+    auto st = place_experts(df, m, one, eo.n_slots, xf.profile);
     if (!st.ok()) return fail(st.message());
   }
   auto engine = strata::Engine::for_model(m, sopt, eo);
