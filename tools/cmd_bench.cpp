@@ -221,6 +221,12 @@ int cmd_bench(int argc, char** argv) {
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
+  // The routed experts onto a GPU device (--gpu-budget: what the pp / tg session's KV leaves; the
+  // -npl and --itl sessions take theirs from what is left after the experts).
+  const int n_ctx = std::max(depth + n_prompt + n_gen, 1);
+  const strata::SessionOptions sopt{
+      .n_ctx = n_ctx, .n_batch = std::max(std::max(n_prompt, depth), 1), .kv = *kv};
+  if (auto st = place_experts(df, m, sopt, 1, xf.profile); !st.ok()) return fail(st.message());
   if (itl_prompt > 0) {
     auto c = strata::cli::parse_ctx(itl_ctx);
     if (!c.ok()) return fail(c.message(), 2);
@@ -263,8 +269,7 @@ int cmd_bench(int argc, char** argv) {
     }
     return 0;
   }
-  const int n_ctx = std::max(depth + n_prompt + n_gen, 1);
-  auto sess = m.new_session({.n_ctx = n_ctx, .n_batch = std::max(std::max(n_prompt, depth), 1), .kv = *kv});
+  auto sess = m.new_session(sopt);
   if (!sess.ok()) return fail(sess.message());
   (*sess)->set_knobs(*knobs);
   // Random token ids like llama-bench: the content does not change the work per token.
@@ -274,7 +279,8 @@ int cmd_bench(int argc, char** argv) {
   RunResult pp, tg;
   std::vector<int32_t> depth_toks(static_cast<size_t>(depth));
   for (auto& t : depth_toks) t = tok(rng);
-  strata::ExpertTotals tg_warm;  // the store's decode totals after the tg warm-up
+  strata::ExpertTotals tg_warm;         // the store's decode totals after the tg warm-up
+  strata::DeviceExpertTotals gpu_warm;  // the GPU tier's counts then
   if (n_prompt > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
     for (auto& t : toks) t = tok(rng);
@@ -286,6 +292,7 @@ int cmd_bench(int argc, char** argv) {
     for (auto& t : toks) t = tok(rng);
     auto snapshot = [&] {
       if (const strata::ExpertStore* es = m.expert_store()) tg_warm = expert_decode_totals(*es);
+      if (const strata::DeviceExperts* de = m.device_experts()) gpu_warm = de->totals();
     };
     if (auto st = time_runs(**sess, toks, true, reps, logits, tg, depth_toks, snapshot); !st.ok())
       return fail(st.message());
@@ -298,6 +305,13 @@ int cmd_bench(int argc, char** argv) {
   const double tg_gbps = tgs.median * wt.bytes_per_token / 1e9;
   const double frac = bw.bytes_per_s > 0 ? tg_gbps * 1e9 / bw.bytes_per_s : 0.0;
   const char* traffic_kind = "estimate: all dense + n_used/n_expert of routed, one embedding row";
+  // Routed experts per tier over the timed tg repetitions (experts placed on a GPU).
+  strata::DeviceExpertTotals tier;
+  if (const strata::DeviceExperts* de = m.device_experts()) {
+    const strata::DeviceExpertTotals now = de->totals();
+    tier = {now.tokens - gpu_warm.tokens, now.gpu_slots - gpu_warm.gpu_slots,
+            now.host_slots - gpu_warm.host_slots};
+  }
 
   if (json) {
     j["model"] = model_path;
@@ -333,6 +347,12 @@ int cmd_bench(int argc, char** argv) {
       j["expert_warm_bytes"] = es->info().warm_bytes;  // --expert-profile: read at load, not per token
       j["expert_warm_s"] = es->info().warm_seconds;
     }
+    if (const strata::DeviceExperts* de = m.device_experts()) {
+      j["expert_gpu_resident"] = de->plan().n_placed;
+      j["expert_gpu_bytes"] = de->plan().bytes;
+      j["tg_experts_gpu_per_token"] = tier.gpu_per_token();
+      j["tg_experts_host_per_token"] = tier.host_per_token();
+    }
     j["memory"] = strata::cli::mem_report_json(mem);
     if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());
     std::printf("%s\n", j.dump().c_str());
@@ -360,6 +380,10 @@ int cmd_bench(int argc, char** argv) {
     std::printf("tg weights: %s per token (%s)\n",
                 strata::format_bytes(static_cast<uint64_t>(wt.bytes_per_token)).c_str(), traffic_kind);
     std::printf("tg bandwidth: %.2f GB/s = %.1f%% of measured read bandwidth\n", tg_gbps, 100.0 * frac);
+    if (const strata::DeviceExperts* de = m.device_experts())
+      std::printf("tg experts per token: %.2f on %s, %.2f on the host (%s)\n", tier.gpu_per_token(),
+                  de->device().name().c_str(), tier.host_per_token(),
+                  de->plan().summary(de->device().name()).c_str());
   }
   std::fputs(strata::cli::mem_report_text(mem).c_str(), stderr);
   if (auto st = xf.finish(m); !st.ok()) return fail(st.message());

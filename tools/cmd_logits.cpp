@@ -110,6 +110,10 @@ int cmd_logits(int argc, char** argv) {
   strata::SessionOptions so;
   so.n_ctx = n_ctx > 0 ? n_ctx : std::max<int>(16, static_cast<int>(tokens.size()));
   so.n_batch = n_batch;
+  if (auto st = place_experts(df, **model, so, 1, xf.profile); !st.ok()) {
+    std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
+    return 1;
+  }
   auto sess = model.value()->new_session(so);
   if (!sess.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", sess.message().c_str());
@@ -141,7 +145,7 @@ int cmd_logits(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "strata logits: %zu tokens x %zu vocab (%s, %s) -> %s\n", tokens.size(), V,
-               mode.c_str(), df.describe().c_str(), out_path.c_str());
+               mode.c_str(), df.describe(model->get()).c_str(), out_path.c_str());
   if (auto st = xf.finish(**model); !st.ok()) {
     std::fprintf(stderr, "strata logits: error: %s\n", st.message().c_str());
     return 1;

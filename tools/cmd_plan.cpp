@@ -54,7 +54,13 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "compute threads (0: all cores)")->capture_default_str();
   app.add_option("--margin", margin, "safety margin kept free of the RAM (0: 32 MiB + 2%)");
   app.add_option("--gpu-budget", gpu_budget,
-                 "-m: check that --device's placement (dense weights + KV) fits this many bytes of a GPU");
+                 "-m: --device's placement on a GPU of this many bytes (dense weights + KV must fit; routed "
+                 "experts fill the rest, as run places them)");
+  strata::cli::DeviceFlags pf;  // --n-cpu-moe, -ot as run takes them (-ot's device: Vulkan0)
+  pf.device = "Vulkan0";
+  pf.add_expert_flags(app);
+  std::string profile;
+  app.add_option("--expert-profile", profile, "-m --gpu-budget: the activation profile ranking the experts");
   app.add_flag("--json", json, "print JSON");
   if (auto rc = strata::cli::parse_args(app, argc, argv, "plan")) return *rc;
   if (model.empty() == config.empty()) return fail("give one of -m MODEL or --config config.json", 2);
@@ -111,19 +117,24 @@ static int cmd_plan(int argc, char** argv) {
   if (!pm.ok()) return fail(pm.message());
   auto bill = strata::plan_make(*pm, o);
   if (!bill.ok()) return fail(bill.message(), 2);
-  // --gpu-budget: the device line (what run --device places on a GPU: dense weights and KV).
+  // --gpu-budget: the device line (what run --device places on a GPU: dense weights, KV, and the
+  // routed experts in what is left, as Model::place_experts allocates them).
   std::string gpu_line, gpu_problem;
   if (!gpu_budget.empty()) {
     auto gb = strata::parse_size(gpu_budget);
     if (!gb.ok()) return fail("--gpu-budget: " + gb.message(), 2);
     if (model.empty()) return fail("--gpu-budget needs -m MODEL (the placement of its tensors)", 2);
-    auto w = strata::cli::gpu_weight_bytes(model);
+    if (pf.n_cpu_moe < 0) return fail("--n-cpu-moe must be >= 0", 2);
+    pf.gpu_budget = gpu_budget;
+    auto w = strata::cli::gpu_placement(model, pf, bill->kv_cache, profile);
     if (!w.ok()) return fail(w.message());
-    const uint64_t need = *w + bill->kv_cache;
-    gpu_line = "gpu: dense weights " + strata::format_bytes(*w) + " + KV " +
+    const uint64_t need = w->dense + bill->kv_cache;
+    gpu_line = "gpu: dense weights " + strata::format_bytes(w->dense) + " + KV " +
                strata::format_bytes(bill->kv_cache) + " = " + strata::format_bytes(need) +
-               " of --gpu-budget " + strata::format_bytes(*gb) + (need <= *gb ? ": fits" : ": does not fit") +
-               " (routed experts stay in RAM; the ops' activations are not counted)\n";
+               " of --gpu-budget " + strata::format_bytes(*gb) + (need <= *gb ? ": fits" : ": does not fit");
+    if (!w->experts_summary.empty())
+      gpu_line += "; routed experts " + strata::format_bytes(w->experts) + ": " + w->experts_summary;
+    gpu_line += " (the ops' activations are not counted)\n";
     if (need > *gb)
       gpu_problem = "the GPU placement needs " + strata::format_bytes(need) + ", over --gpu-budget " +
                     strata::format_bytes(*gb);

@@ -140,7 +140,9 @@ int cmd_run(int argc, char** argv) {
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
-  auto sess = (*model)->new_session({.n_ctx = *c, .n_batch = n_batch, .kv = *kv});
+  const strata::SessionOptions sopt{.n_ctx = *c, .n_batch = n_batch, .kv = *kv};
+  if (auto st = place_experts(df, **model, sopt, 1, xf.profile); !st.ok()) return fail(st.message());
+  auto sess = (*model)->new_session(sopt);
   if (!sess.ok()) return fail(sess.message());
   (*sess)->set_knobs(*knobs);
   const double load_s = strata::now_seconds() - t_load0;
@@ -178,7 +180,7 @@ int cmd_run(int argc, char** argv) {
     const auto& s = *stats;
     std::fprintf(stderr, "\nstrata: model %s (%s), %d threads, ctx %d\n", model_path.c_str(),
                  (*model)->arch_name().c_str(), (*model)->pool().size(), (*sess)->n_ctx());
-    std::fprintf(stderr, "strata: device    %s\n", df.describe().c_str());
+    std::fprintf(stderr, "strata: device    %s\n", df.describe(model->get()).c_str());
     std::fprintf(stderr, "strata: load      %8.2f ms\n", load_s * 1e3);
     std::fprintf(
         stderr, "strata: prompt    %8.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n",

@@ -160,6 +160,9 @@ int cmd_serve(int argc, char** argv) {
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  // The Vulkan attention reads contiguous rows, not a KV pool's blocks: on a GPU each slot holds
+  // its whole context (no paged KV, no prefix cache).
+  if (df.dev) eo.paged_kv = false;
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
@@ -182,6 +185,12 @@ int cmd_serve(int argc, char** argv) {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
   const strata::SessionOptions sopt{.n_ctx = *c, .kv = *kv};
+  {  // the routed experts onto a GPU: what the budget leaves after the slots' KV
+    strata::SessionOptions one = sopt;
+    one.n_batch = eo.n_ubatch;
+    auto st = place_experts(df, m, one, eo.n_slots, xf.profile);
+    if (!st.ok()) return fail(st.message());
+  }
   auto engine = strata::Engine::for_model(m, sopt, eo);
   if (!engine.ok()) return fail(engine.message(), 2);
   if (alias.empty()) {
@@ -199,7 +208,7 @@ int cmd_serve(int argc, char** argv) {
                "listening on %s://%s:%d (dashboard: /)\n",
                alias.c_str(), m.arch_name().c_str(), strata::now_seconds() - t0, (*engine)->n_slots(),
                (*engine)->n_ctx(), static_cast<double>((*engine)->kv_bytes()) / (1 << 20),
-               kv_note(**engine).c_str(), df.describe().c_str(), so.ssl_key_file.empty() ? "http" : "https",
+               kv_note(**engine).c_str(), df.describe(&m).c_str(), so.ssl_key_file.empty() ? "http" : "https",
                so.host.c_str(), *port);
   std::atomic<bool> done{false};
   std::thread waiter([&] {

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "base/units.h"
+#include "memory/experts/expert_stats.h"
+#include "model/hparams.h"
 #if STRATA_HAVE_VULKAN
 #include "kernels/vulkan/vk_device.h"
 #endif
@@ -55,7 +58,10 @@ class MeterDevice final : public Device {
     --mem_.buffers;
     b = DeviceBuffer{};
   }
-  Result<DeviceTicket> upload(const DeviceBuffer&, size_t, const void*, size_t) override { return none(); }
+  // Uploads land nowhere (the experts' copies at placement).
+  Result<DeviceTicket> upload(const DeviceBuffer&, size_t, const void*, size_t) override {
+    return DeviceTicket{0};
+  }
   Result<DeviceTicket> download(void*, const DeviceBuffer&, size_t, size_t) override { return none(); }
   Result<DeviceTicket> run_experts(const DeviceExpertWork&) override { return none(); }
   Result<DeviceTicket> run_attention(const DeviceAttnWork&) override { return none(); }
@@ -74,13 +80,21 @@ class MeterDevice final : public Device {
 
 }  // namespace
 
-Result<uint64_t> gpu_weight_bytes(const std::string& path) {
+Result<GpuPlacement> gpu_placement(const std::string& path, const DeviceFlags& flags, uint64_t kv_bytes,
+                                   const std::string& profile) {
   MeterDevice meter;
   LoadOptions lo;
   lo.n_threads = 1;
   lo.device = &meter;
   STRATA_ASSIGN(auto model, Model::load(path, lo));
-  return meter.memory().allocated;
+  GpuPlacement p;
+  p.dense = meter.memory().allocated;
+  if (model->hparams().n_expert == 0 || !model->has_gguf()) return p;
+  STRATA_ASSIGN(DeviceExpertOptions o, flags.expert_options(*model, p.dense, kv_bytes, profile));
+  STRATA_TRY(model->place_experts(o));
+  p.experts = meter.memory().allocated - p.dense;
+  if (const DeviceExperts* de = model->device_experts()) p.experts_summary = de->plan().summary("the GPU");
+  return p;
 }
 
 std::string list_devices_text() {
@@ -104,11 +118,20 @@ std::string list_devices_text() {
   return out;
 }
 
+void DeviceFlags::add_expert_flags(CLI::App& app) {
+  app.add_option("--n-cpu-moe", n_cpu_moe, "keep the routed experts of the first N layers on the host");
+  app.add_option(
+      "--override-tensor", overrides,
+      "(-ot) REGEX=BUFTYPE[,...]: routed-expert tensors matching REGEX stay on the host (CPU) or go to "
+      "the device (its name); first match wins");
+}
+
 void DeviceFlags::add(CLI::App& app) {
   app.add_option("--device", device,
-                 "where the layer ops run: none/cpu (the CPU), Vulkan0, ... (dense weights and KV on it; "
-                 "routed experts stay on the host)")
+                 "where the layer ops run: none/cpu (the CPU), Vulkan0, ... (dense weights, KV and routed "
+                 "experts on it; see --n-cpu-moe, -ot, --gpu-budget)")
       ->capture_default_str();
+  add_expert_flags(app);
   app.add_flag_callback(
          "--list-devices",
          [] {
@@ -118,8 +141,8 @@ void DeviceFlags::add(CLI::App& app) {
          "print the available devices and exit")
       ->trigger_on_parse();
   app.add_option("--gpu-budget", gpu_budget,
-                 "bytes the device may hold (K/M/G; absent: no limit); a placement that does not fit is "
-                 "an error");
+                 "bytes the device may hold (K/M/G; absent: no limit): dense weights and KV must fit, "
+                 "routed experts fill the rest, hottest first (--expert-profile)");
 }
 
 Status DeviceFlags::apply(LoadOptions* lo) {
@@ -130,8 +153,11 @@ Status DeviceFlags::apply(LoadOptions* lo) {
     if (*b == 0) return err("--gpu-budget must be > 0 (omit it for no limit)");
     budget = *b;
   }
+  if (n_cpu_moe < 0) return err("--n-cpu-moe %d must be >= 0", n_cpu_moe);
   if (is_cpu_name(device)) {
     if (budget > 0) return err("--gpu-budget needs a GPU device (--device Vulkan0, ...)");
+    if (n_cpu_moe > 0 || !overrides.empty())
+      return err("--n-cpu-moe and -ot place routed experts on a GPU device: give --device Vulkan0, ...");
     lo->device = nullptr;
     return {};
   }
@@ -147,13 +173,64 @@ Status DeviceFlags::apply(LoadOptions* lo) {
   return err("--device %s: no such device; available: %s", device.c_str(), available_names().c_str());
 }
 
-std::string DeviceFlags::describe() const {
+Result<DeviceExpertOptions> DeviceFlags::expert_options(const Model& m, uint64_t used, uint64_t reserve_bytes,
+                                                        const std::string& profile) const {
+  DeviceExpertOptions o;
+  o.n_cpu_moe = n_cpu_moe;
+  for (const std::string& value : overrides) {
+    size_t a = 0;
+    while (a <= value.size()) {  // comma-separated REGEX=BUFTYPE pairs, as llama.cpp splits them
+      size_t b = value.find(',', a);
+      if (b == std::string::npos) b = value.size();
+      const std::string item = value.substr(a, b - a);
+      a = b + 1;
+      const size_t eq = item.rfind('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+        return err("-ot '%s': expected REGEX=BUFTYPE (e.g. exps=CPU)", item.c_str());
+      const std::string buft = item.substr(eq + 1);
+      const bool host = buft == "CPU" || buft == "cpu";
+      if (!host && buft != device)
+        return err("-ot '%s': buffer type %s is neither CPU nor the device (%s)", item.c_str(), buft.c_str(),
+                   device.c_str());
+      o.rules.push_back(DeviceExpertRule{item.substr(0, eq), host});
+    }
+  }
+  if (!gpu_budget.empty()) {
+    STRATA_ASSIGN(const uint64_t budget, parse_size(gpu_budget));
+    o.budgeted = true;
+    o.budget_bytes = budget > used + reserve_bytes ? budget - used - reserve_bytes : 0;
+  }
+  const HParams& hp = m.hparams();
+  if (!profile.empty() && std::filesystem::exists(profile)) {
+    o.counts.assign(static_cast<size_t>(hp.n_layer) * static_cast<size_t>(hp.n_expert), 0);
+    STRATA_TRY(expert_profile_load(profile, hp.n_layer, hp.n_expert, &o.counts).status());
+  }
+  return o;
+}
+
+Status DeviceFlags::place_experts(Model& m, uint64_t reserve_bytes, const std::string& profile) const {
+  if (!dev || m.hparams().n_expert == 0) return {};
+  STRATA_ASSIGN(DeviceExpertOptions o, expert_options(m, dev->memory().allocated, reserve_bytes, profile));
+  return m.place_experts(o);
+}
+
+Status place_experts(const DeviceFlags& df, Model& m, const SessionOptions& so, int n_sessions,
+                     const std::string& profile) {
+  if (!df.dev || m.hparams().n_expert == 0) return {};
+  STRATA_ASSIGN(const uint64_t kv, m.session_kv_bytes(so));
+  return df.place_experts(m, kv * static_cast<uint64_t>(std::max(n_sessions, 1)), profile);
+}
+
+std::string DeviceFlags::describe(const Model* model) const {
   if (!dev) return "CPU";
   const DeviceMemory m = dev->memory();
   std::string s =
       dev->name() + " (" + format_bytes(m.allocated) + " in " + std::to_string(m.buffers) + " buffers";
   if (m.budget > 0) s += " of a " + format_bytes(m.budget) + " budget";
-  return s + ")";
+  s += ")";
+  if (model && model->device_experts())
+    s += "; experts: " + model->device_experts()->plan().summary(dev->name());
+  return s;
 }
 
 }  // namespace strata::cli

@@ -4,7 +4,7 @@
 // attention core over its window ring and compressed rows, the dense FFN, a linear layer (the
 // output head), and the expert op (a subset of one MoE layer's routed experts
 // applied to the tokens routed to them). Implementations: the CPU (kernels/cpu_device.h) and
-// Vulkan (kernels/vulkan/vk_device.h: every op, f32 KV rows; chosen at load by --device); the
+// Vulkan (kernels/vulkan/vk_device.h: every op, f32 / f16 KV rows; chosen at load by --device); the
 // GPU tier implements the same calls, so it arrives without touching model/.
 //
 // What stays on the host: the residual stream, the norms between blocks, routing and sampling.

@@ -8,6 +8,7 @@
 #include "format/safetensors_dir.h"
 #include "kv/block_pool.h"
 #include "kernels/cpu_device.h"
+#include "memory/experts/device_experts.h"
 #include "model/arch.h"
 #include "model/hparams.h"
 #include "model/engram_tiered.h"
@@ -269,6 +270,25 @@ Status Model::place(const std::string& path, const LoadOptions& opts) {
   return {};
 }
 
+Status Model::place_experts(const DeviceExpertOptions& o) {
+  const HParams& hp = arch_->hparams();
+  if (gpu_experts_) return err("placing the experts on %s: placed already", device_->name().c_str());
+  if (hp.n_expert == 0) return {};
+  if (!file_) return err("placing the experts: a checkpoint directory keeps its routed experts on the host");
+  if (device_->kind() != DeviceKind::device_gpu)
+    return err("placing the experts: the model runs on %s, not a GPU", device_->name().c_str());
+  STRATA_ASSIGN(DeviceExpertPlan plan, choose_device_experts(*file_, hp.n_layer, hp.n_expert, o));
+  if (store_ && !store_->info().resident) {
+    if (plan.n_placed == 0) return {};  // every expert on the host: the store serves them all
+    return err(
+        "placing the experts on %s: the expert store's RAM budget (--expert-budget) and experts on the GPU "
+        "are not combined yet (keep the experts on the host with --n-cpu-moe %d, or drop --expert-budget)",
+        device_->name().c_str(), hp.n_layer);
+  }
+  STRATA_ASSIGN(gpu_experts_, DeviceExperts::open(*file_, *device_, std::move(plan), store_.get()));
+  return {};
+}
+
 const std::string& Model::arch_name() const {
   return arch_->hparams().arch;
 }
@@ -282,6 +302,13 @@ int Model::n_ctx_train() const {
   return arch_->hparams().n_ctx_train;
 }
 
+Result<uint64_t> Model::session_kv_bytes(const SessionOptions& opts) const {
+  const int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(n_ctx_train(), 4096);
+  if (n_ctx < 1 || opts.n_batch < 1) return uint64_t{0};
+  STRATA_ASSIGN(const KvSpec spec, arch_->kv_spec_for(opts.kv));
+  return spec.bytes(n_ctx, std::min(opts.n_batch, n_ctx));
+}
+
 Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) const {
   int n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min(n_ctx_train(), 4096);
   if (n_ctx < 1) return err("new_session: n_ctx %d must be >= 1", n_ctx);
@@ -293,7 +320,7 @@ Result<std::unique_ptr<Session>> Model::new_session(const SessionOptions& opts) 
   so.n_batch = n_batch;
   so.n_threads = pool_->size();
   so.kv = opts.kv;
-  so.experts = store_.get();
+  so.experts = gpu_experts_ ? static_cast<ExpertSource*>(gpu_experts_.get()) : store_.get();
   so.device = device_;
   so.kv_pool = opts.kv_pool;
   if (opts.kv_pool && !arch_->paged_kv())

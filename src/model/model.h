@@ -37,6 +37,8 @@ class TieredEngramRows;  // model/engram_tiered.h
 class Device;            // kernels/device.h
 class BlockTable;        // kv/block_pool.h
 class KvPool;            // kv/kv_pool.h
+class DeviceExperts;     // memory/experts/device_experts.h
+struct DeviceExpertOptions;
 
 struct LoadOptions {
   int n_threads = 0;  // kernel thread pool size; <= 0: all cores
@@ -116,9 +118,19 @@ class Model final : public BatchRunner {
   const Architecture& arch() const { return *arch_; }  // model/arch.h
   // The tiered expert store, or null (no budget and no statistics asked for).
   ExpertStore* expert_store() const { return store_.get(); }
+  // Routed experts on the model's GPU device (memory/experts/device_experts.h): copies the experts
+  // o chooses into its buffers; sessions made afterwards run them there (the others on the host,
+  // behind the expert store when there is one). Part of loading: before the first session. Errors:
+  // a CPU device, a checkpoint directory, an expert store with a RAM budget (not combined yet), the
+  // device's budget, called twice. A model without routed experts places nothing.
+  Status place_experts(const DeviceExpertOptions& o);
+  const DeviceExperts* device_experts() const { return gpu_experts_.get(); }  // null: none placed
   const EngramStore* engram_store() const;  // null unless loaded with engram.budget_bytes
 
   Result<std::unique_ptr<Session>> new_session(const SessionOptions& opts) const;
+  // The KV cache bytes new_session(opts) allocates on the model's device (its context and batch
+  // resolved as new_session does; the architecture's KvSpec for the types it would store).
+  Result<uint64_t> session_kv_bytes(const SessionOptions& opts) const;
 
   // The one forward (BatchRunner): tokens of any number of these sessions in one step. Each
   // sequence's tokens must be contiguous in the batch; they are appended to its session. Batches
@@ -141,9 +153,10 @@ class Model final : public BatchRunner {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Device> own_device_;  // the CPU device when LoadOptions::device is null
   Device* device_ = nullptr;
-  std::unique_ptr<Architecture> arch_;        // after the device: its buffers go first
-  std::unique_ptr<ExpertStore> store_;        // after file_: destroyed first
-  std::unique_ptr<TieredEngramRows> engram_;  // the V4.1 forward reads Engram rows through it
+  std::unique_ptr<Architecture> arch_;          // after the device: its buffers go first
+  std::unique_ptr<ExpertStore> store_;          // after file_: destroyed first
+  std::unique_ptr<DeviceExperts> gpu_experts_;  // after store_ (its host side): destroyed first
+  std::unique_ptr<TieredEngramRows> engram_;    // the V4.1 forward reads Engram rows through it
 };
 
 class Session {

@@ -91,6 +91,7 @@ Result<std::unique_ptr<Engine>> Engine::for_model(const Model& m, const SessionO
                                                   const EngineOptions& opts) {
   if (!m.has_tokenizer()) return err("the model has no tokenizer: the engine needs text in and out");
   STRATA_ASSIGN(std::unique_ptr<Engine> e, make(m, &m.tokenizer(), m.n_vocab(), opts, m.expert_store()));
+  e->gpu_experts_ = m.device_experts();
   SessionOptions o = so;
   o.n_batch = opts.n_ubatch;
   if (opts.paged_kv) {
@@ -549,6 +550,19 @@ std::string Engine::metrics_text() const {
     counter("strata_expert_read_bytes_total", "bytes read from the expert backing file",
             static_cast<double>(t.bytes_read));
     counter("strata_expert_stall_seconds_total", "compute time spent waiting on expert reads", t.stall_s);
+  }
+  if (gpu_experts_) {  // the GPU tier: experts resident there, and the routed slots run per tier
+    const DeviceExpertTotals g = gpu_experts_->totals();
+    const DeviceExpertPlan& p = gpu_experts_->plan();
+    gauge("strata_expert_gpu_resident", "routed experts held by the GPU", p.n_placed);
+    gauge("strata_expert_gpu_bytes", "bytes of routed experts on the GPU", static_cast<double>(p.bytes));
+    counter("strata_expert_gpu_runs_total", "routed (token, expert) pairs computed on the GPU",
+            static_cast<double>(g.gpu_slots));
+    counter("strata_expert_host_runs_total", "routed (token, expert) pairs computed on the host",
+            static_cast<double>(g.host_slots));
+    gauge("strata_expert_gpu_runs_per_token", "routed experts run on the GPU per token", g.gpu_per_token());
+    gauge("strata_expert_host_runs_per_token", "routed experts run on the host per token",
+          g.host_per_token());
   }
   return o;
 }

@@ -43,6 +43,7 @@
 
 #include "base/status.h"
 #include "kv/kv_pool.h"
+#include "memory/experts/device_experts.h"
 #include "memory/experts/expert_store.h"
 #include "model/model.h"
 #include "obs/latency_histogram.h"
@@ -178,7 +179,9 @@ class Engine {
   int n_slots() const { return static_cast<int>(slots_.size()); }
   uint64_t kv_bytes() const { return kv_bytes_; }             // all slots' KV caches (and the KV pool)
   const ExpertStore* expert_store() const { return store_; }  // null: experts not tiered by a store
-  const KvPool* kv_pool() const { return kv_pool_.get(); }    // null: slots hold their whole context
+  // The model's routed experts on a GPU (for_model engines; null: none placed).
+  const DeviceExperts* device_experts() const { return gpu_experts_; }
+  const KvPool* kv_pool() const { return kv_pool_.get(); }  // null: slots hold their whole context
 
   // Runs one scheduler turn on the calling thread (manual_step engines only). False when idle.
   bool step();
@@ -186,7 +189,8 @@ class Engine {
   EngineCounters counters() const;
   std::vector<SlotInfo> slots() const;
   // Prometheus text: request counters, token counters, TTFT / time-per-output-token / queue /
-  // end-to-end histograms, slots, KV bytes and the expert store's hit rate, bytes and stall.
+  // end-to-end histograms, slots, KV bytes, the expert store's hit rate, bytes and stall, and the
+  // routed experts run per tier (GPU / host) when experts are placed on a GPU.
   std::string metrics_text() const;
   double ttft_percentile(double q) const { return ttft_.percentile(q); }
   double tpot_percentile(double q) const { return tpot_.percentile(q); }
@@ -227,6 +231,7 @@ class Engine {
   uint64_t kv_bytes_ = 0;
   EngineOptions opts_;
   ExpertStore* store_ = nullptr;
+  const DeviceExperts* gpu_experts_ = nullptr;
   std::unique_ptr<KvPool> kv_pool_;  // before the slots: their sessions' blocks go back to it
   uint64_t next_age_ = 0;            // admission order
   std::vector<std::unique_ptr<Slot>> slots_;

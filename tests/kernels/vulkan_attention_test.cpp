@@ -7,7 +7,8 @@
 //   |Δ| <= tol · (Σ_j |wo[r][j]| · max|V| + |bo[r]|)
 // (o is a convex combination of V rows, less with a sink), tol 1e-5 for F32 weights and 1e-3
 // when o is rounded for a quantized wo (a value may land on the neighbouring step, as in the
-// FFN tests); every cache row written within 1e-5 of its largest value.
+// FFN tests); every cache row written within 1e-5 of its largest value. Two shapes again with f16
+// K / V rows (the default KV type): rows within 1e-3 of their largest value, outputs within 1e-3.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,6 +42,7 @@ struct Shape {
   GgmlType tq, tk, tv, to;
   // calls: per call, per sequence the tokens it adds (0: not in that call)
   std::vector<std::vector<int64_t>> calls;
+  GgmlType kv = GgmlType::f32;  // the K / V rows' type
 };
 
 // A matrix {in, out} of type t on both devices, and its dequantized values.
@@ -117,8 +119,8 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
   // Per sequence its K and V rows on each device (zeroed).
   const int n_seq = static_cast<int>(sh.calls[0].size());
   std::vector<DeviceBuffer> ck(n_seq), cv(n_seq), vk_k(n_seq), vk_v(n_seq);
-  const size_t kb = sizeof(float) * static_cast<size_t>(k_w * sh.capacity),
-               vb = sizeof(float) * static_cast<size_t>(v_w * sh.capacity);
+  const size_t kb = row_bytes(sh.kv, k_w) * static_cast<size_t>(sh.capacity),
+               vb = row_bytes(sh.kv, v_w) * static_cast<size_t>(sh.capacity);
   const std::vector<uint8_t> zeros(std::max(kb, vb), 0);
   auto cache = [&](size_t bytes, DeviceBuffer& cb, DeviceBuffer& vb) {  // allocated: imports alias
     auto c = cpu.alloc(bytes, "cache");
@@ -166,7 +168,10 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
   };
 
   std::vector<int64_t> pos(static_cast<size_t>(n_seq), 0);
-  const double tol = sh.to == GgmlType::f32 ? 1e-5 : 1e-3;
+  // f16 rows: a value may round to the neighbouring f16 (2^-11 of it) where K / V differ in the
+  // last f32 bits; the output then as for rounded o.
+  const double row_tol = sh.kv == GgmlType::f32 ? 1e-5 : 1e-3;
+  const double tol = sh.to == GgmlType::f32 && sh.kv == GgmlType::f32 ? 1e-5 : 1e-3;
   double worst = 0.0, worst_rows = 0.0;
   for (size_t call = 0; call < sh.calls.size(); ++call) {
     std::vector<DeviceAttnSeg> cs, vs;
@@ -175,7 +180,7 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
       const int64_t k = sh.calls[call][static_cast<size_t>(s)];
       if (k == 0) continue;
       auto rows = [&](const DeviceBuffer& b, int64_t width) {
-        return DeviceRows{&b, 0, width, sh.capacity, sh.ring};
+        return DeviceRows{&b, 0, width, sh.capacity, sh.ring, sh.kv};
       };
       cs.push_back(DeviceAttnSeg{rows(ck[s], k_w), rows(cv[s], v_w), pos[s], n, k});
       vs.push_back(DeviceAttnSeg{rows(vk_k[s], k_w), rows(vk_v[s], v_w), pos[s], n, k});
@@ -204,10 +209,13 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
       for (int part = 0; part < 2; ++part) {
         const int64_t width = part == 0 ? k_w : v_w;
         const DeviceBuffer& cb = part == 0 ? ck[s] : cv[s];
-        std::vector<float> back(static_cast<size_t>(width * sh.capacity));
-        auto t = dev.download(back.data(), part == 0 ? vk_k[s] : vk_v[s], 0, sizeof(float) * back.size());
+        const size_t bytes = row_bytes(sh.kv, width) * static_cast<size_t>(sh.capacity);
+        std::vector<uint8_t> raw(bytes);
+        auto t = dev.download(raw.data(), part == 0 ? vk_k[s] : vk_v[s], 0, bytes);
         ASSERT_TRUE(t.ok() && dev.wait(*t).ok());
-        const float* host = reinterpret_cast<const float*>(cb.host);
+        std::vector<float> back(static_cast<size_t>(width * sh.capacity)), host(back.size());
+        kernel_traits(sh.kv).to_float(raw.data(), back.data(), static_cast<int64_t>(back.size()));
+        kernel_traits(sh.kv).to_float(cb.host, host.data(), static_cast<int64_t>(host.size()));
         if (part == 1)
           for (size_t i = 0; i < back.size(); ++i) vmax = std::max(vmax, double(std::fabs(host[i])));
         for (int64_t p = pos[s]; p < pos[s] + k; ++p) {
@@ -217,7 +225,7 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
           for (int64_t e = 0; e < width; ++e) {
             const double diff = std::fabs(double(back[slot * width + e]) - host[slot * width + e]);
             worst_rows = std::max(worst_rows, diff / big);
-            ASSERT_LE(diff, 1e-5 * big)
+            ASSERT_LE(diff, row_tol * big)
                 << (part == 0 ? "K" : "V") << " row " << p << " of sequence " << s << " value " << e;
           }
         }
@@ -248,8 +256,8 @@ TEST(VulkanAttentionErrors, NameTheProblem) {
   auto empty = dev.run_attention(DeviceAttnWork{});
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.message().find("run_attention on layer 0"), std::string::npos) << empty.message();
-  // A segment whose rows are not f32 rows of the cache's width (what a quantized or paged KV
-  // layer would hand) is refused by name.
+  // A segment whose rows are not rows of the cache's width (or of a type the device does not
+  // store) is refused by name.
   std::vector<uint8_t> w(static_cast<size_t>(64 * 64 * 4), 0);
   auto b = dev.import(w.data(), w.size(), "w");
   ASSERT_TRUE(b.ok()) << b.message();
@@ -281,7 +289,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VulkanAttention, ::testing::Values(
     Shape{"mixed_types_sinks", 64, 8, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, false, true, true, false, 24,
           GgmlType::q4_0, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, {{6, 2}, {1, 1}, {3, 9}}},
     Shape{"mxfp4_window", 64, 4, 4, 32, 32, 32, RopeStyle::rope_style_neox, 3, true, false, false, false, 16,
-          GgmlType::mxfp4, GgmlType::mxfp4, GgmlType::mxfp4, GgmlType::mxfp4, {{5, 1}, {1, 4}, {2, 1}}}),
+          GgmlType::mxfp4, GgmlType::mxfp4, GgmlType::mxfp4, GgmlType::mxfp4, {{5, 1}, {1, 4}, {2, 1}}},
+    Shape{"gqa_norms_biases_f16_kv", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true, false, false,
+          32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}},
+          GgmlType::f16},
+    Shape{"window_sinks_ring_f16_kv", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false, true,
+          true, 8, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {1, 1}}, GgmlType::f16}),
     [](const auto& info) { return std::string(info.param.name); });
 // clang-format on
 

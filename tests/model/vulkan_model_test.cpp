@@ -37,7 +37,8 @@ int argmax(const float* v, int n) {
 // Prompt of n_prompt tokens in one batch, then n_gen greedy tokens on `gpu` one by one; the CPU
 // model evaluates the same tokens. Reports max |Δ| / spread and top-1 agreement.
 // *agreed: the rows whose top-1 agree.
-void compare(const std::string& path, int n_prompt, int n_gen, double tol, int* agreed) {
+// kv: both sessions' KV types (f16 asked for: the device stores f16 rows, no fallback).
+void compare(const std::string& path, int n_prompt, int n_gen, double tol, int* agreed, KvTypes kv = {}) {
   auto opened = VulkanDevice::open("Vulkan0");
   if (!opened.ok()) {
     if (testing::running_in_ci()) FAIL() << "no Vulkan device under CI: " << opened.message();
@@ -53,8 +54,8 @@ void compare(const std::string& path, int n_prompt, int n_gen, double tol, int* 
   ASSERT_TRUE(gpu.ok()) << gpu.message();
   EXPECT_GT(dev.memory().allocated, 0u);  // the dense weights
   const int V = (*cpu)->n_vocab();
-  auto cs = (*cpu)->new_session({.n_ctx = 64, .n_batch = 32});
-  auto gs = (*gpu)->new_session({.n_ctx = 64, .n_batch = 32});
+  auto cs = (*cpu)->new_session({.n_ctx = 64, .n_batch = 32, .kv = kv});
+  auto gs = (*gpu)->new_session({.n_ctx = 64, .n_batch = 32, .kv = kv});
   ASSERT_TRUE(cs.ok() && gs.ok()) << (cs.ok() ? gs.message() : cs.message());
 
   std::vector<int32_t> tokens(static_cast<size_t>(n_prompt));
@@ -106,6 +107,17 @@ TEST(VulkanModel, BundledModelGeneratesAsOnTheCpu) {
   compare(testing::source_dir() + "/tests/data/bundled_smoke.gguf", 12, 6, 1e-3, &agreed);
   if (!IsSkipped()) {
     EXPECT_EQ(agreed, 18);  // every row's top-1 the same
+  }
+}
+
+// f16 K / V rows asked for (not a default that may fall back): the Vulkan attention writes and
+// reads them; against the CPU's f16 rows.
+TEST(VulkanModel, BundledModelWithF16KvGeneratesAsOnTheCpu) {
+  int agreed = 0;
+  compare(testing::source_dir() + "/tests/data/bundled_smoke.gguf", 12, 6, 1e-3, &agreed,
+          KvTypes{KvType::f16, KvType::f16, true, false});
+  if (!IsSkipped()) {
+    EXPECT_EQ(agreed, 18);
   }
 }
 

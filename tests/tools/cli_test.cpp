@@ -143,6 +143,8 @@ TEST_F(Cli, Devices) {
   expect_one_line_error(strata("logits -m " + m + " --tokens 1,2 -o " + path("x.f32") + " -dev nope"),
                         "no such device");
   expect_one_line_error(strata("run -m " + m + " -p hi --gpu-budget 1G"), "--gpu-budget needs a GPU device");
+  expect_one_line_error(strata("run -m " + m + " -p hi --n-cpu-moe 2"),
+                        "--n-cpu-moe and -ot place routed experts");
   const std::string args = "run -m " + m + " -p 'The cat' -n 8 --temp 0 -q";
   Proc cpu = strata(args), named = strata(args + " --device cpu");
   ASSERT_EQ(cpu.code, 0) << cpu.err;
@@ -152,6 +154,14 @@ TEST_F(Cli, Devices) {
   ASSERT_EQ(vk.code, 0) << vk.err;
   EXPECT_EQ(vk.out, cpu.out);
   expect_one_line_error(strata(args + " --device Vulkan0 --gpu-budget 1K"), "the dense weights need");
+  // Routed experts: on the GPU by default, kept on the host by --n-cpu-moe / -ot (llama.cpp's).
+  Proc split = strata(args + " -dev Vulkan0 --n-cpu-moe 1");
+  ASSERT_EQ(split.code, 0) << split.err;
+  EXPECT_EQ(split.out, cpu.out);
+  Proc host = strata(args + " -dev Vulkan0 -ot exps=CPU");
+  ASSERT_EQ(host.code, 0) << host.err;
+  EXPECT_EQ(host.out, cpu.out);
+  expect_one_line_error(strata(args + " -dev Vulkan0 -ot 'exps=GPU7'"), "neither CPU nor the device");
 }
 
 TEST_F(Cli, InspectErrors) {

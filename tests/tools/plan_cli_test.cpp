@@ -128,6 +128,21 @@ TEST_F(PlanCli, PlanGpuBudget) {
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.out.find("gpu: dense weights "), std::string::npos) << p.out;
   EXPECT_NE(p.out.find("of --gpu-budget 1.0 GiB: fits"), std::string::npos) << p.out;
+  // The routed experts fill the rest (2 layers of 8 experts: the plan's 12.8 KiB each), as
+  // run places them; --n-cpu-moe / -ot keep layers on the host.
+  EXPECT_NE(p.out.find("routed experts 204.0 KiB: 16 of 16 experts (204.0 KiB) on the GPU"),
+            std::string::npos)
+      << p.out;
+  p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G --n-cpu-moe 1");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("8 of 16 experts (102.0 KiB) on the GPU; layers with every expert on the host: 0"),
+            std::string::npos)
+      << p.out;
+  p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G -ot exps=CPU");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("0 of 16 experts"), std::string::npos) << p.out;
+  expect_one_line_error(strata("plan -m " + model_ + " --gpu-budget 1G -ot 'exps=GPU7'"),
+                        "buffer type GPU7 is neither CPU nor the device");
   Proc over = strata("plan -m " + model_ + " -c 256 --gpu-budget 1K");
   EXPECT_EQ(over.code, 1);
   EXPECT_NE(over.err.find("over --gpu-budget 1.0 KiB"), std::string::npos) << over.err;

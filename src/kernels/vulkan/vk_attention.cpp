@@ -69,26 +69,34 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
   STRATA_ASSIGN(const vk::RawBuffer* kn, vector(w.k_norm, hdk, kOp, "k_norm"));
   STRATA_ASSIGN(const vk::RawBuffer* sinks, vector(w.sinks, c.n_head, kOp, "sinks"));
 
-  // The segments' cache rows: f32 rows of the cache's width, bound from the 256-byte boundary
-  // before them.
+  // The segments' cache rows: f32 or f16 rows of the cache's width (f16: even head dims, so that
+  // a head's values fill whole words), bound from the 256-byte boundary before them.
   struct SegRows {
     Region k, v;
-    uint32_t kc_off, vc_off;
+    uint32_t kc_off, vc_off;  // in values
   };
   std::vector<SegRows> seg_rows(static_cast<size_t>(w.n_seg));
-  auto rows_of = [&](const DeviceRows& r, int64_t width, int i, const char* what, Region& reg,
-                     uint32_t& off) -> Status {
-    if (r.type != GgmlType::f32 || r.hadamard)
+  auto rows_of = [&](const DeviceRows& r, int64_t width, int64_t head_dim, int i, const char* what,
+                     Region& reg, uint32_t& off) -> Status {
+    if (!attention_rows_supported(r.type, r.hadamard) || (r.type == GgmlType::f16 && head_dim % 2 != 0))
       return err(
-          "%s: run_attention on layer %d: segment %d's %s rows are %s%s: this device stores f32 KV rows only",
-          nm, w.layer, i, what, type_name(r.type), r.hadamard ? " (Hadamard-rotated)" : "");
+          "%s: run_attention on layer %d: segment %d's %s rows are %s%s (head dim %lld): this device stores "
+          "f32 KV rows, and f16 rows of even head dims",
+          nm, w.layer, i, what, type_name(r.type), r.hadamard ? " (Hadamard-rotated)" : "",
+          static_cast<long long>(head_dim));
+    if (r.blocks != nullptr)  // the shaders address rows as slot = position (or mod capacity)
+      return err(
+          "%s: run_attention on layer %d: segment %d's %s rows are paged (a KV pool's blocks): this "
+          "device reads contiguous or ring rows only",
+          nm, w.layer, i, what);
     if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % 4 != 0)
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows: width %lld x %lld at offset %zu, "
-          "expected f32 rows of width %lld at a 4-byte aligned offset",
+          "expected %s rows of width %lld at a 4-byte aligned offset",
           nm, w.layer, i, what, static_cast<long long>(r.width), static_cast<long long>(r.capacity), r.offset,
-          static_cast<long long>(width));
-    const size_t bytes = sizeof(float) * static_cast<size_t>(r.width * r.capacity);
+          type_name(r.type), static_cast<long long>(width));
+    const size_t value_bytes = r.type == GgmlType::f16 ? 2 : 4;
+    const size_t bytes = value_bytes * static_cast<size_t>(r.width * r.capacity);
     STRATA_ASSIGN(const vk::RawBuffer* raw, resolve(*r.buf, r.offset, bytes, "cache rows"));
     const vk::Window win = vk::window(r.offset, bytes);
     if (win.span > ctx_->max_storage_range())
@@ -96,15 +104,20 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
           "%s: run_attention on layer %d: %s cache rows span %s, more than the device binds at once (%s)", nm,
           w.layer, what, format_bytes(win.span).c_str(), format_bytes(ctx_->max_storage_range()).c_str());
     reg = Region{raw->buf, win.base, win.span};
-    off = static_cast<uint32_t>((r.offset - win.base) / 4);
+    off = static_cast<uint32_t>((r.offset - win.base) / value_bytes);
     return {};
+  };
+  // The shaders' flags: bit 0 / 1: K / V is a ring; bit 2 / 3: K / V rows are f16.
+  auto flags = [](const DeviceAttnSeg& sg) {
+    return (sg.k.ring ? 1u : 0u) | (sg.v.ring ? 2u : 0u) | (sg.k.type == GgmlType::f16 ? 4u : 0u) |
+           (sg.v.type == GgmlType::f16 ? 8u : 0u);
   };
   int64_t covered = 0;
   for (int i = 0; i < w.n_seg; ++i) {
     const DeviceAttnSeg& sg = w.segs[i];
     SegRows& sr = seg_rows[static_cast<size_t>(i)];
-    STRATA_TRY(rows_of(sg.k, k_w, i, "K", sr.k, sr.kc_off));
-    STRATA_TRY(rows_of(sg.v, v_w, i, "V", sr.v, sr.vc_off));
+    STRATA_TRY(rows_of(sg.k, k_w, hdk, i, "K", sr.k, sr.kc_off));
+    STRATA_TRY(rows_of(sg.v, v_w, hdv, i, "V", sr.v, sr.vc_off));
     const int64_t end = sg.pos0 + sg.n;
     if (sg.t0 != covered || sg.n < 1 || sg.pos0 < 0 || end > (int64_t{1} << 31) ||
         (!sg.k.ring && end > sg.k.capacity) || (!sg.v.ring && end > sg.v.capacity))
@@ -227,7 +240,7 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
                                sr.vc_off,
                                static_cast<uint32_t>(sg.k.capacity),
                                static_cast<uint32_t>(sg.v.capacity),
-                               (sg.k.ring ? 1u : 0u) | (sg.v.ring ? 2u : 0u),
+                               flags(sg),
                                c.eps};
     const Region regions[3] = {whole, sr.k, sr.v};
     auto set = bind(s, attn_rope_, regions, &p);
@@ -254,7 +267,7 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
                                 sr.vc_off,
                                 static_cast<uint32_t>(sg.k.capacity),
                                 static_cast<uint32_t>(sg.v.capacity),
-                                (sg.k.ring ? 1u : 0u) | (sg.v.ring ? 2u : 0u)};
+                                flags(sg)};
     const Region regions[3] = {whole, sr.k, sr.v};
     auto set = bind(s, attention_, regions, &p);
     if (!set.ok()) return fail(set.error());

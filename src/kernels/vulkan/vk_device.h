@@ -19,8 +19,8 @@
 // the weight type's vec_dot_type by the CPU's own converters (f16 / bf16 rounding, Q8_0
 // quantization, as kernels/linear does), copied down in one staging buffer, and y is copied up.
 // run_attention (vk_attention.cpp): q / k / v by linear.comp (+ biases), per segment the q / k
-// norms, RoPE (the host's cos/sin rows) and the K / V rows into the sequence's f32 cache rows
-// (contiguous or ring) by shaders/attn_rope.comp, the causal / sliding-window attention with
+// norms, RoPE (the host's cos/sin rows) and the K / V rows into the sequence's cache rows
+// (contiguous or ring; f32 or f16) by shaders/attn_rope.comp, the causal / sliding-window attention with
 // sinks by shaders/attention.comp, o converted for the output weight by swiglu.comp, then the
 // output projection (+ bias) by linear.comp. run_sparse_attention (vk_sparse_attention.cpp):
 // DeepSeek-V4's attention core by shaders/sparse_attention.comp, its new rows copied into the
@@ -74,9 +74,9 @@ class VulkanDevice final : public Device {
   Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) override;
   Result<DeviceTicket> run_experts(const DeviceExpertWork& w) override;
   Result<DeviceTicket> run_attention(const DeviceAttnWork& w) override;
-  // f32 rows only (typed KV on Vulkan is not written yet).
+  // f32 and f16 rows, not Hadamard-rotated (f16: even head dims).
   bool attention_rows_supported(GgmlType type, bool hadamard) const override {
-    return type == GgmlType::f32 && !hadamard;
+    return (type == GgmlType::f32 || type == GgmlType::f16) && !hadamard;
   }
   Result<DeviceTicket> run_sparse_attention(
       const DeviceSparseAttnWork& w) override;  // vk_sparse_attention.cpp

@@ -5,7 +5,8 @@
 //   o = Σ_j e^(s_j − M) v_j / (e^(sink − M) + Σ_j e^(s_j − M))   (no sink: no sink term).
 // One workgroup per (token, head); invocation l takes keys j ≡ l (mod 64) with an online
 // softmax (its own max, denominator and accumulator), and the 64 partial results are combined
-// at the end. q and o are rows of S (f32; offsets are f32 indices), sinks S[sink_off..].
+// at the end. q and o are rows of S (f32; offsets are f32 indices), sinks S[sink_off..]. K / V
+// rows are f32 or f16 (two values per word), read as f32.
 #version 450
 
 #define MAX_HD 256
@@ -14,8 +15,8 @@
 layout(local_size_x = 64) in;
 
 layout(std430, binding = 0) buffer S { float s[]; };
-layout(std430, binding = 1) readonly buffer KC { float kc[]; };
-layout(std430, binding = 2) readonly buffer VC { float vc[]; };
+layout(std430, binding = 1) readonly buffer KC { uint kc[]; };  // f32 bits, or f16 pairs
+layout(std430, binding = 2) readonly buffer VC { uint vc[]; };
 
 layout(push_constant) uniform Params {
   uint n_tok;
@@ -30,8 +31,15 @@ layout(push_constant) uniform Params {
   uint q_off, o_off, sink_off;  // sink_off: ~0u when absent
   uint kc_off, vc_off;
   uint cap_k, cap_v;
-  uint ring;  // bit 0: K is a ring, bit 1: V
+  uint ring;  // bit 0: K is a ring, bit 1: V; bit 2: K rows are f16, bit 3: V
 } p;
+
+float kval(uint i) {
+  return (p.ring & 4u) != 0u ? unpackHalf2x16(kc[i >> 1])[i & 1u] : uintBitsToFloat(kc[i]);
+}
+float vval(uint i) {
+  return (p.ring & 8u) != 0u ? unpackHalf2x16(vc[i >> 1])[i & 1u] : uintBitsToFloat(vc[i]);
+}
 
 shared float qs[MAX_HD];
 shared float red_m[64];
@@ -57,7 +65,7 @@ void main() {
     const uint ka = p.kc_off + ks * p.n_kv * p.hdk + hk * p.hdk;
     const uint va = p.vc_off + vs * p.n_kv * p.hdv + hk * p.hdv;
     float dot = 0.0;
-    for (uint d = 0u; d < p.hdk; ++d) dot += qs[d] * kc[ka + d];
+    for (uint d = 0u; d < p.hdk; ++d) dot += qs[d] * kval(ka + d);
     const float sc = p.scale * dot;
     if (sc > m) {
       const float f = exp(m - sc);  // 0 for the first key
@@ -67,7 +75,7 @@ void main() {
     }
     const float e = exp(sc - m);
     l += e;
-    for (uint d = 0u; d < p.hdv; ++d) acc[d] += e * vc[va + d];
+    for (uint d = 0u; d < p.hdv; ++d) acc[d] += e * vval(va + d);
   }
 
   // M over the invocations and the sink, then the denominator.

@@ -1,0 +1,154 @@
+// Routed experts on the Vulkan device (Model::place_experts, memory/experts/device_experts.h): a
+// MoE model on Vulkan0 with its experts split between the GPU and the host (--n-cpu-moe, a byte
+// budget filled hottest first) gives the logits of the same model with every expert on the host,
+// for a prompt in one batch and then token by token (max |Δlogit| within 1e-4 of the row's spread
+// for f32 weights, 1e-2 for quantized ones: the device's K-reduction order differs from the
+// host's), and the per-tier counters see both tiers. A synth qwen3moe always (4 layers of 8
+// experts); with STRATA_FIXTURES, tiny-qwen3moe-f32 and tiny-gpt-oss-MXFP4_MOE (expert biases).
+// Without Vulkan the tests skip (fail under CI=true).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "common/fixtures.h"
+#include "memory/experts/device_experts.h"
+#include "model/hparams.h"
+#include "model/model.h"
+#include "model/synth.h"
+#if STRATA_HAVE_VULKAN
+#include "kernels/vulkan/vk_device.h"
+#endif
+
+namespace strata {
+namespace {
+
+#if STRATA_HAVE_VULKAN
+
+// Logits of a prompt (all rows), then of n_gen more tokens one by one (the given ids).
+std::vector<float> logits_of(Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& gen) {
+  const int V = m.n_vocab();
+  auto s = m.new_session({.n_ctx = 64, .n_batch = 32, .kv = {KvType::f16, KvType::f16, true, true}});
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return {};
+  std::vector<float> out((prompt.size() + gen.size()) * static_cast<size_t>(V));
+  auto st = (*s)->eval(prompt, out.data(), true);
+  EXPECT_TRUE(st.ok()) << st.message();
+  for (size_t i = 0; i < gen.size(); ++i) {
+    st = (*s)->eval(std::span<const int32_t>(&gen[i], 1), out.data() + (prompt.size() + i) * V, false);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  return out;
+}
+
+// max over rows of max |a − b| / the row's spread in a.
+double worst_rel(const std::vector<float>& a, const std::vector<float>& b, int V) {
+  double worst = 0.0;
+  for (size_t r = 0; r < a.size() / static_cast<size_t>(V); ++r) {
+    const float* x = a.data() + r * V;
+    const float* y = b.data() + r * V;
+    const auto [lo, hi] = std::minmax_element(x, x + V);
+    double d = 0.0;
+    for (int i = 0; i < V; ++i) d = std::max(d, std::fabs(double(x[i]) - y[i]));
+    worst = std::max(worst, d / std::max(1e-6, double(*hi - *lo)));
+  }
+  return worst;
+}
+
+void split_matches_host(const std::string& path, double tol) {
+  auto opened = VulkanDevice::open("Vulkan0");
+  if (!opened.ok()) {
+    if (testing::running_in_ci()) FAIL() << "no Vulkan device under CI: " << opened.message();
+    GTEST_SKIP() << "no Vulkan device: " << opened.message();
+  }
+  VulkanDevice& dev = **opened;
+  LoadOptions lo;
+  lo.n_threads = 2;
+  lo.device = &dev;
+  auto host = Model::load(path, lo);  // dense weights and KV on the GPU, every expert on the host
+  ASSERT_TRUE(host.ok()) << host.message();
+  const int V = (*host)->n_vocab(), L = (*host)->hparams().n_layer;
+  std::vector<int32_t> prompt(10), gen(4);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 5) % V);
+  for (size_t i = 0; i < gen.size(); ++i) gen[i] = static_cast<int32_t>((i * 11 + 3) % V);
+  const std::vector<float> want = logits_of(**host, prompt, gen);
+
+  // Half the layers' experts on the GPU (--n-cpu-moe L/2), then a budget of about a third of them.
+  for (int variant = 0; variant < 2; ++variant) {
+    auto m = Model::load(path, lo);
+    ASSERT_TRUE(m.ok()) << m.message();
+    DeviceExpertOptions o;
+    if (variant == 0) {
+      o.n_cpu_moe = L / 2;
+    } else {
+      auto all = choose_device_experts((*m)->file(), L, (*m)->hparams().n_expert, {});
+      ASSERT_TRUE(all.ok()) << all.message();
+      o.budgeted = true;
+      o.budget_bytes = all->bytes / 3;
+    }
+    const uint64_t before = dev.memory().allocated;
+    ASSERT_TRUE((*m)->place_experts(o).ok());
+    const DeviceExperts* de = (*m)->device_experts();
+    ASSERT_NE(de, nullptr);
+    EXPECT_GT(de->plan().n_placed, 0);
+    EXPECT_LT(de->plan().n_placed, de->plan().n_total);
+    EXPECT_EQ(dev.memory().allocated - before, de->plan().bytes);  // the plan's bytes are the allocation
+    const std::vector<float> got = logits_of(**m, prompt, gen);
+    const double rel = worst_rel(want, got, V);
+    const DeviceExpertTotals t = de->totals();
+    EXPECT_GT(t.gpu_slots, 0u);
+    EXPECT_GT(t.host_slots, 0u);
+    EXPECT_LE(rel, tol) << path << " variant " << variant;
+    std::printf("%s: %s; per token %.2f experts on %s, %.2f on the host; max |dlogit| / spread %.2e\n",
+                path.c_str(), de->plan().summary(dev.name()).c_str(), t.gpu_per_token(), dev.name().c_str(),
+                t.host_per_token(), rel);
+  }
+}
+
+TEST(VulkanExperts, SplitSynthQwen3MoeMatchesAllHost) {
+  SynthSpec s;
+  s.arch = "qwen3moe";
+  s.n_layer = 4;
+  s.n_embd = 64;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.expert_ffn = 64;
+  s.n_vocab = 300;
+  s.type = "f32";
+  s.n_threads = 1;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata_vk_experts_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  auto r = synth_write(s, path);
+  ASSERT_TRUE(r.ok()) << r.message();
+  split_matches_host(path, 1e-4);
+  std::filesystem::remove(path);
+}
+
+class VulkanExpertsFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(VulkanExpertsFixture, SplitMatchesAllHost) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  const std::string name = GetParam();
+  split_matches_host(dir + "/models/" + name, name.find("f32") != std::string::npos ? 1e-4 : 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, VulkanExpertsFixture,
+                         ::testing::Values("tiny-qwen3moe-f32.gguf", "tiny-gpt-oss-MXFP4_MOE.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           s = s.substr(5, s.size() - 10);
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+#endif  // STRATA_HAVE_VULKAN
+
+}  // namespace
+}  // namespace strata
