@@ -180,10 +180,14 @@ void DeviceExperts::end_step() {
 
 void DeviceExperts::on_route(int layer, const float* x, int64_t n, const int32_t* sel, const float* wts,
                              int k) {
-  uint64_t gpu = 0;
-  for (int64_t i = 0; i < n * k; ++i) gpu += plan_.on_device(layer, sel[i]);
+  uint64_t gpu = 0, run = 0;
+  for (int64_t i = 0; i < n * k; ++i) {
+    if (sel[i] < 0) continue;  // a choice the sequence's profile dropped: it runs nowhere
+    ++run;
+    gpu += plan_.on_device(layer, sel[i]);
+  }
   gpu_slots_.fetch_add(gpu, std::memory_order_relaxed);
-  host_slots_.fetch_add(static_cast<uint64_t>(n * k) - gpu, std::memory_order_relaxed);
+  host_slots_.fetch_add(run - gpu, std::memory_order_relaxed);
   if (host_) host_->on_route(layer, x, n, sel, wts, k);
 }
 
