@@ -9,6 +9,7 @@ const QuantRef* quant_ref(GgmlType t) {
       {GgmlType::bf16, GgmlType::bf16, to_float_bf16, from_float_bf16, vec_dot_bf16},
       {GgmlType::q8_0, GgmlType::q8_0, to_float_q8_0, from_float_q8_0, vec_dot_q8_0_q8_0},
       {GgmlType::q4_0, GgmlType::q8_0, to_float_q4_0, from_float_q4_0, vec_dot_q4_0_q8_0},
+      {GgmlType::iq4_nl, GgmlType::q8_0, to_float_iq4_nl, from_float_iq4_nl, vec_dot_iq4_nl_q8_0},
       {GgmlType::mxfp4, GgmlType::q8_0, to_float_mxfp4, from_float_mxfp4, vec_dot_mxfp4_q8_0},
       {GgmlType::q8_k, GgmlType::q8_k, to_float_q8_k, from_float_q8_k, nullptr},
       {GgmlType::q4_k, GgmlType::q8_k, to_float_q4_k, from_float_q4_k, vec_dot_q4_k_q8_k},
