@@ -209,7 +209,7 @@ TEST(KvRows, HadamardIsOrthonormalAndItsOwnInverse) {
 // The attention core over f16 / bf16 K / V caches gives the bits of the same core over f32 caches
 // holding the converted values (each key block's products are the f32 ones); over block-type
 // caches it stays close (the query is quantized for q·k).
-TEST(KvRows, AttentionOverTypedCachesEqualsF32OfTheConvertedRows) {
+TEST(KvRows, AttentionOverTypedCachesAgainstF32OfTheConvertedRows) {
   const int n_head = 4, n_kv = 2, hd = 64, n_tok = 3;
   const int64_t w = int64_t{n_kv} * hd, cap = 150;
   ThreadPool pool(2);
