@@ -8,8 +8,8 @@
 // entries), then a gathered list of rows of a cache (e.g. the indexer's selected compressed
 // entries). Cache rows hold n_head_kv heads; query head h reads kv head h / (n_head/n_head_kv).
 // The caller says which rows; rows of any KV element type (kernels/kv_rows.h: f32, f16, bf16,
-// q8_0, q4_0) are read in place by the ops table's per-type products (KvRowOps), bit-identical to
-// the f32 products over the converted rows; a paged KV layer, or a device tier, is meant to hand
+// q8_0, q4_0, iq4_nl) are read in place by the ops table's per-type products (KvRowOps, whose
+// numerics kernels/ops.h states); a paged KV layer, or a device tier, is meant to hand
 // the same key sets (block ranges, gathered rows) to its own version of this loop.
 //
 // Blocked and one pass: a work item is (a block of tokens, one kv head, a run of its query heads);

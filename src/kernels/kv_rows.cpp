@@ -8,7 +8,7 @@ namespace strata {
 
 bool kv_rows_type_ok(GgmlType t) {
   return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || t == GgmlType::q8_0 ||
-         t == GgmlType::q4_0;
+         t == GgmlType::q4_0 || t == GgmlType::iq4_nl;
 }
 
 void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n) {

@@ -1,5 +1,5 @@
 // KvRows: a view of a cache's rows as the attention kernels read them — fixed-width rows of one
-// element type (f32, f16, bf16, q8_0, q4_0: quant/'s layouts) addressed by an absolute index (a
+// element type (f32, f16, bf16, q8_0, q4_0, iq4_nl: quant/'s layouts) addressed by an absolute index (a
 // token position, or a compressed-entry index):
 //
 //   linear: row(i) is slot i (i < capacity);

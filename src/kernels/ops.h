@@ -86,9 +86,15 @@ void hadamard_rotate(float* x, int64_t n);
 
 // ---------------------------------------------------------------------------------- dispatch
 // Attention's per-key products over KV rows of one element type (kernels/kv_rows.h), read in
-// place: bit-identical to OpsTable::dot_f32_rows / vec_add_scaled_rows over the rows converted
-// to f32 by quant/'s to_float (every KV type's conversion is exact per value). Row pointers
-// address a head's values (whole blocks); n <= kKvRowMaxWidth.
+// place. Row pointers address a head's values (whole blocks); n <= kKvRowMaxWidth. Every ISA's
+// kernels are bit-identical to the scalar reference (kernels/kv_row_ops.cpp), which defines:
+// - f16 / bf16: OpsTable::dot_f32_rows / vec_add_scaled_rows over the rows converted to f32 by
+//   quant/'s to_float (exact per value);
+// - block types (q8_0, q4_0, iq4_nl; 32 values and an fp16 scale d per block): q·k as ggml's
+//   vec_dot of the row with the query quantized to Q8_0 (quant/'s from_float_q8_0): per block the
+//   exact int32 Σ k_i·q_i, then sum += float(Σ) · (d_k · d_q) in f32, blocks in order (what
+//   llama.cpp's CPU attention computes); Σ p·v as y_i = fma(s_j · d, v_i, y_i) per key in key
+//   order (v_i the block's integer or grid value, one rounding of s_j · d per block and key).
 constexpr int64_t kKvRowMaxWidth = 1024;
 struct KvRowOps {
   void (*dot_rows)(const float* q, const void* const* k, int64_t nk, int64_t n, float* out) = nullptr;
@@ -119,9 +125,9 @@ struct OpsTable {
   void (*dot_f32_rows)(const float* q, const float* const* k, int64_t nk, int64_t n, float* out) = nullptr;
   void (*vec_add_scaled_rows)(float* y, const float* const* x, const float* s, int64_t nk,
                               int64_t n) = nullptr;
-  // The same over f16 / bf16 / q8_0 / q4_0 rows (f32 rows use the two above).
-  KvRowOps kv_f16, kv_bf16, kv_q8_0, kv_q4_0;
-  const KvRowOps& kv_rows(GgmlType t) const;  // PRECOND: one of those four
+  // The same over f16 / bf16 / q8_0 / q4_0 / iq4_nl rows (f32 rows use the two above).
+  KvRowOps kv_f16, kv_bf16, kv_q8_0, kv_q4_0, kv_iq4_nl;
+  const KvRowOps& kv_rows(GgmlType t) const;  // PRECOND: one of those five
   void (*rope_apply)(RopeStyle style, int n_rot, const float* cache, float* x) = nullptr;
   // y[i] = e^x[i]. y may alias x.
   void (*exp)(const float* x, float* y, int64_t n) = nullptr;

@@ -14,6 +14,8 @@ const char* kv_type_name(KvType t) {
       return "q8_0";
     case KvType::q4_0:
       return "q4_0";
+    case KvType::iq4_nl:
+      return "iq4_nl";
     case KvType::fp8_e4m3:
       return "fp8_e4m3";
     case KvType::mxfp4:
@@ -25,7 +27,8 @@ const char* kv_type_name(KvType t) {
 }
 
 bool kv_type_supported(KvType t) {
-  return t == KvType::f32 || t == KvType::f16 || t == KvType::bf16 || t == KvType::q8_0 || t == KvType::q4_0;
+  return t == KvType::f32 || t == KvType::f16 || t == KvType::bf16 || t == KvType::q8_0 ||
+         t == KvType::q4_0 || t == KvType::iq4_nl;
 }
 
 GgmlType kv_storage_type(KvType t) {
@@ -38,6 +41,8 @@ GgmlType kv_storage_type(KvType t) {
       return GgmlType::q8_0;
     case KvType::q4_0:
       return GgmlType::q4_0;
+    case KvType::iq4_nl:
+      return GgmlType::iq4_nl;
     default:
       return GgmlType::f32;
   }
@@ -59,6 +64,7 @@ uint64_t kv_row_bytes(KvType t, int64_t width) {
     case KvType::q8_0:
       return 34 * blocks;
     case KvType::q4_0:
+    case KvType::iq4_nl:
       return 18 * blocks;
     case KvType::fp8_e4m3:
       return 33 * blocks;

@@ -18,12 +18,13 @@ enum class KvType {
   bf16,      // 2 B/value
   q8_0,      // 34 B per 32 values (ggml Q8_0)
   q4_0,      // 18 B per 32 values (ggml Q4_0)
+  iq4_nl,    // 18 B per 32 values (ggml IQ4_NL: Q4_0's layout, a non-linear 4-bit grid)
   fp8_e4m3,  // 1 B/value + 1 UE8M0 scale per 32 (33 B/32) — planned
   mxfp4,     // 17 B per 32 values (OCP MXFP4)         — planned
   nvfp4,     // 9 B per 16 values (E2M1 + E4M3 scale: V4.1's compressed KV) — a native type only
 };
-inline constexpr KvType kAllKvTypes[] = {KvType::f32,  KvType::f16,      KvType::bf16, KvType::q8_0,
-                                         KvType::q4_0, KvType::fp8_e4m3, KvType::mxfp4};
+inline constexpr KvType kAllKvTypes[] = {KvType::f32,  KvType::f16,    KvType::bf16,     KvType::q8_0,
+                                         KvType::q4_0, KvType::iq4_nl, KvType::fp8_e4m3, KvType::mxfp4};
 const char* kv_type_name(KvType t);
 bool kv_type_supported(KvType t);  // strata can run with it today (else: planned)
 uint64_t kv_row_bytes(KvType t, int64_t width);
@@ -34,7 +35,7 @@ bool kv_type_quantized(KvType t);
 // A type by its name ("f16", "q8_0", "fp8" for fp8_e4m3); the error lists the types strata runs
 // (planned: also the planned types, which `strata plan` prices).
 Result<KvType> kv_type_from_name(std::string_view name, bool planned = false);
-std::string kv_supported_names();  // "f32, f16, bf16, q8_0, q4_0"
+std::string kv_supported_names();  // "f32, f16, bf16, q8_0, q4_0, iq4_nl"
 
 // The KV element types a sequence's caches use (llama.cpp's -ctk / -ctv) and whether quantized
 // rows are Hadamard-rotated (--kv-rotate).

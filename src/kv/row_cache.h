@@ -1,5 +1,5 @@
 // RowCache: the storage unit of every per-layer cache: fixed-width rows of one element type
-// (kernels/kv_rows.h: f32 by default; f16, bf16, q8_0, q4_0 for the standard decoders' K / V)
+// (kernels/kv_rows.h: f32 by default; f16, bf16, q8_0, q4_0, iq4_nl for the standard decoders' K / V)
 // addressed by an absolute index (a token position, or a compressed-entry index).
 //
 //   linear: capacity = the most rows ever stored (n_ctx); row(i) is slot i.

@@ -88,6 +88,10 @@ struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[QK8_0];
 };
+struct BlockIq4Nl {  // ggml IQ4_NL: Q4_0's layout, nibbles index kIq4NlValues (quant/quant_ref.h)
+  uint16_t d;
+  uint8_t qs[QK4_0 / 2];
+};
 struct BlockMxfp4 {
   uint8_t e;  // E8M0 shared exponent
   uint8_t qs[QK_MXFP4 / 2];

@@ -58,6 +58,14 @@ void to_float_q4_0(const void* src, float* dst, int64_t n);
 void from_float_q4_0(const float* src, void* dst, int64_t n);  // ggml's quantize_row_q4_0_ref
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
 
+// IQ4_NL: Q4_0's blocks, but value = d·kIq4NlValues[nibble] (ggml's non-linear 4-bit grid).
+// from_float: per block, the scale and indices that best fit the values in least squares (weights
+// x²) among candidate scales around max / −127 (max: the value of largest magnitude).
+extern const int8_t kIq4NlValues[16];
+void to_float_iq4_nl(const void* src, float* dst, int64_t n);
+void from_float_iq4_nl(const float* src, void* dst, int64_t n);
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* x);  // as vec_dot_q4_0_q8_0
+
 // value = kMxfp4Values2x[nibble] · e8m0_to_f32_half(e) = E2M1 · 2^(e−127) (both from quant/fp8_fp4.h).
 void to_float_mxfp4(const void* src, float* dst, int64_t n);
 void from_float_mxfp4(const float* src, void* dst, int64_t n);  // ggml's quantize_row_mxfp4_ref

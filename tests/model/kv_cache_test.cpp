@@ -83,7 +83,7 @@ TEST(KvCache, TypesByNameAndWhatCannotBeStored) {
   EXPECT_EQ(*fp8, KvType::fp8_e4m3);
   auto bad = kv_type_from_name("q9_0");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("unknown KV type 'q9_0' (KV types: f32, f16, bf16, q8_0, q4_0)"),
+  EXPECT_NE(bad.message().find("unknown KV type 'q9_0' (KV types: f32, f16, bf16, q8_0, q4_0, iq4_nl)"),
             std::string::npos)
       << bad.message();
   auto planned = kv_type_from_name("mxfp4");

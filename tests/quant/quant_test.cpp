@@ -48,6 +48,7 @@ TEST(QuantRef, TableCoversSupportedTypes) {
     }
   }
   EXPECT_EQ(quant_ref(GgmlType::q4_1), nullptr);
+  EXPECT_EQ(quant_ref(GgmlType::iq4_nl)->vec_dot_type, GgmlType::q8_0);  // a KV type (kv/kv_type.h)
   EXPECT_EQ(quant_ref(GgmlType::q4_0)->vec_dot_type, GgmlType::q8_0);
   EXPECT_EQ(quant_ref(GgmlType::mxfp4)->vec_dot_type, GgmlType::q8_0);
   EXPECT_EQ(quant_ref(GgmlType::q4_k)->vec_dot_type, GgmlType::q8_k);
@@ -116,6 +117,38 @@ TEST(QuantRef, Q4_0HandBuiltBlockNibbleOrder) {
   grid[5] = 2.0f;  // = −8 · −0.25
   auto back = dequantize(GgmlType::q4_0, quantize(GgmlType::q4_0, grid), 32);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(back[j], grid[j]) << j;
+}
+
+TEST(QuantRef, Iq4NlHandBuiltBlockAndGrid) {
+  BlockIq4Nl b;
+  b.d = f32_to_fp16(0.5f);
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  float y[32];
+  to_float_iq4_nl(&b, y, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * kIq4NlValues[j]) << j;
+    EXPECT_EQ(y[j + 16], 0.5f * kIq4NlValues[15 - j]) << j + 16;
+  }
+  // Values on the grid (its extremes present) come back exactly; a zero block is zeros.
+  std::vector<float> grid(32);
+  for (int j = 0; j < 32; ++j) grid[j] = 0.25f * kIq4NlValues[(j * 7) % 16];
+  auto back = dequantize(GgmlType::iq4_nl, quantize(GgmlType::iq4_nl, grid), 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(back[j], grid[j]) << j;
+  back = dequantize(GgmlType::iq4_nl, quantize(GgmlType::iq4_nl, std::vector<float>(32, 0.0f)), 32);
+  for (float v : back) EXPECT_EQ(v, 0.0f);
+}
+
+// On gaussian values (attention's rotated K / V) the non-linear grid beats Q4_0's uniform one.
+TEST(QuantRef, Iq4NlErrorBelowQ4_0) {
+  const int64_t n = 4096;
+  const auto x = random_row(n, 5);
+  double e[2] = {0, 0};
+  const GgmlType ts[2] = {GgmlType::iq4_nl, GgmlType::q4_0};
+  for (int k = 0; k < 2; ++k) {
+    const auto y = dequantize(ts[k], quantize(ts[k], x), n);
+    for (int64_t i = 0; i < n; ++i) e[k] += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
+  }
+  EXPECT_LT(e[0], 0.9 * e[1]);
 }
 
 TEST(QuantRef, Mxfp4HandBuiltBlock) {
@@ -218,9 +251,9 @@ TEST(QuantRef, RoundTripErrorBounds) {
     GgmlType t;
     double max_rel_rms;
   };
-  for (Case c : {Case{GgmlType::q8_0, 0.006}, Case{GgmlType::q4_0, 0.12}, Case{GgmlType::mxfp4, 0.2},
-                 Case{GgmlType::q8_k, 0.01}, Case{GgmlType::q4_k, 0.12}, Case{GgmlType::q6_k, 0.04},
-                 Case{GgmlType::f16, 0.001}, Case{GgmlType::bf16, 0.005}}) {
+  for (Case c : {Case{GgmlType::q8_0, 0.006}, Case{GgmlType::q4_0, 0.12}, Case{GgmlType::iq4_nl, 0.12},
+                 Case{GgmlType::mxfp4, 0.2}, Case{GgmlType::q8_k, 0.01}, Case{GgmlType::q4_k, 0.12},
+                 Case{GgmlType::q6_k, 0.04}, Case{GgmlType::f16, 0.001}, Case{GgmlType::bf16, 0.005}}) {
     const int64_t n = 1024;
     auto x = random_row(n, 11);
     auto y = dequantize(c.t, quantize(c.t, x), n);
@@ -236,7 +269,7 @@ TEST(QuantRef, RoundTripErrorBounds) {
 // Reference dot = double dot of the dequantized operands, up to f32 rounding of the block sums.
 TEST(QuantRef, VecDotMatchesDequantizedDot) {
   for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0,
-                     GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k}) {
+                     GgmlType::iq4_nl, GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q6_k}) {
     const QuantRef* r = quant_ref(t);
     for (int64_t n : {256, 768, 4096}) {
       auto w = random_row(n, 21);

@@ -16,6 +16,8 @@ namespace strata::x86::avx2 {
 void fill_ops(OpsTable* t);
 // The typed KV row products (OpsTable::kv_*), avx2_kv_rows.cpp.
 void fill_kv_row_ops(OpsTable* t);
+// The block types' ones (q8_0, q4_0, iq4_nl), avx2_kv_quant.cpp; called by fill_kv_row_ops.
+void fill_kv_quant_ops(OpsTable* t);
 
 float vec_dot_f32(int64_t n, const void* w, const void* x);
 float vec_dot_f16(int64_t n, const void* w, const void* x);

@@ -1,7 +1,7 @@
-// AVX2 attention products over typed KV rows (kernels/ops.h KvRowOps), read in place: each 8
-// values are converted in registers (F16C, a bf16 shift, q8_0 / q4_0 integers × the block's
-// scale, exactly quant/'s to_float) and then take dot_f32_rows' / vec_add_scaled_rows' lanes and
-// roundings, so the results are bit-identical to the scalar reference. -ffp-contract=off.
+// AVX2 attention products over f16 / bf16 KV rows (kernels/ops.h KvRowOps), read in place: each
+// 8 values are converted in registers (F16C, a bf16 shift: exactly quant/'s to_float) and then
+// take dot_f32_rows' / vec_add_scaled_rows' lanes and roundings, so the results are bit-identical
+// to the scalar reference. Block types: avx2_kv_quant.cpp. -ffp-contract=off.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -33,29 +33,6 @@ struct BF16 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
   }
   static float at(const uint8_t* r, int64_t i) { return bf16_to_f32(u16_at(r + 2 * i)); }
-};
-
-// Block types: n is a multiple of 32, so `at` is never reached.
-struct Q8_0 {
-  static __m256 load8(const uint8_t* r, int64_t i) {
-    const uint8_t* b = r + (i / 32) * 34;
-    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + i % 32)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(fp16_to_f32(u16_at(b))));
-  }
-  static float at(const uint8_t*, int64_t) { return 0.0f; }
-};
-
-struct Q4_0 {
-  static __m256 load8(const uint8_t* r, int64_t i) {
-    const uint8_t* b = r + (i / 32) * 18;
-    const int64_t o = i % 32;
-    __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + (o & 15)));
-    if (o >= 16) q = _mm_srli_epi16(q, 4);
-    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
-    const __m256i v = _mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(fp16_to_f32(u16_at(b))));
-  }
-  static float at(const uint8_t*, int64_t) { return 0.0f; }
 };
 
 // Four keys at a time (the last group padded with repeats of the last key): each key's 8 lanes
@@ -132,8 +109,7 @@ KvRowOps ops() {
 void fill_kv_row_ops(OpsTable* t) {
   t->kv_f16 = ops<F16>();
   t->kv_bf16 = ops<BF16>();
-  t->kv_q8_0 = ops<Q8_0>();
-  t->kv_q4_0 = ops<Q4_0>();
+  fill_kv_quant_ops(t);
 }
 
 }  // namespace strata::x86::avx2

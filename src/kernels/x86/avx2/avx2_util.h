@@ -54,6 +54,20 @@ inline __m256i nibbles_32(const uint8_t* p) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
 }
 
+// The same 32 nibbles from one broadcast load: the high 128-bit lane shifted right by 4.
+inline __m256i nibbles_32_bcast(const uint8_t* p) {
+  const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0f));
+}
+
+// Eight vectors of 8 int32 → one vector of their eight sums (lane c: Σ of p[c]'s lanes; exact).
+inline __m256i hsum_i32x8x8(const __m256i* p) {
+  const __m256i s01 = _mm256_hadd_epi32(p[0], p[1]), s23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i s45 = _mm256_hadd_epi32(p[4], p[5]), s67 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i a = _mm256_hadd_epi32(s01, s23), b = _mm256_hadd_epi32(s45, s67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
 // Quants 32g..32g+31 (g < 4) of one Q6_K half as unsigned 6-bit bytes (quant/q6_k.cpp's
 // layout): low 4 bits from ql0 (g = 0, 2) / ql1 (g = 1, 3), low or high nibble by g < 2, and bits
 // 2g..2g+1 of qh above them.

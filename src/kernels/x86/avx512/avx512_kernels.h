@@ -19,6 +19,9 @@ namespace strata::x86::avx512 {
 void fill_ops(OpsTable* t);
 // Σ s·v over typed KV rows (OpsTable::kv_*.add_scaled_rows), avx512_kv_rows.cpp.
 void fill_kv_row_ops(OpsTable* t);
+// The block types' q·k and Σ s·v (q8_0, q4_0, iq4_nl, VNNI), avx512_kv_quant.cpp; called by
+// fill_kv_row_ops.
+void fill_kv_quant_ops(OpsTable* t);
 
 float vec_dot_f32(int64_t n, const void* w, const void* x);
 float vec_dot_f16(int64_t n, const void* w, const void* x);

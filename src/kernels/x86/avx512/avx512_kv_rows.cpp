@@ -1,7 +1,7 @@
-// AVX-512 Σ s·v over typed KV rows (kernels/ops.h KvRowOps::add_scaled_rows): 16 values
+// AVX-512 Σ s·v over f16 / bf16 KV rows (kernels/ops.h KvRowOps::add_scaled_rows): 16 values
 // converted in registers as quant/'s to_float does, then vec_add_scaled_rows' two roundings per
 // key in key order (bit-identical to the scalar reference). q·k keeps the AVX2 kernels (the
-// reference's 8-lane order). -ffp-contract=off.
+// reference's 8-lane order). Block types: avx512_kv_quant.cpp. -ffp-contract=off.
 // GCC 12's AVX-512 conversion intrinsics (the 256 → 512 widenings) trip maybe-uninitialized once
 // inlined; the values are fully defined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -37,28 +37,6 @@ struct BF16 {
   static float at(const uint8_t* r, int64_t i) { return bf16_to_f32(u16_at(r + 2 * i)); }
 };
 
-// Block types: n is a multiple of 32, so `at` is never reached.
-struct Q8_0 {
-  static __m512 load16(const uint8_t* r, int64_t i) {
-    const uint8_t* b = r + (i / 32) * 34;
-    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + i % 32)));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(fp16_to_f32(u16_at(b))));
-  }
-  static float at(const uint8_t*, int64_t) { return 0.0f; }
-};
-
-struct Q4_0 {
-  static __m512 load16(const uint8_t* r, int64_t i) {
-    const uint8_t* b = r + (i / 32) * 18;
-    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    if (i % 32 >= 16) q = _mm_srli_epi16(q, 4);
-    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
-    const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(8));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(fp16_to_f32(u16_at(b))));
-  }
-  static float at(const uint8_t*, int64_t) { return 0.0f; }
-};
-
 template <class L>
 void add_scaled_rows(float* y, const void* const* x, const float* s, int64_t nk, int64_t n) {
   int64_t i = 0;
@@ -89,8 +67,7 @@ void add_scaled_rows(float* y, const void* const* x, const float* s, int64_t nk,
 void fill_kv_row_ops(OpsTable* t) {
   t->kv_f16.add_scaled_rows = add_scaled_rows<F16>;
   t->kv_bf16.add_scaled_rows = add_scaled_rows<BF16>;
-  t->kv_q8_0.add_scaled_rows = add_scaled_rows<Q8_0>;
-  t->kv_q4_0.add_scaled_rows = add_scaled_rows<Q4_0>;
+  fill_kv_quant_ops(t);
 }
 
 }  // namespace strata::x86::avx512
