@@ -19,6 +19,7 @@ namespace {
 constexpr char kMagic[8] = {'S', 'T', 'R', 'K', 'V', 'B', 'L', 'K'};
 constexpr size_t kHeader = 128;
 constexpr size_t kTypesAt = 72, kTypesLen = 56;
+constexpr int kPrinted = 8;  // log lines printed per directory scan (then a count)
 
 uint64_t rotl(uint64_t x, int r) {
   return (x << r) | (x >> (64 - r));
@@ -62,8 +63,8 @@ std::string KvDiskTier::path_of(uint64_t hash) const {
   return dir_ + name;
 }
 
-void KvDiskTier::note(const std::string& m) {
-  std::fprintf(stderr, "strata: KV cache: %s\n", m.c_str());
+void KvDiskTier::note(const std::string& m, bool scan) {
+  if (!scan || ++n_notes_ <= kPrinted) std::fprintf(stderr, "strata: KV cache: %s\n", m.c_str());
   if (messages_.size() < 32) messages_.push_back(m);
 }
 
@@ -133,6 +134,10 @@ Result<std::unique_ptr<KvDiskTier>> KvDiskTier::open(const std::string& dir, con
     t->files_.insert(hash);
   }
   if (ec) return err("--prefix-cache-dir %s: cannot list it: %s", dir.c_str(), ec.message().c_str());
+  if (t->n_notes_ > kPrinted)
+    std::fprintf(
+        stderr, "strata: KV cache: %s: %lld files ignored, %lld skipped (the first %d named above)\n",
+        dir.c_str(), static_cast<long long>(t->ignored_), static_cast<long long>(t->rejected_), kPrinted);
   return t;
 }
 
@@ -186,7 +191,7 @@ Result<KvBlockRecord> KvDiskTier::read(uint64_t hash) {
   auto fail = [&](const std::string& why) -> Result<KvBlockRecord> {
     files_.erase(hash);
     ++rejected_;
-    note(path + ": " + why + "; recomputed");
+    note(path + ": " + why + "; recomputed", false);
     return err("%s: %s", path.c_str(), why.c_str());
   };
   if (!contains(hash)) return err("%s: no such KV block file", path.c_str());

@@ -53,7 +53,7 @@ class KvDiskTier {
   uint64_t file_bytes() const;
   int64_t ignored() const { return ignored_; }    // files of another model / types / layout
   int64_t rejected() const { return rejected_; }  // unreadable or corrupted files
-  // The log lines so far (the first 32), also printed to stderr.
+  // The log lines so far (the first 32); stderr gets the first 8 (then a count at the scan's end).
   const std::vector<std::string>& messages() const { return messages_; }
 
   // r's file (nothing when the hash has one already); an error names the file.
@@ -66,11 +66,11 @@ class KvDiskTier {
   KvDiskTier(std::string dir, KvBlockFormat f) : dir_(std::move(dir)), f_(std::move(f)) {}
   // "": the header is one of ours, for this model; else why not (*ignore: another model / types).
   std::string check_header(const uint8_t* h, uint64_t file_size, bool* ignore) const;
-  void note(const std::string& m);
+  void note(const std::string& m, bool scan = true);  // scan: printed among the scan's first 8
   std::string dir_;
   KvBlockFormat f_;
   std::unordered_set<uint64_t> files_;  // hashes with a file
-  int64_t ignored_ = 0, rejected_ = 0;
+  int64_t ignored_ = 0, rejected_ = 0, n_notes_ = 0;
   std::vector<std::string> messages_;
 };
 

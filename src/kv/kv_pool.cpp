@@ -134,8 +134,10 @@ Status KvPool::reserve(BlockTable& t, int64_t n) {
     return err("KV pool: %lld positions need %d more blocks of %d positions (%s), %d available of %d (%s)",
                static_cast<long long>(n), want, block_size_, format_bytes(block_bytes_ * want).c_str(),
                pool_.available(), n_blocks_, format_bytes(bytes()).c_str());
-  spill_evicted(ev);  // before the forward writes new rows into them
+  spill_evicted(ev);                   // before the forward writes new rows into them
+  unused_rows_ -= t.rows() - t.held_;  // set_held counts the table's new blocks
   for (int32_t b : got.value()) t.push(b);
+  unused_rows_ += t.rows() - t.held_;
   set_held(t, std::max(t.held_, n));
   return {};
 }

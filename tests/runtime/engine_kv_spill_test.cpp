@@ -219,6 +219,30 @@ TEST(EngineKvSpill, FilesOfOtherTypesAreIgnoredCorruptedOnesRecomputed) {
   EXPECT_TRUE(named);
 }
 
+// Fragmentation: the rows of referenced blocks no sequence asked for (the last block's tail).
+TEST(EngineKvSpill, FragmentationIsTheLastBlocksTail) {
+  auto e = engine({});
+  bool done = false;
+  CompletionParams p;
+  p.prompt = prompt_p();
+  p.n_predict = 3;
+  ASSERT_TRUE(e->submit(p, [&](const CompletionEvent& ev) {
+                 done = done || ev.done;
+                 return true;
+               }).ok());
+  e->step();  // the 70-token prompt in 5 blocks (80 rows)
+  KvPoolStats s = e->kv_pool()->stats();
+  EXPECT_EQ(s.blocks.used, 5);
+  EXPECT_EQ(s.unused_rows, 10);
+  EXPECT_DOUBLE_EQ(s.fragmentation, 10.0 / 80.0);
+  for (int i = 0; i < 100 && e->step(); ++i) {
+  }
+  EXPECT_TRUE(done);
+  s = e->kv_pool()->stats();
+  EXPECT_EQ(s.unused_rows, 0);
+  EXPECT_EQ(s.fragmentation, 0.0);
+}
+
 // TTFT of a prompt on a 1,024-token prefix found in the pool, in RAM, on SSD, and recomputed.
 TEST(EngineKvSpill, PrefixTtftPerTier) {
   TempDir d;
