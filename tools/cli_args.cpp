@@ -22,6 +22,7 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const char* 
     if (a == "-ctk") a = "--cache-type-k";
     if (a == "-ctv") a = "--cache-type-v";
     if (a == "-ot") a = "--override-tensor";
+    if (a == "-cram") a = "--cache-ram";
   }
   std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
   try {

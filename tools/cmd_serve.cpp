@@ -4,7 +4,7 @@
 //   8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5] [--max-stop 16]
 //   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]
 // The live dashboard is at / (server/stats_feed.h).
-//   [--kv-budget SIZE] [--block-size 16] [--no-prefix-cache]
+//   [--kv-budget SIZE] [--block-size 16] [--no-prefix-cache] [-cram SIZE] [--prefix-cache-dir DIR]
 // SIGINT / SIGTERM stop it; the expert profile and statistics are written on the way out.
 #include <pthread.h>
 #include <signal.h>
@@ -39,9 +39,14 @@ int fail(const std::string& msg, int code = 1) {
 std::string kv_note(const strata::Engine& e) {
   const strata::KvPool* p = e.kv_pool();
   if (!p) return "";
-  char b[160];
-  std::snprintf(b, sizeof b, " (paged: %d blocks of %d positions, prefix cache %s)", p->n_blocks(),
-                p->block_size(), p->prefix_cache() ? "on" : "off");
+  const strata::KvSpillStats sp = p->stats().spill;
+  char b[320];
+  std::snprintf(b, sizeof b,
+                " (paged: %d blocks of %d positions, prefix cache %s, RAM tier %s, SSD tier %s%s)",
+                p->n_blocks(), p->block_size(), p->prefix_cache() ? "on" : "off",
+                sp.ram_on ? strata::format_bytes(sp.ram_budget).c_str() : "off",
+                p->disk_tier() ? p->disk_tier()->dir().c_str() : "off",
+                p->disk_tier() ? (": " + std::to_string(sp.disk_blocks) + " blocks").c_str() : "");
   return b;
 }
 
@@ -71,6 +76,13 @@ int cmd_serve(int argc, char** argv) {
                  "bytes of the paged KV pool (K/M/G; default: -np x -c x the KV bytes per position)");
   app.add_option("--block-size", eo.block_size, "positions per KV block")->capture_default_str();
   app.add_flag("--no-prefix-cache", no_prefix_cache, "do not share the KV blocks of cached prompt prefixes");
+  std::string cache_ram;
+  app.add_option("--cache-ram", cache_ram,
+                 "-cram: bytes of evicted prefix-cache KV blocks kept in RAM (K/M/G; 0: none; default: as "
+                 "much as the KV pool)");
+  app.add_option("--prefix-cache-dir", eo.prefix_cache_dir,
+                 "directory of prefix-cache KV blocks on SSD: what RAM pushes out, and every cached block at "
+                 "shutdown; read back after a restart");
   app.add_option("-b,--batch-size", eo.n_batch,
                  "tokens of one scheduler turn's batch at most (the slots' decode tokens + prompt chunks)")
       ->capture_default_str();
@@ -147,6 +159,11 @@ int cmd_serve(int argc, char** argv) {
     eo.kv_budget = *b;
   }
   eo.prefix_cache = !no_prefix_cache;
+  if (!cache_ram.empty()) {
+    auto b = strata::parse_size(cache_ram);
+    if (!b.ok()) return fail("--cache-ram: " + b.message(), 2);
+    eo.cache_ram = static_cast<int64_t>(*b);
+  }
 
   // Signals go to one thread that stops the server (stop() is not async-signal-safe).
   sigset_t sigs;

@@ -63,7 +63,7 @@ void BlockPool::lru_push_back(int32_t b) {
   ++n_lru_;
 }
 
-Result<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
+Result<std::vector<int32_t>> BlockPool::allocate(int32_t n, std::vector<EvictedBlock>* evicted) {
   if (n < 0 || n > available())
     return err("KV pool: %d blocks wanted, %d available (%d free, %d cached) of %d", n, available(),
                static_cast<int>(free_.size()), n_lru_, n_blocks());
@@ -77,6 +77,11 @@ Result<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
     } else {  // evict the least recently freed cached block
       b = lru_head_;
       lru_unlink(b);
+      if (evicted) {
+        const auto t = tokens(b);
+        evicted->push_back(EvictedBlock{b, hash_[static_cast<size_t>(b)], parent_[static_cast<size_t>(b)],
+                                        std::vector<int32_t>(t.begin(), t.end())});
+      }
       by_hash_.erase(hash_[static_cast<size_t>(b)]);
       hash_[static_cast<size_t>(b)] = 0;
       ++evicted_;

@@ -51,8 +51,17 @@ class BlockTable {
   std::unique_ptr<int32_t[]> ids_;
   std::vector<uint64_t> hashes_;
   int32_t max_ = 0, n_ = 0, n_hashed_ = 0;
+  int64_t held_ = 0;  // positions the sequence asked for (KvPool: the last block's unused rows)
   int block_size_ = 0;
   uint64_t salt_ = 0;
+};
+
+// A cached block that allocate() handed out again: what it held (the spill tiers keep its rows
+// under this name: kv/kv_spill.h).
+struct EvictedBlock {
+  int32_t block = -1;
+  uint64_t hash = 0, parent = 0;
+  std::vector<int32_t> tokens;
 };
 
 struct BlockCounts {
@@ -74,8 +83,9 @@ class BlockPool {
   bool cached(int32_t b) const { return hash_[static_cast<size_t>(b)] != 0; }
 
   // n blocks referenced once each, free ones first, then the least recently freed cached ones
-  // (their hashes are dropped). Error (nothing changed) when fewer than n are available.
-  Result<std::vector<int32_t>> allocate(int32_t n);
+  // (their hashes are dropped; evicted, when given, gets what each of those held). Error (nothing
+  // changed) when fewer than n are available.
+  Result<std::vector<int32_t>> allocate(int32_t n, std::vector<EvictedBlock>* evicted = nullptr);
   // The cached block of this content (its hash, parent hash and tokens), -1 if none; a hit takes a
   // reference (out of the LRU list if it was unreferenced).
   int32_t acquire(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens);
@@ -85,6 +95,13 @@ class BlockPool {
   // holds that hash or this one has one.
   bool commit(int32_t b, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens);
   BlockCounts counts() const;
+  // A hashed block's name: its hash (0: none), parent hash and tokens.
+  uint64_t hash(int32_t b) const { return hash_[static_cast<size_t>(b)]; }
+  uint64_t parent(int32_t b) const { return parent_[static_cast<size_t>(b)]; }
+  std::span<const int32_t> tokens(int32_t b) const {
+    return std::span<const int32_t>(tokens_).subspan(
+        static_cast<size_t>(b) * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
+  }
 
  private:
   void lru_unlink(int32_t b);

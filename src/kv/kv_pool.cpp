@@ -27,7 +27,7 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, 
                    kv_type_name(t));
       const bool rotated = o.rotate && kv_type_quantized(t);
       regions.push_back(Region{static_cast<int>(il), static_cast<int>(p), ps.width, kv_storage_type(t),
-                               rotated, ps.row_bytes(ps.type), 0});
+                               rotated, ps.row_bytes(ps.type), 0, ps.name + " " + kv_type_name(t)});
       // what names a block's rows besides its tokens: each paged part's type, rotation and width
       salt = salt * 1000003u + static_cast<uint64_t>(t) * 65537u + (rotated ? 7919u : 0u) +
              static_cast<uint64_t>(ps.width);
@@ -51,6 +51,13 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, 
   kp->bytes_per_token_ = static_cast<double>(row_bytes);
   kp->salt_ = salt;
   kp->prefix_cache_ = o.prefix_cache && all_paged;
+  if (kp->prefix_cache_ && (o.ram_bytes > 0 || !o.disk_dir.empty())) {
+    KvBlockFormat f{o.model_fingerprint, salt, o.block_size, block_bytes, ""};
+    for (const Region& r : regions)  // the first layer's parts name the types ("k f16 v f16")
+      if (r.il == regions.front().il) f.types += (f.types.empty() ? "" : " ") + r.name;
+    if (regions.front().hadamard) f.types += " rotated";
+    STRATA_ASSIGN(kp->spill_, KvSpill::create(KvSpillOptions{o.ram_bytes, o.disk_dir}, f));
+  }
   kp->regions_ = std::move(regions);
   kp->region_of_ = std::move(region_of);
   STRATA_ASSIGN(kp->buf_, dev.alloc(off, "KV pool"));
@@ -104,24 +111,41 @@ int32_t KvPool::need(const BlockTable& t, int64_t n) const {
   return std::max(0, blocks_for(n) - t.size());
 }
 
+void KvPool::set_held(BlockTable& t, int64_t held) {
+  unused_rows_ -= t.rows() - t.held_;
+  t.held_ = std::min(held, t.rows());
+  unused_rows_ += t.rows() - t.held_;
+}
+
 Status KvPool::reserve(BlockTable& t, int64_t n) {
   const int32_t want = need(t, n);
-  if (want == 0) return {};
+  if (want == 0) {
+    std::lock_guard<std::mutex> lk(mu_);
+    set_held(t, std::max(t.held_, n));
+    return {};
+  }
   if (blocks_for(n) > t.max_blocks())
     return err("KV pool: %lld positions exceed the sequence's %d blocks", static_cast<long long>(n),
                t.max_blocks());
   std::lock_guard<std::mutex> lk(mu_);
-  auto got = pool_.allocate(want);
+  std::vector<EvictedBlock> ev;
+  auto got = pool_.allocate(want, spill_ ? &ev : nullptr);
   if (!got.ok())
     return err("KV pool: %lld positions need %d more blocks of %d positions (%s), %d available of %d (%s)",
                static_cast<long long>(n), want, block_size_, format_bytes(block_bytes_ * want).c_str(),
                pool_.available(), n_blocks_, format_bytes(bytes()).c_str());
+  spill_evicted(ev);                   // before the forward writes new rows into them
+  unused_rows_ -= t.rows() - t.held_;  // set_held counts the table's new blocks
   for (int32_t b : got.value()) t.push(b);
+  unused_rows_ += t.rows() - t.held_;
+  set_held(t, std::max(t.held_, n));
   return {};
 }
 
 void KvPool::release(BlockTable& t) {
   std::lock_guard<std::mutex> lk(mu_);
+  set_held(t, 0);
+  unused_rows_ -= t.rows();  // the table is empty afterwards
   // Last block first: of a freed chain, the LRU evicts the tail before the shared head.
   for (int32_t k = t.n_ - 1; k >= 0; --k) {
     pool_.release(t.ids_[k]);
@@ -147,7 +171,10 @@ int64_t KvPool::adopt_prefix(BlockTable& t, std::span<const int32_t> tokens) {
     t.push(b);
     t.n_hashed_ = t.n_;
     parent = h;
+    ++pool_hits_;
   }
+  if (spill_) load_prefix(t, tokens);
+  set_held(t, t.rows());
   return t.rows();
 }
 
@@ -175,6 +202,23 @@ KvPoolStats KvPool::stats() const {
   s.block_bytes = block_bytes_;
   s.bytes_per_token = bytes_per_token_;
   s.prefix_cache = prefix_cache_;
+  s.pool_hits = pool_hits_;
+  s.unused_rows = unused_rows_;
+  const int64_t rows = s.blocks.used * block_size_;
+  s.fragmentation = rows > 0 ? static_cast<double>(unused_rows_) / static_cast<double>(rows) : 0.0;
+  for (const Region& r : regions_) {
+    const std::string name = r.name.substr(0, r.name.find(' '));
+    auto it =
+        std::find_if(s.parts.begin(), s.parts.end(), [&](const KvPartBytes& p) { return p.name == name; });
+    if (it == s.parts.end()) {
+      s.parts.push_back(KvPartBytes{name, r.name.substr(r.name.find(' ') + 1), 0, 0, 0});
+      it = std::prev(s.parts.end());
+    }
+    it->bytes += r.row_bytes * static_cast<uint64_t>(n_blocks_) * static_cast<uint64_t>(block_size_);
+    it->used_bytes += r.row_bytes * static_cast<uint64_t>(rows);
+    it->bytes_per_token += r.row_bytes;
+  }
+  if (spill_) s.spill = spill_->stats();
   return s;
 }
 

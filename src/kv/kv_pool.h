@@ -10,19 +10,27 @@
 // sequence-level operations the engine calls: reserve (plan, then apply), release, and the prefix
 // cache — adopt_prefix hands a new sequence the cached blocks of its longest cached prefix,
 // commit names a sequence's full blocks so later sequences can adopt them. The prefix cache is on
-// only when every part is paged (a window ring cannot be rebuilt from blocks). Thread-safe.
+// only when every part is paged (a window ring cannot be rebuilt from blocks).
+//
+// Spill (kv/kv_spill.h): with a RAM tier (--cache-ram) or an SSD tier (--prefix-cache-dir), a
+// cached block the pool evicts is copied out under its hash, and adopt_prefix continues a prefix
+// past the pool's last hit with blocks loaded back from those tiers when the cost model says a
+// load is cheaper than recomputing them; persist() writes every cached block to SSD (shutdown).
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "kernels/device.h"
 #include "kv/block_pool.h"
 #include "kv/kv_spec.h"
+#include "kv/kv_spill.h"
 #include "kv/row_cache.h"
 
 namespace strata {
@@ -31,7 +39,18 @@ struct KvPoolOptions {
   uint64_t budget_bytes = 0;  // the pool's bytes at most (whole blocks); > 0
   int block_size = 16;        // positions per block
   bool prefix_cache = true;
-  bool rotate = true;  // quantized rows Hadamard-rotated (--kv-rotate), as KvCache's
+  bool rotate = true;              // quantized rows Hadamard-rotated (--kv-rotate), as KvCache's
+  uint64_t ram_bytes = 0;          // --cache-ram: the RAM tier's bytes (0: none)
+  std::string disk_dir = {};       // --prefix-cache-dir ("": none)
+  uint64_t model_fingerprint = 0;  // names the model in the SSD tier's files
+};
+
+// One part's bytes in the pool (summed over the layers that page it).
+struct KvPartBytes {
+  std::string name;                    // "k", "v"
+  std::string type;                    // its storage type ("f16", "q8_0", ...)
+  uint64_t bytes = 0, used_bytes = 0;  // the pool's region bytes, those of referenced blocks
+  uint64_t bytes_per_token = 0;
 };
 
 struct KvPoolStats {
@@ -40,6 +59,14 @@ struct KvPoolStats {
   uint64_t bytes = 0, block_bytes = 0;
   double bytes_per_token = 0;  // of the paged parts
   bool prefix_cache = false;
+  uint64_t pool_hits = 0;  // blocks a prefix lookup found in the pool (cumulative)
+  // Fragmentation of a paged pool is internal only (any free block serves any sequence: no
+  // external fragmentation, no "largest free run"): the rows of referenced blocks that no
+  // sequence asked for (each sequence's last block's tail), of all rows of referenced blocks.
+  int64_t unused_rows = 0;
+  double fragmentation = 0;
+  std::vector<KvPartBytes> parts;
+  KvSpillStats spill;
 };
 
 class KvPool {
@@ -85,6 +112,11 @@ class KvPool {
   // blocks among them that are not named yet.
   void commit(BlockTable& t, std::span<const int32_t> tokens);
   KvPoolStats stats() const;
+  // The engine's measured prefill seconds for `tokens` prompt tokens (the cost model's recompute side).
+  void observe_prefill(int64_t tokens, double seconds);
+  // Every cached block (in the pool and in RAM) written to the SSD tier; nothing without one.
+  Status persist();
+  const KvDiskTier* disk_tier() const { return spill_ ? spill_->disk() : nullptr; }
 
  private:
   struct Region {
@@ -94,10 +126,18 @@ class KvPool {
     bool hadamard = false;
     size_t row_bytes = 0;
     size_t offset = 0;
+    std::string name;
   };
   KvPool(Device& dev, int block_size, int32_t n_blocks)
       : dev_(dev), block_size_(block_size), n_blocks_(n_blocks), pool_(n_blocks, block_size) {}
   int region(int il, int part) const;
+  // Block b's rows of every region, in region order (one block of payload), and back.
+  Status read_block(int32_t b, std::vector<uint8_t>* out) const;
+  Status write_block(int32_t b, const std::vector<uint8_t>& bytes) const;
+  void spill_evicted(std::vector<EvictedBlock>& ev);  // mu_ held
+  // Appends to t the blocks after its last one that RAM / SSD hold, if the cost model says so.
+  void load_prefix(BlockTable& t, std::span<const int32_t> tokens);  // mu_ held
+  void set_held(BlockTable& t, int64_t held);                        // mu_ held
 
   Device& dev_;
   int block_size_;
@@ -106,6 +146,9 @@ class KvPool {
   double bytes_per_token_ = 0;
   uint64_t salt_ = 0;  // what else names a block's rows: the paged parts' types and widths
   bool prefix_cache_ = false;
+  uint64_t pool_hits_ = 0;
+  int64_t unused_rows_ = 0;  // Σ over tables of rows() - held
+  std::unique_ptr<KvSpill> spill_;
   std::vector<Region> regions_;
   std::vector<std::vector<int>> region_of_;  // [layer][part] -> region, -1: not paged
   DeviceBuffer buf_;

@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "base/clock.h"
 #include "obs/proc_mem.h"
@@ -126,6 +127,9 @@ Engine::~Engine() {
     ev.error = "server shutting down";
     r->sink(ev);
   }
+  if (kv_pool_)  // every cached block to --prefix-cache-dir (nothing without one)
+    if (Status st = kv_pool_->persist(); !st.ok())
+      std::fprintf(stderr, "strata: KV cache: persisting the prefix cache: %s\n", st.message().c_str());
 }
 
 Result<uint64_t> Engine::submit(CompletionParams p, CompletionSink sink) {
@@ -334,6 +338,7 @@ void Engine::run_batch(int n_decode, int n_prefill) {
   const double dt = now_seconds() - t0;
   if (st.ok() && n_decode > 0 && n_prefill == 0) pacer_.observe_decode(dt);
   if (st.ok() && n_decode > 0 && n_prefill > 0) pacer_.observe_mixed(n_prefill, dt);
+  if (st.ok() && n_decode == 0 && n_prefill > 0 && kv_pool_) kv_pool_->observe_prefill(n_prefill, dt);
   size_t row = 0;
   for (Slot* s : batch_slots_) {
     const bool decoding = s->n_chunk == 0;

@@ -70,6 +70,11 @@ struct EngineOptions {
   int block_size = 16;
   bool paged_kv = true;
   bool prefix_cache = true;  // share the cached blocks of a prompt's longest cached prefix
+  // Spill tiers of the prefix cache (kv/kv_spill.h): --cache-ram bytes of evicted blocks in RAM
+  // (-1: as many as the pool holds; 0: none) and --prefix-cache-dir for them on SSD (persisted at
+  // shutdown, read back after a restart; "": none).
+  int64_t cache_ram = -1;
+  std::string prefix_cache_dir = {};
 };
 
 enum class FinishReason { stop, length, cancelled, error };

@@ -2,8 +2,12 @@
 // preemption of the youngest sequence when the pool is short, prefix sharing, and the pool's metrics.
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/units.h"
+#include "format/gguf.h"
+#include "kv/kv_disk_tier.h"
 #include "model/arch.h"
 #include "obs/latency_histogram.h"
 #include "runtime/engine.h"
@@ -11,16 +15,48 @@
 
 namespace strata {
 
+namespace {
+
+// What names a model in the SSD tier's files: its architecture and vocabulary, and for a GGUF its
+// size, metadata keys and values, every tensor's name, type and shape, and the first 64 bytes of
+// each dense tensor (routed experts' bytes are not touched: they may live on SSD). Two files of
+// the same shapes and metadata whose dense weights start alike would collide (docs/design.md).
+uint64_t model_fingerprint(const Model& m) {
+  std::string s = m.arch_name() + "|" + std::to_string(m.n_vocab()) + "|";
+  if (m.has_gguf()) {
+    const GgufFile& f = m.file();
+    s += std::to_string(f.file_size()) + "|";
+    for (const GgufKv& kv : f.metadata()) s += kv.key + "=" + kv.value.to_display(4) + "|";
+    for (const TensorView& t : f.tensors()) {
+      s += t.name + ":" + std::to_string(static_cast<int>(t.type));
+      for (int d = 0; d < t.n_dims; ++d) s += "," + std::to_string(t.ne[d]);
+      if (t.name.find("_exps") == std::string::npos && t.data)
+        s.append(static_cast<const char*>(t.data), std::min<size_t>(t.nbytes, 64));
+      s += "|";
+    }
+  }
+  return kv_checksum(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+}  // namespace
+
 Status Engine::make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv) {
   if (!m.arch().paged_kv()) return {};                         // its sessions keep their KV
   STRATA_ASSIGN(const KvSpec spec, m.arch().kv_spec_for(kv));  // the types the sessions will hold
-  KvPoolOptions po{opts_.kv_budget, opts_.block_size, opts_.prefix_cache, kv.rotate};
+  KvPoolOptions po;
+  po.budget_bytes = opts_.kv_budget;
+  po.block_size = opts_.block_size;
+  po.prefix_cache = opts_.prefix_cache;
+  po.rotate = kv.rotate;
   if (po.budget_bytes == 0) {  // n_slots x n_ctx (whole blocks) x the paged parts' bytes per position
     const uint64_t per_pos = KvPool::bytes_per_position(spec);
     const int64_t blocks = (int64_t{std::max(n_ctx, 1)} + opts_.block_size - 1) / opts_.block_size;
     po.budget_bytes =
         per_pos * static_cast<uint64_t>(blocks * opts_.block_size) * static_cast<uint64_t>(opts_.n_slots);
   }
+  po.ram_bytes = opts_.cache_ram >= 0 ? static_cast<uint64_t>(opts_.cache_ram) : po.budget_bytes;
+  po.disk_dir = opts_.prefix_cache_dir;
+  if (!po.disk_dir.empty()) po.model_fingerprint = model_fingerprint(m);
   STRATA_ASSIGN(kv_pool_, KvPool::create(spec, m.device(), po));
   kv_bytes_ += kv_pool_->bytes();
   return {};
@@ -177,6 +213,64 @@ void Engine::kv_metrics(const EngineCounters& c, std::string* o) const {
           static_cast<double>(c.preemptions));
   counter("strata_kv_blocks_evicted_total", "cached KV blocks evicted for new ones",
           static_cast<double>(k.blocks.evicted));
+  // Labelled families: one # HELP / # TYPE, a line per label value.
+  auto family = [&](const char* n, const char* type, const char* help, const char* label,
+                    const std::vector<std::pair<std::string, double>>& rows) {
+    *o += std::string("# HELP ") + n + " " + help + "\n# TYPE " + n + " " + type + "\n";
+    char b[64];
+    for (const auto& [l, v] : rows) {
+      std::snprintf(b, sizeof b, "%.17g", v);
+      *o += std::string(n) + "{" + label + "=\"" + l + "\"} " + b + "\n";
+    }
+  };
+  const KvSpillStats& sp = k.spill;
+  const double bb = static_cast<double>(k.block_bytes);
+  const double pool_blocks = static_cast<double>(k.blocks.used + k.blocks.cached);
+  family("strata_kv_tier_blocks", "gauge", "KV blocks held per tier (pool: used + cached)", "tier",
+         {{"pool", pool_blocks},
+          {"ram", static_cast<double>(sp.ram_blocks)},
+          {"ssd", static_cast<double>(sp.disk_blocks)}});
+  family("strata_kv_tier_bytes", "gauge", "KV bytes held per tier (pool: its blocks in use or cached)",
+         "tier",
+         {{"pool", pool_blocks * bb},
+          {"ram", static_cast<double>(sp.ram_bytes)},
+          {"ssd", static_cast<double>(sp.disk_bytes)}});
+  family("strata_kv_tier_hits_total", "counter", "prefix blocks found per tier (RAM / SSD: loaded back)",
+         "tier",
+         {{"pool", static_cast<double>(k.pool_hits)},
+          {"ram", static_cast<double>(sp.ram_hits)},
+          {"ssd", static_cast<double>(sp.disk_hits)}});
+  counter("strata_kv_blocks_loaded_total", "prefix blocks loaded back from RAM or SSD",
+          static_cast<double>(sp.ram_hits + sp.disk_hits));
+  counter("strata_kv_blocks_recomputed_total",
+          "prefix blocks found in RAM or SSD but recomputed (the cost model predicted it cheaper)",
+          static_cast<double>(sp.recomputed_blocks));
+  family("strata_kv_spilled_bytes_total", "counter", "KV bytes spilled into a tier (pool to RAM, on to SSD)",
+         "tier",
+         {{"ram", static_cast<double>(sp.spilled_ram_bytes)},
+          {"ssd", static_cast<double>(sp.spilled_disk_bytes)}});
+  counter("strata_kv_blocks_dropped_total", "evicted KV blocks lost (no tier below had room)",
+          static_cast<double>(sp.dropped_blocks));
+  counter("strata_kv_load_errors_total", "prefix-cache files rejected on a read (recomputed)",
+          static_cast<double>(sp.load_errors));
+  gauge("strata_kv_ram_budget_bytes", "bytes the RAM tier may hold (--cache-ram)",
+        static_cast<double>(sp.ram_budget));
+  gauge("strata_kv_load_bandwidth_ram", "bytes/s of loads from RAM (measured, else the prior)", sp.ram_bw);
+  gauge("strata_kv_load_bandwidth_ssd", "bytes/s of loads from SSD (measured, else the prior)", sp.disk_bw);
+  gauge("strata_kv_prefill_seconds_per_token",
+        "measured prefill time per token (the cost model's recompute side)", sp.prefill_s_per_token);
+  std::vector<std::pair<std::string, double>> part_bytes, part_used;
+  for (const KvPartBytes& p : k.parts) {
+    part_bytes.emplace_back(p.name, static_cast<double>(p.bytes));
+    part_used.emplace_back(p.name, static_cast<double>(p.used_bytes));
+  }
+  family("strata_kv_part_bytes", "gauge", "KV pool bytes per part (all layers)", "part", part_bytes);
+  family("strata_kv_part_used_bytes", "gauge", "KV pool bytes per part in blocks referenced by a sequence",
+         "part", part_used);
+  gauge("strata_kv_fragmentation",
+        "rows of referenced KV blocks no sequence asked for, of all their rows (a paged pool has no external "
+        "fragmentation)",
+        k.fragmentation);
 }
 
 }  // namespace strata

@@ -55,6 +55,55 @@ json heat_json(const ExpertStore& store) {
       {"n_layer", s.n_layer()}, {"n_expert", s.n_expert()}, {"counts", counts}, {"resident", resident}};
 }
 
+// The paged KV pool and its spill tiers (the numbers of /metrics' strata_kv_*).
+json kv_json(const KvPoolStats& k) {
+  const KvSpillStats& sp = k.spill;
+  const uint64_t pool_blocks = static_cast<uint64_t>(k.blocks.used + k.blocks.cached);
+  json parts = json::array();
+  for (const KvPartBytes& p : k.parts)
+    parts.push_back(json{{"name", p.name},
+                         {"type", p.type},
+                         {"bytes", p.bytes},
+                         {"used_bytes", p.used_bytes},
+                         {"bytes_per_token", p.bytes_per_token}});
+  return json{
+      {"block_size", k.block_size},
+      {"block_bytes", k.block_bytes},
+      {"blocks",
+       {{"total", k.blocks.total},
+        {"used", k.blocks.used},
+        {"free", k.blocks.free},
+        {"cached", k.blocks.cached},
+        {"shared", k.blocks.shared},
+        {"evicted", k.blocks.evicted}}},
+      {"tiers",
+       {{"pool", {{"blocks", pool_blocks}, {"bytes", pool_blocks * k.block_bytes}, {"hits", k.pool_hits}}},
+        {"ram",
+         {{"on", sp.ram_on},
+          {"budget", sp.ram_budget},
+          {"blocks", sp.ram_blocks},
+          {"bytes", sp.ram_bytes},
+          {"hits", sp.ram_hits},
+          {"spilled_bytes", sp.spilled_ram_bytes},
+          {"load_bandwidth", sp.ram_bw}}},
+        {"ssd",
+         {{"on", sp.disk_on},
+          {"blocks", sp.disk_blocks},
+          {"bytes", sp.disk_bytes},
+          {"hits", sp.disk_hits},
+          {"spilled_bytes", sp.spilled_disk_bytes},
+          {"load_bandwidth", sp.disk_bw},
+          {"ignored_files", sp.disk_ignored},
+          {"rejected_files", sp.disk_rejected}}}}},
+      {"loaded_blocks", sp.ram_hits + sp.disk_hits},
+      {"recomputed_blocks", sp.recomputed_blocks},
+      {"dropped_blocks", sp.dropped_blocks},
+      {"prefill_s_per_token", sp.prefill_s_per_token},
+      {"parts", parts},
+      {"unused_rows", k.unused_rows},
+      {"fragmentation", k.fragmentation}};
+}
+
 }  // namespace
 
 json stats_json(const Engine& engine, const std::string& model_name, double uptime_s, bool with_heat) {
@@ -82,7 +131,9 @@ json stats_json(const Engine& engine, const std::string& model_name, double upti
        {{"ttft", percentiles(&Engine::ttft_percentile, engine)},
         {"tpot", percentiles(&Engine::tpot_percentile, engine)}}},
       {"memory", {{"rss", rss_bytes()}, {"peak_rss", peak_rss_bytes()}, {"kv_cache", engine.kv_bytes()}}},
-      {"experts", nullptr}};
+      {"experts", nullptr},
+      {"kv", nullptr}};
+  if (const KvPool* kv = engine.kv_pool()) out["kv"] = kv_json(kv->stats());
   if (const ExpertStore* store = engine.expert_store()) {
     out["experts"] = experts_json(*store);
     if (with_heat) out["heat"] = heat_json(*store);

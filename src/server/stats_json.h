@@ -9,6 +9,8 @@
 //                       "hit_rate", "hits", "late", "misses", "read_bytes", "stall_s",
 //                       "prefetch_precision", "prefetch_recall", "evictions",
 //                       "n_layer", "n_expert"},
+//    "kv": null | {"block_size", "block_bytes", "blocks": {...}, "tiers": {"pool", "ram", "ssd"},
+//           "loaded_blocks", "recomputed_blocks", "parts": [...], "fragmentation", ...},
 //    "heat": (with_heat and a store) {"n_layer", "n_expert", "counts": [[per expert] per layer],
 //            "resident": ["0/1 per expert" per layer]}}
 #pragma once
