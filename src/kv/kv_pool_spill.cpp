@@ -51,7 +51,7 @@ void KvPool::load_prefix(BlockTable& t, std::span<const int32_t> tokens) {
   int64_t in_ram = 0, on_disk = 0;
   uint64_t parent = t.n_ > 0 ? t.hashes_[static_cast<size_t>(t.n_ - 1)] : 0;
   for (int32_t k = t.n_; fits(k); ++k) {
-    const uint64_t h = block_hash(parent, tokens.subspan(static_cast<size_t>(k) * bs, bs), salt_);
+    const uint64_t h = block_hash(parent, tokens.subspan(static_cast<size_t>(k) * bs, bs), salt_ ^ t.salt());
     const KvTier w = spill_->where(h);
     if (w == KvTier::none) break;
     (w == KvTier::ram ? in_ram : on_disk) += 1;
@@ -68,7 +68,7 @@ void KvPool::load_prefix(BlockTable& t, std::span<const int32_t> tokens) {
   parent = t.n_ > 0 ? t.hashes_[static_cast<size_t>(t.n_ - 1)] : 0;
   for (int64_t i = 0; i < run && fits(t.n_) && pool_.available() > 0; ++i) {
     const auto blk = tokens.subspan(static_cast<size_t>(t.n_) * bs, bs);
-    const uint64_t h = block_hash(parent, blk, salt_);
+    const uint64_t h = block_hash(parent, blk, salt_ ^ t.salt());
     auto rec = spill_->fetch(h, parent, blk);
     if (!rec) break;
     std::vector<EvictedBlock> ev;
