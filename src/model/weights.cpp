@@ -17,9 +17,9 @@ TypeSet types_f32() {
 }
 
 TypeSet types_matmul() {
-  return TypeSet{GgmlType::f32,  GgmlType::f16,  GgmlType::bf16, GgmlType::q8_0,  GgmlType::q4_0,
-                 GgmlType::q5_0, GgmlType::q5_1, GgmlType::q4_k, GgmlType::q5_k,  GgmlType::q6_k,
-                 GgmlType::mxfp4, GgmlType::nvfp4};
+  return TypeSet{GgmlType::f32,  GgmlType::f16,  GgmlType::bf16,  GgmlType::q8_0,
+                 GgmlType::q4_0, GgmlType::q5_0, GgmlType::q5_1,  GgmlType::q4_k,
+                 GgmlType::q5_k, GgmlType::q6_k, GgmlType::mxfp4, GgmlType::nvfp4};
 }
 
 TypeSet types_embedding() {
