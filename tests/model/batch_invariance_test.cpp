@@ -143,8 +143,9 @@ TEST(BatchInvariance, BundledModelTypedKv) {
 // Per-sequence knobs (a request's profile, runtime/profile.h) change their own sequence only: the
 // target with and without the fast profile's expert drop, beside others of both profiles, gives
 // the bits it gives alone; and the drop does change the target's logits.
-TEST(BatchInvariance, BundledModelProfiles) {
-  auto m = Model::load(testing::source_dir() + "/models/strata-moe-31m-mxfp4.gguf", {.n_threads = 2});
+void check_profiles(const std::string& path) {
+  SCOPED_TRACE(path);
+  auto m = Model::load(path, {.n_threads = 2});
   ASSERT_TRUE(m.ok()) << m.message();
   const int V = (*m)->n_vocab();
   std::vector<float> refs[2];
@@ -166,6 +167,17 @@ TEST(BatchInvariance, BundledModelProfiles) {
   size_t differ = 0;
   for (size_t i = 0; i < refs[0].size(); ++i) differ += refs[0][i] != refs[1][i];
   EXPECT_GT(differ, refs[0].size() / 10) << "the fast profile changed almost nothing";
+}
+
+TEST(BatchInvariance, BundledModelProfiles) {
+  check_profiles(testing::source_dir() + "/models/strata-moe-31m-mxfp4.gguf");
+}
+
+// deepseek4 drops from its own routing (sqrt-softplus top-k, hash layers) through the same rule.
+TEST(BatchInvariance, FixtureProfiles) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  for (const char* name : {"tiny-qwen3moe-f32", "tiny-deepseek4-f32"})
+    check_profiles(dir + "/models/" + name + ".gguf");
 }
 
 TEST(BatchInvariance, FixtureArchitectures) {

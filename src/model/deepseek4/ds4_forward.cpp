@@ -29,7 +29,8 @@ struct Ctx {
   std::span<const int32_t> tokens;
   int64_t pos0;
   int64_t n;
-  Status status;  // first failure inside a block (an expert read); the forward returns it
+  Status status;                     // first failure inside a block (an expert read); the forward returns it
+  const float* min_share = nullptr;  // per row, its sequence's SeqKnobs::expert_min_share; null: none
   template <class T>
   T* alloc(size_t count) {
     return arena.alloc<T>(count);
@@ -229,6 +230,7 @@ void ffn_block(Ctx& c, int il, const float* x, float* y) {
       route_topk(sc, l.probs_b, static_cast<int>(E), static_cast<int>(K), p.w_norm, p.w_scale, ids, wts);
     }
   }
+  if (c.min_share) moe_drop_light_choices(c.min_share, n, static_cast<int>(K), ids_all, wts_all);
   ExpertSource* src = c.st.experts;
   if (src) src->on_route(il, x, n, ids_all, wts_all, static_cast<int>(K));
   // The one MoE loop (model/blocks/moe.h): routed experts grouped by expert (one weight pass per
@@ -378,6 +380,7 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Ds4DeviceWeigh
   Ctx c{p, w, dw, st, *st.scratch, pool, b.tokens, 0, n, {}};
   const ExpertStepScope step(st.experts, n);
   const int64_t d = p.n_embd, hc = p.hc;
+  if (float* ms = c.alloc<float>(n); b.expert_min_shares(ms)) c.min_share = ms;
   float* H = c.alloc<float>(n * hc * d);  // [n][hc][d] residual streams
   for (int64_t t = 0; t < n; ++t) {
     float* Ht = H + t * hc * d;
