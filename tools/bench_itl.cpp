@@ -70,6 +70,9 @@ Result<ItlBenchResult> itl_bench(const Model& m, int n_prompt, int n_decoders, i
   EngineOptions eo;
   eo.n_slots = n_decoders + 1;
   eo.max_queue = 4;
+  // The same prompt runs idle, then beside the decoders: each time it must be prefilled, not
+  // found in the prefix cache (which made the TTFTs a cache hit's since the cache landed).
+  eo.prefix_cache = false;
   STRATA_ASSIGN(auto e, Engine::for_model(m, {.n_ctx = n_ctx, .kv = kv}, eo));
   const int V = m.n_vocab(), dec_prompt = 16;
   const auto longp = random_prompt(n_prompt, V, 7);
