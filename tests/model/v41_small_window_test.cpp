@@ -12,7 +12,12 @@
 // V41Select.TiesFollowTorchTopK on this case's row-14 tie and by V41Fixture sparse_s160); this
 // test keeps the small-window / small-block shape (ring wrap every 4 tokens, many candidate
 // blocks, 3-token first chunk) from regressing. (With lowest-position-wins, row 14 read position 4
-// instead of 11 at layer 5 and moved by 0.248; nothing else changed on this sequence.)
+// instead of 11 at layer 5 and moved by 0.248; nothing else changed on this sequence.) What the
+// reference gives here, by its torch.topk over the same scores: row 14 reads 11 (its 15-token
+// forward and its decode step alike). Query 27's layer-1 top-3 has a three-way tie at 0 (positions
+// 1, 8, 13): strata and the reference's decode keep {1, 4, 8}; its per-prefix forwards of >= 36
+// tokens, whose score rows carry >= 4 trailing -inf, keep {4, 8, 13}, so its own prefill and decode
+// would part from row 35 on; rows 0..34 are pinned down.
 #include <gtest/gtest.h>
 
 #include <algorithm>
