@@ -4,6 +4,7 @@
 // does not match the tables).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -122,6 +123,39 @@ TEST(V41Select, TwoLevelTopK) {
       }
     }
   }
+}
+
+// Ties at the top-k boundary go the way torch.topk on CPU sends them (v41_select.h), not to the
+// lowest positions: the reference's prefill and decode agree on such rows, so the choice is
+// observable (sparse/s160 left prefill.f32 at its exact tie at row 46 with lowest-position-wins).
+TEST(V41Select, TiesFollowTorchTopK) {
+  const float I = -INFINITY;
+  std::vector<int32_t> sel;
+  const float a[5] = {0.9f, I, 0.8f, 0.7f, 0.7f};
+  torch_topk(a, 5, 3, &sel);
+  EXPECT_EQ(sel, (std::vector<int32_t>{0, 2, 4}));
+  const float flat[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  torch_topk(flat, 6, 3, &sel);
+  EXPECT_EQ(sel, (std::vector<int32_t>{3, 4, 5}));
+  // The layer-5 row of position 14 in the held-out-shaped case (sparse weights, window 4,
+  // index_topk 3, candidate blocks of 2, top 4; V41SmallWindow): 0.789062 at 4 and at 11 tie for
+  // the third place inside the candidates (masked positions -inf); torch keeps 11.
+  const float s14[15] = {0.90625f,   -0.466797f, 0.757812f,   0.859375f,  0.789062f,
+                         0.804688f,  1.36719f,   0.00878906f, 0.796875f,  0.135742f,
+                         -0.195312f, 0.789062f,  1.91406f,    0.0732422f, -0.361328f};
+  const uint8_t cand[15] = {1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 1};
+  select_topk(s14, cand, 15, 3, &sel);
+  EXPECT_EQ(sel, (std::vector<int32_t>{0, 5, 11}));
+  // k * 64 <= n: ATen's partial_sort branch; still the k best.
+  std::vector<float> big(200, 0.0f);
+  big[7] = 2.0f;
+  big[150] = 1.0f;
+  torch_topk(big.data(), 200, 3, &sel);
+  ASSERT_EQ(sel.size(), 3u);
+  EXPECT_TRUE(std::find(sel.begin(), sel.end(), 7) != sel.end());
+  EXPECT_TRUE(std::find(sel.begin(), sel.end(), 150) != sel.end());
+  torch_topk(a, 5, 9, &sel);  // k > n: all
+  EXPECT_EQ(sel.size(), 5u);
 }
 
 // Bad input: copies of a fixture model with one thing broken.

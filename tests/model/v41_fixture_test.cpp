@@ -46,6 +46,14 @@ int argmax(const float* a, int n) {
 struct Case {
   const char* model;
   const char* seq;
+  // Cap on the "reference agrees with itself" rows below (-1: none). deep/s160: the sidecar lists
+  // an exact tie at position 39, layer 4, in the reference's index scores (keys 34 and 36 for the
+  // 6th place); forcing 36 there makes strata equal decode.f32 on rows 39..52, and torch_topk over
+  // those scores with the two tied reproduces the reference's own pattern (36 in its 40..43- and
+  // 46..-token forwards, 34 with the 4-5 trailing -inf of its 44/45-token ones: rows 43-44 are where
+  // its prefill and decode differ). Strata's scores there are 0.42578 (34) vs 0.42188 (36): an open
+  // index-score arithmetic difference, so rows 39..42 stay 0.139 off.
+  int agree_cap = -1;
 };
 
 class V41Fixture : public ::testing::TestWithParam<Case> {};
@@ -90,6 +98,17 @@ TEST_P(V41Fixture, PrefillAndDecode) {
                       .ok());
     }
   }
+  // Rows where the reference agrees with itself: before the first row where its own prefill and
+  // decode differ by > 1e-3 (where they agree, no tie in the reference resolved differently by the
+  // two runs, so the causal function is pinned down even past stable_leading_rows). Among exact
+  // ties this needs the reference's own tie rule (v41_select.h torch_topk): with "lower position
+  // wins" sparse/s160 left prefill.f32 at its exact tie at 46 (0.449; 2.12 later).
+  const auto pd = side.at("per_row_abs_prefill_minus_decode_max").get<std::vector<double>>();
+  int agree = 0;
+  while (agree < n && pd[static_cast<size_t>(agree)] <= 1e-3) ++agree;
+  if (cs.agree_cap >= 0) agree = std::min(agree, cs.agree_cap);
+  float max_agree_p = 0;
+  int first_bad_agree = -1;
   float max_strict_p = 0, max_strict_d = 0, max_all_p = 0, max_all_d = 0;
   int argmax_agree = 0, first_bad = -1;
   for (int i = 0; i < n; ++i) {
@@ -99,6 +118,10 @@ TEST_P(V41Fixture, PrefillAndDecode) {
     const float dd = row_maxdiff(ld.data() + static_cast<size_t>(i) * V, rp, V);
     const float dd2 = row_maxdiff(ld.data() + static_cast<size_t>(i) * V, rd, V);
     max_all_p = std::max(max_all_p, dp);
+    if (i < agree) {
+      max_agree_p = std::max(max_agree_p, dp);
+      if (dp > 1e-3f && first_bad_agree < 0) first_bad_agree = i;
+    }
     max_all_d = std::max(max_all_d, dd);
     argmax_agree += argmax(lp.data() + static_cast<size_t>(i) * V, V) == argmax(rp, V);
     if (i < stable) {
@@ -112,8 +135,9 @@ TEST_P(V41Fixture, PrefillAndDecode) {
   }
   std::printf(
       "[v41] %s/%s: n=%d stable=%d | strict rows: prefill max|d| %.3g, decode max|d| %.3g | all rows: "
-      "prefill %.3g, decode %.3g | argmax agree %d/%d\n",
-      cs.model, cs.seq, n, stable, max_strict_p, max_strict_d, max_all_p, max_all_d, argmax_agree, n);
+      "prefill %.3g, decode %.3g | argmax agree %d/%d | %d self-agreeing rows: prefill max|d| %.3g\n",
+      cs.model, cs.seq, n, stable, max_strict_p, max_strict_d, max_all_p, max_all_d, argmax_agree, n, agree,
+      max_agree_p);
   // Decode must compute the same function as the causal prefill (state carried correctly).
   EXPECT_LE(row_maxdiff(lp.data(), ld.data(), n * V), 1e-5f);
   // Strict rows (prefill and decode within 1e-3 of prefill.f32; decode may match decode.f32 at or
@@ -124,6 +148,8 @@ TEST_P(V41Fixture, PrefillAndDecode) {
   RecordProperty("strict_prefill_maxdiff", std::to_string(max_strict_p));
   EXPECT_LE(max_strict_p, 1e-3f) << "first failing strict row " << first_bad;
   EXPECT_LE(max_strict_d, 1e-3f) << "first failing strict row " << first_bad;
+  EXPECT_LE(max_agree_p, 1e-3f) << agree << " rows where the reference agrees with itself; first failing "
+                                << first_bad_agree;
   // Smoke bound for the rows past the bit-level oracle (README criterion 4).
   EXPECT_LE(max_all_p, 4.0f);
   EXPECT_GE(argmax_agree, n * 3 / 4);
@@ -131,7 +157,8 @@ TEST_P(V41Fixture, PrefillAndDecode) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, V41Fixture,
                          ::testing::Values(Case{"wide", "s48"}, Case{"wide", "s160"}, Case{"sparse", "s48"},
-                                           Case{"sparse", "s160"}, Case{"deep", "s48"}, Case{"deep", "s160"}),
+                                           Case{"sparse", "s160"}, Case{"deep", "s48"},
+                                           Case{"deep", "s160", 39}),
                          [](const auto& info) {
                            return std::string(info.param.model) + "_" + info.param.seq;
                          });

@@ -1,10 +1,29 @@
 #include "model/deepseek_v41/v41_select.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
-#include <numeric>
+#include <utility>
 
 namespace strata::v41 {
+
+void torch_topk(const float* v, int64_t n, int64_t k, std::vector<int32_t>* out) {
+  out->clear();
+  k = std::min(k, n);
+  if (k <= 0) return;
+  using Elem = std::pair<float, int64_t>;  // (value, index), as ATen's topk_impl_loop queues them
+  std::vector<Elem> q(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) q[static_cast<size_t>(i)] = {v[i], i};
+  auto before = [](const Elem& x, const Elem& y) {
+    return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
+  };
+  if (k * 64 <= n)
+    std::partial_sort(q.begin(), q.begin() + k, q.end(), before);
+  else
+    std::nth_element(q.begin(), q.begin() + (k - 1), q.end(), before);
+  for (int64_t i = 0; i < k; ++i) out->push_back(static_cast<int32_t>(q[static_cast<size_t>(i)].second));
+  std::sort(out->begin(), out->end());
+}
 
 void candidate_mask(const float* scores, int64_t lens, int block, int topk_blocks,
                     std::vector<uint8_t>* keep) {
@@ -15,14 +34,12 @@ void candidate_mask(const float* scores, int64_t lens, int block, int topk_block
   std::vector<float> bs(static_cast<size_t>(nb), -kInf);
   for (int64_t i = 0; i < lens; ++i) bs[i / block] = std::max(bs[i / block], scores[i]);
   bs[static_cast<size_t>((lens - 1) / block)] = kInf;
-  std::vector<int64_t> ord(static_cast<size_t>(nb));
-  std::iota(ord.begin(), ord.end(), 0);
-  const int64_t kb = std::min<int64_t>(topk_blocks, nb);
-  std::stable_sort(ord.begin(), ord.end(), [&](int64_t a, int64_t b) { return bs[a] > bs[b]; });
-  for (int64_t r = 0; r < kb; ++r) {
-    const int64_t b = ord[static_cast<size_t>(r)];
+  std::vector<int32_t> kept;
+  torch_topk(bs.data(), nb, topk_blocks, &kept);
+  for (int32_t b : kept) {
     if (!(bs[b] > -kInf)) continue;
-    for (int64_t i = b * block; i < std::min<int64_t>(lens, (b + 1) * block); ++i) (*keep)[i] = 1;
+    for (int64_t i = int64_t{b} * block; i < std::min<int64_t>(lens, (int64_t{b} + 1) * block); ++i)
+      (*keep)[static_cast<size_t>(i)] = 1;
   }
 }
 
@@ -34,12 +51,11 @@ void select_topk(const float* scores, const uint8_t* mask, int64_t lens, int k, 
     return;
   }
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  std::vector<int32_t> ord(static_cast<size_t>(lens));
-  std::iota(ord.begin(), ord.end(), 0);
-  auto sc = [&](int32_t i) { return (mask && !mask[i]) ? -kInf : scores[i]; };
-  std::stable_sort(ord.begin(), ord.end(), [&](int32_t a, int32_t b) { return sc(a) > sc(b); });
-  out->assign(ord.begin(), ord.begin() + k);
-  std::sort(out->begin(), out->end());
+  std::vector<float> sc(scores, scores + lens);
+  if (mask)
+    for (int64_t i = 0; i < lens; ++i)
+      if (!mask[i]) sc[static_cast<size_t>(i)] = -kInf;
+  torch_topk(sc.data(), lens, k, out);
 }
 
 }  // namespace strata::v41

@@ -7,13 +7,22 @@
 //   later index sources: scores outside the candidates become -inf;
 //   every index source: top-k (k = min(index_topk, lens)) by score; when k >= lens every
 //     visible position is selected (candidate-masked ones included, as the reference does).
-// Ties keep the lower position / block (the reference's order is unspecified there).
+// Ties: the reference's torch.topk keeps, among equal scores, the ones its CPU algorithm leaves in
+// front (torch_topk below), not the lowest positions; the same algorithm is run here.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 namespace strata::v41 {
+
+// The k (<= n) indices torch.topk(largest) returns on CPU (ATen topk_impl_loop, torch 1.13 as the
+// reference ran it), ascending. ATen queues (value, index) pairs in index order and runs
+// std::partial_sort of the first k when k * 64 <= n, else std::nth_element at k - 1, comparing
+// values only (NaN first); among equal values the algorithm's element moves decide which are kept
+// (e.g. scores {0.9, -inf, 0.8, 0.7, 0.7}, k = 3 -> {0, 2, 4}, not {0, 2, 3}). The same
+// algorithm over the same queue gives the same set.
+void torch_topk(const float* v, int64_t n, int64_t k, std::vector<int32_t>* out);
 
 // keep[i] (i < lens) = 1 if position i lies in a kept block.
 void candidate_mask(const float* scores, int64_t lens, int block, int topk_blocks,
