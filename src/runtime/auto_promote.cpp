@@ -163,14 +163,16 @@ Result<AutoPromoteResult> auto_promote(const GgufFile& in, const std::string& in
     double excess = 0;
     bool pass = false;
   };
-  // Writes the mix with `promoted` units promoted to the scratch file and measures it (or, given
-  // `known`, takes that measurement of the same mix).
-  auto measure = [&](const std::vector<bool>& promoted, const Measured* known = nullptr) -> Result<Measured> {
+  // Writes the mix with `promoted` units promoted to the scratch file and measures it; a mix
+  // measured before (the greedy search meets the sensitivity runs' and the all-promoted mixes) is
+  // only written again.
+  std::map<std::vector<bool>, Measured> seen;
+  auto measure = [&](const std::vector<bool>& promoted) -> Result<Measured> {
     QuantizeOptions o = base;
     o.policy.class_rules = promotion_rules(base.policy.class_rules, units, promoted, opts.promote_type);
     STRATA_ASSIGN(const QuantizePlan plan, plan_quantize(in, o));
     STRATA_TRY(write_quantized(in, plan, o, scratch.path));
-    if (known) return *known;
+    if (auto it = seen.find(promoted); it != seen.end()) return it->second;
     RoutingCapture cq;
     LoadOptions lq;
     lq.n_threads = opts.n_threads;
@@ -182,6 +184,7 @@ Result<AutoPromoteResult> auto_promote(const GgufFile& in, const std::string& in
     m.n_el = plan.n_elements;
     m.excess = gate_excess(m.r, opts.gate_kld, opts.gate_routing);
     m.pass = kld_gate(m.r, opts.gate_kld, opts.gate_routing).ok();
+    seen[promoted] = m;
     return m;
   };
   auto finish = [&](const Measured& m, const std::vector<bool>& promoted,
@@ -244,8 +247,7 @@ Result<AutoPromoteResult> auto_promote(const GgufFile& in, const std::string& in
   for (size_t step = 0; step < rank.size(); ++step) {
     promoted[rank[step]] = true;
     order.push_back(units[rank[step]]);
-    // The last step is every unit promoted: measured above.
-    STRATA_ASSIGN(const Measured m, measure(promoted, step + 1 == rank.size() ? &high : nullptr));
+    STRATA_ASSIGN(const Measured m, measure(promoted));
     log("step " + std::to_string(step + 1) + ": promote " + units[rank[step]].name + " -> " +
         describe(m.r, m.bytes, m.n_el) + (m.pass ? ": passes" : ": fails"));
     if (m.pass) return finish(m, promoted, order);

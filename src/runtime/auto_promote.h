@@ -14,7 +14,8 @@
 // The gate excess is max(mean KLD / kld gate, (1 - lowest routing consistency) / (1 - routing
 // gate)) over the gates that are on: above 1 fails. Each measurement is strata kld
 // (runtime/kl_divergence.h) of a candidate written to one scratch file beside OUT (OUT.promote,
-// removed at the end) against IN, loaded once, on the same tokens. The result is given back as
+// removed at the end) against IN, loaded once, on the same tokens; a mix is measured once. The result is
+// given back as
 // --policy rules (the user's, then `layers[...].CLASS=TYPE` ones) that reproduce the file.
 #pragma once
 
