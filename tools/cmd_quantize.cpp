@@ -173,6 +173,11 @@ int cmd_quantize(int argc, char** argv) {
       "with --gate: measure each layer's sensitivity (only it at TYPE, the rest promoted) and promote "
       "the most sensitive layers to --promote-type until the gate passes; prints the --policy");
   app.add_option("--promote-type", promote_type, "type --auto-promote promotes layers to (default q8_0)");
+  std::string promote_unit;
+  app.add_option(
+      "--promote-unit", promote_unit,
+      "what --auto-promote promotes at once: class (default: each class of each layer, e.g. layer 3's "
+      "attention, alone) or layer (a layer's classes together: half the measurements)");
   app.add_option("-f,--file", gate_text, "text for --gate");
   app.add_option("-c,--ctx-size", gate_ctx, "window for --gate (0: the model's context, at most 4096)");
   try {
@@ -252,6 +257,12 @@ int cmd_quantize(int argc, char** argv) {
                 2);
   }
   strata::AutoPromoteOptions ap;
+  if (!promote_unit.empty()) {
+    if (!auto_promote) return fail("--promote-unit is for --auto-promote", 2);
+    if (promote_unit != "layer" && promote_unit != "class")
+      return fail("--promote-unit '" + promote_unit + "': expected layer or class", 2);
+    ap.by_class = promote_unit == "class";
+  }
   if (!promote_type.empty()) {
     if (!auto_promote) return fail("--promote-type is for --auto-promote", 2);
     if (!strata::type_from_name(promote_type, &ap.promote_type) || !strata::type_info(ap.promote_type).known)

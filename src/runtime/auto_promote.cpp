@@ -28,7 +28,7 @@ double mib(uint64_t b) {
 }
 
 // The units the requested plan leaves narrower than `to` (see the header).
-std::vector<PromoteUnit> find_units(const QuantizePlan& plan, GgmlType to) {
+std::vector<PromoteUnit> find_units(const QuantizePlan& plan, GgmlType to, bool by_class) {
   const double to_bits = bits_per_weight(to);
   struct Acc {
     bool narrower = false, wider = false;
@@ -48,7 +48,8 @@ std::vector<PromoteUnit> find_units(const QuantizePlan& plan, GgmlType to) {
   for (const auto& [key, a] : acc) {
     if (!a.narrower || a.wider) continue;  // never demote a tensor the file type made wider
     const auto& [layer, cls] = key;
-    const std::string name = layer >= 0 ? "layer " + std::to_string(layer) : cls;
+    std::string name = layer >= 0 ? "layer " + std::to_string(layer) : cls;
+    if (by_class && layer >= 0) name += " " + cls;
     if (units.empty() || units.back().name != name) units.push_back({name, layer, {}, 0});
     units.back().classes.push_back(cls);
   }
@@ -145,7 +146,7 @@ Result<AutoPromoteResult> auto_promote(const GgufFile& in, const std::string& in
   if (!weight_quantizer(opts.promote_type))
     return err("--promote-type %s: strata cannot write that type", type_name(opts.promote_type));
   STRATA_ASSIGN(const QuantizePlan requested, plan_quantize(in, base));
-  std::vector<PromoteUnit> units = find_units(requested, opts.promote_type);
+  std::vector<PromoteUnit> units = find_units(requested, opts.promote_type, opts.by_class);
 
   RoutingCapture cr;
   LoadOptions lr;

@@ -1,9 +1,9 @@
 // `strata quantize --auto-promote`: the smallest mix that passes a quality gate, found by measuring.
 //
-// Units: each layer (blk.L: every class policy class of that layer — experts, attn, shexp, ffn —
-// whose tensors the file type makes narrower than the promotion type, none wider), plus the token
-// embeddings and the output matrix when they are narrower. The router is never a unit (it stays as
-// the file type leaves it: F32 unless --policy names it).
+// Units: each class policy class of each layer (experts, attn, shexp, ffn of blk.L) whose tensors
+// the file type makes narrower than the promotion type (none wider), plus the token embeddings and
+// the output matrix when they are narrower; without by_class a layer's classes form one unit. The
+// router is never a unit (it stays as the file type leaves it: F32 unless --policy names it).
 //
 //   1. the requested mix as is: passes the gate -> written, nothing promoted;
 //   2. every unit promoted: fails -> error naming the number (nothing can pass);
@@ -14,9 +14,9 @@
 // The gate excess is max(mean KLD / kld gate, (1 - lowest routing consistency) / (1 - routing
 // gate)) over the gates that are on: above 1 fails. Each measurement is strata kld
 // (runtime/kl_divergence.h) of a candidate written to one scratch file beside OUT (OUT.promote,
-// removed at the end) against IN, loaded once, on the same tokens; a mix is measured once. The result is
-// given back as
-// --policy rules (the user's, then `layers[...].CLASS=TYPE` ones) that reproduce the file.
+// removed at the end) against IN, loaded once, on the same tokens; a mix is measured once. The
+// result is given back as --policy rules (the user's, then `layers[...].CLASS=TYPE` ones) that
+// reproduce the file.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,8 @@ struct AutoPromoteOptions {
   GgmlType promote_type = GgmlType::q8_0;
   double gate_kld = -1, gate_routing = -1;  // negative: that gate is off (not both)
   KldOptions kld;
-  int n_threads = 0;  // model loads (quantizing uses QuantizeOptions::n_threads)
+  int n_threads = 0;     // model loads (quantizing uses QuantizeOptions::n_threads)
+  bool by_class = true;  // a layer's classes are separate units ("layer 3 experts", "layer 3 attn")
 };
 
 struct PromoteUnit {

@@ -138,7 +138,8 @@ TEST_F(QuantizeCli, KldAndTheGate) {
 
 // --auto-promote with a gate between the uniform Q4_0 and Q8_0 mixes' measured KLD: Q4_0 fails,
 // every unit at Q8_0 passes, so at least one promotion is needed and the search must stop at or
-// before all of them; the printed policy reproduces the file byte for byte. A gate nothing meets:
+// before all of them; the printed policy reproduces the file byte for byte (units: each class of
+// each layer, and with --promote-unit layer whole layers). A gate nothing meets:
 // the number named, no OUT.
 TEST_F(QuantizeCli, AutoPromoteUntilTheGatePasses) {
   const std::string in = path("f16.gguf"), out = path("auto.gguf");
@@ -176,6 +177,12 @@ TEST_F(QuantizeCli, AutoPromoteUntilTheGatePasses) {
   Proc again = strata("quantize --policy '" + policy + "' " + in + " " + path("again.gguf") + " Q4_0");
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(strata::testing::slurp(out), strata::testing::slurp(path("again.gguf"))) << policy;
+  // Whole layers as units: passes too, its steps name layers.
+  Proc l = strata("quantize --auto-promote --promote-unit layer --gate kld=" + gate + " -f " + text +
+                  " -c 32 " + in + " " + path("layers.gguf") + " Q4_0");
+  ASSERT_EQ(l.code, 0) << l.err << l.out;
+  EXPECT_NE(l.out.find("sensitivity of layer 1: "), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("gate passed"), std::string::npos) << l.out;
 
   const std::string never = path("never.gguf");
   Proc n = strata("quantize --auto-promote --gate kld=0 -f " + text + " -c 32 " + in + " " + never + " Q4_0");
@@ -188,6 +195,10 @@ TEST_F(QuantizeCli, AutoPromoteUntilTheGatePasses) {
   strata::testing::expect_one_line_error(strata("quantize --auto-promote --promote-type zz --gate kld=1 -f " +
                                                 text + " " + in + " " + never + " Q4_0"),
                                          "--promote-type: unknown type 'zz'");
+  strata::testing::expect_one_line_error(
+      strata("quantize --auto-promote --promote-unit expert --gate kld=1 -f " + text + " " + in + " " +
+             never + " Q4_0"),
+      "--promote-unit 'expert': expected layer or class");
   EXPECT_FALSE(fs::exists(never));
 }
 
