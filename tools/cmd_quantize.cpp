@@ -15,6 +15,7 @@
 #include "command.h"
 #include "format/gguf.h"
 #include "quantize/quantize_gguf.h"
+#include "runtime/auto_promote.h"
 #include "runtime/kl_divergence.h"
 #include "runtime/perplexity.h"
 
@@ -100,12 +101,47 @@ int run_gate(const std::string& in_path, const std::string& out_path, const std:
   return 0;
 }
 
+// --auto-promote (runtime/auto_promote.h): prints each measurement, the promotions and the policy;
+// OUT is written only when the gate passes.
+int run_auto_promote(const strata::GgufFile& in, const std::string& in_path, const std::string& out_path,
+                     const std::string& text, const Gate& gate, int n_ctx,
+                     const strata::QuantizeOptions& opts, strata::AutoPromoteOptions ap) {
+  ap.gate_kld = gate.kld;
+  ap.gate_routing = gate.routing;
+  ap.kld.n_ctx = n_ctx;
+  ap.n_threads = opts.n_threads;
+  auto log = [](const std::string& line) {
+    std::printf("auto-promote: %s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  auto r = strata::auto_promote(in, in_path, opts, text, ap, out_path, log);
+  if (!r.ok()) return fail(r.message() + " (" + out_path + " not written)");
+  // The size of the same model with every convertible tensor in the promotion type's file type.
+  strata::QuantizeOptions all = opts;
+  all.policy.class_rules.clear();
+  all.policy.ftype = strata::quant_ftype(strata::type_name(ap.promote_type));
+  std::string versus;
+  if (all.policy.ftype) {
+    if (auto p = strata::plan_quantize(in, all); p.ok())
+      versus = " = " +
+               std::to_string(100.0 * (1.0 - double(r->out_bytes) / double(p->out_bytes))).substr(0, 5) +
+               "% smaller than all-" + all.policy.ftype->name + " (" +
+               std::to_string(mib(p->out_bytes)).substr(0, 7) + " MiB)";
+  }
+  std::printf("auto-promote: %zu promoted; %.3f MiB (%.3f bpw)%s\n", r->promoted.size(), mib(r->out_bytes),
+              r->out_bytes * 8.0 / double(r->n_elements), versus.c_str());
+  std::printf("policy: %s\n", r->policy.empty() ? "(none: the requested mix passes)" : r->policy.c_str());
+  std::printf("gate passed: wrote %s\n", out_path.c_str());
+  return 0;
+}
+
 int cmd_quantize(int argc, char** argv) {
   std::vector<std::string> pos, tensor_types;
   std::string output_type, embd_type, gate_spec, gate_text, tensor_type_file, imatrix_path, policy_spec;
+  std::string promote_type;
   int gate_ctx = 0;
   strata::QuantizeOptions opts;
-  bool dry_run = false;
+  bool dry_run = false, auto_promote = false;
   CLI::App app{"Quantize a GGUF model (llama-quantize's types, rules and flags)", "strata quantize"};
   app.add_option("args", pos, "IN OUT TYPE (TYPE: " + strata::quant_ftype_names() + ")")->required();
   app.add_flag("--pure", opts.policy.pure, "every convertible tensor in TYPE (no output / MoE mix rules)");
@@ -132,6 +168,16 @@ int cmd_quantize(int argc, char** argv) {
   app.add_option("--gate", gate_spec,
                  "kld=X,routing=Y: after quantizing, measure against IN on -f TEXT (strata kld) and fail, "
                  "leaving no OUT, when the mean KLD exceeds X or a layer's routing consistency is below Y");
+  app.add_flag(
+      "--auto-promote", auto_promote,
+      "with --gate: measure each layer's sensitivity (only it at TYPE, the rest promoted) and promote "
+      "the most sensitive layers to --promote-type until the gate passes; prints the --policy");
+  app.add_option("--promote-type", promote_type, "type --auto-promote promotes layers to (default q8_0)");
+  std::string promote_unit;
+  app.add_option(
+      "--promote-unit", promote_unit,
+      "what --auto-promote promotes at once: class (default: each class of each layer, e.g. layer 3's "
+      "attention, alone) or layer (a layer's classes together: half the measurements)");
   app.add_option("-f,--file", gate_text, "text for --gate");
   app.add_option("-c,--ctx-size", gate_ctx, "window for --gate (0: the model's context, at most 4096)");
   try {
@@ -206,6 +252,21 @@ int cmd_quantize(int argc, char** argv) {
     text = std::move(t).value();
   } else if (!gate_text.empty()) {
     return fail("-f is the text of --gate; give --gate too", 2);
+  } else if (auto_promote) {
+    return fail("--auto-promote needs --gate kld=X,routing=Y (the gate it promotes layers until it passes)",
+                2);
+  }
+  strata::AutoPromoteOptions ap;
+  if (!promote_unit.empty()) {
+    if (!auto_promote) return fail("--promote-unit is for --auto-promote", 2);
+    if (promote_unit != "layer" && promote_unit != "class")
+      return fail("--promote-unit '" + promote_unit + "': expected layer or class", 2);
+    ap.by_class = promote_unit == "class";
+  }
+  if (!promote_type.empty()) {
+    if (!auto_promote) return fail("--promote-type is for --auto-promote", 2);
+    if (!strata::type_from_name(promote_type, &ap.promote_type) || !strata::type_info(ap.promote_type).known)
+      return fail("--promote-type: unknown type '" + promote_type + "'", 2);
   }
 
   auto in = strata::GgufFile::open(in_path);
@@ -213,6 +274,7 @@ int cmd_quantize(int argc, char** argv) {
   auto plan = strata::plan_quantize(**in, opts);
   if (!plan.ok()) return fail(plan.message());
   const double n_el = static_cast<double>(plan->n_elements);
+  if (auto_promote) return run_auto_promote(**in, in_path, out_path, text, gate, gate_ctx, opts, ap);
   if (dry_run) {
     size_t i = 0;
     for (const strata::TensorPlan& tp : plan->tensors) {

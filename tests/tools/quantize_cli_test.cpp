@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -133,6 +134,72 @@ TEST_F(QuantizeCli, KldAndTheGate) {
       "unknown measure 'speed'");
   strata::testing::expect_one_line_error(strata("quantize --gate kld=1 " + in + " " + out + "2 Q4_0"),
                                          "--gate needs -f TEXT");
+}
+
+// --auto-promote with a gate between the uniform Q4_0 and Q8_0 mixes' measured KLD: Q4_0 fails,
+// every unit at Q8_0 passes, so at least one promotion is needed and the search must stop at or
+// before all of them; the printed policy reproduces the file byte for byte (units: each class of
+// each layer, and with --promote-unit layer whole layers). A gate nothing meets:
+// the number named, no OUT.
+TEST_F(QuantizeCli, AutoPromoteUntilTheGatePasses) {
+  const std::string in = path("f16.gguf"), out = path("auto.gguf");
+  const std::string text = path("text.txt");
+  std::ofstream(text) << strata::testing::slurp(strata::testing::source_dir() +
+                                                "/tests/data/bundled_smoke_valid.txt")
+                             .substr(0, 1500);
+  auto kld_of = [&](const std::string& type) {
+    Proc q = strata("quantize " + in + " " + path(type + ".gguf") + " " + type);
+    EXPECT_EQ(q.code, 0) << q.err;
+    Proc k = strata("kld -m " + path(type + ".gguf") + " --ref " + in + " -f " + text + " -c 32 -q --json");
+    EXPECT_EQ(k.code, 0) << k.err;
+    const size_t at = k.out.find("\"kld_mean\":");
+    return at == std::string::npos ? -1.0 : std::strtod(k.out.c_str() + at + 11, nullptr);
+  };
+  const double k4 = kld_of("Q4_0"), k8 = kld_of("Q8_0");
+  ASSERT_GT(k4, k8);
+  ASSERT_GT(k8, 0);
+  const std::string gate = std::to_string((k4 + k8) / 2);
+  Proc a = strata("quantize --auto-promote --gate kld=" + gate + " -f " + text + " -c 32 " + in + " " + out +
+                  " Q4_0");
+  ASSERT_EQ(a.code, 0) << a.err << a.out;
+  EXPECT_NE(a.out.find("requested mix:"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("sensitivity of layer 0"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("step 1: promote"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("gate passed"), std::string::npos) << a.out;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".promote"));
+  Proc r = strata("run -m " + out + " -p hello -n 3 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const size_t p0 = a.out.find("policy: ");
+  ASSERT_NE(p0, std::string::npos) << a.out;
+  const std::string policy = a.out.substr(p0 + 8, a.out.find('\n', p0) - p0 - 8);
+  EXPECT_NE(policy.find("=q8_0"), std::string::npos) << policy;
+  Proc again = strata("quantize --policy '" + policy + "' " + in + " " + path("again.gguf") + " Q4_0");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(strata::testing::slurp(out), strata::testing::slurp(path("again.gguf"))) << policy;
+  // Whole layers as units: passes too, its steps name layers.
+  Proc l = strata("quantize --auto-promote --promote-unit layer --gate kld=" + gate + " -f " + text +
+                  " -c 32 " + in + " " + path("layers.gguf") + " Q4_0");
+  ASSERT_EQ(l.code, 0) << l.err << l.out;
+  EXPECT_NE(l.out.find("sensitivity of layer 1: "), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("gate passed"), std::string::npos) << l.out;
+
+  const std::string never = path("never.gguf");
+  Proc n = strata("quantize --auto-promote --gate kld=0 -f " + text + " -c 32 " + in + " " + never + " Q4_0");
+  strata::testing::expect_one_line_error(n,
+                                         "even with every layer promoted to q8_0 the gate failed: mean KLD");
+  EXPECT_FALSE(fs::exists(never));
+  EXPECT_FALSE(fs::exists(never + ".promote"));
+  strata::testing::expect_one_line_error(strata("quantize --auto-promote " + in + " " + never + " Q4_0"),
+                                         "--auto-promote needs --gate");
+  strata::testing::expect_one_line_error(strata("quantize --auto-promote --promote-type zz --gate kld=1 -f " +
+                                                text + " " + in + " " + never + " Q4_0"),
+                                         "--promote-type: unknown type 'zz'");
+  strata::testing::expect_one_line_error(
+      strata("quantize --auto-promote --promote-unit expert --gate kld=1 -f " + text + " " + in + " " +
+             never + " Q4_0"),
+      "--promote-unit 'expert': expected layer or class");
+  EXPECT_FALSE(fs::exists(never));
 }
 
 }  // namespace
