@@ -4,7 +4,8 @@
 // contiguous nor in order) gives the same bits as its contiguous rows on the device, and logits
 // within the device's bound of the CPU's (max |Δ| within 1e-3 of each row's spread, the same top-1
 // wherever the CPU's leads by more than twice that row's |Δ|; tests/model/vulkan_model_test.cpp), in one
-// batch and in chunks; q8_0 rows (Hadamard-rotated) and q4_0 rows within 1e-2 of the CPU's. A session that
+// batch and in chunks; q8_0 rows (Hadamard-rotated) and q4_0 rows on a synth dense llama with heads
+// of 32 (whole blocks) within 1e-2 of the CPU's. A session that
 // adopts a cached prefix on the device (a prefix-cache hit) gets the bits of the session that
 // computed it (a miss). Without Vulkan the tests skip (fail under CI=true).
 #include <gtest/gtest.h>
@@ -13,15 +14,19 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "common/fixtures.h"
 #include "kv/block_pool.h"
 #include "kv/kv_pool.h"
 #include "model/arch.h"
 #include "model/model.h"
+#include "model/synth.h"
 #if STRATA_HAVE_VULKAN
 #include "kernels/vulkan/vk_device.h"
 #endif
@@ -33,6 +38,33 @@ namespace {
 
 const std::string& bundled() {
   static const std::string p = testing::source_dir() + "/tests/data/bundled_smoke.gguf";
+  return p;
+}
+
+bool synth_written = false;
+
+// A dense llama with heads of 32 (whole q8_0 / q4_0 blocks; the bundled model's are 16), F16
+// weights, written once per process.
+const std::string& llama_heads_32() {
+  static const std::string p = [] {
+    SynthSpec s;
+    s.arch = "llama";
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.ffn = 128;
+    s.n_vocab = 300;
+    s.type = "f16";
+    s.n_threads = 1;
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("strata_vk_paged_" + std::to_string(::getpid()) + ".gguf"))
+            .string();
+    auto r = synth_write(s, path);
+    EXPECT_TRUE(r.ok()) << r.message();
+    synth_written = true;
+    return path;
+  }();
   return p;
 }
 
@@ -101,17 +133,21 @@ class VulkanPagedKv : public ::testing::Test {
     }
     dev_ = opened->get();
   }
+  static void TearDownTestSuite() {
+    if (synth_written) std::filesystem::remove(llama_heads_32());
+  }
   VulkanDevice* dev_ = nullptr;
 };
 
 // Paged rows of one KV type on the device against its contiguous rows (the same bits) and the CPU.
-void paged_against_contiguous_and_cpu(VulkanDevice& dev, const KvTypes& kv, double tol) {
-  auto cpu = Model::load(bundled(), {.n_threads = 2});
+void paged_against_contiguous_and_cpu(VulkanDevice& dev, const std::string& path, const KvTypes& kv,
+                                      double tol) {
+  auto cpu = Model::load(path, {.n_threads = 2});
   ASSERT_TRUE(cpu.ok()) << cpu.message();
   LoadOptions lo;
   lo.n_threads = 2;
   lo.device = &dev;
-  auto gpu = Model::load(bundled(), lo);
+  auto gpu = Model::load(path, lo);
   ASSERT_TRUE(gpu.ok()) << gpu.message();
   auto spec = (*gpu)->arch().kv_spec_for(kv);
   ASSERT_TRUE(spec.ok()) << spec.message();
@@ -130,21 +166,23 @@ void paged_against_contiguous_and_cpu(VulkanDevice& dev, const KvTypes& kv, doub
     worst = std::max(worst, expect_close(want, paged, V, tol, "paged on the device vs the CPU"));
   }
   EXPECT_EQ((*pool)->stats().blocks.used, 0);
-  std::printf("bundled model, paged %s / %s KV on %s: max |dlogit| / spread vs the CPU %.2e\n",
+  std::printf("%s: paged %s / %s KV on %s: max |dlogit| / spread vs the CPU %.2e\n", path.c_str(),
               kv_type_name(kv.k), kv_type_name(kv.v), dev.name().c_str(), worst);
 }
 
 TEST_F(VulkanPagedKv, F16RowsMatchContiguousRowsAndTheCpu) {
-  paged_against_contiguous_and_cpu(*dev_, KvTypes{KvType::f16, KvType::f16, true, false}, 1e-3);
+  paged_against_contiguous_and_cpu(*dev_, bundled(), KvTypes{KvType::f16, KvType::f16, true, false}, 1e-3);
 }
 
 // q8_0 as llama.cpp stores it by default (Hadamard-rotated), q4_0 not rotated.
 TEST_F(VulkanPagedKv, RotatedQ8_0RowsMatchContiguousRowsAndTheCpu) {
-  paged_against_contiguous_and_cpu(*dev_, KvTypes{KvType::q8_0, KvType::q8_0, true, false}, 1e-2);
+  paged_against_contiguous_and_cpu(*dev_, llama_heads_32(), KvTypes{KvType::q8_0, KvType::q8_0, true, false},
+                                   1e-2);
 }
 
 TEST_F(VulkanPagedKv, Q4_0RowsMatchContiguousRowsAndTheCpu) {
-  paged_against_contiguous_and_cpu(*dev_, KvTypes{KvType::q4_0, KvType::q4_0, false, false}, 1e-2);
+  paged_against_contiguous_and_cpu(*dev_, llama_heads_32(), KvTypes{KvType::q4_0, KvType::q4_0, false, false},
+                                   1e-2);
 }
 
 // A prefix-cache hit on the device: the rows after the adopted prefix keep the bits of the

@@ -62,7 +62,6 @@ float dot_blocks(uint e) {
 shared float red_m[64];
 shared float red_l[64];
 shared float red[64 * 32];
-shared float os[MAX_HD];  // the head's output
 
 void main() {
   const uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y;
@@ -134,7 +133,7 @@ void main() {
   const float inv = denom > 0.0 ? 1.0 / denom : 0.0;
 
   // o in chunks of 32 values: every invocation's scaled accumulators, summed per value; rotated V
-  // rows: o rotated back (Σ p·(H v) = H Σ p·v) by invocation 0 before it is written.
+  // rows: o rotated back in S (Σ p·(H v) = H Σ p·v) by invocation 0 once all of it is there.
   const uint oa = p.o_off + (t * p.n_head + h) * p.hdv;
   for (uint d0 = 0u; d0 < p.hdv; d0 += 32u) {
     for (uint k = 0u; k < 32u; ++k) red[tid * 32u + k] = d0 + k < p.hdv ? acc[d0 + k] * f : 0.0;
@@ -142,18 +141,13 @@ void main() {
     if (tid < 32u && d0 + tid < p.hdv) {
       float sum = 0.0;
       for (uint r = 0u; r < 64u; ++r) sum += red[r * 32u + tid];
-      os[d0 + tid] = sum * inv;
+      s[oa + d0 + tid] = sum * inv;
     }
     barrier();
   }
   if (kv_rotated(true)) {
-    if (tid == 0u) {
-      float x[KV_MAX_HD];
-      for (uint d = 0u; d < p.hdv; ++d) x[d] = os[d];
-      kv_hadamard(x, p.hdv);
-      for (uint d = 0u; d < p.hdv; ++d) os[d] = x[d];
-    }
+    memoryBarrierBuffer();
     barrier();
+    if (tid == 0u) kv_hadamard(oa, p.hdv);
   }
-  for (uint d = tid; d < p.hdv; d += 64u) s[oa + d] = os[d];
 }

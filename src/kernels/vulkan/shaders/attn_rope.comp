@@ -62,14 +62,6 @@ void rope(uint a, uint tab) {
   }
 }
 
-// The n values at S[a..] Hadamard-rotated in place (kv_rows.glsl).
-void rotate(uint a, uint n) {
-  float x[KV_MAX_HD];
-  for (uint i = 0u; i < n; ++i) x[i] = s[a + i];
-  kv_hadamard(x, n);
-  for (uint i = 0u; i < n; ++i) s[a + i] = x[i];
-}
-
 void main() {
   const uint per_tok = p.n_head + 2u * p.n_kv;
   const uint id = gl_GlobalInvocationID.x;
@@ -81,18 +73,18 @@ void main() {
     const uint a = p.q_off + (t * p.n_head + h) * p.hdk;
     if (p.qn_off != ~0u) norm(a, p.qn_off);
     rope(a, tab);
-    if (kv_rotated(false)) rotate(a, p.hdk);  // q·k of rotated rows
+    if (kv_rotated(false)) kv_hadamard(a, p.hdk);  // q·k of rotated rows
   } else if (h < p.n_head + p.n_kv) {
     const uint hk = h - p.n_head;
     const uint a = p.k_off + (t * p.n_kv + hk) * p.hdk;
     if (p.kn_off != ~0u) norm(a, p.kn_off);
     rope(a, tab);
-    if (kv_rotated(false)) rotate(a, p.hdk);
+    if (kv_rotated(false)) kv_hadamard(a, p.hdk);
     kv_store(false, kv_slot(false, pos) * p.n_kv * p.hdk + hk * p.hdk, a, p.hdk);
   } else {
     const uint hk = h - p.n_head - p.n_kv;
     const uint a = p.v_off + (t * p.n_kv + hk) * p.hdv;
-    if (kv_rotated(true)) rotate(a, p.hdv);
+    if (kv_rotated(true)) kv_hadamard(a, p.hdv);
     kv_store(true, kv_slot(true, pos) * p.n_kv * p.hdv + hk * p.hdv, a, p.hdv);
   }
 }

@@ -32,24 +32,23 @@ bool kv_rotated(bool v) {
   return (p.flags & (v ? 512u : 256u)) != 0u;
 }
 
-// kernels/kv_row_ops.cpp hadamard_rotate in place on x[0..n): blocks of b (the largest power of
-// two dividing n, at most 256), each a Walsh-Hadamard transform in the CPU's butterfly order
+// kernels/kv_row_ops.cpp hadamard_rotate in place on S[a..a+n): blocks of b (the largest power
+// of two dividing n, at most 256), each a Walsh-Hadamard transform in the CPU's butterfly order
 // times 1 / sqrt(b).
-#define KV_MAX_HD 256
-void kv_hadamard(inout float x[KV_MAX_HD], uint n) {
+void kv_hadamard(uint a, uint n) {
   uint b = 1u;
   while (b < 256u && n % (2u * b) == 0u) b *= 2u;
   if (b == 1u) return;
   const float norm = 1.0 / sqrt(float(b));
-  for (uint o = 0u; o < n; o += b) {
+  for (uint o = a; o < a + n; o += b) {
     for (uint h = 1u; h < b; h *= 2u)
       for (uint i = 0u; i < b; i += 2u * h)
         for (uint j = o + i; j < o + i + h; ++j) {
-          const float a = x[j], c = x[j + h];
-          x[j] = a + c;
-          x[j + h] = a - c;
+          const float x = s[j], y = s[j + h];
+          s[j] = x + y;
+          s[j + h] = x - y;
         }
-    for (uint i = 0u; i < b; ++i) x[o + i] *= norm;
+    for (uint i = 0u; i < b; ++i) s[o + i] *= norm;
   }
 }
 
@@ -111,10 +110,30 @@ void kv_put_half(bool v, uint h, uint x) {
   }
 }
 
+// Half k of the block of a block type made from S[x..x+32) (quant/'s from_float): k = 0 the
+// scale d as f16, else values 2(k−1), 2(k−1)+1 (q8_0: q = round-half-even(x · id), id = 127 / amax)
+// or bytes 2(k−1), 2(k−1)+1 (q4_0: byte i holds values i and i + 16 as min(15, trunc(x · id +
+// 8.5)), id = 1 / d).
+uint kv_block_half(uint t, uint x, float d, float id, uint k) {
+  if (k == 0u) return packHalf2x16(vec2(d, 0.0)) & 0xffffu;
+  const uint i = 2u * (k - 1u);
+  if (t == KV_Q8_0) {
+    const int q0 = clamp(int(roundEven(s[x + i] * id)), -128, 127);
+    const int q1 = clamp(int(roundEven(s[x + i + 1u] * id)), -128, 127);
+    return (uint(q0) & 0xffu) | ((uint(q1) & 0xffu) << 8);
+  }
+  uint h = 0u;
+  for (uint b = 0u; b < 2u; ++b) {
+    precise float f0 = s[x + i + b] * id + 8.5;
+    precise float f1 = s[x + i + b + 16u] * id + 8.5;
+    h |= (uint(min(int(f0), 15)) | (uint(min(int(f1), 15)) << 4)) << (8u * b);
+  }
+  return h;
+}
+
 // The values S[a..a+n) into the rows from value e (n and e multiples of 32 for block types, even
-// for f16), converted as quant/'s from_float converts: q8_0 d = amax / 127, q = round-half-even
-// (x · 127 / amax); q4_0 d = max / −8 (max: the value of largest magnitude), q = min(15,
-// trunc(x / d + 8.5)); the scale as f16.
+// for f16), converted as quant/'s from_float converts: q8_0 d = amax / 127; q4_0 d = max / −8
+// (max: the value of largest magnitude).
 void kv_store(bool v, uint e, uint a, uint n) {
   const uint t = kv_type(v), off = kv_off(v);
   if (t == KV_F32) {
@@ -129,45 +148,30 @@ void kv_store(bool v, uint e, uint a, uint n) {
   const uint nh = kv_block_halves(t);
   for (uint b0 = 0u; b0 < n; b0 += 32u) {
     const uint x = a + b0;
-    uint hv[17];
+    float amax = 0.0, mx = 0.0;
+    for (uint i = 0u; i < 32u; ++i)
+      if (amax < abs(s[x + i])) {
+        amax = abs(s[x + i]);
+        mx = s[x + i];
+      }
+    float d, id;
     if (t == KV_Q8_0) {
-      float amax = 0.0;
-      for (uint i = 0u; i < 32u; ++i) amax = max(amax, abs(s[x + i]));
-      const float d = amax / 127.0;
-      const float id = amax != 0.0 ? 127.0 / amax : 0.0;
-      hv[0] = packHalf2x16(vec2(d, 0.0)) & 0xffffu;
-      for (uint i = 0u; i < 16u; ++i) {
-        const int q0 = clamp(int(roundEven(s[x + 2u * i] * id)), -128, 127);
-        const int q1 = clamp(int(roundEven(s[x + 2u * i + 1u] * id)), -128, 127);
-        hv[1u + i] = (uint(q0) & 0xffu) | ((uint(q1) & 0xffu) << 8);
-      }
+      d = amax / 127.0;
+      id = amax != 0.0 ? 127.0 / amax : 0.0;
     } else {
-      float amax = 0.0, mx = 0.0;
-      for (uint i = 0u; i < 32u; ++i)
-        if (amax < abs(s[x + i])) {
-          amax = abs(s[x + i]);
-          mx = s[x + i];
-        }
-      const float d = mx / -8.0;
-      const float id = d != 0.0 ? 1.0 / d : 0.0;
-      hv[0] = packHalf2x16(vec2(d, 0.0)) & 0xffffu;
-      uint bytes[16];
-      for (uint i = 0u; i < 16u; ++i) {
-        precise float f0 = s[x + i] * id + 8.5;
-        precise float f1 = s[x + i + 16u] * id + 8.5;
-        bytes[i] = uint(min(int(f0), 15)) | (uint(min(int(f1), 15)) << 4);
-      }
-      for (uint i = 0u; i < 8u; ++i) hv[1u + i] = bytes[2u * i] | (bytes[2u * i + 1u] << 8);
+      d = mx / -8.0;
+      id = d != 0.0 ? 1.0 / d : 0.0;
     }
     // The block's halves: whole words stored, a word shared with the neighbouring block atomically.
     const uint h = off + ((e + b0) / 32u) * nh;
-    uint i = 0u;
+    uint k = 0u;
     if ((h & 1u) != 0u) {
-      kv_put_half(v, h, hv[0]);
-      i = 1u;
+      kv_put_half(v, h, kv_block_half(t, x, d, id, 0u));
+      k = 1u;
     }
-    for (; i + 1u < nh; i += 2u) kv_put_word(v, (h + i) >> 1, hv[i] | (hv[i + 1u] << 16));
-    if (i < nh) kv_put_half(v, h + i, hv[i]);
+    for (; k + 1u < nh; k += 2u)
+      kv_put_word(v, (h + k) >> 1, kv_block_half(t, x, d, id, k) | (kv_block_half(t, x, d, id, k + 1u) << 16));
+    if (k < nh) kv_put_half(v, h + k, kv_block_half(t, x, d, id, k));
   }
 }
 #endif
