@@ -149,8 +149,11 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
     return sh.ring ? p % sh.capacity : p;
   };
   std::vector<DeviceBuffer> ck(n_bufs), cv(n_bufs), vk_k(n_bufs), vk_v(n_bufs);
-  const size_t kb = row_bytes(sh.kv, k_w) * static_cast<size_t>(stored),
-               vb = row_bytes(sh.kv, v_w) * static_cast<size_t>(stored);
+  // Paged 16-bit rows start 2 bytes into their buffers (a KV pool's regions follow each other, so
+  // a region of halves may start mid-word).
+  const size_t row_off = paged && sh.kv != GgmlType::f32 ? 2 : 0;
+  const size_t kb = row_off + row_bytes(sh.kv, k_w) * static_cast<size_t>(stored),
+               vb = row_off + row_bytes(sh.kv, v_w) * static_cast<size_t>(stored);
   const std::vector<uint8_t> zeros(std::max(kb, vb), 0);
   auto cache = [&](size_t bytes, DeviceBuffer& cb, DeviceBuffer& vb) {  // allocated: imports alias
     auto c = cpu.alloc(bytes, "cache");
@@ -215,8 +218,8 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
       if (k == 0) continue;
       auto rows = [&](const DeviceBuffer& b, int64_t width) {
         if (paged)
-          return DeviceRows{
-              &b, 0, width, sh.capacity, false, sh.kv, sh.rotated, tables[s].data(), sh.block_rows, stored};
+          return DeviceRows{&b,         row_off,          width,         sh.capacity, false, sh.kv,
+                            sh.rotated, tables[s].data(), sh.block_rows, stored};
         return DeviceRows{&b, 0, width, sh.capacity, sh.ring, sh.kv, sh.rotated};
       };
       const int b = buf_of(s);
@@ -250,11 +253,11 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
         const DeviceBuffer& cb = part == 0 ? ck[b] : cv[b];
         const size_t bytes = row_bytes(sh.kv, width) * static_cast<size_t>(stored);
         std::vector<uint8_t> raw(bytes);
-        auto t = dev.download(raw.data(), part == 0 ? vk_k[b] : vk_v[b], 0, bytes);
+        auto t = dev.download(raw.data(), part == 0 ? vk_k[b] : vk_v[b], row_off, bytes);
         ASSERT_TRUE(t.ok() && dev.wait(*t).ok());
         std::vector<float> back(static_cast<size_t>(width * stored)), host(back.size());
         kernel_traits(sh.kv).to_float(raw.data(), back.data(), static_cast<int64_t>(back.size()));
-        kernel_traits(sh.kv).to_float(cb.host, host.data(), static_cast<int64_t>(host.size()));
+        kernel_traits(sh.kv).to_float(cb.host + row_off, host.data(), static_cast<int64_t>(host.size()));
         if (part == 1)
           for (size_t i = 0; i < back.size(); ++i) vmax = std::max(vmax, double(std::fabs(host[i])));
         for (int64_t p = pos[s]; p < pos[s] + k; ++p) {

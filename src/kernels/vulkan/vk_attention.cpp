@@ -88,13 +88,13 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
           "%s: run_attention on layer %d: segment %d's %s rows are %s (head dim %lld): this device stores "
           "f32 KV rows, f16 rows of even head dims and q8_0 / q4_0 rows of head dims of whole blocks",
           nm, w.layer, i, what, type_name(r.type), static_cast<long long>(head_dim));
-    const size_t unit = r.type == GgmlType::f32 ? 4 : 2;
-    if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % 4 != 0)
+    const size_t unit = r.type == GgmlType::f32 ? 4 : 2;  // f32 rows are words, the others halves
+    if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % unit != 0)
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows: width %lld x %lld at offset %zu, "
-          "expected %s rows of width %lld at a 4-byte aligned offset",
+          "expected %s rows of width %lld at a %zu-byte aligned offset",
           nm, w.layer, i, what, static_cast<long long>(r.width), static_cast<long long>(r.capacity), r.offset,
-          type_name(r.type), static_cast<long long>(width));
+          type_name(r.type), static_cast<long long>(width), unit);
     if (r.blocks != nullptr && (r.ring || r.block_rows < 1 || r.capacity % r.block_rows != 0 ||
                                 r.stored_rows < r.block_rows || r.stored_rows % r.block_rows != 0))
       return err(

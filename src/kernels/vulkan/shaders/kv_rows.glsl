@@ -10,7 +10,8 @@
 //   bit 8 / 9: the K / V rows' head slices are stored Hadamard-rotated (kv_hadamard).
 // Value e of the rows (e = slot·width + column) sits at word kc_off + e (f32), half kc_off + e
 // (f16) or in block e / 32 at half kc_off + (e / 32)·17 (q8_0) / ·9 (q4_0): kc_off / vc_off count
-// words for f32 rows and 16-bit halves otherwise. Functions take v: false for K, true for V.
+// words for f32 rows and 16-bit halves otherwise (rows of 16-bit halves may start mid-word: a
+// KV pool's regions follow each other). Functions take v: false for K, true for V.
 
 #define KV_F32 0u
 #define KV_F16 1u
@@ -110,11 +111,12 @@ void kv_put_half(bool v, uint h, uint x) {
   }
 }
 
-// Half k of the block of a block type made from S[x..x+32) (quant/'s from_float): k = 0 the
-// scale d as f16, else values 2(k−1), 2(k−1)+1 (q8_0: q = round-half-even(x · id), id = 127 / amax)
-// or bytes 2(k−1), 2(k−1)+1 (q4_0: byte i holds values i and i + 16 as min(15, trunc(x · id +
-// 8.5)), id = 1 / d).
-uint kv_block_half(uint t, uint x, float d, float id, uint k) {
+// Half k of what S[x..) becomes: f16 rows: value k (packHalf2x16); a block of a block type made
+// from S[x..x+32) (quant/'s from_float): k = 0 the scale d as f16, else values 2(k−1), 2(k−1)+1
+// (q8_0: q = round-half-even(x · id), id = 127 / amax) or bytes 2(k−1), 2(k−1)+1 (q4_0: byte i
+// holds values i and i + 16 as min(15, trunc(x · id + 8.5)), id = 1 / d).
+uint kv_new_half(uint t, uint x, float d, float id, uint k) {
+  if (t == KV_F16) return packHalf2x16(vec2(s[x + k], 0.0)) & 0xffffu;
   if (k == 0u) return packHalf2x16(vec2(d, 0.0)) & 0xffffu;
   const uint i = 2u * (k - 1u);
   if (t == KV_Q8_0) {
@@ -131,6 +133,19 @@ uint kv_block_half(uint t, uint x, float d, float id, uint k) {
   return h;
 }
 
+// Halves [h, h + nh) of the rows from kv_new_half: whole words stored, a word shared with the
+// neighbouring head or block (another invocation's) atomically.
+void kv_put_halves(bool v, uint t, uint h, uint nh, uint x, float d, float id) {
+  uint k = 0u;
+  if ((h & 1u) != 0u) {
+    kv_put_half(v, h, kv_new_half(t, x, d, id, 0u));
+    k = 1u;
+  }
+  for (; k + 1u < nh; k += 2u)
+    kv_put_word(v, (h + k) >> 1, kv_new_half(t, x, d, id, k) | (kv_new_half(t, x, d, id, k + 1u) << 16));
+  if (k < nh) kv_put_half(v, h + k, kv_new_half(t, x, d, id, k));
+}
+
 // The values S[a..a+n) into the rows from value e (n and e multiples of 32 for block types, even
 // for f16), converted as quant/'s from_float converts: q8_0 d = amax / 127; q4_0 d = max / −8
 // (max: the value of largest magnitude).
@@ -140,12 +155,10 @@ void kv_store(bool v, uint e, uint a, uint n) {
     for (uint j = 0u; j < n; ++j) kv_put_word(v, off + e + j, floatBitsToUint(s[a + j]));
     return;
   }
-  if (t == KV_F16) {  // off + e is even: whole words
-    for (uint j = 0u; j < n; j += 2u)
-      kv_put_word(v, (off + e + j) / 2u, packHalf2x16(vec2(s[a + j], s[a + j + 1u])));
+  if (t == KV_F16) {
+    kv_put_halves(v, t, off + e, n, a, 0.0, 0.0);
     return;
   }
-  const uint nh = kv_block_halves(t);
   for (uint b0 = 0u; b0 < n; b0 += 32u) {
     const uint x = a + b0;
     float amax = 0.0, mx = 0.0;
@@ -162,16 +175,8 @@ void kv_store(bool v, uint e, uint a, uint n) {
       d = mx / -8.0;
       id = d != 0.0 ? 1.0 / d : 0.0;
     }
-    // The block's halves: whole words stored, a word shared with the neighbouring block atomically.
-    const uint h = off + ((e + b0) / 32u) * nh;
-    uint k = 0u;
-    if ((h & 1u) != 0u) {
-      kv_put_half(v, h, kv_block_half(t, x, d, id, 0u));
-      k = 1u;
-    }
-    for (; k + 1u < nh; k += 2u)
-      kv_put_word(v, (h + k) >> 1, kv_block_half(t, x, d, id, k) | (kv_block_half(t, x, d, id, k + 1u) << 16));
-    if (k < nh) kv_put_half(v, h + k, kv_block_half(t, x, d, id, k));
+    const uint nh = kv_block_halves(t);
+    kv_put_halves(v, t, off + ((e + b0) / 32u) * nh, nh, x, d, id);
   }
 }
 #endif
