@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <vector>
@@ -177,9 +178,6 @@ int cmd_serve(int argc, char** argv) {
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = ef.apply(&lo, model_path, xf); !st.ok()) return fail(st.message(), 2);
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
-  // The Vulkan attention reads contiguous rows, not a KV pool's blocks: on a GPU each slot holds
-  // its whole context (no paged KV, no prefix cache).
-  if (df.dev) eo.paged_kv = false;
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
@@ -202,10 +200,16 @@ int cmd_serve(int argc, char** argv) {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
   }
   const strata::SessionOptions sopt{.n_ctx = *c, .kv = *kv};
-  {  // the routed experts onto a GPU: what the budget leaves after the slots' KV
+  // The routed experts onto a GPU: what the budget leaves after the slots' KV (the paged pool's
+  // --kv-budget where that is more).
+  if (df.dev && m.hparams().n_expert > 0) {
     strata::SessionOptions one = sopt;
     one.n_batch = eo.n_ubatch;
-    auto st = place_experts(df, m, one, eo.n_slots, xf.profile);
+    auto kv_bytes = m.session_kv_bytes(one);
+    if (!kv_bytes.ok()) return fail(kv_bytes.message());
+    const uint64_t reserve =
+        std::max<uint64_t>(*kv_bytes * static_cast<uint64_t>(std::max(eo.n_slots, 1)), eo.kv_budget);
+    auto st = df.place_experts(m, reserve, xf.profile);
     if (!st.ok()) return fail(st.message());
   }
   auto engine = strata::Engine::for_model(m, sopt, eo);

@@ -9,6 +9,13 @@
 // when o is rounded for a quantized wo (a value may land on the neighbouring step, as in the
 // FFN tests); every cache row written within 1e-5 of its largest value. Two shapes again with f16
 // K / V rows (the default KV type): rows within 1e-3 of their largest value, outputs within 1e-3.
+// Paged rows (a KV pool's blocks, kv/kv_pool.h): both sequences' rows in one region of each
+// device, each sequence's block table out of order and interleaved with the other's (blocks
+// 3, 0, 2, 1 ... of its own), for f32, f16, q8_0 and q4_0 rows. q8_0 / q4_0 rows: the CPU's numerics
+// (kernels/kv_row_ops.cpp: the query as Q8_0, integer block dots, fma per value); a row value may land
+// on the neighbouring step where the device's division rounds differently, so rows within one step
+// (1/127 of a block's largest value for q8_0, 1/8 for q4_0) and outputs within 1e-2; once with
+// Hadamard-rotated q8_0 rows (llama.cpp's default for quantized K / V).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,7 +50,16 @@ struct Shape {
   // calls: per call, per sequence the tokens it adds (0: not in that call)
   std::vector<std::vector<int64_t>> calls;
   GgmlType kv = GgmlType::f32;  // the K / V rows' type
+  int64_t block_rows = 0;       // > 0: paged rows in blocks of this many rows
+  bool rotated = false;         // the rows' head slices Hadamard-rotated (kernels/kv_rows.h)
 };
+
+// Paged shapes: sequence s's table entry e names block n_seq·perm(e) + s of the region, perm
+// taking each run of four entries to blocks 3, 0, 2, 1 of that run.
+int32_t paged_block(int n_seq, int s, int64_t e) {
+  static constexpr int64_t kPerm[4] = {3, 0, 2, 1};
+  return static_cast<int32_t>(n_seq * (e / 4 * 4 + kPerm[e % 4]) + s);
+}
 
 // A matrix {in, out} of type t on both devices, and its dequantized values.
 struct DevMat {
@@ -116,11 +132,28 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
                {&sinks, sh.sinks, {}, {}}};
   for (Vec& v : vecs)
     if (v.on) both(v.v->data(), sizeof(float) * v.v->size(), v.cb, v.vb);
-  // Per sequence its K and V rows on each device (zeroed).
+  // Per sequence its K and V rows on each device (zeroed); paged: one region of every sequence's
+  // rows per part, addressed through each sequence's table.
   const int n_seq = static_cast<int>(sh.calls[0].size());
-  std::vector<DeviceBuffer> ck(n_seq), cv(n_seq), vk_k(n_seq), vk_v(n_seq);
-  const size_t kb = row_bytes(sh.kv, k_w) * static_cast<size_t>(sh.capacity),
-               vb = row_bytes(sh.kv, v_w) * static_cast<size_t>(sh.capacity);
+  const bool paged = sh.block_rows > 0;
+  const int n_bufs = paged ? 1 : n_seq;
+  const int64_t stored = paged ? sh.capacity * n_seq : sh.capacity;  // rows of one buffer
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seq));
+  if (paged)
+    for (int s = 0; s < n_seq; ++s)
+      for (int64_t e = 0; e < sh.capacity / sh.block_rows; ++e) tables[s].push_back(paged_block(n_seq, s, e));
+  // Sequence s's row at position p: its buffer and slot.
+  auto buf_of = [&](int s) { return paged ? 0 : s; };
+  auto slot_of = [&](int s, int64_t p) -> int64_t {
+    if (paged) return tables[s][p / sh.block_rows] * sh.block_rows + p % sh.block_rows;
+    return sh.ring ? p % sh.capacity : p;
+  };
+  std::vector<DeviceBuffer> ck(n_bufs), cv(n_bufs), vk_k(n_bufs), vk_v(n_bufs);
+  // Paged 16-bit rows start 2 bytes into their buffers (a KV pool's regions follow each other, so
+  // a region of halves may start mid-word).
+  const size_t row_off = paged && sh.kv != GgmlType::f32 ? 2 : 0;
+  const size_t kb = row_off + row_bytes(sh.kv, k_w) * static_cast<size_t>(stored),
+               vb = row_off + row_bytes(sh.kv, v_w) * static_cast<size_t>(stored);
   const std::vector<uint8_t> zeros(std::max(kb, vb), 0);
   auto cache = [&](size_t bytes, DeviceBuffer& cb, DeviceBuffer& vb) {  // allocated: imports alias
     auto c = cpu.alloc(bytes, "cache");
@@ -134,7 +167,7 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
     auto t = dev.upload(vb, 0, zeros.data(), bytes);
     ASSERT_TRUE(t.ok() && dev.wait(*t).ok());
   };
-  for (int s = 0; s < n_seq; ++s) {
+  for (int s = 0; s < n_bufs; ++s) {
     cache(kb, ck[s], vk_k[s]);
     cache(vb, cv[s], vk_v[s]);
   }
@@ -170,8 +203,12 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
   std::vector<int64_t> pos(static_cast<size_t>(n_seq), 0);
   // f16 rows: a value may round to the neighbouring f16 (2^-11 of it) where K / V differ in the
   // last f32 bits; the output then as for rounded o.
-  const double row_tol = sh.kv == GgmlType::f32 ? 1e-5 : 1e-3;
-  const double tol = sh.to == GgmlType::f32 && sh.kv == GgmlType::f32 ? 1e-5 : 1e-3;
+  const bool blocks = sh.kv == GgmlType::q8_0 || sh.kv == GgmlType::q4_0;
+  const double row_tol = sh.kv == GgmlType::f32    ? 1e-5
+                         : sh.kv == GgmlType::f16  ? 1e-3
+                         : sh.kv == GgmlType::q8_0 ? 1.0 / 127 * 1.001
+                                                   : 1.0 / 8 * 1.001;
+  const double tol = blocks ? 1e-2 : sh.to == GgmlType::f32 && sh.kv == GgmlType::f32 ? 1e-5 : 1e-3;
   double worst = 0.0, worst_rows = 0.0;
   for (size_t call = 0; call < sh.calls.size(); ++call) {
     std::vector<DeviceAttnSeg> cs, vs;
@@ -180,10 +217,14 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
       const int64_t k = sh.calls[call][static_cast<size_t>(s)];
       if (k == 0) continue;
       auto rows = [&](const DeviceBuffer& b, int64_t width) {
-        return DeviceRows{&b, 0, width, sh.capacity, sh.ring, sh.kv};
+        if (paged)
+          return DeviceRows{&b,         row_off,          width,         sh.capacity, false, sh.kv,
+                            sh.rotated, tables[s].data(), sh.block_rows, stored};
+        return DeviceRows{&b, 0, width, sh.capacity, sh.ring, sh.kv, sh.rotated};
       };
-      cs.push_back(DeviceAttnSeg{rows(ck[s], k_w), rows(cv[s], v_w), pos[s], n, k});
-      vs.push_back(DeviceAttnSeg{rows(vk_k[s], k_w), rows(vk_v[s], v_w), pos[s], n, k});
+      const int b = buf_of(s);
+      cs.push_back(DeviceAttnSeg{rows(ck[b], k_w), rows(cv[b], v_w), pos[s], n, k});
+      vs.push_back(DeviceAttnSeg{rows(vk_k[b], k_w), rows(vk_v[b], v_w), pos[s], n, k});
       n += k;
     }
     const auto x = normal(static_cast<size_t>(n * d), 100 + static_cast<uint32_t>(call), 1.0f);
@@ -208,21 +249,24 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
       const int64_t k = sh.calls[call][static_cast<size_t>(s)];
       for (int part = 0; part < 2; ++part) {
         const int64_t width = part == 0 ? k_w : v_w;
-        const DeviceBuffer& cb = part == 0 ? ck[s] : cv[s];
-        const size_t bytes = row_bytes(sh.kv, width) * static_cast<size_t>(sh.capacity);
+        const int b = buf_of(s);
+        const DeviceBuffer& cb = part == 0 ? ck[b] : cv[b];
+        const size_t bytes = row_bytes(sh.kv, width) * static_cast<size_t>(stored);
         std::vector<uint8_t> raw(bytes);
-        auto t = dev.download(raw.data(), part == 0 ? vk_k[s] : vk_v[s], 0, bytes);
+        auto t = dev.download(raw.data(), part == 0 ? vk_k[b] : vk_v[b], row_off, bytes);
         ASSERT_TRUE(t.ok() && dev.wait(*t).ok());
-        std::vector<float> back(static_cast<size_t>(width * sh.capacity)), host(back.size());
+        std::vector<float> back(static_cast<size_t>(width * stored)), host(back.size());
         kernel_traits(sh.kv).to_float(raw.data(), back.data(), static_cast<int64_t>(back.size()));
-        kernel_traits(sh.kv).to_float(cb.host, host.data(), static_cast<int64_t>(host.size()));
+        kernel_traits(sh.kv).to_float(cb.host + row_off, host.data(), static_cast<int64_t>(host.size()));
         if (part == 1)
           for (size_t i = 0; i < back.size(); ++i) vmax = std::max(vmax, double(std::fabs(host[i])));
         for (int64_t p = pos[s]; p < pos[s] + k; ++p) {
-          const int64_t slot = sh.ring ? p % sh.capacity : p;
-          double big = 0.0;
-          for (int64_t e = 0; e < width; ++e) big = std::max(big, double(std::fabs(host[slot * width + e])));
+          const int64_t slot = slot_of(s, p);
           for (int64_t e = 0; e < width; ++e) {
+            // block types: a value's step is its block's (32 values); else the row's largest value
+            const int64_t b0 = blocks ? e / 32 * 32 : 0, b1 = blocks ? b0 + 32 : width;
+            double big = 0.0;
+            for (int64_t x = b0; x < b1; ++x) big = std::max(big, double(std::fabs(host[slot * width + x])));
             const double diff = std::fabs(double(back[slot * width + e]) - host[slot * width + e]);
             worst_rows = std::max(worst_rows, diff / big);
             ASSERT_LE(diff, row_tol * big)
@@ -276,6 +320,17 @@ TEST(VulkanAttentionErrors, NameTheProblem) {
   auto rows = dev.run_attention(aw);
   ASSERT_FALSE(rows.ok());
   EXPECT_NE(rows.message().find("segment 0's K rows"), std::string::npos) << rows.message();
+  // A paged segment whose table names a block its rows do not hold.
+  const int32_t table[2] = {1, 9};
+  const DeviceRows pr{&*b, 0, 64, 8, false, GgmlType::f32, false, table, 4, 8};
+  const DeviceAttnSeg paged{pr, pr, 4, 0, 1};
+  aw.segs = &paged;
+  auto bad = dev.run_attention(aw);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find(
+                "segment 0's K block table entry 1 (positions 4..) is block 9, outside the 2 blocks"),
+            std::string::npos)
+      << bad.message();
   dev.free(*b);
 }
 
@@ -295,7 +350,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VulkanAttention, ::testing::Values(
           GgmlType::f16},
     Shape{"window_sinks_ring_f16_kv", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false, true,
           true, 8, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
-          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {1, 1}}, GgmlType::f16}),
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {1, 1}}, GgmlType::f16},
+    Shape{"paged_gqa_norms_biases", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true, false, false,
+          32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}, {9, 13}},
+          GgmlType::f32, 4},
+    Shape{"paged_window_sinks_f16_kv", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false, true,
+          false, 32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {10, 12}}, GgmlType::f16, 4},
+    Shape{"paged_mixed_types_q8_0_kv", 64, 8, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, false, true, true,
+          false, 32, GgmlType::q4_0, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, {{6, 2}, {1, 1}, {3, 9}, {11, 3}},
+          GgmlType::q8_0, 8},
+    Shape{"paged_gqa_norms_biases_q4_0_kv", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true, false,
+          false, 32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}},
+          GgmlType::q4_0, 4},
+    Shape{"gqa_norms_biases_q8_0_kv_rotated", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true,
+          false, false, 32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}},
+          GgmlType::q8_0, 0, true}),
     [](const auto& info) { return std::string(info.param.name); });
 // clang-format on
 

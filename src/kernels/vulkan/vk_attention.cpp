@@ -1,9 +1,9 @@
 // VulkanDevice::run_attention (vk_device.h): kernels/attention_block.h's block over a batch of
 // sequences, recorded as one submission. Scratch on the device, in order: x in the forms of
-// wq / wk / wv's vec_dot_types, the cos/sin rows of every token (both copied down from one
-// staging buffer), y (copied up), q, k, v, the q / k norm weights and sinks (copied from their
-// buffers), o, and o in the form of wo's vec_dot_type. Dispatches: q / k / v (linear.comp, with
-// their biases); per segment attn_rope.comp (norms, RoPE, K / V rows into the caches); per
+// wq / wk / wv's vec_dot_types, the cos/sin rows of every token, the block tables of paged
+// K / V rows (all copied down from one staging buffer), y (copied up), q, k, v, the q / k norm weights and
+// sinks (copied from their buffers), o, and o in the form of wo's vec_dot_type. Dispatches: q / k / v
+// (linear.comp, with their biases); per segment attn_rope.comp (norms, RoPE, K / V rows into the caches); per
 // segment attention.comp; swiglu.comp's identity (o converted as kernels/linear converts it for
 // the output weight); wo (linear.comp, + bias).
 #include <algorithm>
@@ -69,48 +69,76 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
   STRATA_ASSIGN(const vk::RawBuffer* kn, vector(w.k_norm, hdk, kOp, "k_norm"));
   STRATA_ASSIGN(const vk::RawBuffer* sinks, vector(w.sinks, c.n_head, kOp, "sinks"));
 
-  // The segments' cache rows: f32 or f16 rows of the cache's width (f16: even head dims, so that
-  // a head's values fill whole words), bound from the 256-byte boundary before them.
+  // The segments' cache rows (shaders/kv_rows.glsl): f32, f16, q8_0 or q4_0 rows of the cache's
+  // width (f16: even head dims, so that a head's values fill whole words; block types: head dims
+  // of whole blocks), linear, ring or paged, bound from the 256-byte boundary before them.
   struct SegRows {
     Region k, v;
-    uint32_t kc_off, vc_off;  // in values
+    uint32_t kc_off, vc_off;      // in words (f32 rows) or halves
+    size_t kt_at = 0, vt_at = 0;  // paged: the block tables' bytes in staging
+    int64_t kt_n = 0, vt_n = 0;   // and their entries
   };
   std::vector<SegRows> seg_rows(static_cast<size_t>(w.n_seg));
   auto rows_of = [&](const DeviceRows& r, int64_t width, int64_t head_dim, int i, const char* what,
                      Region& reg, uint32_t& off) -> Status {
-    if (!attention_rows_supported(r.type, r.hadamard) || (r.type == GgmlType::f16 && head_dim % 2 != 0))
+    const int64_t bs = type_info(r.type).block_size;
+    if (!attention_rows_supported(r.type, r.hadamard) || head_dim % bs != 0 ||
+        (r.type == GgmlType::f16 && head_dim % 2 != 0))
       return err(
-          "%s: run_attention on layer %d: segment %d's %s rows are %s%s (head dim %lld): this device stores "
-          "f32 KV rows, and f16 rows of even head dims",
-          nm, w.layer, i, what, type_name(r.type), r.hadamard ? " (Hadamard-rotated)" : "",
-          static_cast<long long>(head_dim));
-    if (r.blocks != nullptr)  // the shaders address rows as slot = position (or mod capacity)
-      return err(
-          "%s: run_attention on layer %d: segment %d's %s rows are paged (a KV pool's blocks): this "
-          "device reads contiguous or ring rows only",
-          nm, w.layer, i, what);
-    if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % 4 != 0)
+          "%s: run_attention on layer %d: segment %d's %s rows are %s (head dim %lld): this device stores "
+          "f32 KV rows, f16 rows of even head dims and q8_0 / q4_0 rows of head dims of whole blocks",
+          nm, w.layer, i, what, type_name(r.type), static_cast<long long>(head_dim));
+    const size_t unit = r.type == GgmlType::f32 ? 4 : 2;  // f32 rows are words, the others halves
+    if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % unit != 0)
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows: width %lld x %lld at offset %zu, "
-          "expected %s rows of width %lld at a 4-byte aligned offset",
+          "expected %s rows of width %lld at a %zu-byte aligned offset",
           nm, w.layer, i, what, static_cast<long long>(r.width), static_cast<long long>(r.capacity), r.offset,
-          type_name(r.type), static_cast<long long>(width));
-    const size_t value_bytes = r.type == GgmlType::f16 ? 2 : 4;
-    const size_t bytes = value_bytes * static_cast<size_t>(r.width * r.capacity);
+          type_name(r.type), static_cast<long long>(width), unit);
+    if (r.blocks != nullptr && (r.ring || r.block_rows < 1 || r.capacity % r.block_rows != 0 ||
+                                r.stored_rows < r.block_rows || r.stored_rows % r.block_rows != 0))
+      return err(
+          "%s: run_attention on layer %d: segment %d's %s rows are paged in blocks of %lld rows over %lld "
+          "rows (%lld stored), not whole blocks%s",
+          nm, w.layer, i, what, static_cast<long long>(r.block_rows), static_cast<long long>(r.capacity),
+          static_cast<long long>(r.stored_rows), r.ring ? " (and a ring)" : "");
+    const int64_t rows = r.blocks != nullptr ? r.stored_rows : r.capacity;
+    const size_t bytes = row_bytes(r.type, r.width) * static_cast<size_t>(rows);
     STRATA_ASSIGN(const vk::RawBuffer* raw, resolve(*r.buf, r.offset, bytes, "cache rows"));
     const vk::Window win = vk::window(r.offset, bytes);
-    if (win.span > ctx_->max_storage_range())
+    if (win.span > ctx_->max_storage_range() || win.span / unit > uint64_t{UINT32_MAX})
       return err(
           "%s: run_attention on layer %d: %s cache rows span %s, more than the device binds at once (%s)", nm,
           w.layer, what, format_bytes(win.span).c_str(), format_bytes(ctx_->max_storage_range()).c_str());
     reg = Region{raw->buf, win.base, win.span};
-    off = static_cast<uint32_t>((r.offset - win.base) / value_bytes);
+    off = static_cast<uint32_t>((r.offset - win.base) / unit);
     return {};
   };
-  // The shaders' flags: bit 0 / 1: K / V is a ring; bit 2 / 3: K / V rows are f16.
-  auto flags = [](const DeviceAttnSeg& sg) {
-    return (sg.k.ring ? 1u : 0u) | (sg.v.ring ? 2u : 0u) | (sg.k.type == GgmlType::f16 ? 4u : 0u) |
-           (sg.v.type == GgmlType::f16 ? 8u : 0u);
+  // A paged segment's table entries that its rows pos0 .. pos0 + n − 1 and their keys use: each
+  // a block the region holds (entries before the first key's block are not read).
+  auto table_of = [&](const DeviceAttnSeg& sg, const DeviceRows& r, int i,
+                      const char* what) -> Result<int64_t> {
+    if (r.blocks == nullptr) return int64_t{0};
+    const int64_t end = sg.pos0 + sg.n, n_entries = (end + r.block_rows - 1) / r.block_rows;
+    const int64_t first = c.window > 0 ? std::max<int64_t>(0, sg.pos0 - c.window + 1) : 0;
+    const int64_t n_blocks = r.stored_rows / r.block_rows;
+    for (int64_t e = first / r.block_rows; e < n_entries && end <= r.capacity; ++e)
+      if (r.blocks[e] < 0 || r.blocks[e] >= n_blocks)
+        return err(
+            "%s: run_attention on layer %d: segment %d's %s block table entry %lld (positions %lld..) is "
+            "block %d, outside the %lld blocks of its rows",
+            nm, w.layer, i, what, static_cast<long long>(e), static_cast<long long>(e * r.block_rows),
+            r.blocks[e], static_cast<long long>(n_blocks));
+    return n_entries;
+  };
+  // The shaders' flags (shaders/kv_rows.glsl): rings, the rows' types, paged rows, rotated rows.
+  auto type_code = [](GgmlType t) {
+    return t == GgmlType::f16 ? 1u : t == GgmlType::q8_0 ? 2u : t == GgmlType::q4_0 ? 3u : 0u;
+  };
+  auto flags = [&](const DeviceAttnSeg& sg) {
+    return (sg.k.ring ? 1u : 0u) | (sg.v.ring ? 2u : 0u) | type_code(sg.k.type) << 2 |
+           type_code(sg.v.type) << 4 | (sg.k.blocks ? 64u : 0u) | (sg.v.blocks ? 128u : 0u) |
+           (sg.k.hadamard ? 256u : 0u) | (sg.v.hadamard ? 512u : 0u);
   };
   int64_t covered = 0;
   for (int i = 0; i < w.n_seg; ++i) {
@@ -118,6 +146,8 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
     SegRows& sr = seg_rows[static_cast<size_t>(i)];
     STRATA_TRY(rows_of(sg.k, k_w, hdk, i, "K", sr.k, sr.kc_off));
     STRATA_TRY(rows_of(sg.v, v_w, hdv, i, "V", sr.v, sr.vc_off));
+    STRATA_ASSIGN(sr.kt_n, table_of(sg, sg.k, i, "K"));
+    STRATA_ASSIGN(sr.vt_n, table_of(sg, sg.v, i, "V"));
     const int64_t end = sg.pos0 + sg.n;
     if (sg.t0 != covered || sg.n < 1 || sg.pos0 < 0 || end > (int64_t{1} << 31) ||
         (!sg.k.ring && end > sg.k.capacity) || (!sg.v.ring && end > sg.v.capacity))
@@ -147,6 +177,15 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
   const size_t xv_off = fv == fq ? xq_off : fv == fk ? xk_off : region(form_bytes(fv, n, d));
   const int64_t rope_w = std::max(n_rot, 1);
   const size_t rope_off = region(sizeof(float) * static_cast<size_t>(n * rope_w));
+  for (int i = 0; i < w.n_seg; ++i) {  // paged rows: the block tables (V shares K's when they are one)
+    const DeviceAttnSeg& sg = w.segs[i];
+    SegRows& sr = seg_rows[static_cast<size_t>(i)];
+    if (sr.kt_n > 0) sr.kt_at = region(sizeof(int32_t) * static_cast<size_t>(sr.kt_n));
+    if (sr.vt_n > 0)
+      sr.vt_at = sg.v.blocks == sg.k.blocks && sr.vt_n == sr.kt_n && sg.v.block_rows == sg.k.block_rows
+                     ? sr.kt_at
+                     : region(sizeof(int32_t) * static_cast<size_t>(sr.vt_n));
+  }
   const size_t down_bytes = at;
   const size_t y_bytes = sizeof(float) * static_cast<size_t>(n * d), y_off = region(y_bytes);
   const size_t staging_bytes = at;
@@ -189,6 +228,13 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
     for (int i = 0; i < w.n_seg; ++i)
       for (int64_t j = 0; j < w.segs[i].n; ++j)
         rope_cache(c.rope, w.segs[i].pos0 + j, 1.0f, tab + (w.segs[i].t0 + j) * rope_w);
+  }
+  for (int i = 0; i < w.n_seg; ++i) {
+    const SegRows& sr = seg_rows[static_cast<size_t>(i)];
+    if (sr.kt_n > 0)
+      std::memcpy(st + sr.kt_at, w.segs[i].k.blocks, sizeof(int32_t) * static_cast<size_t>(sr.kt_n));
+    if (sr.vt_n > 0)
+      std::memcpy(st + sr.vt_at, w.segs[i].v.blocks, sizeof(int32_t) * static_cast<size_t>(sr.vt_n));
   }
 
   const vk::Api& api = ctx_->api();
@@ -241,7 +287,11 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
                                static_cast<uint32_t>(sg.k.capacity),
                                static_cast<uint32_t>(sg.v.capacity),
                                flags(sg),
-                               c.eps};
+                               c.eps,
+                               static_cast<uint32_t>(sr.kt_at / 4),
+                               static_cast<uint32_t>(sr.vt_at / 4),
+                               static_cast<uint32_t>(sg.k.block_rows),
+                               static_cast<uint32_t>(sg.v.block_rows)};
     const Region regions[3] = {whole, sr.k, sr.v};
     auto set = bind(s, attn_rope_, regions, &p);
     if (!set.ok()) return fail(set.error());
@@ -267,7 +317,11 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
                                 sr.vc_off,
                                 static_cast<uint32_t>(sg.k.capacity),
                                 static_cast<uint32_t>(sg.v.capacity),
-                                flags(sg)};
+                                flags(sg),
+                                static_cast<uint32_t>(sr.kt_at / 4),
+                                static_cast<uint32_t>(sr.vt_at / 4),
+                                static_cast<uint32_t>(sg.k.block_rows),
+                                static_cast<uint32_t>(sg.v.block_rows)};
     const Region regions[3] = {whole, sr.k, sr.v};
     auto set = bind(s, attention_, regions, &p);
     if (!set.ok()) return fail(set.error());

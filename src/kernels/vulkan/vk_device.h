@@ -74,9 +74,11 @@ class VulkanDevice final : public Device {
   Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) override;
   Result<DeviceTicket> run_experts(const DeviceExpertWork& w) override;
   Result<DeviceTicket> run_attention(const DeviceAttnWork& w) override;
-  // f32 and f16 rows, not Hadamard-rotated (f16: even head dims).
+  // f32, f16, q8_0 and q4_0 rows, linear, ring or paged, Hadamard-rotated or not (f16: even head
+  // dims; q8_0 / q4_0: head dims of whole blocks).
   bool attention_rows_supported(GgmlType type, bool hadamard) const override {
-    return (type == GgmlType::f32 || type == GgmlType::f16) && !hadamard;
+    (void)hadamard;
+    return type == GgmlType::f32 || type == GgmlType::f16 || type == GgmlType::q8_0 || type == GgmlType::q4_0;
   }
   Result<DeviceTicket> run_sparse_attention(
       const DeviceSparseAttnWork& w) override;  // vk_sparse_attention.cpp

@@ -34,16 +34,18 @@ struct SwigluParams {
   float alpha, limit;
 };
 
-// attn_rope.comp's and attention.comp's push constants (offsets: f32 indices; ~0u: absent).
+// attn_rope.comp's and attention.comp's push constants (offsets in S: f32 indices; ~0u: absent;
+// kc_off / vc_off, the rows' flags and tables: shaders/kv_rows.glsl).
 struct AttnRopeParams {
   uint32_t n_tok, t0, pos0, n_head, n_kv, hdk, hdv, n_rot, neox;
-  uint32_t q_off, k_off, v_off, rope_off, qn_off, kn_off, kc_off, vc_off, cap_k, cap_v, ring;
+  uint32_t q_off, k_off, v_off, rope_off, qn_off, kn_off, kc_off, vc_off, cap_k, cap_v, flags;
   float eps;
+  uint32_t kt_off, vt_off, br_k, br_v;
 };
 struct AttentionParams {
   uint32_t n_tok, t0, pos0, n_head, n_kv, hdk, hdv, window;
   float scale;
-  uint32_t q_off, o_off, sink_off, kc_off, vc_off, cap_k, cap_v, ring;
+  uint32_t q_off, o_off, sink_off, kc_off, vc_off, cap_k, cap_v, flags, kt_off, vt_off, br_k, br_v;
 };
 constexpr uint32_t kAttnMaxHeadDim = 256;  // attention.comp's MAX_HD
 

@@ -6,8 +6,12 @@
 // One workgroup per (token, head); invocation l takes keys j ≡ l (mod 64) with an online
 // softmax (its own max, denominator and accumulator), and the 64 partial results are combined
 // at the end. q and o are rows of S (f32; offsets are f32 indices), sinks S[sink_off..]. K / V
-// rows are f32 or f16 (two values per word), read as f32.
+// rows (kv_rows.glsl: linear, ring or paged; f32, f16, q8_0 or q4_0) are read in place with the
+// CPU's numerics (kernels/kv_row_ops.cpp): f32 / f16 values as f32; for block-type K the query
+// as Q8_0 blocks (quant/q8_0.cpp from_float) and per block the integer dot times (d_k · d_q);
+// for block-type V per block fma(weight · d, value, acc).
 #version 450
+#extension GL_GOOGLE_include_directive : require
 
 #define MAX_HD 256
 #define NO_KEY -3.402823466e38  // m before the first key (exp(NO_KEY − s) is 0)
@@ -15,7 +19,7 @@
 layout(local_size_x = 64) in;
 
 layout(std430, binding = 0) buffer S { float s[]; };
-layout(std430, binding = 1) readonly buffer KC { uint kc[]; };  // f32 bits, or f16 pairs
+layout(std430, binding = 1) readonly buffer KC { uint kc[]; };  // kv_rows.glsl
 layout(std430, binding = 2) readonly buffer VC { uint vc[]; };
 
 layout(push_constant) uniform Params {
@@ -31,17 +35,30 @@ layout(push_constant) uniform Params {
   uint q_off, o_off, sink_off;  // sink_off: ~0u when absent
   uint kc_off, vc_off;
   uint cap_k, cap_v;
-  uint ring;  // bit 0: K is a ring, bit 1: V; bit 2: K rows are f16, bit 3: V
+  uint flags;           // kv_rows.glsl
+  uint kt_off, vt_off;  // paged: the block tables in S
+  uint br_k, br_v;      // paged: rows per block
 } p;
 
-float kval(uint i) {
-  return (p.ring & 4u) != 0u ? unpackHalf2x16(kc[i >> 1])[i & 1u] : uintBitsToFloat(kc[i]);
-}
-float vval(uint i) {
-  return (p.ring & 8u) != 0u ? unpackHalf2x16(vc[i >> 1])[i & 1u] : uintBitsToFloat(vc[i]);
-}
+#define KV_READ
+#include "kv_rows.glsl"
 
 shared float qs[MAX_HD];
+shared int qq[MAX_HD];       // block-type K: the query's Q8_0 values
+shared float qd[MAX_HD / 32];  // and scales
+
+// The block types' q·k of the key whose head starts at value e: per block Σ q_i·k_i (integers)
+// times (d_k · d_q), summed in block order (quant/q8_0.cpp, q4_0.cpp vec_dot).
+float dot_blocks(uint e) {
+  float sum = 0.0;
+  for (uint b = 0u; b < p.hdk / 32u; ++b) {
+    const uint h = kv_block(false, e + 32u * b);
+    int si = 0;
+    for (uint i = 0u; i < 32u; ++i) si += kv_int(false, h, i) * qq[32u * b + i];
+    sum += float(si) * (kv_scale(false, h) * qd[b]);
+  }
+  return sum;
+}
 shared float red_m[64];
 shared float red_l[64];
 shared float red[64 * 32];
@@ -54,18 +71,28 @@ void main() {
   const uint qa = p.q_off + (t * p.n_head + h) * p.hdk;
   for (uint d = tid; d < p.hdk; d += 64u) qs[d] = s[qa + d];
   barrier();
+  const bool k_blocks = kv_type(false) >= KV_Q8_0, v_blocks = kv_type(true) >= KV_Q8_0;
+  if (k_blocks && tid < p.hdk / 32u) {  // quant/q8_0.cpp from_float of block tid
+    float amax = 0.0;
+    for (uint i = 0u; i < 32u; ++i) amax = max(amax, abs(qs[32u * tid + i]));
+    const float id = amax != 0.0 ? 127.0 / amax : 0.0;
+    qd[tid] = unpackHalf2x16(packHalf2x16(vec2(amax / 127.0, 0.0))).x;
+    for (uint i = 0u; i < 32u; ++i) qq[32u * tid + i] = clamp(int(roundEven(qs[32u * tid + i] * id)), -128, 127);
+  }
+  barrier();
 
   const uint j0 = p.window > 0u && pos + 1u > p.window ? pos + 1u - p.window : 0u;
   float m = NO_KEY, l = 0.0;
   float acc[MAX_HD];
   for (uint d = 0u; d < p.hdv; ++d) acc[d] = 0.0;
   for (uint j = j0 + tid; j <= pos; j += 64u) {
-    const uint ks = (p.ring & 1u) != 0u ? j % p.cap_k : j;
-    const uint vs = (p.ring & 2u) != 0u ? j % p.cap_v : j;
-    const uint ka = p.kc_off + ks * p.n_kv * p.hdk + hk * p.hdk;
-    const uint va = p.vc_off + vs * p.n_kv * p.hdv + hk * p.hdv;
+    const uint ke = kv_slot(false, j) * p.n_kv * p.hdk + hk * p.hdk;
+    const uint ve = kv_slot(true, j) * p.n_kv * p.hdv + hk * p.hdv;
     float dot = 0.0;
-    for (uint d = 0u; d < p.hdk; ++d) dot += qs[d] * kval(ka + d);
+    if (k_blocks)
+      dot = dot_blocks(ke);
+    else
+      for (uint d = 0u; d < p.hdk; ++d) dot += qs[d] * kv_value(false, ke + d);
     const float sc = p.scale * dot;
     if (sc > m) {
       const float f = exp(m - sc);  // 0 for the first key
@@ -75,7 +102,14 @@ void main() {
     }
     const float e = exp(sc - m);
     l += e;
-    for (uint d = 0u; d < p.hdv; ++d) acc[d] += e * vval(va + d);
+    if (v_blocks)
+      for (uint b = 0u; b < p.hdv; b += 32u) {
+        const uint h = kv_block(true, ve + b);
+        const float c = e * kv_scale(true, h);
+        for (uint i = 0u; i < 32u; ++i) acc[b + i] = fma(c, float(kv_int(true, h, i)), acc[b + i]);
+      }
+    else
+      for (uint d = 0u; d < p.hdv; ++d) acc[d] += e * kv_value(true, ve + d);
   }
 
   // M over the invocations and the sink, then the denominator.
@@ -98,7 +132,8 @@ void main() {
   const float denom = red_l[0] + (has_sink ? exp(sink - mx) : 0.0);
   const float inv = denom > 0.0 ? 1.0 / denom : 0.0;
 
-  // o in chunks of 32 values: every invocation's scaled accumulators, summed per value.
+  // o in chunks of 32 values: every invocation's scaled accumulators, summed per value; rotated V
+  // rows: o rotated back in S (Σ p·(H v) = H Σ p·v) by invocation 0 once all of it is there.
   const uint oa = p.o_off + (t * p.n_head + h) * p.hdv;
   for (uint d0 = 0u; d0 < p.hdv; d0 += 32u) {
     for (uint k = 0u; k < 32u; ++k) red[tid * 32u + k] = d0 + k < p.hdv ? acc[d0 + k] * f : 0.0;
@@ -109,5 +144,10 @@ void main() {
       s[oa + d0 + tid] = sum * inv;
     }
     barrier();
+  }
+  if (kv_rotated(true)) {
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) kv_hadamard(oa, p.hdv);
   }
 }

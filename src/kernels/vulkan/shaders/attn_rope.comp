@@ -2,18 +2,21 @@
 // its q heads and its k head get the optional per-head RMSNorm, then RoPE from the token's
 // cos/sin row (kernels/ops.h rope_cache, computed on the host: cache[2i] = cos, cache[2i+1] =
 // sin); k and v rows are written into the sequence's K / V cache rows at the token's position
-// (slot pos, or pos mod capacity for a ring) as f32 values, or as f16 (packHalf2x16:
-// two values per word; head dims are even then). One invocation per (token, head): q heads
-// 0..n_head−1 (rotated in place in S), then k heads, then v heads.
+// (kv_rows.glsl: its slot in a linear, ring or paged cache; f32, f16, q8_0 or q4_0 values;
+// rotated rows: q, k and v head slices Hadamard-rotated first, as the CPU block does). One
+// invocation per (token, head): q heads 0..n_head−1 (rotated in place in S), then k heads,
+// then v heads.
 // S is the op's scratch: q [n][n_head·hd_k], k [n][n_kv·hd_k], v [n][n_kv·hd_v], the cos/sin
-// rows [n][max(n_rot, 1)], the q / k norm weights; offsets are f32 indices.
+// rows [n][max(n_rot, 1)], the q / k norm weights, the block tables of paged caches; offsets are
+// f32 indices.
 #version 450
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 64) in;
 
 layout(std430, binding = 0) buffer S { float s[]; };
-layout(std430, binding = 1) writeonly buffer KC { uint kc[]; };  // f32 bits, or f16 pairs
-layout(std430, binding = 2) writeonly buffer VC { uint vc[]; };
+layout(std430, binding = 1) buffer KC { uint kc[]; };  // kv_rows.glsl
+layout(std430, binding = 2) buffer VC { uint vc[]; };
 
 layout(push_constant) uniform Params {
   uint n_tok;  // tokens of this segment
@@ -26,11 +29,16 @@ layout(push_constant) uniform Params {
   uint n_rot;
   uint neox;
   uint q_off, k_off, v_off, rope_off, qn_off, kn_off;  // in S; qn / kn: ~0u when absent
-  uint kc_off, vc_off;                                 // the rows' start in KC / VC (values)
+  uint kc_off, vc_off;                                 // the rows' start in KC / VC (kv_rows.glsl)
   uint cap_k, cap_v;                                   // rows the caches hold
-  uint ring;  // bit 0: K is a ring, bit 1: V; bit 2: K rows are f16, bit 3: V
+  uint flags;                                          // kv_rows.glsl
   float eps;
+  uint kt_off, vt_off;  // paged: the block tables in S
+  uint br_k, br_v;      // paged: rows per block
 } p;
+
+#define KV_WRITE
+#include "kv_rows.glsl"
 
 // RMSNorm of hd values at S[a..] by weights at S[wn..] (kernels/ops.cpp rms_norm: mean of
 // squares, scale = 1 / sqrt(mean + eps), (x · scale) · w), in place.
@@ -65,25 +73,18 @@ void main() {
     const uint a = p.q_off + (t * p.n_head + h) * p.hdk;
     if (p.qn_off != ~0u) norm(a, p.qn_off);
     rope(a, tab);
+    if (kv_rotated(false)) kv_hadamard(a, p.hdk);  // q·k of rotated rows
   } else if (h < p.n_head + p.n_kv) {
     const uint hk = h - p.n_head;
     const uint a = p.k_off + (t * p.n_kv + hk) * p.hdk;
     if (p.kn_off != ~0u) norm(a, p.kn_off);
     rope(a, tab);
-    const uint slot = (p.ring & 1u) != 0u ? pos % p.cap_k : pos;
-    const uint dst = p.kc_off + slot * p.n_kv * p.hdk + hk * p.hdk;
-    if ((p.ring & 4u) != 0u)
-      for (uint j = 0u; j < p.hdk; j += 2u) kc[(dst + j) / 2u] = packHalf2x16(vec2(s[a + j], s[a + j + 1u]));
-    else
-      for (uint j = 0u; j < p.hdk; ++j) kc[dst + j] = floatBitsToUint(s[a + j]);
+    if (kv_rotated(false)) kv_hadamard(a, p.hdk);
+    kv_store(false, kv_slot(false, pos) * p.n_kv * p.hdk + hk * p.hdk, a, p.hdk);
   } else {
     const uint hk = h - p.n_head - p.n_kv;
     const uint a = p.v_off + (t * p.n_kv + hk) * p.hdv;
-    const uint slot = (p.ring & 2u) != 0u ? pos % p.cap_v : pos;
-    const uint dst = p.vc_off + slot * p.n_kv * p.hdv + hk * p.hdv;
-    if ((p.ring & 8u) != 0u)
-      for (uint j = 0u; j < p.hdv; j += 2u) vc[(dst + j) / 2u] = packHalf2x16(vec2(s[a + j], s[a + j + 1u]));
-    else
-      for (uint j = 0u; j < p.hdv; ++j) vc[dst + j] = floatBitsToUint(s[a + j]);
+    if (kv_rotated(true)) kv_hadamard(a, p.hdv);
+    kv_store(true, kv_slot(true, pos) * p.n_kv * p.hdv + hk * p.hdv, a, p.hdv);
   }
 }
