@@ -1,7 +1,8 @@
 // n > 1 end to end on the bundled model: choice j of a seeded request equals the n = 1 request with
 // seed + j (completions and chat, streamed and not), usage counts the prompt once, a bad n is a 400
 // naming it; tool_choice auto through the lazy grammar answers (content or calls), with a history
-// of calls and results, streamed reassembling to the non-streamed answer.
+// of calls and results, streamed reassembling to the non-streamed answer; a named function under
+// its grammar is a call of it (streamed too), a tool whose parameters cannot be a grammar a 400.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -131,6 +132,39 @@ TEST_F(HttpServerTest, ToolChoiceAutoAnswersContentOrCalls) {
   req.erase("stream");
   const json bad = post(c, "/v1/chat/completions", req, 400);
   EXPECT_NE(bad["error"]["message"].get<std::string>().find("messages[1].tool_calls: arguments {oops"),
+            std::string::npos)
+      << bad;
+}
+
+// tool_choice naming a function: the whole reply is grammar-constrained to one Hermes call of it
+// (chatml), so even the untrained bundled model answers with that call.
+TEST_F(HttpServerTest, NamedToolChoiceAnswersItsCall) {
+  n_ctx_ = 512;
+  start();
+  auto c = client();
+  json req{{"messages", {{{"role", "user"}, {"content", "what time is it?"}}}},
+           {"tools", json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters":
+              {"type": "object", "properties": {"city": {"type": "string"}}}}},
+              {"type": "function", "function": {"name": "now", "parameters": {"type": "object",
+              "properties": {}, "additionalProperties": false}}}])")},
+           {"tool_choice", {{"type", "function"}, {"function", {{"name", "now"}}}}},
+           {"parallel_tool_calls", false},
+           {"max_tokens", 64},
+           {"temperature", 0}};
+  const json b = post(c, "/v1/chat/completions", req);
+  const json& ch = b["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "tool_calls") << b;
+  ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u) << b;
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "now");
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["arguments"], "{}");
+  req["stream"] = true;
+  const std::string sse = post(c, "/v1/chat/completions", req).get<std::string>();
+  EXPECT_NE(sse.find(R"("name":"now")"), std::string::npos) << sse;
+  EXPECT_NE(sse.find(R"("finish_reason":"tool_calls")"), std::string::npos) << sse;
+  req.erase("stream");
+  req["tools"][1]["function"]["parameters"] = json{{"type", "object"}, {"multipleOf", 2}};
+  const json bad = post(c, "/v1/chat/completions", req, 400);
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("'tools': tool 'now' parameters:"),
             std::string::npos)
       << bad;
 }

@@ -26,9 +26,9 @@ const std::string kRome = R"({"city":"Rome","days":2})";
 
 struct Script {
   ToolSyntax syntax;
-  std::string prose;     // content before the calls (what the reply shows)
-  std::string calls;     // the two calls as the model writes them after the prose
-  std::string broken;    // a malformed call
+  std::string prose;          // content before the calls (what the reply shows)
+  std::string calls;          // the two calls as the model writes them after the prose
+  std::string broken;         // a malformed call
   std::string required = {};  // the two calls as a tool_choice required reply (the grammar's whole text)
 };
 
