@@ -28,7 +28,8 @@
 // back until it closes; a call that does not parse is given back as content, never an error);
 // tool_calls_grammar gives the GBNF of the calls: with tool_choice auto a lazy grammar (free text
 // until tool_call_trigger, then only well-formed calls of the given tools), with required or a named
-// function the whole reply (only calls; DeepSeek-V4's reasoning first when thinking).
+// function the whole reply (only calls; DeepSeek-V4's reasoning or gpt-oss's analysis first when
+// thinking).
 //
 //   ToolCallParser p(ToolSyntax::hermes);
 //   ToolCallDelta d = p.feed(text);   // d.content: text to show now; d.calls: calls that closed
@@ -83,7 +84,9 @@ std::string tool_call_trigger(ToolSyntax syntax);
 struct ToolGrammarOptions {
   bool parallel = true;   // several calls (else one)
   bool required = false;  // the grammar is the whole reply (else: from the trigger on)
-  bool thinking = false;  // required, dsml: the reply opens with reasoning up to "</think>"
+  // required, thinking on: dsml's reply opens with reasoning up to "</think>"; harmony's may open with
+  // an analysis channel message (else the reply is only calls: an untrained model could reason forever).
+  bool thinking = false;
 };
 // GBNF of the calls of `fns` in `syntax`.
 Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<ToolFunction>& fns,

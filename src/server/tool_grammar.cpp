@@ -50,14 +50,16 @@ bool is_string_schema(const json& s) {
 }
 
 // DSML: an invoke per function, its parameters in the schema's order (optional ones may be left out),
-// strings as they are, other values as JSON.
+// strings as they are, other values as JSON; a schema without properties takes any parameters.
 Result<std::string> dsml_invoke(const std::vector<ToolFunction>& fns, std::string* rules) {
   std::string alt;
   for (size_t i = 0; i < fns.size(); ++i) {
     const json& p = fns[i].parameters;
-    std::string params;
-    if (p.is_object() && p.contains("properties") && p["properties"].is_object() &&
-        !p["properties"].empty()) {
+    std::string params, unused;
+    // The whole schema is checked as the JSON syntaxes check it (its keywords supported).
+    if (auto whole = json_schema_part(p, "v-", &unused); !whole.ok())
+      return err("tool '%s' parameters: %s", fns[i].name.c_str(), whole.message().c_str());
+    if (p.is_object() && p.contains("properties") && p["properties"].is_object()) {
       const json req = p.value("required", json::array());
       size_t j = 0;
       for (const auto& [key, schema] : p["properties"].items()) {
@@ -133,7 +135,8 @@ Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<Tool
       rules +=
           "analysis ::= \"<|channel|>analysis<|message|>\" ([^<] | \"<\" [^|])* "
           "\"<|end|><|start|>assistant\"\n";
-      root = std::string(o.required ? "analysis? " : "") + "tool-call" + more("\"<|start|>assistant\"");
+      root = std::string(o.required && o.thinking ? "analysis? " : "") + "tool-call" +
+             more("\"<|start|>assistant\"");
       break;
     }
     case ToolSyntax::dsml: {

@@ -63,9 +63,10 @@ std::vector<Script> scripts() {
            "{\"city\": \"Rome\", \"days\": 2}<|call|>",
        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": <|call|>"},
   };
-  for (Script& s : out) {  // required: no prose (harmony: its analysis channel may come first)
-    s.required = s.syntax == ToolSyntax::harmony ? s.prose + s.calls : s.calls;
+  for (Script& s : out) {  // required: no prose, the calls right after the reply's opening
+    s.required = s.calls;
     if (s.syntax == ToolSyntax::hermes) s.required.erase(0, 1);
+    if (s.syntax == ToolSyntax::harmony) s.required.erase(0, std::string("<|start|>assistant").size());
   }
   return out;
 }
@@ -167,9 +168,24 @@ TEST(ToolFormats, EachSyntaxsGrammarIsItsCalls) {
         EXPECT_FALSE(grammar_matches(*g, renamed));
         if (required) {
           EXPECT_FALSE(grammar_matches(*g, "Sure. " + one));
+          if (!s.prose.empty()) {
+            EXPECT_FALSE(grammar_matches(*g, s.prose + s.calls)) << "reasoning only when thinking";
+          }
         }
       }
     }
+  }
+  // Thinking on: DeepSeek-V4's reasoning, gpt-oss's analysis channel before the calls.
+  for (const Script& s : scripts()) {
+    if (s.syntax != ToolSyntax::harmony && s.syntax != ToolSyntax::dsml) continue;
+    auto gbnf = tool_calls_grammar(s.syntax, {f}, ToolGrammarOptions{.required = true, .thinking = true});
+    ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+    auto g = Grammar::parse(*gbnf);
+    ASSERT_TRUE(g.ok()) << g.message();
+    const std::string reasoning =
+        s.syntax == ToolSyntax::dsml ? "Two cities, so two calls.</think>" : s.prose;
+    EXPECT_TRUE(grammar_matches(*g, reasoning + s.calls)) << name(s.syntax);
+    EXPECT_FALSE(grammar_matches(*g, "Sure. " + s.required)) << name(s.syntax);
   }
   auto bad = tool_calls_grammar(ToolSyntax::mistral,
                                 {ToolFunction{"f", json{{"type", "object"}, {"multipleOf", 2}}}}, {});
