@@ -31,6 +31,12 @@
 // function the whole reply (only calls; DeepSeek-V4's reasoning or gpt-oss's analysis first when
 // thinking).
 //
+// Limit: markers are parsed and constrained as text. Where a real vocabulary has them as control
+// tokens (Mistral's [TOOL_CALLS], Llama's <|python_tag|>, harmony's <|channel|> / <|message|> /
+// <|call|>) the reply text does not show them and the grammar cannot choose them (its vocabulary has
+// no text for control tokens), so those calls are not found; the tests use scripted replies and the
+// bundled model, whose vocabulary spells them as text.
+//
 //   ToolCallParser p(ToolSyntax::hermes);
 //   ToolCallDelta d = p.feed(text);   // d.content: text to show now; d.calls: calls that closed
 //   d = p.finish();                   // at the end of the reply
