@@ -110,20 +110,22 @@ std::optional<std::string> answer_without_engine(const ApiContext& ctx, const Ap
   return std::nullopt;
 }
 
-// Tools (tool_choice auto) and the history's calls and results written into the messages in the
-// model's syntax; with hermes calls, the lazy grammar that constrains a call once its tag opens.
-Status use_tools(const ApiContext& ctx, ApiRequest* r) {
+// Tools and the history's calls and results written into the messages (and between turns) in the
+// model's syntax; with tools, the grammar of its calls: lazy (from the call's opening on) for
+// tool_choice auto, the whole reply for required or a named function.
+Status use_tools(const ApiContext& ctx, ApiRequest* r, ChatInserts* inserts) {
   if (!ctx.chat) return {};  // render_chat says so
-  if (!r->tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r->tools, &r->messages));
+  if (!r->tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r->tools, &r->messages, inserts));
   if (!r->tools_auto) return {};
   r->tool_syntax = tool_syntax_for(*ctx.chat);
-  if (r->tool_syntax != ToolSyntax::hermes) return {};
-  STRATA_ASSIGN(std::string gbnf,
-                tool_call_lazy_grammar(r->tool_syntax, r->tool_fns, r->parallel_tool_calls));
-  auto g = Grammar::parse(gbnf);
+  const ToolGrammarOptions o{
+      .parallel = r->parallel_tool_calls, .required = r->tool_required, .thinking = r->thinking};
+  auto gbnf = tool_calls_grammar(r->tool_syntax, r->tool_fns, o);
+  if (!gbnf.ok()) return err("'tools': %s", gbnf.message().c_str());
+  auto g = Grammar::parse(*gbnf);
   if (!g.ok()) return err("'tools': %s", g.message().c_str());
   r->params.grammar = std::make_shared<const Grammar>(std::move(*g));
-  r->params.grammar_trigger = tool_call_trigger(r->tool_syntax);
+  if (!r->tool_required) r->params.grammar_trigger = tool_call_trigger(r->tool_syntax);
   return {};
 }
 
@@ -196,7 +198,7 @@ bool submit_choice(Engine& engine, const std::shared_ptr<Exchange>& ex, const st
 }  // namespace
 
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
-                                const ChatOptions& opts) {
+                                const ChatOptions& opts, const ChatInserts& inserts) {
   if (!format)
     return err(
         "this model has no chat template strata knows; use /v1/completions or start the server with "
@@ -205,7 +207,7 @@ Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::ve
   const bool has_developer = std::find(roles.begin(), roles.end(), "developer") != roles.end();
   for (ChatMessage& m : messages)
     if (m.role == "developer" && !has_developer) m.role = "system";
-  return chat_apply(*format, messages, opts);
+  return chat_apply_inserts(*format, messages, inserts, opts);
 }
 
 void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex,
@@ -215,9 +217,12 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   if (!parsed.ok()) return ex->respond(error_response(400, parsed.message()));
   ApiRequest& r = *parsed;
   if (chat) {
-    if (auto bad = use_tools(ctx, &r); !bad.ok()) return ex->respond(error_response(400, bad.message()));
-    auto text = render_chat(ctx.chat, std::move(r.messages),
-                            ChatOptions{.thinking = r.thinking, .has_tools = !r.tools.tools.empty()});
+    ChatInserts inserts;
+    if (auto bad = use_tools(ctx, &r, &inserts); !bad.ok())
+      return ex->respond(error_response(400, bad.message()));
+    auto text =
+        render_chat(ctx.chat, std::move(r.messages),
+                    ChatOptions{.thinking = r.thinking, .has_tools = !r.tools.tools.empty()}, inserts);
     if (!text.ok()) return ex->respond(error_response(400, text.message()));
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }

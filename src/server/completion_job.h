@@ -41,9 +41,10 @@ struct ApiContext {
 
 // The prompt of a chat request: `messages` in `format`, the "developer" role written as "system"
 // where the format has no role of that name (OpenAI's newer name for system instructions).
-// Errors: no chat format; the template's own (an unknown role, ...).
+// `inserts`: text written between turns (server/tool_calls.h). Errors: no chat format; the
+// template's own (an unknown role, ...).
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
-                                const ChatOptions& opts);
+                                const ChatOptions& opts, const ChatInserts& inserts = {});
 
 class CompletionJob {
  public:

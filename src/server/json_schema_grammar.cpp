@@ -464,16 +464,29 @@ Result<std::string> json_schema_to_grammar(const json& schema) {
   return "root ::= " + top + "\n" + kPrimitives + c.rules();
 }
 
+Result<std::string> json_schema_part(const json& schema, const std::string& prefix, std::string* rules) {
+  Converter c(schema, prefix);
+  STRATA_ASSIGN(std::string top, c.run());
+  *rules += c.rules();
+  return top;
+}
+
+std::string gbnf_literal(const std::string& text) {
+  return literal(text);
+}
+
+const char* json_grammar_primitives() {
+  return kPrimitives;
+}
+
 Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns, const std::string& root_rule) {
   std::string root, rules;
   for (size_t i = 0; i < fns.size(); ++i) {
-    Converter c(fns[i].parameters, "f" + std::to_string(i) + "-");
-    auto args = c.run();
+    auto args = json_schema_part(fns[i].parameters, "f" + std::to_string(i) + "-", &rules);
     if (!args.ok()) return err("tool '%s' parameters: %s", fns[i].name.c_str(), args.message().c_str());
     root += (root.empty() ? "" : " | ") + std::string("\"{\" ws \"\\\"name\\\"\" ws \":\" ws ") +
             json_literal(json(fns[i].name)) + " ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws " + *args +
             " ws \"}\"";
-    rules += c.rules();
   }
   return root_rule + " ::= " + root + "\n" + kPrimitives + rules;
 }

@@ -39,6 +39,13 @@ struct ToolFunction {
 // The call's rule is `root_rule` (another grammar's part when not "root").
 Result<std::string> tool_call_grammar(const std::vector<ToolFunction>& fns,
                                       const std::string& root_rule = "root");
+// A schema as a part of another grammar: the expression that matches it; its rules (named `prefix`0,
+// `prefix`1, ...) are appended to *rules. The grammar holds json_grammar_primitives() once (ws,
+// string, value, ...).
+Result<std::string> json_schema_part(const nlohmann::json& schema, const std::string& prefix,
+                                     std::string* rules);
+const char* json_grammar_primitives();
+std::string gbnf_literal(const std::string& text);  // a GBNF string literal matching exactly `text`
 // Any JSON object (OpenAI's json_object mode).
 std::string json_object_grammar();
 

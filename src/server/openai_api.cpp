@@ -227,9 +227,9 @@ Status parse_constraint(const json& body, CompletionParams* p) {
 }
 
 // tools + tool_choice (chat): "none" ignores the tools; "auto" (the default with tools) leaves them
-// to the job (rendered in the model's syntax, parsed back); "required" or a named function
-// constrains the answer to one call ({"name", "arguments"} JSON, described to the model in a system
-// message).
+// to the job (rendered in the model's syntax, parsed back, a lazy grammar once a call opens);
+// "required" or a named function the same with the whole reply constrained to calls (of that
+// function).
 Status parse_tools(const json& body, ApiRequest* r) {
   auto tools = body.find("tools");
   if (tools == body.end() || tools->is_null()) return refuse_unless_neutral(body, "tool_choice");
@@ -269,30 +269,10 @@ Status parse_tools(const json& body, ApiRequest* r) {
   if (choice != "auto" && choice != "required")
     return err("'tool_choice' is \"%s\"; it must be none, auto or required", choice.c_str());
   STRATA_TRY(want_bool(body, "parallel_tool_calls", &r->parallel_tool_calls));
-  if (choice == "auto") {  // rendered and parsed in the model's syntax by the job (server/tool_calls.h)
-    if (r->params.grammar) return err("'tools' cannot be used together with a grammar or response_format");
-    r->tools_auto = true;
-    r->tool_fns = std::move(fns);
-    return {};
-  }
   if (r->params.grammar) return err("'tools' cannot be used together with a grammar or response_format");
-  auto gbnf = tool_call_grammar(fns);
-  if (!gbnf.ok()) return err("'tools': %s", gbnf.message().c_str());
-  auto g = Grammar::parse(*gbnf);
-  if (!g.ok()) return err("'tools': %s", g.message().c_str());
-  r->params.grammar = std::make_shared<const Grammar>(std::move(*g));
-  r->tool_call = true;
-  json list = json::array();
-  for (const ToolFunction& f : fns) list.push_back(json{{"name", f.name}, {"parameters", f.parameters}});
-  std::string text =
-      "You call one of these functions by answering with JSON {\"name\": ..., \"arguments\": {...}}:\n" +
-      list.dump();
-  auto first = r->messages.begin();
-  if (first != r->messages.end() && (first->role == "system" || first->role == "developer")) {
-    first->content += "\n\n" + text;
-  } else {
-    r->messages.insert(first, ChatMessage{"system", std::move(text)});
-  }
+  r->tools_auto = true;  // rendered and parsed in the model's syntax by the job (server/tool_calls.h)
+  r->tool_required = choice == "required";
+  r->tool_fns = std::move(fns);
   return {};
 }
 
@@ -330,6 +310,8 @@ Result<ChatTools> parse_chat_tools(const std::string& text, bool with_tools) {
   for (size_t i = 0; i < msgs->size(); ++i) {
     const ojson& m = (*msgs)[i];
     auto calls = m.is_object() ? m.find("tool_calls") : m.end();
+    auto id = m.is_object() ? m.find("tool_call_id") : m.end();
+    t.result_ids.push_back(id != m.end() && id->is_string() ? id->get<std::string>() : std::string());
     if (!m.is_object() || calls == m.end() || calls->is_null() || (calls->is_array() && calls->empty())) {
       t.calls.emplace_back(nullptr);
       continue;

@@ -14,7 +14,8 @@
 // json_object (optionally with llama.cpp's schema) | json_schema with json_schema.schema}
 // (server/json_schema_grammar.h); chat: tools with tool_choice none / auto (the default: the tools
 // rendered in the model's native syntax, its calls parsed back, server/tool_calls.h) / required / a
-// named function (one grammar-constrained JSON call), parallel_tool_calls, assistant messages with
+// named function (the same, the whole reply grammar-constrained to calls; a named function's only),
+// parallel_tool_calls, assistant messages with
 // tool_calls and tool messages in the history. Anything that would change the output but is not
 // supported (suffix) is an error that names the field, never silently ignored.
 #pragma once
@@ -53,10 +54,11 @@ struct ApiRequest {
   CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;       // completions: the prompt's text (and logprobs) before the completion's
-  bool tool_call = false;  // chat: the answer is one tool call (tool_choice required / a function)
-  // chat, tool_choice auto: the tools (rendered and parsed in the model's syntax by the job).
+  bool echo = false;  // completions: the prompt's text (and logprobs) before the completion's
+  // chat, tool_choice auto, required or a named function: the tools (rendered and parsed in the
+  // model's syntax by the job); tool_required: the reply is only calls (of tool_fns).
   bool tools_auto = false;
+  bool tool_required = false;
   std::vector<ToolFunction> tool_fns;
   bool parallel_tool_calls = true;
   ToolSyntax tool_syntax = ToolSyntax::hermes;  // set by the job from the chat format

@@ -27,17 +27,6 @@ json call_json(const ApiResponseHead& h, int choice, size_t k, const ToolCall& c
               {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
-// tool_choice required / a named function: the reply is the whole {"name", "arguments"} JSON.
-bool json_tool_call(const std::string& text, std::vector<ToolCall>* out) {
-  const nlohmann::ordered_json call =
-      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!call.is_object() || !call.contains("name") || !call["name"].is_string() || !call.contains("arguments"))
-    return false;
-  out->push_back(ToolCall{call["name"].get<std::string>(),
-                          call["arguments"].dump(-1, ' ', false, json::error_handler_t::replace)});
-  return true;
-}
-
 // A chat choice's message with its calls: tool_calls, the content null when there is none, and
 // finish_reason "tool_calls" when the reply stopped by itself.
 void with_calls(const ApiResponseHead& h, int choice, const ToolCallDelta& d, FinishReason finish,
@@ -56,7 +45,6 @@ void with_calls(const ApiResponseHead& h, int choice, const ToolCallDelta& d, Fi
 ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, const Tokenizer& tok)
     : head_(std::move(head)),
       include_usage_(r.include_usage),
-      tool_call_(r.tool_call),
       tools_auto_(r.tools_auto),
       tool_syntax_(r.tool_syntax),
       n_(r.n),
@@ -111,11 +99,7 @@ json ResponseBuilder::body() {
     Choice& c = choices_[i];
     const int index = static_cast<int>(i);
     ToolCallDelta d;
-    if (tools_auto_) {
-      d = parse_tool_calls(tool_syntax_, c.text);
-    } else if (tool_call_ && c.finish == FinishReason::stop) {
-      json_tool_call(c.text, &d.calls);
-    }
+    if (tools_auto_) d = parse_tool_calls(tool_syntax_, c.text);
     choices.push_back(choice_body(head_.chat, index, tools_auto_ ? d.content : c.text, c.finish,
                                   c.lp ? c.lp->take() : json(nullptr)));
     with_calls(head_, index, d, c.finish, &choices.back());
@@ -147,7 +131,7 @@ std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
     c.lp->add(ev.logprobs);
   }
   // What this event shows: its text, or (tools) the content the parser lets through and the calls
-  // that closed; tool_choice required holds the whole reply back for its final chunk.
+  // that closed.
   ToolCallDelta d;
   if (c.tools) {
     d = c.tools->feed(ev.text);
@@ -155,12 +139,6 @@ std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
       ToolCallDelta rest = c.tools->finish();
       d.content += rest.content;
       for (ToolCall& call : rest.calls) d.calls.push_back(std::move(call));
-    }
-  } else if (tool_call_) {  // held back: at the end, the call or (not one) the text
-    c.text += ev.text;
-    if (ev.done) {
-      if (ev.finish != FinishReason::stop || !json_tool_call(c.text, &d.calls)) d.content = c.text;
-      c.text.clear();
     }
   } else {
     d.content = std::exchange(c.text, std::string()) + ev.text;

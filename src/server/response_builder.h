@@ -4,9 +4,10 @@
 // A response has a choice per prompt (completions' prompt arrays); echo puts a prompt's text (and,
 // with logprobs, its tokens' logprobs, the first one null) before its completion's; with n > 1,
 // choice i * n + j is prompt i's j-th, and usage counts each prompt once. Chat tool calls:
-// tool_choice auto parses each reply (server/tool_calls.h) into content and message.tool_calls
-// (finish_reason "tool_calls"); streamed, each call as it closes is two delta.tool_calls chunks
-// (index, id, type and name with empty arguments; then the arguments), as OpenAI streams them.
+// with tools (tool_choice auto, required or a function) each reply is parsed (server/tool_calls.h) into
+// content and message.tool_calls (finish_reason "tool_calls"); streamed, each call as it closes is two
+// delta.tool_calls chunks (index, id, type and name with empty arguments; then the arguments), as OpenAI
+// streams them.
 //
 //   ResponseBuilder b(head, request, tok);       // request.prompts[i].tokens as evaluated
 //   non-streamed: b.add(choice, ev) for each event; when b.done(): send b.body()
@@ -37,9 +38,9 @@ class ResponseBuilder {
 
  private:
   struct Choice {
-    std::string text;  // non-streamed: the text so far; streamed: the echo (or required call) not yet sent
+    std::string text;                     // non-streamed: the text so far; streamed: the echo not yet sent
     std::optional<LogprobsJson> lp;       // logprobs asked
-    std::optional<ToolCallParser> tools;  // streamed, tool_choice auto: the reply's calls as they close
+    std::optional<ToolCallParser> tools;  // streamed, with tools: the reply's calls as they close
     int n_calls = 0;                      // streamed: tool calls sent
     bool first = true;                    // streamed: no chunk of this choice sent yet
     bool done = false;
@@ -49,7 +50,6 @@ class ResponseBuilder {
   std::string sse_calls(int choice, Choice& c, const std::vector<ToolCall>& calls);
   ApiResponseHead head_;
   bool include_usage_ = false;
-  bool tool_call_ = false;   // chat choices that stop with a whole call become tool_calls
   bool tools_auto_ = false;  // chat replies are parsed for calls in tool_syntax_
   ToolSyntax tool_syntax_ = ToolSyntax::hermes;
   int n_ = 1;  // choices per prompt: usage counts each prompt once

@@ -26,23 +26,6 @@ std::string compact(const ojson& j) {
   return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
-// `{"name": "f", "arguments": {...}}` (arguments may also be given as a JSON string).
-bool parse_hermes(std::string_view body, std::vector<ToolCall>* out) {
-  const ojson j = ojson::parse(trim(body), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
-  ToolCall c{j["name"].get<std::string>(), "{}"};
-  if (auto a = j.find("arguments"); a != j.end() && !a->is_null()) {
-    if (a->is_string()) {
-      if (ojson::parse(a->get<std::string>(), nullptr, false).is_discarded()) return false;
-      c.arguments = a->get<std::string>();
-    } else {
-      c.arguments = compact(*a);
-    }
-  }
-  out->push_back(std::move(c));
-  return true;
-}
-
 // Consumes `tag` (after optional whitespace) from the front of *s.
 bool take(std::string_view* s, std::string_view tag) {
   std::string_view t = *s;
@@ -97,6 +80,85 @@ bool parse_dsml(std::string_view body, std::vector<ToolCall>* out) {
   return true;
 }
 
+// One call object: `{"name": "f", "arguments": {...}}` (llama3 writes "parameters", taken too; the
+// arguments may be a JSON string of an object).
+bool parse_call_object(const ojson& j, std::vector<ToolCall>* out) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+  ToolCall c{j["name"].get<std::string>(), "{}"};
+  auto a = j.find("arguments");
+  if (a == j.end()) a = j.find("parameters");
+  if (a != j.end() && !a->is_null()) {  // an object, or a JSON string of one
+    if (a->is_string()) {
+      if (!ojson::parse(a->get<std::string>(), nullptr, false).is_object()) return false;
+      c.arguments = a->get<std::string>();
+    } else if (a->is_object()) {
+      c.arguments = compact(*a);
+    } else {
+      return false;
+    }
+  }
+  out->push_back(std::move(c));
+  return true;
+}
+
+// Mistral: a JSON array of call objects.
+bool parse_mistral(std::string_view body, std::vector<ToolCall>* out) {
+  const ojson j = ojson::parse(trim(body), nullptr, false);
+  if (!j.is_array() || j.empty()) return false;
+  std::vector<ToolCall> calls;
+  for (const ojson& c : j)
+    if (!parse_call_object(c, &calls)) return false;
+  for (ToolCall& c : calls) out->push_back(std::move(c));
+  return true;
+}
+
+// Harmony, after "to=functions.": `NAME[ <|constrain|>json| json]<|message|>ARGS`.
+bool parse_harmony(std::string_view body, std::vector<ToolCall>* out) {
+  const size_t name_end = body.find_first_of(" \t\n<");
+  const size_t msg = body.find("<|message|>");
+  if (name_end == 0 || name_end == std::string_view::npos || msg == std::string_view::npos || msg < name_end)
+    return false;
+  const std::string_view header = trim(body.substr(name_end, msg - name_end));
+  if (!header.empty() && header != "<|constrain|>json" && header != "json") return false;
+  const ojson args = ojson::parse(trim(body.substr(msg + 11)), nullptr, false);
+  if (!args.is_object()) return false;
+  out->push_back(ToolCall{std::string(body.substr(0, name_end)), compact(args)});
+  return true;
+}
+
+// Where the JSON object or array that `s` opens with (after whitespace) ends: its end, npos while
+// it is unfinished, 0 when `s` does not open one.
+size_t json_value_end(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && is_ws(s[i])) ++i;
+  if (i == s.size()) return std::string_view::npos;
+  if (s[i] != '{' && s[i] != '[') return 0;
+  int depth = 0;
+  bool in_string = false;
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// `{"name": "f", "arguments": {...}}` (hermes, llama3).
+bool parse_json_call(std::string_view body, std::vector<ToolCall>* out) {
+  return parse_call_object(ojson::parse(trim(body), nullptr, /*allow_exceptions=*/false), out);
+}
+
 // The length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_suffix(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
@@ -107,15 +169,45 @@ size_t partial_suffix(std::string_view s, std::string_view tag) {
 }  // namespace
 
 ToolCallParser::ToolCallParser(ToolSyntax syntax) : syntax_(syntax), open_(tool_call_trigger(syntax)) {
-  close_ = syntax == ToolSyntax::dsml ? "</" + std::string(kDsml) + "tool_calls>" : "</tool_call>";
+  switch (syntax) {
+    case ToolSyntax::hermes:
+      close_ = "</tool_call>";
+      break;
+    case ToolSyntax::dsml:
+      close_ = "</" + std::string(kDsml) + "tool_calls>";
+      break;
+    case ToolSyntax::llama3:
+      keep_open_ = true;
+      joiner_ = "<|python_tag|>";
+      break;
+    case ToolSyntax::mistral:
+      break;
+    case ToolSyntax::harmony:
+      close_ = "<|call|>";
+      joiner_ = "<|start|>assistant";
+      break;
+  }
 }
 
-// Content is shown as it comes except trailing whitespace, which waits for the next text (and is
-// dropped when a call follows, or at the end after calls).
+// How many bytes at the end of `text` are whitespace and joiners.
+size_t ToolCallParser::held_suffix(std::string_view text) const {
+  size_t end = text.size();
+  for (;;) {
+    if (end > 0 && is_ws(text[end - 1])) {
+      --end;
+    } else if (!joiner_.empty() && text.substr(0, end).ends_with(joiner_)) {
+      end -= joiner_.size();
+    } else {
+      return text.size() - end;
+    }
+  }
+}
+
+// Content is shown as it comes except trailing whitespace (and joiners), which waits for the next
+// text (and is dropped when a call follows, or at the end after calls).
 void ToolCallParser::emit_text(ToolCallDelta* d, std::string_view text, bool at_end) {
   if (text.empty()) return;
-  size_t end = text.size();
-  while (end > 0 && is_ws(text[end - 1])) --end;
+  const size_t end = text.size() - held_suffix(text);
   if (end == 0) {
     held_ws_ += text;
   } else {
@@ -134,29 +226,65 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
     if (!inside_) {
       const size_t at = buf_.find(open_);
       if (at == std::string::npos) {
-        const size_t keep = at_end ? 0 : partial_suffix(buf_, open_);
+        size_t keep = 0;
+        if (!at_end) {
+          keep = partial_suffix(buf_, open_);
+          if (!joiner_.empty()) keep = std::max(keep, partial_suffix(buf_, joiner_));
+        }
         emit_text(d, std::string_view(buf_).substr(0, buf_.size() - keep), at_end);
         buf_.erase(0, buf_.size() - keep);
         return;
       }
       emit_text(d, std::string_view(buf_).substr(0, at), false);
-      buf_.erase(0, at + open_.size());
+      buf_.erase(0, keep_open_ ? at : at + open_.size());
       inside_ = true;
       continue;
     }
-    const size_t at = buf_.find(close_);
+    // The call's text: up to close_, or the JSON value it opens with.
+    size_t at = std::string::npos, end = std::string::npos;
+    if (close_.empty()) {
+      const size_t e = json_value_end(buf_);
+      if (e != std::string::npos) at = end = e;
+    } else if ((at = buf_.find(close_)) != std::string::npos) {
+      end = at + close_.size();
+    }
     if (at == std::string::npos && !at_end) return;
     const std::string_view body = std::string_view(buf_).substr(0, std::min(at, buf_.size()));
     const size_t before = d->calls.size();
-    const bool ok = syntax_ == ToolSyntax::dsml ? parse_dsml(body, &d->calls) : parse_hermes(body, &d->calls);
+    bool ok = false;
+    switch (syntax_) {
+      case ToolSyntax::hermes:
+      case ToolSyntax::llama3:
+        ok = parse_json_call(body, &d->calls);
+        break;
+      case ToolSyntax::dsml:
+        ok = parse_dsml(body, &d->calls);
+        break;
+      case ToolSyntax::mistral:
+        ok = parse_mistral(body, &d->calls);
+        break;
+      case ToolSyntax::harmony:
+        ok = parse_harmony(body, &d->calls);
+        break;
+    }
     if (ok) {
       n_calls_ += static_cast<int>(d->calls.size() - before);
       held_ws_.clear();
+      buf_.erase(0, end == std::string::npos ? buf_.size() : end);
+    } else if (close_.empty() && at != std::string::npos && at > 0) {
+      // Not a call (a JSON value that is not one, or no JSON value): shown up to where it ends.
+      emit_text(d, (keep_open_ ? "" : open_) + std::string(body), false);
+      buf_.erase(0, at);
+    } else if (close_.empty() && at == 0) {  // no JSON value follows: the open text is content
+      const size_t n = keep_open_ ? open_.size() : 0;
+      emit_text(d, open_, false);
+      buf_.erase(0, n);
     } else {  // not a call: its text is content
-      std::string text = open_ + std::string(body) + (at == std::string::npos ? "" : close_);
+      const std::string text = (keep_open_ ? "" : open_) + std::string(body) +
+                               (at == std::string::npos || close_.empty() ? "" : close_);
       emit_text(d, text, false);
+      buf_.erase(0, end == std::string::npos ? buf_.size() : end);
     }
-    buf_.erase(0, at == std::string::npos ? buf_.size() : at + close_.size());
     inside_ = false;
     if (at_end && buf_.empty()) return;
   }

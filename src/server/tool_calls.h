@@ -1,26 +1,50 @@
-// OpenAI tool calls in a model's own syntax, for tool_choice "auto" (server/openai_api.h):
+// OpenAI tool calls in a model's own syntax (server/openai_api.h): the tools, the history's calls and
+// results written as the model's template does, its replies parsed back into calls, and the grammar
+// of its calls. The syntax follows the chat format (tool_syntax_for):
 //
-//   hermes   Qwen 2.5 / 3 and Hermes (the chatml format), and the generic fallback of every other
-//            format: the tools listed in the system message as Qwen3's template writes them, a call
-//            written `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, a tool result
+//   hermes   Qwen 2.5 / 3 and Hermes (chatml), and the fallback of every format below not listed:
+//            the tools in the system message as Qwen3's template writes them, a call
+//            `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, a tool result
 //            `<tool_response>\n...\n</tool_response>` in a user turn (formats with a tool role keep it).
 //   dsml     DeepSeek-V4 (deepseek4): the template's "## Tools" block after the system prompt, calls
 //            as `<｜DSML｜tool_calls>` blocks of `<｜DSML｜invoke name="f">` with one
 //            `<｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>` per argument.
+//   llama3   Llama 3.1 / 3.2 JSON calls (llama3): the tools as JSON (indent 4) before the first user
+//            message, as their template writes them; a call `{"name": "f", "parameters": {...}}`
+//            (after an optional `<|python_tag|>`; several separated by newlines); results in the
+//            ipython turn.
+//   mistral  Mistral v7 (mistral-v7, mistral-v7-tekken): `[AVAILABLE_TOOLS][...][/AVAILABLE_TOOLS]`
+//            before the last user turn, calls `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`,
+//            results `[TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]`.
+//   harmony  gpt-oss (gpt-oss): the tools as harmony's TypeScript namespace in a developer message,
+//            a call `<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`
+//            (the next one after `<|start|>assistant`), results
+//            `<|start|>functions.f to=assistant<|channel|>commentary<|message|>...<|end|>`.
 //
 // apply_chat_tools writes the tools and the history's calls and results into the messages (JSON as
-// Python's json.dumps writes it, keys in the body's order, as the Jinja templates' tojson does);
-// ToolCallParser splits a reply into content and calls, incrementally for streaming (the text of a
-// call is held back until it closes; a block that does not parse is given back as content, never an
-// error); tool_call_trigger and tool_call_lazy_grammar give the lazy grammar: free text until the
-// trigger, then only well-formed calls of the given tools (hermes; dsml is parsed, not constrained).
+// Python's json.dumps writes it, keys in the body's order, as the Jinja templates' tojson does), and
+// text that goes between turns into ChatInserts (chat_apply_inserts renders both); ToolCallParser
+// splits a reply into content and calls, incrementally for streaming (the text of a call is held
+// back until it closes; a call that does not parse is given back as content, never an error);
+// tool_calls_grammar gives the GBNF of the calls: with tool_choice auto a lazy grammar (free text
+// until tool_call_trigger, then only well-formed calls of the given tools), with required or a named
+// function the whole reply (only calls; DeepSeek-V4's reasoning or gpt-oss's analysis first when
+// thinking).
+//
+// Limit: markers are parsed and constrained as text. Where a real vocabulary has them as control
+// tokens (Mistral's [TOOL_CALLS], Llama's <|python_tag|>, harmony's <|channel|> / <|message|> /
+// <|call|>) the reply text does not show them and the grammar cannot choose them (its vocabulary has
+// no text for control tokens), so those calls are not found; the tests use scripted replies and the
+// bundled model, whose vocabulary spells them as text.
 //
 //   ToolCallParser p(ToolSyntax::hermes);
 //   ToolCallDelta d = p.feed(text);   // d.content: text to show now; d.calls: calls that closed
 //   d = p.finish();                   // at the end of the reply
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,22 +61,42 @@ struct ToolFunction;
 struct ChatTools {
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();
   std::vector<nlohmann::ordered_json> calls;  // one per message
+  std::vector<std::string> result_ids;        // one per message: a tool message's tool_call_id, or ""
   bool empty() const;
 };
 
-enum class ToolSyntax { hermes, dsml };
-ToolSyntax tool_syntax_for(ChatFormat format);  // deepseek4: dsml; else hermes
+enum class ToolSyntax { hermes, dsml, llama3, mistral, harmony };
+// deepseek4: dsml; llama3: llama3; mistral-v7(-tekken): mistral; gpt-oss: harmony; else hermes.
+ToolSyntax tool_syntax_for(ChatFormat format);
 
-// Writes `tools` into `messages` (tools, assistant calls, tool results) for `format`. Tool messages
-// stay where a format has a tool role of its own (deepseek4 writes <tool_result>); else they become
-// user turns wrapped in <tool_response>. Errors: a call whose arguments are not JSON.
-Status apply_chat_tools(ChatFormat format, const ChatTools& tools, std::vector<ChatMessage>* messages);
+// Text written verbatim between turns: [i] before message i ([messages.size()]: after the last, before
+// the reply's opening).
+using ChatInserts = std::map<size_t, std::string>;
 
-// The text that opens a call, and the GBNF (root: one call, or several separated by newlines when
-// `parallel`) that the text from the trigger on must match. dsml: an error (not constrained).
+// Writes `tools` into `messages` (tools, assistant calls, tool results) for `format`, and the text
+// that goes between turns into *inserts. Tool messages stay where a format has a tool role the model
+// knows (deepseek4 writes <tool_result>, llama3 the ipython turn); else they become user turns
+// wrapped in <tool_response> (hermes) or inserts (mistral, harmony). Errors: a call whose arguments
+// are not JSON (or, where a syntax needs one, not an object).
+Status apply_chat_tools(ChatFormat format, const ChatTools& tools, std::vector<ChatMessage>* messages,
+                        ChatInserts* inserts);
+// chat_apply with the inserts written between the turns (formats written turn by turn).
+Result<std::string> chat_apply_inserts(ChatFormat format, std::span<const ChatMessage> messages,
+                                       const ChatInserts& inserts, const ChatOptions& opts);
+
+// The text that opens a call (where a lazy grammar starts).
 std::string tool_call_trigger(ToolSyntax syntax);
-Result<std::string> tool_call_lazy_grammar(ToolSyntax syntax, const std::vector<ToolFunction>& fns,
-                                           bool parallel);
+
+struct ToolGrammarOptions {
+  bool parallel = true;   // several calls (else one)
+  bool required = false;  // the grammar is the whole reply (else: from the trigger on)
+  // required, thinking on: dsml's reply opens with reasoning up to "</think>"; harmony's may open with
+  // an analysis channel message (else the reply is only calls: an untrained model could reason forever).
+  bool thinking = false;
+};
+// GBNF of the calls of `fns` in `syntax`.
+Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<ToolFunction>& fns,
+                                       const ToolGrammarOptions& opts);
 
 struct ToolCall {
   std::string name;
@@ -75,10 +119,13 @@ class ToolCallParser {
  private:
   void scan(ToolCallDelta* d, bool at_end);
   void emit_text(ToolCallDelta* d, std::string_view text, bool at_end);
+  size_t held_suffix(std::string_view text) const;
   ToolSyntax syntax_;
-  std::string open_, close_;
-  std::string buf_;      // outside a call: text not yet shown; inside: the call's text so far
-  std::string held_ws_;  // trailing whitespace not shown yet (dropped before a call)
+  std::string open_, close_;  // close_ empty: the call is one JSON value after open_ (llama3, mistral)
+  bool keep_open_ = false;    // open_ is the call's own first text (llama3's `{"name"`)
+  std::string joiner_;        // text before a call that is dropped with it (`<|python_tag|>`, ...)
+  std::string buf_;           // outside a call: text not yet shown; inside: the call's text so far
+  std::string held_ws_;       // trailing whitespace / joiners not shown yet (dropped before a call)
   bool inside_ = false;
   int n_calls_ = 0;
 };

@@ -3,12 +3,68 @@
 // DeepSeek-V4's Jinja templates (llama.cpp's models/templates).
 #include <algorithm>
 
-#include "server/json_schema_grammar.h"
 #include "server/tool_calls.h"
+#include "server/tool_prompt_detail.h"
 
 namespace strata::server {
 
 using ojson = nlohmann::ordered_json;
+
+namespace tool_detail {
+
+namespace {
+
+void write_json(const ojson& j, int indent, int depth, std::string* out) {
+  const std::string nl = indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
+  const std::string close = indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
+  const char* sep = indent > 0 ? "," : ", ";
+  if (j.is_object() && !j.empty()) {
+    *out += '{';
+    bool first = true;
+    for (const auto& [k, v] : j.items()) {
+      if (!first) *out += sep;
+      first = false;
+      *out += nl;
+      *out += ojson(k).dump(-1, ' ', false, ojson::error_handler_t::replace);
+      *out += ": ";
+      write_json(v, indent, depth + 1, out);
+    }
+    *out += close + '}';
+  } else if (j.is_array() && !j.empty()) {
+    *out += '[';
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (i > 0) *out += sep;
+      *out += nl;
+      write_json(j[i], indent, depth + 1, out);
+    }
+    *out += close + ']';
+  } else {
+    *out += j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  }
+}
+
+}  // namespace
+
+std::string py_json(const ojson& j, int indent) {
+  std::string s;
+  write_json(j, indent, 0, &s);
+  return s;
+}
+
+Result<ojson> call_arguments(const ojson& fn, size_t msg) {
+  auto a = fn.find("arguments");
+  if (a == fn.end() || a->is_null()) return ojson::object();
+  if (!a->is_string()) return *a;
+  ojson v = ojson::parse(a->get<std::string>(), nullptr, false);
+  if (v.is_discarded())
+    return err("messages[%zu].tool_calls: arguments %s are not JSON", msg, a->get<std::string>().c_str());
+  return v;
+}
+
+}  // namespace tool_detail
+
+using tool_detail::call_arguments;
+using tool_detail::py_json;
 
 namespace {
 
@@ -42,47 +98,6 @@ std::string dsml_head() {
 }
 constexpr const char* kDsmlTail =
     "\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n";
-
-// JSON as Python's json.dumps writes it by default (", " and ": "), which the templates' tojson is.
-void py_json(const ojson& j, std::string* out) {
-  if (j.is_object()) {
-    *out += '{';
-    bool first = true;
-    for (const auto& [k, v] : j.items()) {
-      if (!first) *out += ", ";
-      first = false;
-      *out += ojson(k).dump(-1, ' ', false, ojson::error_handler_t::replace);
-      *out += ": ";
-      py_json(v, out);
-    }
-    *out += '}';
-  } else if (j.is_array()) {
-    *out += '[';
-    for (size_t i = 0; i < j.size(); ++i) {
-      if (i > 0) *out += ", ";
-      py_json(j[i], out);
-    }
-    *out += ']';
-  } else {
-    *out += j.dump(-1, ' ', false, ojson::error_handler_t::replace);
-  }
-}
-std::string py_json(const ojson& j) {
-  std::string s;
-  py_json(j, &s);
-  return s;
-}
-
-// One call's arguments as an object (OpenAI sends them as a JSON string).
-Result<ojson> call_arguments(const ojson& fn, size_t msg) {
-  auto a = fn.find("arguments");
-  if (a == fn.end() || a->is_null()) return ojson::object();
-  if (!a->is_string()) return *a;
-  ojson v = ojson::parse(a->get<std::string>(), nullptr, false);
-  if (v.is_discarded())
-    return err("messages[%zu].tool_calls: arguments %s are not JSON", msg, a->get<std::string>().c_str());
-  return v;
-}
 
 Status write_calls(ToolSyntax syntax, const ojson& calls, size_t msg, std::string* content) {
   const std::string d(kDsml);
@@ -119,11 +134,26 @@ bool ChatTools::empty() const {
 }
 
 ToolSyntax tool_syntax_for(ChatFormat format) {
-  return format == ChatFormat::deepseek4 ? ToolSyntax::dsml : ToolSyntax::hermes;
+  switch (format) {
+    case ChatFormat::deepseek4:
+      return ToolSyntax::dsml;
+    case ChatFormat::llama3:
+      return ToolSyntax::llama3;
+    case ChatFormat::mistral_v7:
+    case ChatFormat::mistral_v7_tekken:
+      return ToolSyntax::mistral;
+    case ChatFormat::gpt_oss:
+      return ToolSyntax::harmony;
+    default:
+      return ToolSyntax::hermes;
+  }
 }
 
-Status apply_chat_tools(ChatFormat format, const ChatTools& t, std::vector<ChatMessage>* messages) {
+Status apply_chat_tools(ChatFormat format, const ChatTools& t, std::vector<ChatMessage>* messages,
+                        ChatInserts* inserts) {
   const ToolSyntax syntax = tool_syntax_for(format);
+  if (syntax != ToolSyntax::hermes && syntax != ToolSyntax::dsml)
+    return tool_detail::apply_turn_tools(syntax, t, messages, inserts);
   const std::vector<std::string_view> roles = chat_format_roles(format);
   auto has_role = [&](std::string_view r) { return std::find(roles.begin(), roles.end(), r) != roles.end(); };
   for (size_t i = 0; i < messages->size() && i < t.calls.size(); ++i)
@@ -172,18 +202,49 @@ Status apply_chat_tools(ChatFormat format, const ChatTools& t, std::vector<ChatM
   return {};
 }
 
-std::string tool_call_trigger(ToolSyntax syntax) {
-  return syntax == ToolSyntax::dsml ? "<" + std::string(kDsml) + "tool_calls>" : "<tool_call>";
+Result<std::string> chat_apply_inserts(ChatFormat format, std::span<const ChatMessage> messages,
+                                       const ChatInserts& inserts, const ChatOptions& opts) {
+  if (inserts.empty()) return chat_apply(format, messages, opts);
+  std::string out;
+  size_t begin = 0;
+  ChatOptions run = opts;
+  run.add_assistant_prompt = false;
+  for (const auto& [at, text] : inserts) {
+    if (at > messages.size()) return err("chat insert at %zu: only %zu messages", at, messages.size());
+    if (at > begin) {
+      STRATA_ASSIGN(std::string part, chat_apply(format, messages.subspan(begin, at - begin), run));
+      out += part;
+      begin = at;
+    }
+    out += text;
+  }
+  if (begin < messages.size()) {
+    STRATA_ASSIGN(std::string part, chat_apply(format, messages.subspan(begin), opts));
+    return out + part;
+  }
+  if (opts.add_assistant_prompt) {  // the reply's opening: a turn with and without it, compared
+    const ChatMessage probe{"user", "x"};
+    STRATA_ASSIGN(std::string with, chat_apply(format, std::span(&probe, 1), opts));
+    STRATA_ASSIGN(std::string without, chat_apply(format, std::span(&probe, 1), run));
+    out += with.substr(without.size());
+  }
+  return out;
 }
 
-Result<std::string> tool_call_lazy_grammar(ToolSyntax syntax, const std::vector<ToolFunction>& fns,
-                                           bool parallel) {
-  if (syntax != ToolSyntax::hermes) return err("DSML tool calls are parsed, not grammar-constrained");
-  STRATA_ASSIGN(std::string call, tool_call_grammar(fns, "tool-call-json"));
-  const std::string one = "tool-call ::= \"<tool_call>\" \"\\n\"? tool-call-json \"\\n\"? \"</tool_call>\"\n";
-  const std::string root =
-      parallel ? "root ::= tool-call (\"\\n\"{0,2} tool-call)*\n" : "root ::= tool-call\n";
-  return root + one + call;
+std::string tool_call_trigger(ToolSyntax syntax) {
+  switch (syntax) {
+    case ToolSyntax::hermes:
+      return "<tool_call>";
+    case ToolSyntax::dsml:
+      return "<" + std::string(kDsml) + "tool_calls>";
+    case ToolSyntax::llama3:
+      return "{\"name\"";
+    case ToolSyntax::mistral:
+      return "[TOOL_CALLS]";
+    case ToolSyntax::harmony:
+      return "<|channel|>commentary to=functions.";
+  }
+  return "";
 }
 
 }  // namespace strata::server

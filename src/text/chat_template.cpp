@@ -157,6 +157,7 @@ const char* chat_format_source_name(ChatFormatSource source) {
 
 std::optional<ChatFormat> chat_format_for_arch(std::string_view arch) {
   if (arch == "deepseek4" || arch == "deepseek_v41") return F::deepseek4;
+  if (arch == "gpt-oss") return F::gpt_oss;
   return std::nullopt;
 }
 

@@ -136,7 +136,7 @@ enum class ChatFormatSource : uint8_t {
   override_arg,    // --chat-template (a built-in name or a Jinja template)
   model_template,  // the model's tokenizer.chat_template
   default_chatml,  // the model has no template: chatml, as llama.cpp falls back
-  arch_default,    // the model has no template, its architecture has one (deepseek4, deepseek_v41)
+  arch_default,    // the model has no template, its architecture has one (deepseek4, deepseek_v41, gpt-oss)
 };
 const char* chat_format_source_name(ChatFormatSource source);  // "--chat-template", ...
 
@@ -148,7 +148,8 @@ struct ChatFormatChoice {
 inline constexpr std::string_view kChatTemplateKey = "tokenizer.chat_template";
 
 // The format an architecture's models use when they carry no template: deepseek4 for "deepseek4"
-// and "deepseek_v41" (the official checkpoints ship no Jinja template), else none.
+// and "deepseek_v41" (the official checkpoints ship no Jinja template), gpt-oss for "gpt-oss" (its
+// harmony format is the only one the model knows), else none.
 std::optional<ChatFormat> chat_format_for_arch(std::string_view arch);
 
 // The choice a server makes: a non-empty `override_arg` (a built-in name, else a Jinja template

@@ -56,7 +56,7 @@ class HttpServerTest : public ::testing::Test {
     engine_ = std::move(*e);
     so.port = 0;
     so.model_name = "smoke";
-    server_ = std::make_unique<HttpServer>(*engine_, model_->tokenizer(), ChatFormat::chatml, so);
+    server_ = std::make_unique<HttpServer>(*engine_, model_->tokenizer(), chat_format_, so);
     auto port = server_->bind();
     ASSERT_TRUE(port.ok()) << port.message();
     port_ = *port;
@@ -89,8 +89,9 @@ class HttpServerTest : public ::testing::Test {
     return out;
   }
   static Model* model_;
-  int n_ctx_ = 96;                      // a slot's context (set before start())
-  std::unique_ptr<SlowRunner> runner_;  // before engine_: destroyed after it
+  int n_ctx_ = 96;                               // a slot's context (set before start())
+  ChatFormat chat_format_ = ChatFormat::chatml;  // the server's (set before start())
+  std::unique_ptr<SlowRunner> runner_;           // before engine_: destroyed after it
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;

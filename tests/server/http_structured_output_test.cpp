@@ -240,36 +240,5 @@ TEST_F(HttpServerTest, ResponseFormatAndGrammarShapeTheAnswer) {
       "time, date-time, uuid, email, ipv4 are)");
 }
 
-// A chat choice that stops with a whole call is message.tool_calls; an unfinished one stays content.
-TEST(ToolCallResponse, AWholeCallBecomesToolCalls) {
-  auto r = parse_request(json::parse(R"({"messages":[{"role":"user","content":"Hi"}],"tool_choice":"required",
-      "tools":[{"type":"function","function":{"name":"f"}}]})")
-                             .dump(),
-                         /*chat=*/true);
-  ASSERT_TRUE(r.ok()) << r.message();
-  r->prompts = {ApiPrompt{"x", {1, 2}}, ApiPrompt{"y", {1, 2}}};
-  testing_fakes::ByteTokenizer tok;
-  ResponseBuilder b(ApiResponseHead{"chatcmpl-7", "m", 0, true}, *r, tok);
-  CompletionEvent ev;
-  ev.text = R"({"name": "f", "arguments": {"c": [1, "x"]}})";
-  ev.done = true;
-  ev.finish = FinishReason::stop;
-  b.add(0, ev);
-  ev.text = R"({"name": "f", "argu)";
-  ev.finish = FinishReason::length;
-  b.add(1, ev);
-  ASSERT_TRUE(b.done());
-  const json body = b.body();
-  const json& call = body["choices"][0];
-  EXPECT_EQ(call["finish_reason"], "tool_calls");
-  EXPECT_TRUE(call["message"]["content"].is_null());
-  EXPECT_EQ(call["message"]["tool_calls"][0]["id"], "call_chatcmpl-7-0");
-  EXPECT_EQ(call["message"]["tool_calls"][0]["type"], "function");
-  EXPECT_EQ(call["message"]["tool_calls"][0]["function"]["name"], "f");
-  EXPECT_EQ(call["message"]["tool_calls"][0]["function"]["arguments"], R"({"c":[1,"x"]})");
-  EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
-  EXPECT_EQ(body["choices"][1]["message"]["content"], R"({"name": "f", "argu)");
-}
-
 }  // namespace
 }  // namespace strata::server

@@ -137,24 +137,35 @@ TEST(JsonSchemaGrammar, ToolChoiceRequiredConstrainsToOneCall) {
       {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", tools}, {"tool_choice", "required"}};
   auto r = parse_request(b.dump(), /*chat=*/true);
   ASSERT_TRUE(r.ok()) << r.message();
-  EXPECT_TRUE(r->tool_call);
-  ASSERT_EQ(r->messages.size(), 2u);
-  EXPECT_EQ(r->messages[0].role, "system");
-  EXPECT_NE(r->messages[0].content.find("get_weather"), std::string::npos);
-  ASSERT_TRUE(r->params.grammar);
-  EXPECT_TRUE(
-      grammar_matches(*r->params.grammar, R"({"name": "get_weather", "arguments": {"city": "Oslo"}})"));
-  EXPECT_TRUE(grammar_matches(*r->params.grammar, R"({"name":"now","arguments":[1]})"));
-  EXPECT_FALSE(grammar_matches(*r->params.grammar, R"({"name": "get_weather", "arguments": {}})"));
-  EXPECT_FALSE(grammar_matches(*r->params.grammar, R"({"name": "other", "arguments": {}})"));
+  EXPECT_TRUE(r->tools_auto && r->tool_required);  // rendered and parsed as auto; the grammar is the job's
+  EXPECT_FALSE(r->params.grammar);
+  auto grammar = [&] {
+    auto gbnf = tool_calls_grammar(ToolSyntax::hermes, r->tool_fns,
+                                   ToolGrammarOptions{.parallel = false, .required = true});
+    EXPECT_TRUE(gbnf.ok()) << gbnf.message();
+    auto g = Grammar::parse(*gbnf);
+    EXPECT_TRUE(g.ok()) << g.message();
+    return std::move(*g);
+  };
+  Grammar g = grammar();
+  auto call = [](const std::string& json_text) { return "<tool_call>\n" + json_text + "\n</tool_call>"; };
+  EXPECT_TRUE(grammar_matches(g, call(R"({"name": "get_weather", "arguments": {"city": "Oslo"}})")));
+  EXPECT_TRUE(grammar_matches(g, call(R"({"name":"now","arguments":[1]})")));
+  EXPECT_FALSE(grammar_matches(g, call(R"({"name": "get_weather", "arguments": {}})")));
+  EXPECT_FALSE(grammar_matches(g, call(R"({"name": "other", "arguments": {}})")));
+  EXPECT_FALSE(grammar_matches(g, "Sure. " + call(R"({"name":"now","arguments":[1]})")));
   b["tool_choice"] = json{{"type", "function"}, {"function", {{"name", "now"}}}};
   r = parse_request(b.dump(), true);
   ASSERT_TRUE(r.ok()) << r.message();
-  EXPECT_FALSE(grammar_matches(*r->params.grammar, R"({"name": "get_weather", "arguments": {"city": "x"}})"));
+  EXPECT_TRUE(r->tool_required);
+  EXPECT_EQ(r->tools.tools.size(), 2u);  // the model sees every tool; it may call only the named one
+  g = grammar();
+  EXPECT_FALSE(grammar_matches(g, call(R"({"name": "get_weather", "arguments": {"city": "x"}})")));
+  EXPECT_TRUE(grammar_matches(g, call(R"({"name": "now", "arguments": {}})")));
   b["tool_choice"] = "none";
   r = parse_request(b.dump(), true);
   ASSERT_TRUE(r.ok()) << r.message();
-  EXPECT_FALSE(r->tool_call);
+  EXPECT_FALSE(r->tools_auto);
   EXPECT_FALSE(r->params.grammar);
   auto bad = [&](const json& body) {
     auto e = parse_request(body.dump(), true);
@@ -165,7 +176,7 @@ TEST(JsonSchemaGrammar, ToolChoiceRequiredConstrainsToOneCall) {
   r = parse_request(b.dump(), true);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_TRUE(r->tools_auto);
-  EXPECT_FALSE(r->tool_call);
+  EXPECT_FALSE(r->tool_required);
   EXPECT_EQ(r->tool_fns.size(), 2u);
   EXPECT_EQ(r->tools.tools.size(), 2u);
   b["tool_choice"] = "sometimes";

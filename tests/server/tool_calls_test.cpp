@@ -34,9 +34,10 @@ ApiRequest conversation(bool with_tools) {
 }
 
 std::string render(ChatFormat f, ApiRequest r) {
-  Status s = apply_chat_tools(f, r.tools, &r.messages);
+  ChatInserts inserts;
+  Status s = apply_chat_tools(f, r.tools, &r.messages, &inserts);
   EXPECT_TRUE(s.ok()) << s.message();
-  auto text = chat_apply(f, r.messages, ChatOptions{.has_tools = !r.tools.tools.empty()});
+  auto text = chat_apply_inserts(f, r.messages, inserts, ChatOptions{.has_tools = !r.tools.tools.empty()});
   EXPECT_TRUE(text.ok()) << text.message();
   return text.ok() ? *text : "";
 }
@@ -88,7 +89,9 @@ TEST(ToolPrompt, Deepseek4KeepsReasoningWithTools) {
     std::vector<ChatMessage> m = r.messages;
     ChatTools t = r.tools;
     if (!tools) t.tools = nlohmann::ordered_json::array();
-    ASSERT_TRUE(apply_chat_tools(ChatFormat::deepseek4, t, &m).ok());
+    ChatInserts inserts;
+    ASSERT_TRUE(apply_chat_tools(ChatFormat::deepseek4, t, &m, &inserts).ok());
+    EXPECT_TRUE(inserts.empty());
     auto text = chat_apply(ChatFormat::deepseek4, m, ChatOptions{.thinking = true, .has_tools = tools});
     ASSERT_TRUE(text.ok()) << text.message();
     EXPECT_EQ(
@@ -113,7 +116,8 @@ TEST(ToolPrompt, BadHistoryCallsAre400s) {
       R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}]})",
       true);
   ASSERT_TRUE(r.ok()) << r.message();
-  Status s = apply_chat_tools(ChatFormat::chatml, r->tools, &r->messages);
+  ChatInserts inserts;
+  Status s = apply_chat_tools(ChatFormat::chatml, r->tools, &r->messages, &inserts);
   EXPECT_NE(s.message().find("arguments {x are not JSON"), std::string::npos) << s.message();
 }
 
@@ -200,7 +204,7 @@ TEST(ToolCallParser, PiecesReassembleToTheWhole) {
 TEST(ToolCallGrammar, LazyGrammarIsTheHermesCallsOfTheTools) {
   ToolFunction f{"get_weather", json::parse(kTools)[0]["function"]["parameters"]};
   for (bool parallel : {false, true}) {
-    auto gbnf = tool_call_lazy_grammar(ToolSyntax::hermes, {f}, parallel);
+    auto gbnf = tool_calls_grammar(ToolSyntax::hermes, {f}, ToolGrammarOptions{.parallel = parallel});
     ASSERT_TRUE(gbnf.ok()) << gbnf.message();
     auto g = Grammar::parse(*gbnf);
     ASSERT_TRUE(g.ok()) << g.message();
@@ -212,7 +216,7 @@ TEST(ToolCallGrammar, LazyGrammarIsTheHermesCallsOfTheTools) {
     EXPECT_FALSE(
         grammar_matches(*g, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>"));
   }
-  EXPECT_FALSE(tool_call_lazy_grammar(ToolSyntax::dsml, {f}, true).ok());
+  EXPECT_FALSE(tool_calls_grammar(ToolSyntax::dsml, {}, {}).ok());
 }
 
 // The data chunks of an SSE body, each parsed.
@@ -288,10 +292,11 @@ TEST(ToolCallResponse, StreamedChunksReassembleToTheAnswer) {
   EXPECT_EQ(expected["message"]["tool_calls"][1]["function"]["arguments"], R"({"city":"Rome","days":2})");
 }
 
-// tool_choice required, streamed: the reply is held back and sent as its call at the end, the call
-// the non-streamed answer has.
-TEST(ToolCallResponse, RequiredStreamsItsCallAtTheEnd) {
-  const std::string reply = R"({"name": "get_weather", "arguments": {"city": "Oslo"}})";
+// tool_choice required: the reply (only calls, under the grammar) is parsed as with auto, streamed
+// as each call closes; a reply cut short stays content.
+TEST(ToolCallResponse, RequiredRepliesAreParsedCalls) {
+  const std::string reply =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
   testing_fakes::ByteTokenizer tok;
   json want;
   for (bool stream : {false, true}) {
@@ -301,17 +306,28 @@ TEST(ToolCallResponse, RequiredStreamsItsCallAtTheEnd) {
               {"stream", stream}};
     auto r = parse_request(body.dump(), true);
     ASSERT_TRUE(r.ok()) << r.message();
-    r->prompts = {ApiPrompt{"x", {1}}};
+    EXPECT_TRUE(r->tools_auto && r->tool_required);
+    r->prompts = {ApiPrompt{"x", {1}}, ApiPrompt{"y", {1}}};
     ResponseBuilder b(ApiResponseHead{"chatcmpl-4", "m", 0, true}, *r, tok);
     CompletionEvent ev;
-    ev.text = reply.substr(0, 9);
+    ev.text = reply.substr(0, 20);
     std::string sse = stream ? b.sse(0, ev) : (b.add(0, ev), "");
-    EXPECT_EQ(sse, "");  // nothing shown before the end
-    ev.text = reply.substr(9);
+    EXPECT_EQ(sse, "");  // nothing shown before the call closes
+    ev.text = reply.substr(20);
     ev.done = true;
+    CompletionEvent cut;
+    cut.text = reply.substr(0, 30);
+    cut.done = true;
+    cut.finish = FinishReason::length;
     if (!stream) {
       b.add(0, ev);
-      want = b.body()["choices"][0]["message"]["tool_calls"];
+      b.add(1, cut);
+      const json out = b.body();
+      want = out["choices"][0]["message"]["tool_calls"];
+      EXPECT_EQ(out["choices"][0]["finish_reason"], "tool_calls");
+      EXPECT_TRUE(out["choices"][0]["message"]["content"].is_null());
+      EXPECT_EQ(out["choices"][1]["finish_reason"], "length");
+      EXPECT_EQ(out["choices"][1]["message"]["content"], reply.substr(0, 30));
       continue;
     }
     sse = b.sse(0, ev);
