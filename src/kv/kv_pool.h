@@ -138,7 +138,7 @@ class KvPool {
   // nothing without one.
   Status persist();
   // Waits until the spilled blocks queued for SSD are written (kv/kv_spill.h).
-  Status flush_spill();
+  Status flush_spill() const;
   const KvDiskTier* disk_tier() const { return spill_ ? spill_->disk() : nullptr; }
 
  private:

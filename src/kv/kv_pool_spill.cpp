@@ -124,7 +124,7 @@ Status KvPool::persist() {
   return copy.ok() ? written : copy;
 }
 
-Status KvPool::flush_spill() {
+Status KvPool::flush_spill() const {
   std::lock_guard<std::mutex> lk(mu_);
   return spill_ ? spill_->flush() : Status{};
 }
