@@ -94,7 +94,7 @@ std::string spill_bench_text(const SpillBenchResult& r) {
   std::snprintf(
       b, sizeof b,
       "  spilled %llu blocks: %.1f us per block on the scheduler thread; SSD queue waits %llu (%.2f ms), "
-      "%lld blocks still queued, %llu written-queue hits\n",
+      "%lld blocks still queued, %llu loads from the queue\n",
       static_cast<unsigned long long>(s.spill_blocks),
       s.spill_blocks ? s.spill_s * 1e6 / static_cast<double>(s.spill_blocks) : 0.0,
       static_cast<unsigned long long>(s.queue_waits), s.queue_wait_s * 1e3,

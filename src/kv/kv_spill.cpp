@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <string>
 
 #include "base/clock.h"
 
@@ -14,6 +13,7 @@ Result<std::unique_ptr<KvSpill>> KvSpill::create(const KvSpillOptions& o, const 
   if (!o.dir.empty()) {
     STRATA_ASSIGN(s->disk_, KvDiskTier::open(o.dir, f, o.disk_budget));
     s->before_write_ = o.before_write;
+    s->capacity_ = static_cast<size_t>(queue_capacity(f));
     s->thread_ = std::thread([p = s.get()] { p->writer(); });
   }
   s->verbose_ = o.verbose;
@@ -26,8 +26,13 @@ Result<std::unique_ptr<KvSpill>> KvSpill::create(const KvSpillOptions& o, const 
   return s;
 }
 
+int KvSpill::queue_capacity(const KvBlockFormat& f) {
+  const uint64_t record = std::max<uint64_t>(f.payload_bytes + static_cast<uint64_t>(f.block_size) * 4, 1);
+  return static_cast<int>(std::clamp<uint64_t>(kSpillQueueBytes / record, 4, 1024));
+}
+
 uint64_t KvSpill::queue_bytes(const KvBlockFormat& f) {
-  return static_cast<uint64_t>(kSpillQueueBlocks) *
+  return static_cast<uint64_t>(queue_capacity(f)) *
          (f.payload_bytes + static_cast<uint64_t>(f.block_size) * sizeof(int32_t));
 }
 
@@ -85,10 +90,10 @@ void KvSpill::to_disk(KvBlockRecord r, bool count_drop) {
     ++s_.dropped_blocks;
     return;
   }
-  if (pending_.size() >= static_cast<size_t>(kSpillQueueBlocks)) {
+  if (pending_.size() >= capacity_) {
     const double t0 = now_seconds();
     ++s_.queue_waits;
-    room_.wait(lk, [&] { return pending_.size() < static_cast<size_t>(kSpillQueueBlocks); });
+    room_.wait(lk, [&] { return pending_.size() < capacity_; });
     s_.queue_wait_s += now_seconds() - t0;
   }
   const uint64_t h = r.hash;
@@ -161,13 +166,14 @@ void KvSpill::set_last_measured(double seconds, int64_t blocks) {
   s_.measured_load_s += seconds;
   const bool known = s_.prefill_s_per_token > 0;  // else the recompute side was not predicted
   if (known && seconds <= s_.last_recompute_s) ++s_.loads_beat_recompute;
+  char recompute[48] = "not measured yet";
+  if (known) std::snprintf(recompute, sizeof recompute, "%.3f ms", s_.last_recompute_s * 1e3);
   if (verbose_)
     std::fprintf(stderr,
                  "strata: KV cache: prefix run of %lld blocks (%lld RAM, %lld SSD): load %.3f ms predicted, "
                  "recompute %s predicted: load; %lld blocks loaded in %.3f ms\n",
                  static_cast<long long>(last_ram_ + last_disk_), static_cast<long long>(last_ram_),
-                 static_cast<long long>(last_disk_), s_.last_load_s * 1e3,
-                 known ? (std::to_string(s_.last_recompute_s * 1e3) + " ms").c_str() : "not measured yet",
+                 static_cast<long long>(last_disk_), s_.last_load_s * 1e3, recompute,
                  static_cast<long long>(blocks), seconds * 1e3);
 }
 

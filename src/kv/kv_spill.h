@@ -15,7 +15,8 @@
 //
 // The SSD writes are asynchronous: to_disk copies nothing more (the block's rows were copied out
 // of the pool already, into the record it queues) and a writer thread writes the queued records'
-// files. The queue is bounded (kSpillQueueBlocks records): a spill that finds it full waits for a
+// files. The queue is bounded (queue_capacity: 32 MiB of records, 4 to 1024 of them): a spill that
+// finds it full waits for a
 // write to finish. A queued block is found by where() (as on SSD) and fetch() serves a copy of its
 // record; flush() waits until every queued block is written (persist at shutdown, the destructor).
 // Otherwise not thread-safe (KvPool serializes its calls; the writer thread is internal).
@@ -41,8 +42,8 @@ namespace strata {
 
 enum class KvTier { pool, ram, disk, none };
 
-// Blocks queued for the SSD writer at most (kv/kv_spill.h): the queue's RAM is this many blocks.
-inline constexpr int kSpillQueueBlocks = 32;
+// The SSD writer's queue holds about this many bytes of records at most (kv/kv_spill.h).
+inline constexpr uint64_t kSpillQueueBytes = uint64_t{32} << 20;
 
 struct KvSpillStats {
   bool ram_on = false, disk_on = false;
@@ -87,7 +88,9 @@ struct KvSpillOptions {
 class KvSpill {
  public:
   static Result<std::unique_ptr<KvSpill>> create(const KvSpillOptions& o, const KvBlockFormat& f);
-  // The most bytes of RAM the SSD write queue holds, for blocks of this format (the plan bills it).
+  // Blocks the SSD write queue holds at most, and their bytes of RAM (the plan bills them), for
+  // blocks of this format: kSpillQueueBytes of records, at least 4 and at most 1024.
+  static int queue_capacity(const KvBlockFormat& f);
   static uint64_t queue_bytes(const KvBlockFormat& f);
   ~KvSpill();  // flushes the SSD write queue
   KvSpill(const KvSpill&) = delete;
@@ -131,6 +134,7 @@ class KvSpill {
   std::condition_variable work_, room_, idle_;
   std::deque<uint64_t> queue_;                           // hashes to write, oldest first
   std::unordered_map<uint64_t, KvBlockRecord> pending_;  // queued or being written
+  size_t capacity_ = 0;                                  // queue_capacity
   bool stop_ = false;
   uint64_t failed_ = 0;      // writes failed since the last flush
   std::string first_error_;  // ... the first one's message

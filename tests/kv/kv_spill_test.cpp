@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -200,7 +201,12 @@ TEST(KvSpill, PendingWritesAreServedFromTheQueueAndFlushedToIdenticalFiles) {
   Gate gate;
   auto s = KvSpill::create({.dir = d.p.string(), .before_write = [&](uint64_t) { gate.pass(); }}, f);
   ASSERT_TRUE(s.ok()) << s.message();
-  const int n = kSpillQueueBlocks;  // the queue's capacity: no spill waits
+  struct Release {  // a failed assertion still lets the writer go (the destructor waits for it)
+    Gate& g;
+    ~Release() { g.release(); }
+  } release{gate};
+  const int n = KvSpill::queue_capacity(f);  // no spill waits
+  ASSERT_EQ(n, 1024);                        // 316-byte records: the most blocks
   for (int i = 1; i <= n; ++i) (*s)->spill(record(static_cast<uint64_t>(i), bs, bytes, i));
   gate.wait_for_writer();  // it holds block 1, nothing is written yet
   EXPECT_EQ((*s)->stats().queue_blocks, n);
@@ -218,8 +224,11 @@ TEST(KvSpill, PendingWritesAreServedFromTheQueueAndFlushedToIdenticalFiles) {
   EXPECT_EQ(st.queue_hits, static_cast<uint64_t>(n));
   EXPECT_EQ(st.disk_hits, static_cast<uint64_t>(n));
   // One more spill finds the queue full: it waits (on its own thread here) until a write ends.
-  std::thread extra([&] { (*s)->spill(record(1000, bs, bytes, 1000)); });
-  while ((*s)->stats().queue_waits == 0) std::this_thread::yield();  // it found the queue full
+  std::thread extra([&] { (*s)->spill(record(1u << 20, bs, bytes, 7)); });  // a new hash
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((*s)->stats().queue_waits == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::yield();
+  EXPECT_EQ((*s)->stats().queue_waits, 1u) << "the extra spill found room in a full queue";
   gate.release();
   extra.join();
   ASSERT_TRUE((*s)->flush().ok());

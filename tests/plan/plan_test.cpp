@@ -129,8 +129,9 @@ TEST_F(PlanSynth, ServeSpillTiersAreBilledAsTheKvPoolSizesThem) {
   o.prefix_cache_dir_size = 1 << 20;
   auto dflt = plan_make(*m, o);
   ASSERT_TRUE(dflt.ok()) << dflt.message();
-  EXPECT_EQ(dflt->kv_ram_tier, none->kv_cache);  // 2 sequences x 512 positions, whole blocks of 16
-  EXPECT_EQ(dflt->kv_spill_queue, uint64_t{kSpillQueueBlocks} * (16 * per_pos + 16 * 4));
+  EXPECT_EQ(dflt->kv_ram_tier, none->kv_cache);   // 2 sequences x 512 positions, whole blocks of 16
+  const uint64_t record = 16 * per_pos + 16 * 4;  // a block's rows and tokens
+  EXPECT_EQ(dflt->kv_spill_queue, std::min<uint64_t>(kSpillQueueBytes / record, 1024) * record);
   EXPECT_TRUE(dflt->kv_ssd);
   EXPECT_EQ(dflt->kv_ssd_file, 128 + 16 * 4 + 16 * per_pos);
   EXPECT_EQ(dflt->kv_ssd_budget, 1u << 20);

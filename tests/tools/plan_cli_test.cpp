@@ -77,7 +77,7 @@ TEST_F(PlanCli, PlanPricesTheSpillTiers) {
   const auto j = nlohmann::json::parse(p.out);
   EXPECT_EQ(j["kv_ram_tier"].get<uint64_t>(), 3u << 20);
   const uint64_t block = 16u * 2 * 2 * 2 * 16 * 2;  // positions x layers x K,V x heads x dim x f16
-  EXPECT_EQ(j["kv_spill_queue"].get<uint64_t>(), 32 * (block + 16 * 4));
+  EXPECT_EQ(j["kv_spill_queue"].get<uint64_t>(), 1024 * (block + 16 * 4));  // 32 MiB / 4 KiB: 1024 at most
   EXPECT_EQ(j["kv_ssd_budget"].get<uint64_t>(), uint64_t{1} << 30);
   EXPECT_EQ(j["kv_ssd_file_bytes"].get<uint64_t>(), 128 + 16 * 4 + block);
   p = strata("plan -m " + model_ + " -c 1K --prefix-cache-dir x");  // -cram: serve's default
