@@ -3,9 +3,11 @@
 // median and spread over repetitions after one warm-up — plus the weight bandwidth tg achieves
 // against this machine's measured read bandwidth (obs/membw.h). `--membw` measures only that.
 // -d DEPTH (llama-bench's -d) measures after DEPTH tokens already in the context; -npl runs
-// llama-batched-bench's test instead (tools/bench_batched.h).
+// llama-batched-bench's test instead (tools/bench_batched.h); --spill P the prefix cache's spill
+// tiers through the serving engine with serve's KV pool flags (tools/bench_spill.h).
 //   strata bench -m model.gguf -p 64 -n 32 -t 2 -r 5 [-d 512] [--json]
 //   strata bench -m model.gguf -npl 1,4,16 -npp 16 -ntg 32 [--json]
+//   strata bench -m model.gguf --spill 1024 [-cram 0] [--prefix-cache-dir DIR] [--json]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
@@ -19,10 +21,12 @@
 #include "base/units.h"
 #include "bench_batched.h"
 #include "bench_itl.h"
+#include "bench_spill.h"
 #include "cli_args.h"
 #include "command.h"
 #include "device_flags.h"
 #include "expert_flags.h"
+#include "kv_pool_flags.h"
 #include "format/tensor_names.h"
 #include "mem_report.h"
 #include "memory/experts/expert_store.h"
@@ -158,6 +162,13 @@ int cmd_bench(int argc, char** argv) {
                  "sequences decode (their inter-token latency, its TTFT, each against running alone)");
   app.add_option("--itl-decoders", itl_decoders, "decoding sequences for --itl")->capture_default_str();
   app.add_option("-c,--ctx-size", itl_ctx, "context of each sequence for --itl")->capture_default_str();
+  int spill_prompt = 0;
+  app.add_option(
+      "--spill", spill_prompt,
+      "through the serving engine: a prompt of this many tokens, evicted by another and sent again "
+      "(TTFT per tier, scheduler-thread time per spilled block; the KV pool flags below as serve)");
+  strata::cli::KvPoolFlags kpf;
+  kpf.add(app);
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.add_flag("--membw", membw_only, "only measure the read bandwidth");
   strata::cli::ExpertFlags xf;
@@ -239,6 +250,22 @@ int cmd_bench(int argc, char** argv) {
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::fputs(strata::cli::itl_bench_text(*r).c_str(), stdout);
+    }
+    return 0;
+  }
+  if (spill_prompt > 0) {
+    strata::EngineOptions eo;
+    if (auto st = kpf.apply(&eo); !st.ok()) return fail(st.message(), 2);
+    if (df.dev) return fail("--spill runs the paged KV pool, which the GPU path does not use", 2);
+    auto r = strata::cli::spill_bench(m, spill_prompt, eo, *kv, *knobs);
+    if (!r.ok()) return fail(r.message());
+    if (json) {
+      j["model"] = model_path;
+      j["threads"] = m.pool().size();
+      j["spill"] = strata::cli::spill_bench_json(*r);
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::fputs(strata::cli::spill_bench_text(*r).c_str(), stdout);
     }
     return 0;
   }

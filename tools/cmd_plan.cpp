@@ -10,6 +10,7 @@
 #include "command.h"
 #include "device_flags.h"
 #include "format/gguf.h"
+#include "kv_pool_flags.h"
 #include "memory/io/io_engine.h"
 #include "plan/planner.h"
 
@@ -27,6 +28,7 @@ static int cmd_plan(int argc, char** argv) {
                              budget = "0", engram_budget = "0", io_backend = "auto", gpu_budget;
   int batch = 1, ubatch = 512, io_threads = 4, io_depth = 32, threads = 0;
   bool json = false;
+  int o_block_size = 16;
   CLI::App app{"The memory bill of a model and the expert budget for a RAM size", "strata plan"};
   auto* m_opt = app.add_option("-m,--model", model, "GGUF model (exact tensor bytes)");
   auto* c_opt =
@@ -41,6 +43,9 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("-b,--batch-size", ubatch, "tokens per forward step (as run -b)")->capture_default_str();
   strata::cli::KvTypeFlags kf;  // as run / serve (default f16); planned types are priced too
   strata::cli::add_kv_type_flags(app, kf, "f16");
+  strata::cli::KvSpillPlanFlags sf;  // serve's prefix-cache spill tiers, priced when given
+  sf.add(app);
+  app.add_option("--block-size", o_block_size, "positions per KV block (as serve)")->capture_default_str();
   app.add_option("--expert-type", expert_type,
                  "--config: routed expert type (default mxfp4 for deepseek-v4, else q8_0)");
   app.add_option("--weight-type", weight_type, "--config: type of the other matrices")->capture_default_str();
@@ -98,6 +103,20 @@ static int cmd_plan(int argc, char** argv) {
   if (!kv.ok()) return fail(kv.message(), 2);
   o.kv_type = kv->k;
   o.kv_type_v = kv->v;
+  if (o_block_size < 1 || o_block_size > 4096) return fail("--block-size must be in [1, 4096]", 2);
+  o.block_size = o_block_size;
+  if (!sf.cache_ram.empty()) {
+    auto cr = strata::cli::parse_flag_size(sf.cache_ram, "--cache-ram", 0);
+    if (!cr.ok()) return fail(cr.message(), 2);
+    o.cache_ram = static_cast<int64_t>(*cr);
+  }
+  o.prefix_cache_dir = !sf.prefix_cache_dir.empty();
+  if (sf.cache_ram.empty() && o.prefix_cache_dir) o.cache_ram = -1;  // serve's default: the pool's bytes
+  auto ds = strata::cli::parse_flag_size(sf.prefix_cache_dir_size, "--prefix-cache-dir-size", 0);
+  if (!ds.ok()) return fail(ds.message(), 2);
+  if (!sf.prefix_cache_dir_size.empty() && !o.prefix_cache_dir)
+    return fail("--prefix-cache-dir-size needs --prefix-cache-dir", 2);
+  o.prefix_cache_dir_size = *ds;
 
   strata::Result<strata::PlanModel> pm = strata::err("no model");
   std::unique_ptr<strata::GgufFile> file;

@@ -5,6 +5,7 @@
 //   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]
 // The live dashboard is at / (server/stats_feed.h).
 //   [--kv-budget SIZE] [--block-size 16] [--no-prefix-cache] [-cram SIZE] [--prefix-cache-dir DIR]
+//   [--prefix-cache-dir-size SIZE]   (tools/kv_pool_flags.h)
 // SIGINT / SIGTERM stop it; the expert profile and statistics are written on the way out.
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include "engram_flags.h"
 #include "device_flags.h"
 #include "expert_flags.h"
+#include "kv_pool_flags.h"
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "server/http_server.h"
@@ -41,19 +43,20 @@ std::string kv_note(const strata::Engine& e) {
   const strata::KvPool* p = e.kv_pool();
   if (!p) return "";
   const strata::KvSpillStats sp = p->stats().spill;
-  char b[320];
-  std::snprintf(b, sizeof b,
-                " (paged: %d blocks of %d positions, prefix cache %s, RAM tier %s, SSD tier %s%s)",
+  std::string ssd = "off";
+  if (p->disk_tier()) {
+    ssd = p->disk_tier()->dir() + ": " + std::to_string(sp.disk_blocks) + " blocks";
+    if (sp.disk_budget > 0) ssd += " of " + strata::format_bytes(sp.disk_budget) + " at most";
+  }
+  char b[512];
+  std::snprintf(b, sizeof b, " (paged: %d blocks of %d positions, prefix cache %s, RAM tier %s, SSD tier %s)",
                 p->n_blocks(), p->block_size(), p->prefix_cache() ? "on" : "off",
-                sp.ram_on ? strata::format_bytes(sp.ram_budget).c_str() : "off",
-                p->disk_tier() ? p->disk_tier()->dir().c_str() : "off",
-                p->disk_tier() ? (": " + std::to_string(sp.disk_blocks) + " blocks").c_str() : "");
+                sp.ram_on ? strata::format_bytes(sp.ram_budget).c_str() : "off", ssd.c_str());
   return b;
 }
 
 int cmd_serve(int argc, char** argv) {
-  std::string model_path, ctx = "0", chat_template, alias, kv_budget;
-  bool no_prefix_cache = false;
+  std::string model_path, ctx = "0", chat_template, alias;
   int threads = 0;
   strata::EngineOptions eo;
   strata::server::ServerOptions so;
@@ -73,17 +76,8 @@ int cmd_serve(int argc, char** argv) {
                  "context of each sequence, its positions at most (K suffix ok; 0: model's, at most 4096; "
                  "unlike llama.cpp's, not shared by the sequences)")
       ->capture_default_str();
-  app.add_option("--kv-budget", kv_budget,
-                 "bytes of the paged KV pool (K/M/G; default: -np x -c x the KV bytes per position)");
-  app.add_option("--block-size", eo.block_size, "positions per KV block")->capture_default_str();
-  app.add_flag("--no-prefix-cache", no_prefix_cache, "do not share the KV blocks of cached prompt prefixes");
-  std::string cache_ram;
-  app.add_option("--cache-ram", cache_ram,
-                 "-cram: bytes of evicted prefix-cache KV blocks kept in RAM (K/M/G; 0: none; default: as "
-                 "much as the KV pool)");
-  app.add_option("--prefix-cache-dir", eo.prefix_cache_dir,
-                 "directory of prefix-cache KV blocks on SSD: what RAM pushes out, and every cached block at "
-                 "shutdown; read back after a restart");
+  strata::cli::KvPoolFlags kpf;
+  kpf.add(app);
   app.add_option("-b,--batch-size", eo.n_batch,
                  "tokens of one scheduler turn's batch at most (the slots' decode tokens + prompt chunks)")
       ->capture_default_str();
@@ -152,19 +146,7 @@ int cmd_serve(int argc, char** argv) {
     return fail("--profile: " + p.message(), 2);
   if (eo.n_ubatch < 1) return fail("-ub must be >= 1", 2);
   if (eo.n_batch < eo.n_slots) return fail("-b must be at least --parallel (one decode token per slot)", 2);
-  if (eo.block_size < 1 || eo.block_size > 4096) return fail("--block-size must be in [1, 4096]", 2);
-  if (!kv_budget.empty()) {
-    auto b = strata::parse_size(kv_budget);
-    if (!b.ok()) return fail("--kv-budget: " + b.message(), 2);
-    if (*b == 0) return fail("--kv-budget must be > 0", 2);
-    eo.kv_budget = *b;
-  }
-  eo.prefix_cache = !no_prefix_cache;
-  if (!cache_ram.empty()) {
-    auto b = strata::parse_size(cache_ram);
-    if (!b.ok()) return fail("--cache-ram: " + b.message(), 2);
-    eo.cache_ram = static_cast<int64_t>(*b);
-  }
+  if (auto st = kpf.apply(&eo); !st.ok()) return fail(st.message(), 2);
 
   // Signals go to one thread that stops the server (stop() is not async-signal-safe).
   sigset_t sigs;

@@ -1,6 +1,7 @@
 #include "kv/kv_disk_tier.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "base/aligned.h"
 #include "memory/io/io_file.h"
@@ -53,8 +55,38 @@ uint64_t kv_checksum(const uint8_t* p, size_t n) {
   return h ^ (h >> 31);
 }
 
-uint64_t KvDiskTier::file_bytes() const {
-  return kHeader + static_cast<uint64_t>(f_.block_size) * sizeof(int32_t) + f_.payload_bytes;
+uint64_t KvDiskTier::file_bytes(const KvBlockFormat& f) {
+  return kHeader + static_cast<uint64_t>(f.block_size) * sizeof(int32_t) + f.payload_bytes;
+}
+
+void KvDiskTier::forget(uint64_t hash) {
+  const auto it = files_.find(hash);
+  if (it == files_.end()) return;
+  lru_.erase(it->second);
+  files_.erase(it);
+}
+
+int64_t KvDiskTier::add(uint64_t hash) {
+  if (const auto it = files_.find(hash); it != files_.end()) {
+    lru_.splice(lru_.end(), lru_, it->second);  // the most recently used
+  } else {
+    lru_.push_back(hash);
+    files_.emplace(hash, std::prev(lru_.end()));
+  }
+  return evict();
+}
+
+int64_t KvDiskTier::evict() {
+  int64_t n = 0;
+  while (budget_ > 0 && !lru_.empty() && bytes() > budget_) {
+    const uint64_t h = lru_.front();
+    forget(h);
+    if (::unlink(path_of(h).c_str()) != 0 && errno != ENOENT)
+      note(path_of(h) + ": cannot delete it past --prefix-cache-dir-size: " + std::strerror(errno), false);
+    ++n;
+  }
+  evicted_ += n;
+  return n;
 }
 
 std::string KvDiskTier::path_of(uint64_t hash) const {
@@ -95,14 +127,16 @@ std::string KvDiskTier::check_header(const uint8_t* h, uint64_t file_size, bool*
   return "";
 }
 
-Result<std::unique_ptr<KvDiskTier>> KvDiskTier::open(const std::string& dir, const KvBlockFormat& f) {
+Result<std::unique_ptr<KvDiskTier>> KvDiskTier::open(const std::string& dir, const KvBlockFormat& f,
+                                                     uint64_t budget) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec))
     return err("--prefix-cache-dir %s: not a directory and cannot be created (%s)", dir.c_str(),
                ec ? ec.message().c_str() : "exists as a file");
-  std::unique_ptr<KvDiskTier> t(new KvDiskTier(dir, f));
+  std::unique_ptr<KvDiskTier> t(new KvDiskTier(dir, f, budget));
+  std::vector<std::pair<fs::file_time_type, uint64_t>> found;  // sorted by age: the LRU order
   t->f_.types.resize(std::min<size_t>(t->f_.types.size(), kTypesLen - 1));
   auto buf = aligned_alloc_array<uint8_t>(kIoAlign, kIoAlign);
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -131,9 +165,19 @@ Result<std::unique_ptr<KvDiskTier>> KvDiskTier::open(const std::string& dir, con
       t->note(p.string() + ": " + why + (ignore ? "; ignored" : "; skipped"));
       continue;
     }
-    t->files_.insert(hash);
+    std::error_code tec;
+    found.emplace_back(fs::last_write_time(p, tec), hash);
   }
   if (ec) return err("--prefix-cache-dir %s: cannot list it: %s", dir.c_str(), ec.message().c_str());
+  std::sort(found.begin(), found.end());
+  for (const auto& [when, hash] : found) {
+    t->lru_.push_back(hash);
+    t->files_.emplace(hash, std::prev(t->lru_.end()));
+  }
+  if (const int64_t n = t->evict(); n > 0)
+    std::fprintf(stderr,
+                 "strata: KV cache: %s: %lld least recently used block files deleted (over %s bytes)\n",
+                 dir.c_str(), static_cast<long long>(n), std::to_string(budget).c_str());
   if (t->n_notes_ > kPrinted)
     std::fprintf(
         stderr, "strata: KV cache: %s: %lld files ignored, %lld skipped (the first %d named above)\n",
@@ -143,6 +187,12 @@ Result<std::unique_ptr<KvDiskTier>> KvDiskTier::open(const std::string& dir, con
 
 Status KvDiskTier::write(const KvBlockRecord& r) {
   if (contains(r.hash)) return {};
+  STRATA_TRY(write_file(r));
+  add(r.hash);
+  return {};
+}
+
+Status KvDiskTier::write_file(const KvBlockRecord& r) const {
   if (r.tokens.size() != static_cast<size_t>(f_.block_size) || r.bytes.size() != f_.payload_bytes)
     return err("KV block %016llx: %zu tokens and %zu bytes, the block files hold %d and %llu",
                static_cast<unsigned long long>(r.hash), r.tokens.size(), r.bytes.size(), f_.block_size,
@@ -182,14 +232,13 @@ Status KvDiskTier::write(const KvBlockRecord& r) {
     ::unlink(tmp.c_str());
     return err("%s: cannot write: %s", path.c_str(), std::strerror(e));
   }
-  files_.insert(r.hash);
   return {};
 }
 
 Result<KvBlockRecord> KvDiskTier::read(uint64_t hash) {
   const std::string path = path_of(hash);
   auto fail = [&](const std::string& why) -> Result<KvBlockRecord> {
-    files_.erase(hash);
+    forget(hash);
     ++rejected_;
     note(path + ": " + why + "; recomputed", false);
     return err("%s: %s", path.c_str(), why.c_str());
@@ -218,6 +267,8 @@ Result<KvBlockRecord> KvDiskTier::read(uint64_t hash) {
   std::memcpy(r.tokens.data(), buf.get() + kHeader, r.tokens.size() * sizeof(int32_t));
   const uint8_t* pay = buf.get() + kHeader + r.tokens.size() * sizeof(int32_t);
   r.bytes.assign(pay, pay + f_.payload_bytes);
+  add(hash);                                        // the most recently used
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // and so after a restart
   return r;
 }
 

@@ -17,13 +17,19 @@
 // size or layout is ignored with a log line; a file that is not one of these or has the wrong
 // size is rejected with a message naming it. A read verifies the checksum: a corrupted file is an
 // error naming it (the engine recomputes), never a crash. Writes go to a temporary file renamed
-// into place (a crash leaves no half-written block under a block's name). Not thread-safe.
+// into place (a crash leaves no half-written block under a block's name).
+//
+// A byte budget (--prefix-cache-dir-size; 0: none) bounds the files: past it the least recently
+// used ones (written or read longest ago; after a restart, by modification time, which a read
+// refreshes) are deleted, oldest first, and counted. Not thread-safe, except write_file, which
+// touches no state of the tier (kv/KvSpill's writer thread calls it and then add()).
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -44,33 +50,50 @@ struct KvBlockFormat {
 
 class KvDiskTier {
  public:
-  static Result<std::unique_ptr<KvDiskTier>> open(const std::string& dir, const KvBlockFormat& f);
+  // budget: bytes of block files at most (0: no limit); files past it at open are deleted.
+  static Result<std::unique_ptr<KvDiskTier>> open(const std::string& dir, const KvBlockFormat& f,
+                                                  uint64_t budget = 0);
+  // The bytes of one block's file for this format (what the budget counts per block).
+  static uint64_t file_bytes(const KvBlockFormat& f);
   const std::string& dir() const { return dir_; }
   std::string path_of(uint64_t hash) const;
   bool contains(uint64_t hash) const { return files_.count(hash) != 0; }
   int64_t blocks() const { return static_cast<int64_t>(files_.size()); }
   uint64_t bytes() const { return static_cast<uint64_t>(files_.size()) * file_bytes(); }
-  uint64_t file_bytes() const;
+  uint64_t file_bytes() const { return file_bytes(f_); }
+  uint64_t budget() const { return budget_; }
+  bool fits_one() const { return budget_ == 0 || file_bytes() <= budget_; }  // a block file fits at all
   int64_t ignored() const { return ignored_; }    // files of another model / types / layout
   int64_t rejected() const { return rejected_; }  // unreadable or corrupted files
+  int64_t evicted() const { return evicted_; }    // files deleted for the byte budget
   // The log lines so far (the first 32); stderr gets the first 8 (then a count at the scan's end).
   const std::vector<std::string>& messages() const { return messages_; }
 
-  // r's file (nothing when the hash has one already); an error names the file.
+  // r's file (nothing when the hash has one already); an error names the file. write_file then add.
   Status write(const KvBlockRecord& r);
+  // Writes r's file without recording it (thread-safe: reads only the format and the directory).
+  Status write_file(const KvBlockRecord& r) const;
+  // Records a written file as the most recently used, then deletes the least recently used files
+  // past the budget; returns how many it deleted.
+  int64_t add(uint64_t hash);
   // The block of this hash, checked (header, size, checksum); an error names the file, which
   // leaves the index (the block is recomputed).
   Result<KvBlockRecord> read(uint64_t hash);
 
  private:
-  KvDiskTier(std::string dir, KvBlockFormat f) : dir_(std::move(dir)), f_(std::move(f)) {}
+  KvDiskTier(std::string dir, KvBlockFormat f, uint64_t budget)
+      : dir_(std::move(dir)), f_(std::move(f)), budget_(budget) {}
   // "": the header is one of ours, for this model; else why not (*ignore: another model / types).
   std::string check_header(const uint8_t* h, uint64_t file_size, bool* ignore) const;
   void note(const std::string& m, bool scan = true);  // scan: printed among the scan's first 8
+  void forget(uint64_t hash);
+  int64_t evict();  // past the budget: the least recently used files deleted
   std::string dir_;
   KvBlockFormat f_;
-  std::unordered_set<uint64_t> files_;  // hashes with a file
-  int64_t ignored_ = 0, rejected_ = 0, n_notes_ = 0;
+  uint64_t budget_ = 0;
+  std::list<uint64_t> lru_;  // hashes with a file, front: least recently used
+  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> files_;
+  int64_t ignored_ = 0, rejected_ = 0, evicted_ = 0, n_notes_ = 0;
   std::vector<std::string> messages_;
 };
 

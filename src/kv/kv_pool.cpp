@@ -7,18 +7,18 @@
 
 namespace strata {
 
-Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, const KvPoolOptions& o) {
+Result<KvPool::Layout> KvPool::layout(const KvSpec& spec, const KvPoolOptions& o) {
   if (o.block_size < 1 || o.block_size > 4096)
     return err("--block-size %d must be in [1, 4096] positions", o.block_size);
-  uint64_t salt = 0x6b76;
+  Layout l;
+  l.salt = 0x6b76;
   bool all_paged = true;
-  std::vector<std::vector<int>> region_of(spec.layers.size());
-  std::vector<Region> regions;
+  l.region_of.resize(spec.layers.size());
   for (size_t il = 0; il < spec.layers.size(); ++il)
     for (size_t p = 0; p < spec.layers[il].parts.size(); ++p) {
       const KvPartSpec& ps = spec.layers[il].parts[p];
       const bool paged = pages_part(ps);
-      region_of[il].push_back(paged ? static_cast<int>(regions.size()) : -1);
+      l.region_of[il].push_back(paged ? static_cast<int>(l.regions.size()) : -1);
       all_paged = all_paged && paged;
       if (!paged) continue;
       const KvType t = ps.stored_as(ps.type);
@@ -26,40 +26,74 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, 
         return err("KV pool: layer %zu part %s is %s, a type strata cannot store", il, ps.name.c_str(),
                    kv_type_name(t));
       const bool rotated = o.rotate && kv_type_quantized(t);
-      regions.push_back(Region{static_cast<int>(il), static_cast<int>(p), ps.width, kv_storage_type(t),
-                               rotated, ps.row_bytes(ps.type), 0, ps.name + " " + kv_type_name(t)});
+      l.regions.push_back(Region{static_cast<int>(il), static_cast<int>(p), ps.width, kv_storage_type(t),
+                                 rotated, ps.row_bytes(ps.type), 0, ps.name + " " + kv_type_name(t)});
       // what names a block's rows besides its tokens: each paged part's type, rotation and width
-      salt = salt * 1000003u + static_cast<uint64_t>(t) * 65537u + (rotated ? 7919u : 0u) +
-             static_cast<uint64_t>(ps.width);
+      l.salt = l.salt * 1000003u + static_cast<uint64_t>(t) * 65537u + (rotated ? 7919u : 0u) +
+               static_cast<uint64_t>(ps.width);
     }
   const uint64_t row_bytes = bytes_per_position(spec);  // one position of every paged part
-  if (regions.empty()) return err("KV pool: the model has no KV part that grows per position to page");
-  const uint64_t block_bytes = row_bytes * static_cast<uint64_t>(o.block_size);
-  const uint64_t n = o.budget_bytes / block_bytes;
+  if (l.regions.empty()) return err("KV pool: the model has no KV part that grows per position to page");
+  l.block_bytes = row_bytes * static_cast<uint64_t>(o.block_size);
+  const uint64_t n = o.budget_bytes / l.block_bytes;
   if (n < 1)
     return err("--kv-budget %s holds no KV block (a block of %d positions is %s)",
-               format_bytes(o.budget_bytes).c_str(), o.block_size, format_bytes(block_bytes).c_str());
+               format_bytes(o.budget_bytes).c_str(), o.block_size, format_bytes(l.block_bytes).c_str());
   if (n > (uint64_t{1} << 30))
     return err("--kv-budget %s: too many KV blocks", format_bytes(o.budget_bytes).c_str());
-  std::unique_ptr<KvPool> kp(new KvPool(dev, o.block_size, static_cast<int32_t>(n)));
+  l.n_blocks = static_cast<int32_t>(n);
+  l.prefix_cache = o.prefix_cache && all_paged;
+  l.spill = l.prefix_cache && (o.ram_bytes > 0 || !o.disk_dir.empty());
+  l.format = KvBlockFormat{o.model_fingerprint, l.salt, o.block_size, l.block_bytes, ""};
+  for (const Region& r : l.regions)  // the first layer's parts name the types ("k f16 v f16")
+    if (r.il == l.regions.front().il) l.format.types += (l.format.types.empty() ? "" : " ") + r.name;
+  if (l.regions.front().hadamard) l.format.types += " rotated";
+  return l;
+}
+
+Result<KvPoolBill> KvPool::bill(const KvSpec& spec, const KvPoolOptions& o) {
+  STRATA_ASSIGN(const Layout l, layout(spec, o));
+  KvPoolBill b;
+  b.n_blocks = l.n_blocks;
+  b.block_bytes = l.block_bytes;
+  b.pool_bytes = static_cast<uint64_t>(l.n_blocks) * l.block_bytes;
+  b.prefix_cache = l.prefix_cache;
+  if (l.spill) {
+    b.ram_tier = o.ram_bytes;
+    b.ssd = !o.disk_dir.empty();
+    b.spill_queue = b.ssd ? KvSpill::queue_bytes(l.format) : 0;
+    b.ssd_file = KvDiskTier::file_bytes(l.format);
+    b.ssd_budget = b.ssd ? o.disk_bytes : 0;
+  }
+  return b;
+}
+
+uint64_t KvPool::default_budget(const KvSpec& spec, int64_t n_ctx, int n_seq, int block_size) {
+  const int64_t bs = std::max(block_size, 1);
+  const int64_t blocks = (std::max<int64_t>(n_ctx, 1) + bs - 1) / bs;
+  return bytes_per_position(spec) * static_cast<uint64_t>(blocks * bs) *
+         static_cast<uint64_t>(std::max(n_seq, 1));
+}
+
+Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, const KvPoolOptions& o) {
+  STRATA_ASSIGN(Layout l, layout(spec, o));
+  std::unique_ptr<KvPool> kp(new KvPool(dev, o.block_size, l.n_blocks));
   size_t off = 0;
-  for (Region& r : regions) {
+  for (Region& r : l.regions) {
     r.offset = off;
-    off += r.row_bytes * static_cast<size_t>(n) * static_cast<size_t>(o.block_size);
+    off += r.row_bytes * static_cast<size_t>(l.n_blocks) * static_cast<size_t>(o.block_size);
   }
-  kp->block_bytes_ = block_bytes;
-  kp->bytes_per_token_ = static_cast<double>(row_bytes);
-  kp->salt_ = salt;
-  kp->prefix_cache_ = o.prefix_cache && all_paged;
-  if (kp->prefix_cache_ && (o.ram_bytes > 0 || !o.disk_dir.empty())) {
-    KvBlockFormat f{o.model_fingerprint, salt, o.block_size, block_bytes, ""};
-    for (const Region& r : regions)  // the first layer's parts name the types ("k f16 v f16")
-      if (r.il == regions.front().il) f.types += (f.types.empty() ? "" : " ") + r.name;
-    if (regions.front().hadamard) f.types += " rotated";
-    STRATA_ASSIGN(kp->spill_, KvSpill::create(KvSpillOptions{o.ram_bytes, o.disk_dir}, f));
+  kp->block_bytes_ = l.block_bytes;
+  kp->bytes_per_token_ = static_cast<double>(bytes_per_position(spec));
+  kp->salt_ = l.salt;
+  kp->prefix_cache_ = l.prefix_cache;
+  if (l.spill) {
+    const KvSpillOptions so{
+        .ram_bytes = o.ram_bytes, .dir = o.disk_dir, .disk_budget = o.disk_bytes, .verbose = o.verbose};
+    STRATA_ASSIGN(kp->spill_, KvSpill::create(so, l.format));
   }
-  kp->regions_ = std::move(regions);
-  kp->region_of_ = std::move(region_of);
+  kp->regions_ = std::move(l.regions);
+  kp->region_of_ = std::move(l.region_of);
   STRATA_ASSIGN(kp->buf_, dev.alloc(off, "KV pool"));
   return kp;
 }

@@ -16,6 +16,8 @@
 // cached block the pool evicts is copied out under its hash, and adopt_prefix continues a prefix
 // past the pool's last hit with blocks loaded back from those tiers when the cost model says a
 // load is cheaper than recomputing them; persist() writes every cached block to SSD (shutdown).
+// The SSD writes run on KvSpill's writer thread: an evicted block's rows are copied out (device to
+// host) before its id is handed out again, and the file is written later.
 // Thread-safe.
 #pragma once
 
@@ -42,7 +44,9 @@ struct KvPoolOptions {
   bool rotate = true;              // quantized rows Hadamard-rotated (--kv-rotate), as KvCache's
   uint64_t ram_bytes = 0;          // --cache-ram: the RAM tier's bytes (0: none)
   std::string disk_dir = {};       // --prefix-cache-dir ("": none)
+  uint64_t disk_bytes = 0;         // --prefix-cache-dir-size: its files' bytes at most (0: no limit)
   uint64_t model_fingerprint = 0;  // names the model in the SSD tier's files
+  bool verbose = false;            // log every load-or-recompute decision (kv/kv_spill.h)
 };
 
 // One part's bytes in the pool (summed over the layers that page it).
@@ -51,6 +55,18 @@ struct KvPartBytes {
   std::string type;                    // its storage type ("f16", "q8_0", ...)
   uint64_t bytes = 0, used_bytes = 0;  // the pool's region bytes, those of referenced blocks
   uint64_t bytes_per_token = 0;
+};
+
+// What a pool of these options allocates (KvPool::bill; `strata plan` bills it): the pool, and
+// with the prefix cache on, its RAM tier's budget, the SSD write queue at most and one SSD file.
+struct KvPoolBill {
+  int32_t n_blocks = 0;
+  uint64_t block_bytes = 0, pool_bytes = 0;
+  bool prefix_cache = false, ssd = false;
+  uint64_t ram_tier = 0;     // --cache-ram bytes (RAM)
+  uint64_t spill_queue = 0;  // the SSD writer's queue at most (RAM)
+  uint64_t ssd_file = 0;     // one block's file on SSD
+  uint64_t ssd_budget = 0;   // --prefix-cache-dir-size (0: no limit)
 };
 
 struct KvPoolStats {
@@ -76,6 +92,10 @@ class KvPool {
   // at the spec's types: what one position of one sequence costs the pool.
   static bool pages_part(const KvPartSpec& p) { return p.kind == KvPartKind::full && p.ratio == 1; }
   static uint64_t bytes_per_position(const KvSpec& spec);
+  // The budget when none is given: n_seq sequences of n_ctx positions (whole blocks each).
+  static uint64_t default_budget(const KvSpec& spec, int64_t n_ctx, int n_seq, int block_size);
+  // What create(spec, dev, o) would allocate, without allocating; the same errors.
+  static Result<KvPoolBill> bill(const KvSpec& spec, const KvPoolOptions& o);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -114,8 +134,11 @@ class KvPool {
   KvPoolStats stats() const;
   // The engine's measured prefill seconds for `tokens` prompt tokens (the cost model's recompute side).
   void observe_prefill(int64_t tokens, double seconds);
-  // Every cached block (in the pool and in RAM) written to the SSD tier; nothing without one.
+  // Every cached block (in the pool and in RAM) written to the SSD tier (waits for the writes);
+  // nothing without one.
   Status persist();
+  // Waits until the spilled blocks queued for SSD are written (kv/kv_spill.h).
+  Status flush_spill() const;
   const KvDiskTier* disk_tier() const { return spill_ ? spill_->disk() : nullptr; }
 
  private:
@@ -128,6 +151,16 @@ class KvPool {
     size_t offset = 0;
     std::string name;
   };
+  // The regions, block size in bytes, salt and spill format of a spec under options (create, bill).
+  struct Layout {
+    std::vector<Region> regions;
+    std::vector<std::vector<int>> region_of;
+    uint64_t salt = 0, block_bytes = 0;
+    int32_t n_blocks = 0;
+    bool prefix_cache = false, spill = false;
+    KvBlockFormat format;
+  };
+  static Result<Layout> layout(const KvSpec& spec, const KvPoolOptions& o);
   KvPool(Device& dev, int block_size, int32_t n_blocks)
       : dev_(dev), block_size_(block_size), n_blocks_(n_blocks), pool_(n_blocks, block_size) {}
   int region(int il, int part) const;

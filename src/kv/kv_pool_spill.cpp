@@ -33,6 +33,8 @@ Status KvPool::write_block(int32_t b, const std::vector<uint8_t>& bytes) const {
 }
 
 void KvPool::spill_evicted(std::vector<EvictedBlock>& ev) {
+  if (ev.empty()) return;
+  const double t0 = now_seconds();
   for (EvictedBlock& e : ev) {
     KvBlockRecord r{e.hash, e.parent, std::move(e.tokens), {}};
     if (Status st = read_block(e.block, &r.bytes); !st.ok()) {
@@ -42,6 +44,7 @@ void KvPool::spill_evicted(std::vector<EvictedBlock>& ev) {
     }
     spill_->spill(std::move(r));
   }
+  spill_->observe_spill(static_cast<int64_t>(ev.size()), now_seconds() - t0);
 }
 
 void KvPool::load_prefix(BlockTable& t, std::span<const int32_t> tokens) {
@@ -97,7 +100,7 @@ void KvPool::load_prefix(BlockTable& t, std::span<const int32_t> tokens) {
     spill_->observe_load(KvTier::disk, (from_ram + from_disk) * block_bytes_, dt);
   else if (from_ram > 0)
     spill_->observe_load(KvTier::ram, from_ram * block_bytes_, dt);
-  spill_->set_last_measured(dt);
+  spill_->set_last_measured(dt, static_cast<int64_t>(from_ram + from_disk));
 }
 
 void KvPool::observe_prefill(int64_t tokens, double seconds) {
@@ -108,15 +111,22 @@ void KvPool::observe_prefill(int64_t tokens, double seconds) {
 Status KvPool::persist() {
   std::lock_guard<std::mutex> lk(mu_);
   if (!spill_ || !spill_->has_disk()) return {};
-  STRATA_TRY(spill_->persist_ram());
-  for (int32_t b = 0; b < n_blocks_; ++b) {
+  spill_->persist_ram();
+  Status copy;
+  for (int32_t b = 0; b < n_blocks_ && copy.ok(); ++b) {
     if (!pool_.cached(b)) continue;
     const auto toks = pool_.tokens(b);
     KvBlockRecord r{pool_.hash(b), pool_.parent(b), std::vector<int32_t>(toks.begin(), toks.end()), {}};
-    STRATA_TRY(read_block(b, &r.bytes));
-    STRATA_TRY(spill_->persist(r));
+    copy = read_block(b, &r.bytes);
+    if (copy.ok()) spill_->persist(std::move(r));
   }
-  return {};
+  Status written = spill_->flush();  // the queue's writes, whatever the copies did
+  return copy.ok() ? written : copy;
+}
+
+Status KvPool::flush_spill() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return spill_ ? spill_->flush() : Status{};
 }
 
 }  // namespace strata

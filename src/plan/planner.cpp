@@ -151,6 +151,7 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.runtime = 16 * kMiB + 64 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
 
   STRATA_TRY(plan_engram(m, p, &b));
+  plan_kv_spill(m, p, &b);
 
   b.expert_weights_resident = b.expert_weights_total;
   const uint64_t io = io_engine_planned_bytes(p.io_backend, p.io_threads, p.io_depth);
@@ -168,8 +169,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.io_buffers += b.engram_io;
   if (p.ram > 0 && p.expert_budget > 0) {
     b.margin = p.margin > 0 ? p.margin : 32 * kMiB + p.ram / 50;
-    const uint64_t need = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.scratch +
-                          b.io_buffers + b.runtime + b.engram_tables + b.margin;
+    const uint64_t need = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.kv_spill() +
+                          b.scratch + b.io_buffers + b.runtime + b.engram_tables + b.margin;
     if (need > p.ram) {
       b.fits = false;
       b.problem = "RAM " + format_bytes(p.ram) + " is too small for --expert-budget " +
@@ -178,8 +179,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
     }
   } else if (p.ram > 0) {
     b.margin = p.margin > 0 ? p.margin : 32 * kMiB + p.ram / 50;
-    const uint64_t other =
-        b.dense_weights + b.kv_cache + b.scratch + b.runtime + b.engram_tables + b.engram_io + b.margin;
+    const uint64_t other = b.dense_weights + b.kv_cache + b.kv_spill() + b.scratch + b.runtime +
+                           b.engram_tables + b.engram_io + b.margin;
     const uint64_t avail = p.ram > other ? p.ram - other : 0;
     if (avail >= b.expert_weights_total || b.expert_count == 0) {
       // Everything fits (or nothing is routed): no budget, experts served from the mapping.
@@ -216,8 +217,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
       b.recommended_budget = b.expert_weights_resident;
     }
   }
-  b.total = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.scratch + b.io_buffers + b.runtime +
-            b.engram_tables;
+  b.total = b.dense_weights + b.expert_weights_resident + b.kv_cache + b.kv_spill() + b.scratch +
+            b.io_buffers + b.runtime + b.engram_tables;
   return b;
 }
 
@@ -293,6 +294,18 @@ std::string plan_text(const PlanBill& b) {
     appendf(&s, "    %-24s %12s  %s: %s\n", l.name.c_str(), format_bytes(l.bytes).c_str(), buf,
             l.what.c_str());
   }
+  if (b.kv_ram_tier > 0)
+    row("kv_ram_tier", b.kv_ram_tier, pct(b.kv_ram_tier) + "  -cram: evicted prefix-cache KV blocks (serve)");
+  if (b.kv_spill_queue > 0)
+    row("kv_spill_queue", b.kv_spill_queue,
+        pct(b.kv_spill_queue) + "  blocks queued for --prefix-cache-dir's writer, at most");
+  if (b.kv_ssd)
+    appendf(&s, "    %-24s %12s  on SSD: one file of %s per block%s\n", "prefix_cache_dir",
+            b.kv_ssd_budget ? format_bytes(b.kv_ssd_budget).c_str() : "no limit",
+            format_bytes(b.kv_ssd_file).c_str(),
+            b.kv_ssd_budget ? " (--prefix-cache-dir-size; least recently used deleted past it)" : "");
+  if (!b.kv_spill_note.empty())
+    appendf(&s, "    %-24s %12s  %s\n", "kv spill", "none", b.kv_spill_note.c_str());
   row("scratch", b.scratch,
       pct(b.scratch) + "  forward buffers at " + std::to_string(p.n_ubatch) + " tokens/step");
   row("io_buffers", b.io_buffers,
@@ -332,8 +345,9 @@ std::string plan_text(const PlanBill& b) {
 std::string plan_json(const PlanBill& b) {
   // Keys (bytes unless said): dense_weights, dense_weights_by_class{}, expert_weights_total,
   // expert_weights_resident, expert_slots, expert_slot_bytes, expert_count, expert_min_bytes,
-  // kv_cache, kv_cache_lines[], scratch, io_buffers, runtime, total; V4.1: engram_tables (bytes in
-  // RAM), engram_tier, engram_table_bytes, engram_row_bytes, engram_rows, engram_slots,
+  // kv_cache, kv_cache_lines[], scratch, io_buffers, runtime, total; asked for: kv_ram_tier,
+  // kv_spill_queue (RAM), kv_ssd_file_bytes, kv_ssd_budget (0: no limit), kv_spill_note; V4.1: engram_tables
+  // (bytes in RAM), engram_tier, engram_table_bytes, engram_row_bytes, engram_rows, engram_slots,
   // engram_io_buffers (part of io_buffers), engram_budget; with --ram: ram, margin,
   // recommended_expert_budget (0 = all fit), fits, problem.
   const PlanModel& m = b.model;
@@ -361,6 +375,15 @@ std::string plan_json(const PlanBill& b) {
   for (const PlanKvLine& l : b.kv_lines)
     j["kv_cache_lines"].push_back(
         {{"name", l.name}, {"what", l.what}, {"bytes_per_token", l.bytes_per_token}, {"bytes", l.bytes}});
+  if (b.opts.cache_ram != 0 || b.opts.prefix_cache_dir) {
+    j["kv_ram_tier"] = b.kv_ram_tier;
+    j["kv_spill_queue"] = b.kv_spill_queue;
+    if (b.kv_ssd) {
+      j["kv_ssd_file_bytes"] = b.kv_ssd_file;
+      j["kv_ssd_budget"] = b.kv_ssd_budget;
+    }
+    if (!b.kv_spill_note.empty()) j["kv_spill_note"] = b.kv_spill_note;
+  }
   j["scratch"] = b.scratch;
   j["io_buffers"] = b.io_buffers;
   j["io_backend"] = io_backend_name(b.opts.io_backend);

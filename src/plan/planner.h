@@ -18,6 +18,10 @@
 //    (memory/io_engine.h): the io_uring rings for --io-depth reads as mapped, the engine's tables
 //    and one thread's stack, or 64 KiB per pread thread, or nothing for the sync engine; only with
 //    a budget;
+//  * kv_spill (serve's prefix cache, priced when asked: -cram, --prefix-cache-dir): the RAM tier's
+//    budget and the SSD writer's queue at most, as kv/KvPool::bill sizes them for the engine's
+//    default pool (-c x --batch sequences in whole blocks); the SSD files' budget is reported
+//    apart (not RAM). Only where the pool caches prefixes (every KV part paged);
 //  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks);
 //  * engram_tables (V4.1): the Engram n-gram tables at their checkpoint storage (FP8 + UE8M0 per
 //    32), placed like memory/engram_store places them: no --engram-budget or a budget that holds
@@ -105,6 +109,12 @@ struct PlanOptions {
   uint64_t margin = 0;         // safety margin; 0: auto (32 MiB + 2% of ram)
   uint64_t expert_budget = 0;  // --expert-budget to price (as run/bench would use it); 0: none
   uint64_t engram_budget = 0;  // --engram-budget (V4.1); 0: the tables resident in RAM
+  // serve's prefix-cache spill tiers: -cram bytes (-1: the KV pool's bytes, serve's default; 0:
+  // none), an SSD tier (--prefix-cache-dir) under prefix_cache_dir_size bytes (0: no limit).
+  int64_t cache_ram = 0;
+  bool prefix_cache_dir = false;
+  uint64_t prefix_cache_dir_size = 0;
+  int block_size = 16;  // the pool's positions per block
 };
 
 struct PlanKvLine {
@@ -131,6 +141,13 @@ struct PlanBill {
   std::string engram_tier;     // "ram" | "ssd" | "" (no Engram)
   int64_t engram_slots = 0;    // ssd tier: rows the cache holds
   uint64_t engram_io = 0;      // ssd tier: its I/O staging buffers (part of io_buffers)
+  // serve's prefix-cache spill (kv/KvPool::bill): RAM tier + SSD write queue (RAM, in total), and
+  // on SSD one file per block under the budget (not RAM); note: why none when asked for.
+  uint64_t kv_ram_tier = 0, kv_spill_queue = 0;
+  uint64_t kv_ssd_file = 0, kv_ssd_budget = 0;
+  bool kv_ssd = false;
+  std::string kv_spill_note;
+  uint64_t kv_spill() const { return kv_ram_tier + kv_spill_queue; }
   uint64_t total = 0;
   // With a RAM size:
   uint64_t margin = 0;
@@ -142,6 +159,8 @@ struct PlanBill {
 // The bill. Errors for invalid options (n_ctx, n_seq, n_ubatch < 1 after defaults) and for an
 // expert_budget below one layer's top-k slots (naming the minimum).
 Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o);
+// The kv_spill part of the bill (plan_kv_spill.cpp), from kv/KvPool::bill.
+void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b);
 std::string plan_text(const PlanBill& b);
 std::string plan_json(const PlanBill& b);  // keys documented in plan_json (planner.cpp)
 

@@ -72,9 +72,12 @@ struct EngineOptions {
   bool prefix_cache = true;  // share the cached blocks of a prompt's longest cached prefix
   // Spill tiers of the prefix cache (kv/kv_spill.h): --cache-ram bytes of evicted blocks in RAM
   // (-1: as many as the pool holds; 0: none) and --prefix-cache-dir for them on SSD (persisted at
-  // shutdown, read back after a restart; "": none).
+  // shutdown, read back after a restart; "": none) under --prefix-cache-dir-size bytes of files
+  // (least recently used deleted past it; 0: no limit).
   int64_t cache_ram = -1;
   std::string prefix_cache_dir = {};
+  uint64_t prefix_cache_dir_size = 0;
+  bool kv_verbose = false;  // --verbose: a stderr line per prefix load-or-recompute decision
 };
 
 enum class FinishReason { stop, length, cancelled, error };

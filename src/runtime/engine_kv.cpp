@@ -48,14 +48,12 @@ Status Engine::make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv) {
   po.block_size = opts_.block_size;
   po.prefix_cache = opts_.prefix_cache;
   po.rotate = kv.rotate;
-  if (po.budget_bytes == 0) {  // n_slots x n_ctx (whole blocks) x the paged parts' bytes per position
-    const uint64_t per_pos = KvPool::bytes_per_position(spec);
-    const int64_t blocks = (int64_t{std::max(n_ctx, 1)} + opts_.block_size - 1) / opts_.block_size;
-    po.budget_bytes =
-        per_pos * static_cast<uint64_t>(blocks * opts_.block_size) * static_cast<uint64_t>(opts_.n_slots);
-  }
+  if (po.budget_bytes == 0)
+    po.budget_bytes = KvPool::default_budget(spec, n_ctx, opts_.n_slots, opts_.block_size);
   po.ram_bytes = opts_.cache_ram >= 0 ? static_cast<uint64_t>(opts_.cache_ram) : po.budget_bytes;
   po.disk_dir = opts_.prefix_cache_dir;
+  po.disk_bytes = opts_.prefix_cache_dir_size;
+  po.verbose = opts_.kv_verbose;
   if (!po.disk_dir.empty()) po.model_fingerprint = model_fingerprint(m);
   STRATA_ASSIGN(kv_pool_, KvPool::create(spec, m.device(), po));
   kv_bytes_ += kv_pool_->bytes();
@@ -253,8 +251,40 @@ void Engine::kv_metrics(const EngineCounters& c, std::string* o) const {
           static_cast<double>(sp.dropped_blocks));
   counter("strata_kv_load_errors_total", "prefix-cache files rejected on a read (recomputed)",
           static_cast<double>(sp.load_errors));
+  family("strata_kv_cost_decisions_total", "counter",
+         "prefix runs found in RAM / SSD, by the cost model's choice (load them or recompute them)", "choice",
+         {{"load", static_cast<double>(sp.load_decisions)},
+          {"recompute", static_cast<double>(sp.recompute_decisions)}});
+  counter("strata_kv_loads_beat_recompute_total",
+          "loads whose measured time was at most the recompute time predicted for the same run",
+          static_cast<double>(sp.loads_beat_recompute));
+  family("strata_kv_load_seconds_total", "counter",
+         "time of the loads the cost model chose, predicted and measured", "kind",
+         {{"predicted", sp.predicted_load_s}, {"measured", sp.measured_load_s}});
   gauge("strata_kv_ram_budget_bytes", "bytes the RAM tier may hold (--cache-ram)",
         static_cast<double>(sp.ram_budget));
+  gauge("strata_kv_ssd_budget_bytes",
+        "bytes the SSD tier's files may take (--prefix-cache-dir-size; 0: no limit)",
+        static_cast<double>(sp.disk_budget));
+  counter("strata_kv_ssd_evicted_blocks_total",
+          "SSD block files deleted, least recently used first, past --prefix-cache-dir-size",
+          static_cast<double>(sp.disk_evicted));
+  gauge("strata_kv_ssd_queue_blocks", "spilled KV blocks waiting for (or in) their SSD write",
+        static_cast<double>(sp.queue_blocks));
+  counter("strata_kv_ssd_queue_hits_total", "prefix blocks loaded from the SSD write queue (not yet written)",
+          static_cast<double>(sp.queue_hits));
+  counter("strata_kv_ssd_queue_waits_total", "spills that found the SSD write queue full and waited",
+          static_cast<double>(sp.queue_waits));
+  counter("strata_kv_ssd_queue_wait_seconds_total", "time spills waited for room in the SSD write queue",
+          sp.queue_wait_s);
+  counter("strata_kv_ssd_write_errors_total", "SSD block writes that failed (the block dropped)",
+          static_cast<double>(sp.write_errors));
+  counter("strata_kv_spill_blocks_total", "evicted KV blocks spilled (copied out of the pool)",
+          static_cast<double>(sp.spill_blocks));
+  counter("strata_kv_spill_seconds_total",
+          "scheduler-thread time spent spilling evicted blocks (copy out, RAM tier, SSD queue; the SSD write "
+          "itself runs on a writer thread)",
+          sp.spill_s);
   gauge("strata_kv_load_bandwidth_ram", "bytes/s of loads from RAM (measured, else the prior)", sp.ram_bw);
   gauge("strata_kv_load_bandwidth_ssd", "bytes/s of loads from SSD (measured, else the prior)", sp.disk_bw);
   gauge("strata_kv_prefill_seconds_per_token",

@@ -8,6 +8,7 @@
 
 #include "common/fixtures.h"
 #include "memory/engram/engram_table.h"
+#include "kv/kv_spill.h"
 #include "memory/io/io_engine.h"
 #include "plan/planner.h"
 #include "model/synth.h"
@@ -103,6 +104,48 @@ TEST_F(PlanSynth, ConfigEstimateMatchesTheGguf) {
   ASSERT_TRUE(bc.ok() && bg.ok());
   EXPECT_EQ(bc->kv_cache, bg->kv_cache);
   EXPECT_EQ(bc->scratch, bg->scratch);
+}
+
+// serve's prefix-cache spill tiers, priced when asked: the RAM tier (-cram; with --prefix-cache-dir
+// and no -cram, serve's default: the KV pool's bytes) and the SSD write queue count as RAM, the
+// files' budget is reported apart.
+TEST_F(PlanSynth, ServeSpillTiersAreBilledAsTheKvPoolSizesThem) {
+  auto f = GgufFile::open(path_);
+  ASSERT_TRUE(f.ok());
+  auto m = plan_model_from_gguf(**f);
+  ASSERT_TRUE(m.ok());
+  PlanOptions o;
+  o.n_ctx = 512;
+  o.n_seq = 2;
+  o.n_threads = 2;
+  auto none = plan_make(*m, o);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->kv_spill(), 0u);
+  EXPECT_TRUE(none->kv_spill_note.empty());
+  const uint64_t per_pos = 3u * 2 * 2 * 32 * 4;  // layers x (K+V) x kv heads x head_dim x f32
+  ASSERT_EQ(none->kv_cache, per_pos * 512 * 2);
+  o.cache_ram = -1;  // serve's default
+  o.prefix_cache_dir = true;
+  o.prefix_cache_dir_size = 1 << 20;
+  auto dflt = plan_make(*m, o);
+  ASSERT_TRUE(dflt.ok()) << dflt.message();
+  EXPECT_EQ(dflt->kv_ram_tier, none->kv_cache);   // 2 sequences x 512 positions, whole blocks of 16
+  const uint64_t record = 16 * per_pos + 16 * 4;  // a block's rows and tokens
+  EXPECT_EQ(dflt->kv_spill_queue, std::min<uint64_t>(kSpillQueueBytes / record, 1024) * record);
+  EXPECT_TRUE(dflt->kv_ssd);
+  EXPECT_EQ(dflt->kv_ssd_file, 128 + 16 * 4 + 16 * per_pos);
+  EXPECT_EQ(dflt->kv_ssd_budget, 1u << 20);
+  EXPECT_EQ(dflt->total, none->total + dflt->kv_ram_tier + dflt->kv_spill_queue);
+  EXPECT_NE(plan_text(*dflt).find("kv_ram_tier"), std::string::npos);
+  EXPECT_NE(plan_json(*dflt).find("\"kv_spill_queue\""), std::string::npos);
+  o.cache_ram = 3 << 20;
+  o.prefix_cache_dir = false;
+  o.prefix_cache_dir_size = 0;
+  auto ram = plan_make(*m, o);
+  ASSERT_TRUE(ram.ok());
+  EXPECT_EQ(ram->kv_ram_tier, 3u << 20);
+  EXPECT_EQ(ram->kv_spill_queue, 0u);
+  EXPECT_FALSE(ram->kv_ssd);
 }
 
 TEST_F(PlanSynth, BudgetForRam) {

@@ -219,6 +219,42 @@ TEST(EngineKvSpill, FilesOfOtherTypesAreIgnoredCorruptedOnesRecomputed) {
   EXPECT_TRUE(named);
 }
 
+// --prefix-cache-dir-size: evicted blocks go to SSD (no RAM tier) through the writer thread, the
+// least recently used file is deleted past the budget, and a prefix continues from what is left
+// with the same logits.
+TEST(EngineKvSpill, TheSsdBudgetKeepsTheNewestBlocks) {
+  EngineOptions big;
+  const Out recompute = run1(*engine(big), prompt_p());
+  TempDir d;
+  EngineOptions eo;
+  eo.kv_budget = 6 * block_bytes();
+  eo.cache_ram = 0;
+  eo.prefix_cache_dir = d.p.string();
+  {
+    auto probe = engine(eo);
+    eo.prefix_cache_dir_size = 2 * probe->kv_pool()->disk_tier()->file_bytes();
+  }
+  fs::remove_all(d.p);
+  auto e = engine(eo);
+  expect_same(run1(*e, prompt_p()), recompute, "first");
+  run1(*e, prompt_q());  // evicts P's blocks 3, 2, 1 to SSD: 3's file goes past the budget
+  ASSERT_TRUE(e->kv_pool()->flush_spill().ok());
+  KvSpillStats s = e->kv_pool()->stats().spill;
+  EXPECT_EQ(s.disk_blocks, 2);
+  EXPECT_EQ(s.disk_evicted, 1);
+  EXPECT_EQ(s.spill_blocks, 3u);
+  EXPECT_EQ(s.queue_blocks, 0);
+  const Out again = run1(*e, prompt_p());
+  EXPECT_EQ(again.last.n_cached, 48);  // block 0 from the pool, 1 and 2 from SSD, 3 recomputed
+  expect_same(again, recompute, "blocks 1 and 2 from SSD under the budget");
+  EXPECT_EQ(e->kv_pool()->stats().spill.disk_hits, 2u);
+  const std::string m = e->metrics_text();
+  EXPECT_NE(m.find("strata_kv_ssd_evicted_blocks_total"), std::string::npos);
+  EXPECT_NE(m.find("strata_kv_ssd_budget_bytes " + std::to_string(eo.prefix_cache_dir_size)),
+            std::string::npos);
+  EXPECT_NE(m.find("strata_kv_spill_seconds_total"), std::string::npos);
+}
+
 // Fragmentation: the rows of referenced blocks no sequence asked for (the last block's tail).
 TEST(EngineKvSpill, FragmentationIsTheLastBlocksTail) {
   auto e = engine({});

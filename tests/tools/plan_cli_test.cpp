@@ -69,6 +69,25 @@ TEST_F(PlanCli, PlanModelTextAndJson) {
   EXPECT_EQ(j["n_ctx"].get<int64_t>(), 1024);
 }
 
+// serve's spill tiers priced from the command line: -cram and --prefix-cache-dir(-size).
+TEST_F(PlanCli, PlanPricesTheSpillTiers) {
+  Proc p = strata("plan -m " + model_ +
+                  " --json -c 1K --batch 2 -cram 3M --prefix-cache-dir x --prefix-cache-dir-size 1G");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["kv_ram_tier"].get<uint64_t>(), 3u << 20);
+  const uint64_t block = 16u * 2 * 2 * 2 * 16 * 2;  // positions x layers x K,V x heads x dim x f16
+  EXPECT_EQ(j["kv_spill_queue"].get<uint64_t>(), 1024 * (block + 16 * 4));  // 32 MiB / 4 KiB: 1024 at most
+  EXPECT_EQ(j["kv_ssd_budget"].get<uint64_t>(), uint64_t{1} << 30);
+  EXPECT_EQ(j["kv_ssd_file_bytes"].get<uint64_t>(), 128 + 16 * 4 + block);
+  p = strata("plan -m " + model_ + " -c 1K --prefix-cache-dir x");  // -cram: serve's default
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("kv_ram_tier"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("prefix_cache_dir"), std::string::npos) << p.out;
+  expect_one_line_error(strata("plan -m " + model_ + " --prefix-cache-dir-size 1G"),
+                        "needs --prefix-cache-dir");
+}
+
 TEST_F(PlanCli, PlanRamBudgetAndTooSmall) {
   Proc p = strata("plan -m " + model_ + " --ram 1G");
   ASSERT_EQ(p.code, 0) << p.err;

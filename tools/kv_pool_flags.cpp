@@ -1,0 +1,70 @@
+#include "kv_pool_flags.h"
+
+#include "base/units.h"
+
+namespace strata::cli {
+
+namespace {
+
+const char* kCacheRamHelp =
+    "-cram: bytes of evicted prefix-cache KV blocks kept in RAM (K/M/G; 0: none; default: as much as the KV "
+    "pool)";
+const char* kDirHelp =
+    "directory of prefix-cache KV blocks on SSD: what RAM pushes out (written by a background thread), and "
+    "every cached block at shutdown; read back after a restart";
+const char* kDirSizeHelp =
+    "bytes of --prefix-cache-dir's block files at most (K/M/G; the least recently used are deleted past it; "
+    "default 0: no limit)";
+
+}  // namespace
+
+Result<uint64_t> parse_flag_size(const std::string& text, const char* flag, uint64_t absent) {
+  if (text.empty()) return absent;
+  auto b = parse_size(text);
+  if (!b.ok()) return err("%s: %s", flag, b.message().c_str());
+  return *b;
+}
+
+void KvPoolFlags::add(CLI::App& app) {
+  app.add_option("--kv-budget", kv_budget,
+                 "bytes of the paged KV pool (K/M/G; default: -np x -c x the KV bytes per position)");
+  app.add_option("--block-size", block_size, "positions per KV block")->capture_default_str();
+  app.add_flag("--no-prefix-cache", no_prefix_cache, "do not share the KV blocks of cached prompt prefixes");
+  app.add_option("--cache-ram", cache_ram, kCacheRamHelp);
+  app.add_option("--prefix-cache-dir", prefix_cache_dir, kDirHelp);
+  app.add_option("--prefix-cache-dir-size", prefix_cache_dir_size, kDirSizeHelp);
+  app.add_flag(
+      "--verbose", verbose,
+      "log each prefix-cache decision: load from RAM / SSD or recompute, the predicted times of both "
+      "and the measured one");
+}
+
+Status KvPoolFlags::apply(EngineOptions* eo) const {
+  if (block_size < 1 || block_size > 4096) return err("--block-size must be in [1, 4096]");
+  STRATA_ASSIGN(eo->kv_budget, parse_flag_size(kv_budget, "--kv-budget", 0));
+  if (!kv_budget.empty() && eo->kv_budget == 0) return err("--kv-budget must be > 0");
+  eo->block_size = block_size;
+  eo->prefix_cache = !no_prefix_cache;
+  STRATA_ASSIGN(const uint64_t ram, parse_flag_size(cache_ram, "--cache-ram", 0));
+  eo->cache_ram = cache_ram.empty() ? -1 : static_cast<int64_t>(ram);
+  eo->prefix_cache_dir = prefix_cache_dir;
+  eo->kv_verbose = verbose;
+  STRATA_ASSIGN(eo->prefix_cache_dir_size,
+                parse_flag_size(prefix_cache_dir_size, "--prefix-cache-dir-size", 0));
+  if (!prefix_cache_dir_size.empty() && prefix_cache_dir.empty())
+    return err("--prefix-cache-dir-size needs --prefix-cache-dir");
+  return {};
+}
+
+void KvSpillPlanFlags::add(CLI::App& app) {
+  app.add_option(
+      "--cache-ram", cache_ram,
+      "-cram: price serve's RAM tier of evicted prefix-cache KV blocks (K/M/G; default: none as run "
+      "has, or with --prefix-cache-dir serve's default, the KV pool's bytes)");
+  app.add_option(
+      "--prefix-cache-dir", prefix_cache_dir,
+      "price serve's SSD tier (its write queue in RAM, its files on SSD; the directory is not read)");
+  app.add_option("--prefix-cache-dir-size", prefix_cache_dir_size, kDirSizeHelp);
+}
+
+}  // namespace strata::cli

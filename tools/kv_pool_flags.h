@@ -1,0 +1,40 @@
+// The paged-KV pool flags of the commands that run the serving engine (serve, bench --itl),
+// shared like tools/expert_flags.h:
+//   --kv-budget SIZE            bytes of the KV pool (default -np x -c x KV bytes per position)
+//   --block-size N              positions per KV block
+//   --no-prefix-cache           no sharing of cached prompt prefixes
+//   -cram / --cache-ram SIZE    bytes of evicted prefix blocks kept in RAM (llama.cpp's name)
+//   --prefix-cache-dir DIR      evicted / persisted prefix blocks on SSD
+//   --prefix-cache-dir-size SIZE  bytes of those files at most (least recently used deleted)
+//   --verbose                   a line per prefix load-or-recompute decision (predicted, measured)
+// `strata plan` takes -cram, --prefix-cache-dir and --prefix-cache-dir-size too (plan_flags).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "base/status.h"
+#include "runtime/engine.h"
+
+namespace strata::cli {
+
+struct KvPoolFlags {
+  std::string kv_budget, cache_ram, prefix_cache_dir, prefix_cache_dir_size;
+  int block_size = 16;
+  bool no_prefix_cache = false, verbose = false;
+
+  void add(CLI::App& app);
+  // Fills eo's KV pool fields; errors name the flag.
+  Status apply(EngineOptions* eo) const;
+};
+
+// The spill flags `strata plan` prices (-cram, --prefix-cache-dir, --prefix-cache-dir-size).
+struct KvSpillPlanFlags {
+  std::string cache_ram, prefix_cache_dir, prefix_cache_dir_size;
+  void add(CLI::App& app);
+};
+
+// SIZE of a flag (K/M/G suffixes); "" gives `absent`.
+Result<uint64_t> parse_flag_size(const std::string& text, const char* flag, uint64_t absent);
+
+}  // namespace strata::cli
