@@ -33,56 +33,56 @@
 #include "text/tokenizer.h"
 
 namespace strata::server {
-  struct ServerOptions {
-    std::string host = "127.0.0.1";
-    int port = 8080;                    // 0: any free port (tests)
-    std::string model_name = "strata";  // reported by /v1/models and in every response
-    std::string api_key;                // non-empty: requests need "Authorization: Bearer KEY"
-    size_t max_body_bytes = 16u << 20;  // larger request bodies are refused (413), chunked ones too
-    double timeout_s = 600;             // -to: a request's header, its body, idle keep-alive, each write
-    int max_connections = 4096;         // open client connections; beyond, new ones get a 503
-    double shutdown_timeout_s = 5;      // stop(): open streams end within this
-    int max_stop = 16;                  // stop strings per request at most (400 beyond)
-    size_t max_stop_bytes = 256;        // bytes of one stop string at most
-    // --max-unsent-bytes: bytes of an open stream (SSE) waiting for a client that does not read them;
-    // beyond, its request is cancelled and the connection closed (counted in /metrics).
-    size_t max_unsent_bytes = 2u << 20;
-    int workers = 2;  // threads that parse and tokenize requests
-    // Browser origins allowed to call the API (CORS; "*": any); empty: no CORS headers.
-    std::vector<std::string> cors_origins;
-    // Both set: HTTPS only (PEM files; server/tls_context.h), with the same limits and timeouts.
-    std::string ssl_key_file, ssl_cert_file;
-    Profile profile = Profile::accurate;  // --profile: a request without "profile" gets this one
-  };
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                    // 0: any free port (tests)
+  std::string model_name = "strata";  // reported by /v1/models and in every response
+  std::string api_key;                // non-empty: requests need "Authorization: Bearer KEY"
+  size_t max_body_bytes = 16u << 20;  // larger request bodies are refused (413), chunked ones too
+  double timeout_s = 600;             // -to: a request's header, its body, idle keep-alive, each write
+  int max_connections = 4096;         // open client connections; beyond, new ones get a 503
+  double shutdown_timeout_s = 5;      // stop(): open streams end within this
+  int max_stop = 16;                  // stop strings per request at most (400 beyond)
+  size_t max_stop_bytes = 256;        // bytes of one stop string at most
+  // --max-unsent-bytes: bytes of an open stream (SSE) waiting for a client that does not read them;
+  // beyond, its request is cancelled and the connection closed (counted in /metrics).
+  size_t max_unsent_bytes = 2u << 20;
+  int workers = 2;  // threads that parse and tokenize requests
+  // Browser origins allowed to call the API (CORS; "*": any); empty: no CORS headers.
+  std::vector<std::string> cors_origins;
+  // Both set: HTTPS only (PEM files; server/tls_context.h), with the same limits and timeouts.
+  std::string ssl_key_file, ssl_cert_file;
+  Profile profile = Profile::accurate;  // --profile: a request without "profile" gets this one
+};
 
-  // One row of the route table. Handlers answer through the exchange (any thread, once).
-  struct Route {
-    std::string method;      // "GET", "POST"
-    std::string path;        // the whole path, or with prefix its start (the rest: a parameter)
-    bool prefix = false;     // true: paths that start with `path` and go on (/v1/models/{id})
-    bool needs_key = true;   // false: open without the API key (/health, /metrics)
-    bool on_worker = false;  // true: runs on the worker pool (parsing, tokenizing); else on the I/O thread
-    std::function<void(const std::shared_ptr<Exchange>&)> handle;
-  };
+// One row of the route table. Handlers answer through the exchange (any thread, once).
+struct Route {
+  std::string method;      // "GET", "POST"
+  std::string path;        // the whole path, or with prefix its start (the rest: a parameter)
+  bool prefix = false;     // true: paths that start with `path` and go on (/v1/models/{id})
+  bool needs_key = true;   // false: open without the API key (/health, /metrics)
+  bool on_worker = false;  // true: runs on the worker pool (parsing, tokenizing); else on the I/O thread
+  std::function<void(const std::shared_ptr<Exchange>&)> handle;
+};
 
-  class HttpServer {
-   public:
-    // chat: the format /v1/chat/completions renders messages with (absent: chat requests are a 400).
-    HttpServer(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, ServerOptions opts);
-    ~HttpServer();
+class HttpServer {
+ public:
+  // chat: the format /v1/chat/completions renders messages with (absent: chat requests are a 400).
+  HttpServer(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, ServerOptions opts);
+  ~HttpServer();
 
-    // Binds host:port (exclusively); returns the port (the chosen one when port was 0).
-    Result<int> bind();
-    void run();   // serves until stop() and the shutdown are over; call after bind()
-    void stop();  // any thread
-    // After bind(): the connection bound in force, and a note when RLIMIT_NOFILE lowered it.
-    int max_connections() const;
-    const std::string& note() const;
-    static bool tls_supported();  // built with OpenSSL
+  // Binds host:port (exclusively); returns the port (the chosen one when port was 0).
+  Result<int> bind();
+  void run();   // serves until stop() and the shutdown are over; call after bind()
+  void stop();  // any thread
+  // After bind(): the connection bound in force, and a note when RLIMIT_NOFILE lowered it.
+  int max_connections() const;
+  const std::string& note() const;
+  static bool tls_supported();  // built with OpenSSL
 
-   private:
-    class Impl;
-    std::unique_ptr<Impl> impl_;
-  };
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace strata::server
