@@ -71,11 +71,15 @@ Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool pl
 void add_profile_flags(CLI::App& app, ProfileFlags& f) {
   app.add_option("--profile", f.profile,
                  "accurate | fast: per-sequence speed / accuracy trade (fast skips routed experts weighing "
-                 "less than half a token's mean choice)")
+                 "less than half a token's mean choice and keeps half of DeepSeek sparse attention's top-k)")
       ->capture_default_str();
   app.add_option("--expert-min-share", f.expert_min_share,
                  "skip routed experts weighing less than this share of a token's mean choice (the heaviest "
                  "always runs; 0: off; wins over --profile)");
+  app.add_option(
+      "--index-topk-share", f.index_topk_share,
+      "DeepSeek sparse attention keeps this share of the model's indexer top-k (0 or 1: all of it; "
+      "wins over --profile)");
 }
 
 Result<SeqKnobs> seq_knobs(const ProfileFlags& f) {
@@ -84,6 +88,10 @@ Result<SeqKnobs> seq_knobs(const ProfileFlags& f) {
   if (f.expert_min_share >= 0.0f) {
     if (!(f.expert_min_share <= 1.0f)) return err("--expert-min-share %g: expected 0..1", f.expert_min_share);
     k.expert_min_share = f.expert_min_share;
+  }
+  if (f.index_topk_share >= 0.0f) {
+    if (!(f.index_topk_share <= 1.0f)) return err("--index-topk-share %g: expected 0..1", f.index_topk_share);
+    k.index_topk_share = f.index_topk_share;
   }
   return k;
 }

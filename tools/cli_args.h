@@ -29,11 +29,12 @@ void add_kv_type_flags(CLI::App& app, KvTypeFlags& f, const char* default_type);
 // planned: also the planned types (`strata plan` prices them).
 Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool planned = false);
 
-// --profile accurate|fast (runtime/profile.h) and --expert-min-share S, the fast profile's knob
-// set by hand (wins over --profile; 0: off).
+// --profile accurate|fast (runtime/profile.h), and the fast profile's knobs set by hand (each wins
+// over --profile; 0: off): --expert-min-share S, --index-topk-share S (deepseek4's indexer top-k).
 struct ProfileFlags {
   std::string profile = "accurate";
   float expert_min_share = -1.0f;
+  float index_topk_share = -1.0f;
 };
 void add_profile_flags(CLI::App& app, ProfileFlags& f);
 Result<SeqKnobs> seq_knobs(const ProfileFlags& f);

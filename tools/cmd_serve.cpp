@@ -2,6 +2,7 @@
 // engine (runtime/engine.h), with the same model, expert-store and Engram flags as `run`.
 //   strata serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np|--parallel 4] [-c 4096] [--expert-budget
 //   8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5] [--max-stop 16]
+//   [--max-unsent-bytes 2097152]
 //   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]
 // The live dashboard is at / (server/stats_feed.h).
 //   [--kv-budget SIZE] [--block-size 16] [--no-prefix-cache] [-cram SIZE] [--prefix-cache-dir DIR]
@@ -106,10 +107,15 @@ int cmd_serve(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-body", so.max_body_bytes, "request body bytes at most (Content-Length or chunked)")
       ->capture_default_str();
+  app.add_option("--max-unsent-bytes", so.max_unsent_bytes,
+                 "bytes of a stream waiting for a client that does not read them at most (beyond: the "
+                 "request is cancelled and the connection closed)")
+      ->capture_default_str();
   std::string profile = "accurate";
   app.add_option("--profile", profile,
                  "accurate | fast: the profile of requests that name none (\"profile\" in the request body; "
-                 "fast skips routed experts weighing less than half a token's mean choice)")
+                 "fast skips routed experts weighing less than half a token's mean choice and keeps half of "
+                 "DeepSeek sparse attention's indexer top-k)")
       ->capture_default_str();
   app.add_option("--ssl-key-file", so.ssl_key_file, "PEM private key: serve HTTPS (with --ssl-cert-file)");
   app.add_option("--ssl-cert-file", so.ssl_cert_file,
@@ -140,6 +146,7 @@ int cmd_serve(int argc, char** argv) {
   if (!(so.shutdown_timeout_s >= 0)) return fail("--shutdown-timeout must be >= 0 seconds", 2);
   if (so.max_stop < 0) return fail("--max-stop must be >= 0", 2);
   if (so.max_body_bytes < 1) return fail("--max-body must be >= 1", 2);
+  if (so.max_unsent_bytes < 1) return fail("--max-unsent-bytes must be >= 1", 2);
   if (auto p = strata::parse_profile(profile); p.ok())
     so.profile = *p;
   else

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -22,12 +23,23 @@ bool Batch::expert_min_shares(float* out) const {
   return true;
 }
 
+int64_t SeqKnobs::index_topk(int64_t model_topk) const {
+  if (!(index_topk_share > 0.0f && index_topk_share < 1.0f)) return model_topk;
+  const auto k = static_cast<int64_t>(std::ceil(static_cast<double>(index_topk_share) * model_topk));
+  return std::clamp<int64_t>(k, 1, model_topk);
+}
+
 uint64_t SeqKnobs::salt() const {
   if (is_default()) return 0;
-  uint32_t bits = 0;
-  static_assert(sizeof bits == sizeof expert_min_share);
+  uint32_t bits = 0, topk_bits = 0;
+  static_assert(sizeof bits == sizeof expert_min_share && sizeof topk_bits == sizeof index_topk_share);
   std::memcpy(&bits, &expert_min_share, sizeof bits);
-  return 0x9e3779b97f4a7c15ull ^ (uint64_t{bits} * 0x100000001b3ull);
+  std::memcpy(&topk_bits, &index_topk_share, sizeof topk_bits);
+  // (Knobs without an index top-k share keep the salt they had before it existed: saved prefix
+  // blocks stay valid.)
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t{bits} * 0x100000001b3ull);
+  if (topk_bits != 0) h ^= (uint64_t{topk_bits} + 0x2545f4914f6cdd1dull) * 0xff51afd7ed558ccdull;
+  return h;
 }
 
 namespace {

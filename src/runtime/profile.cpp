@@ -15,15 +15,18 @@ const char* profile_name(Profile p) {
 
 SeqKnobs profile_knobs(Profile p) {
   SeqKnobs k;
-  if (p == Profile::fast) k.expert_min_share = 0.5f;
+  if (p == Profile::fast) {
+    k.expert_min_share = 0.5f;
+    k.index_topk_share = 0.5f;
+  }
   return k;
 }
 
 std::string profile_description(Profile p) {
   if (p == Profile::fast)
     return "fast: routed experts weighing less than half a token's mean choice are skipped (the heaviest "
-           "always "
-           "runs; kept weights rescaled)";
+           "always runs; kept weights rescaled); DeepSeek sparse attention keeps half the model's indexer "
+           "top-k";
   return "accurate: no approximation (bit-identical to no profile)";
 }
 

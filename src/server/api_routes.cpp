@@ -4,6 +4,7 @@
 #include <ctime>
 #include <string_view>
 
+#include "obs/latency_histogram.h"
 #include "server/http_server.h"
 #include "server/openai_api.h"
 #include "server/text_routes.h"
@@ -54,7 +55,11 @@ std::vector<Route> Api::routes() {
                                         {"requests_waiting", c.waiting}}));
   };
   auto metrics = [this](const std::shared_ptr<Exchange>& ex) {
-    ex->respond(HttpResponse{200, "text/plain; version=0.0.4", ctx_.engine.metrics_text(), {}});
+    std::string text = ctx_.engine.metrics_text();
+    prometheus_scalar("strata_http_slow_clients_dropped_total", "counter",
+                      "streams whose client stopped reading: over --max-unsent-bytes, request cancelled",
+                      static_cast<double>(slow_clients_.load()), &text);
+    ex->respond(HttpResponse{200, "text/plain; version=0.0.4", std::move(text), {}});
   };
   // A JSON answer of server/text_routes.h.
   auto reply = [](const std::shared_ptr<Exchange>& ex, const ApiReply& r) {
@@ -94,6 +99,7 @@ std::vector<Route> Api::routes() {
                    {{"max_body_bytes", opts_.max_body_bytes},
                     {"max_stop", opts_.max_stop},
                     {"max_stop_bytes", opts_.max_stop_bytes},
+                    {"max_unsent_bytes", opts_.max_unsent_bytes},
                     {"max_prompt_bytes", static_cast<size_t>(ctx_.engine.n_ctx()) * ctx_.max_token_bytes},
                     {"timeout_s", opts_.timeout_s}}},
                   {"build_info", "strata"}}));

@@ -8,6 +8,7 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
@@ -27,6 +28,8 @@ namespace {
 
 constexpr uint32_t kMaxHeaderBytes = 64u << 10;
 constexpr size_t kMaxDrainBytes = 1u << 20;  // read (and dropped) after a refusal, before closing
+// An open stream's socket send buffer at most (SSE is a few KB per second: this is plenty).
+constexpr size_t kMaxStreamSndbuf = 256u << 10;
 
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
@@ -317,6 +320,11 @@ void Connection::begin_stream(const std::string& content_type, std::string final
   for (const auto& [k, v] : extra_) res.set(k, v);
   res.keep_alive(keep_alive_);
   res.chunked(true);
+  // The kernel's share of the unsent bytes is bounded too (its autotuning would let it grow to MBs).
+  beast::error_code ec;
+  tcp_layer().socket().set_option(net::socket_base::send_buffer_size(
+                                      static_cast<int>(std::min(host_.max_unsent_bytes(), kMaxStreamSndbuf))),
+                                  ec);
   std::ostringstream os;
   os << res.base();
   send(os.str(), Then::nothing);
@@ -371,6 +379,10 @@ void Connection::abandon() {
 
 void Connection::send(std::string bytes, Then then) {
   out_ += bytes;
+  if (state_ == State::streaming && out_.size() + inflight_.size() > host_.max_unsent_bytes()) {
+    host_.overflowed();  // a client that does not read its stream: its bytes must not pile up here
+    return client_gone();
+  }
   if (then != Then::nothing) then_ = then;
   flush();
 }

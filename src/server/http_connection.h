@@ -5,8 +5,10 @@
 // handler sends back — one response, or a chunked stream. While a handler runs, a hang-up of the
 // client closes the exchange (which cancels its engine request). Keep-alive requests follow one
 // another; the same timeout bounds a request's header, its body, the idle time between requests
-// and every write. Over TLS (a TlsContext given) the connection first does the server handshake,
-// bounded by the same timeout, and then the same exchange of requests.
+// and every write; an open stream's unsent bytes are bounded (a client that stops reading is dropped
+// once they pass the host's max_unsent_bytes, its request cancelled; the socket's kernel send buffer
+// is set to at most that, 256 KiB, when the stream begins). Over TLS (a TlsContext given) the connection
+// first does the server handshake, bounded by the same timeout, and then the same exchange of requests.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -37,6 +39,11 @@ class ConnectionHost {
   virtual ~ConnectionHost() = default;
   virtual double timeout_s() const = 0;
   virtual size_t max_body_bytes() const = 0;
+  // Bytes an open stream may have waiting for its client (queued and being written); beyond, the
+  // client is taken as gone: its exchange closes (cancelling the engine request) and so does the
+  // connection, after overflowed() counts it.
+  virtual size_t max_unsent_bytes() const = 0;
+  virtual void overflowed() = 0;
   // The route for a request's head; nullptr with *refusal filled (404, 401) when there is none.
   virtual const Route* route(const HttpRequest& head, HttpResponse* refusal) const = 0;
   // Headers every answer to this request carries (CORS), refusals and streams included.

@@ -74,6 +74,8 @@ class HttpServer::Impl : public ConnectionHost {
   // ConnectionHost
   double timeout_s() const override { return opts_.timeout_s; }
   size_t max_body_bytes() const override { return opts_.max_body_bytes; }
+  size_t max_unsent_bytes() const override { return opts_.max_unsent_bytes; }
+  void overflowed() override { api_.count_slow_client(); }
   const Route* route(const HttpRequest& head, HttpResponse* refusal) const override;
   HttpHeaders response_headers(const HttpRequest& head) const override;
   void run(const Route& r, const std::shared_ptr<Exchange>& ex) override;
@@ -109,6 +111,7 @@ Result<int> HttpServer::Impl::bind() {
   if (opts_.port < 0 || opts_.port > 65535) return err("--port %d must be in [0, 65535]", opts_.port);
   if (opts_.max_connections < 1) return err("--max-connections %d must be >= 1", opts_.max_connections);
   if (!(opts_.timeout_s > 0)) return err("--timeout %g must be > 0 seconds", opts_.timeout_s);
+  if (opts_.max_unsent_bytes < 1) return err("--max-unsent-bytes must be >= 1");
   if (!(opts_.shutdown_timeout_s >= 0))
     return err("--shutdown-timeout %g must be >= 0", opts_.shutdown_timeout_s);
   // Every connection is a file: raise the soft limit to the hard one, and hold the bound to it.

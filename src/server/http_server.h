@@ -11,10 +11,12 @@
 // Limits: --max-connections (beyond: a 503 and the connection closed; RLIMIT_NOFILE is raised to
 // its hard limit, and the bound lowered to what it allows), the body size (Content-Length or
 // chunked, refused as the bytes arrive: 413), exclusive bind (no SO_REUSEPORT: a busy port is an
-// error naming host:port). With ssl_key_file / ssl_cert_file every connection is TLS (a bad file is
-// a bind() error naming it; beyond --max-connections the 503 comes after the handshake). stop(): no new
-// connections; idle ones close, a pending answer becomes a 503, an open stream ends with its final event;
-// after --shutdown-timeout the rest are dropped.
+// error naming host:port), the bytes queued for a stream's client that stops reading
+// (--max-unsent-bytes: beyond, the request is cancelled and the connection closed). With
+// ssl_key_file / ssl_cert_file every connection is TLS (a bad file is a bind() error naming it;
+// beyond --max-connections the 503 comes after the handshake). stop(): no new connections; idle
+// ones close, a pending answer becomes a 503, an open stream ends with its final event; after
+// --shutdown-timeout the rest are dropped.
 #pragma once
 
 #include <functional>
@@ -31,7 +33,6 @@
 #include "text/tokenizer.h"
 
 namespace strata::server {
-
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                    // 0: any free port (tests)
@@ -43,7 +44,10 @@ struct ServerOptions {
   double shutdown_timeout_s = 5;      // stop(): open streams end within this
   int max_stop = 16;                  // stop strings per request at most (400 beyond)
   size_t max_stop_bytes = 256;        // bytes of one stop string at most
-  int workers = 2;                    // threads that parse and tokenize requests
+  // --max-unsent-bytes: bytes of an open stream (SSE) waiting for a client that does not read them;
+  // beyond, its request is cancelled and the connection closed (counted in /metrics).
+  size_t max_unsent_bytes = 2u << 20;
+  int workers = 2;  // threads that parse and tokenize requests
   // Browser origins allowed to call the API (CORS; "*": any); empty: no CORS headers.
   std::vector<std::string> cors_origins;
   // Both set: HTTPS only (PEM files; server/tls_context.h), with the same limits and timeouts.

@@ -139,7 +139,13 @@ json stats_json(const Engine& engine, const std::string& model_name, double upti
       {"memory", {{"rss", rss_bytes()}, {"peak_rss", peak_rss_bytes()}, {"kv_cache", engine.kv_bytes()}}},
       {"experts", nullptr},
       {"kv", nullptr}};
-  if (const KvPool* kv = engine.kv_pool()) out["kv"] = kv_json(kv->stats());
+  if (const KvPool* kv = engine.kv_pool()) {
+    out["kv"] = kv_json(kv->stats());
+    // Of the prompt tokens that reached a slot, those whose KV the prefix cache supplied.
+    const uint64_t seen = c.prompt_tokens_cached + c.prompt_tokens_prefilled;
+    out["kv"]["prompt_tokens_cached"] = c.prompt_tokens_cached;
+    out["kv"]["prefix_hit_rate"] = seen ? static_cast<double>(c.prompt_tokens_cached) / seen : 0.0;
+  }
   if (const ExpertStore* store = engine.expert_store()) {
     out["experts"] = experts_json(*store);
     if (with_heat) out["heat"] = heat_json(*store);

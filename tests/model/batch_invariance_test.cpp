@@ -2,7 +2,8 @@
 // batches (alone, or beside 1 / 3 / 15 other sequences that prefill and decode at their own pace),
 // however its prompt is chunked (1, 7 or 512 tokens per step), and at 1 or 2 threads — on the
 // bundled model (f32 KV, and f16 / q8_0 K with q4_0 V rows read in place), every fixture
-// architecture and DeepSeek-V4.1 (a checkpoint directory). Also:
+// architecture and DeepSeek-V4.1 (a checkpoint directory); per-sequence knobs (profiles, deepseek4's
+// indexer top-k) beside neighbours with others. Also:
 // Model::forward's bad calls are errors that append nothing.
 #include <gtest/gtest.h>
 
@@ -33,8 +34,8 @@ std::vector<int32_t> stream(int n_vocab, uint32_t seed, int n) {
 // knobs: the target's (model/arch.h SeqKnobs); mixed: the others alternate between no knobs and
 // the fast profile's.
 std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed, const KvTypes& kv,
-                       const SeqKnobs& knobs = {}, bool mixed = false) {
-  const int V = m.n_vocab(), n_total = kPrompt + kDecode;
+                       const SeqKnobs& knobs = {}, bool mixed = false, int n_prompt = kPrompt) {
+  const int V = m.n_vocab(), n_total = n_prompt + kDecode;
   const auto target = stream(V, 7, n_total);
   std::vector<std::unique_ptr<Session>> sess;
   for (int i = 0; i <= n_others; ++i) {
@@ -60,7 +61,7 @@ std::vector<float> run(const Model& m, int chunk, int n_others, uint32_t seed, c
     // The others first or after the target, in a random order: rows move around in the batch.
     const bool target_first = rng() % 2 == 0;
     auto add_target = [&] {
-      const int n = done < kPrompt ? std::min(chunk, kPrompt - done) : 1;
+      const int n = done < n_prompt ? std::min(chunk, n_prompt - done) : 1;
       for (int i = 0; i < n; ++i) {
         tokens.push_back(target[static_cast<size_t>(done + i)]);
         seq.push_back(static_cast<int32_t>(ptrs.size()));
@@ -141,21 +142,24 @@ TEST(BatchInvariance, BundledModelTypedKv) {
 }
 
 // Per-sequence knobs (a request's profile, runtime/profile.h) change their own sequence only: the
-// target with and without the fast profile's expert drop, beside others of both profiles, gives
-// the bits it gives alone; and the drop does change the target's logits.
-void check_profiles(const std::string& path) {
+// target with and without the fast profile's knobs (or `fast` given), beside others of both
+// profiles, gives the bits it gives alone; and the knobs do change the target's logits. n_prompt:
+// the target's prompt tokens (a longer one reaches more of deepseek4's compressed entries than
+// half its indexer top-k).
+void check_profiles(const std::string& path, const SeqKnobs& fast_knobs = profile_knobs(Profile::fast),
+                    int n_prompt = kPrompt) {
   SCOPED_TRACE(path);
   auto m = Model::load(path, {.n_threads = 2});
   ASSERT_TRUE(m.ok()) << m.message();
   const int V = (*m)->n_vocab();
   std::vector<float> refs[2];
   for (int fast = 0; fast < 2; ++fast) {
-    const SeqKnobs knobs = fast ? profile_knobs(Profile::fast) : SeqKnobs{};
-    refs[fast] = run(**m, 512, 0, 1, {}, knobs);
+    const SeqKnobs knobs = fast ? fast_knobs : SeqKnobs{};
+    refs[fast] = run(**m, 512, 0, 1, {}, knobs, false, n_prompt);
     ASSERT_FALSE(refs[fast].empty());
     for (int chunk : {1, 7})
       for (int others : {1, 3}) {
-        const auto got = run(**m, chunk, others, 77u * chunk + others, {}, knobs, true);
+        const auto got = run(**m, chunk, others, 77u * chunk + others, {}, knobs, true, n_prompt);
         ASSERT_EQ(got.size(), refs[fast].size());
         for (size_t i = 0; i < got.size(); ++i)
           if (std::memcmp(&got[i], &refs[fast][i], sizeof(float)) != 0)
@@ -178,6 +182,21 @@ TEST(BatchInvariance, FixtureProfiles) {
   STRATA_REQUIRE_FIXTURES(dir);
   for (const char* name : {"tiny-qwen3moe-f32", "tiny-deepseek4-f32"})
     check_profiles(dir + "/models/" + name + ".gguf");
+}
+
+// deepseek4's indexer top-k per sequence (the fast profile's half; alone here, without the expert
+// drop): with a 40-token prompt the target's late queries see up to 11 compressed entries of CSA
+// layers, more than 8 of the fixture's 16; its neighbours alternate between the model's top-k and
+// the fast profile's.
+TEST(BatchInvariance, FixtureIndexTopK) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  SeqKnobs half;
+  half.index_topk_share = 0.5f;
+  EXPECT_EQ(half.index_topk(16), 8);
+  EXPECT_EQ(half.index_topk(1), 1);
+  EXPECT_EQ(SeqKnobs{}.index_topk(16), 16);
+  EXPECT_NE(half.salt(), SeqKnobs{}.salt());
+  check_profiles(dir + "/models/tiny-deepseek4-f32.gguf", half, 40);
 }
 
 TEST(BatchInvariance, FixtureArchitectures) {

@@ -5,7 +5,7 @@ Starts `strata serve` (with an API key, given to the page as #key=, and an exper
 expert tier and the heat map have numbers), opens http://127.0.0.1:PORT/ in headless Chromium, drives
 it over the DevTools protocol (a minimal WebSocket client below: stdlib only), sends a few
 completions, waits until the page has received several updates and shows the new numbers (tokens
-generated, TTFT percentiles, memory, the heat map), and saves a screenshot as OUT_DIR/dashboard.png;
+generated, TTFT percentiles, memory, the heat map, the KV pool's blocks and prefix hit rate), and saves a screenshot as OUT_DIR/dashboard.png;
 then opens the page without the key, which must ask for it and connect once it is typed in.
 Without chromium: skipped (exit 77), or failed when CI=true.
 
@@ -135,7 +135,10 @@ PAGE_STATE = """JSON.stringify({
   hit: document.getElementById('hit-rate').textContent,
   heat: document.getElementById('heat-note').textContent,
   slots: document.querySelectorAll('#slots .slot').length,
-  lines: document.querySelectorAll('#tps-chart polyline').length
+  lines: document.querySelectorAll('#tps-chart polyline').length,
+  kv_free: document.getElementById('kv-free').textContent,
+  kv_hit: document.getElementById('kv-hit').textContent,
+  kv_rects: document.querySelectorAll('#kv-gauge rect').length
 })"""
 
 
@@ -185,8 +188,9 @@ def main():
 
         first = wait(lambda s: s["updates"] >= 1, "no update reached the page")
         print("first update:", json.dumps(first))
-        # Requests for the numbers to change.
-        for prompt in ("Once upon a time", "The quick brown fox"):
+        # Requests for the numbers to change: one prompt of a few KV blocks twice (the second finds
+        # the first's blocks in the prefix cache).
+        for prompt in ("Once upon a time there was a fox. " * 6,) * 2:
             body = json.dumps({"prompt": prompt, "max_tokens": 8, "temperature": 0}).encode()
             req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
                                          {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
@@ -207,6 +211,11 @@ def main():
             "heat map drawn": "layers x" in s["heat"],
             "two slots": s["slots"] == 2,
             "throughput chart drawn": s["lines"] >= 1,
+            "KV blocks shown": bool(re.match(r"^\d+ / \d+ \(\d+\)$", s["kv_free"])),
+            "KV blocks changed (cached after the requests)": s["kv_free"] != first["kv_free"]
+            and not s["kv_free"].startswith("0 "),
+            "KV prefix hit rate above 0": s["kv_hit"].endswith("%") and float(s["kv_hit"][:-1]) > 0,
+            "KV gauge drawn": s["kv_rects"] == 3,
         }
         bad = [k for k, ok in checks.items() if not ok]
         shot = page.call("Page.captureScreenshot", format="png")["data"]

@@ -2,7 +2,8 @@
 // connections do not hold up others, a chunked body over the limit is refused as it arrives, a busy
 // port is an error, stop() ends an open stream with a final event at once, a non-streamed request
 // is cancelled when its client goes, the queue and the stop list are bounded, max_tokens 0
-// generates nothing, and waiting counts from the request's arrival.
+// generates nothing, waiting counts from the request's arrival, and a stream's client that stops
+// reading is dropped at --max-unsent-bytes.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -29,8 +30,10 @@ using nlohmann::json;
 // A client on a plain socket: it sends what the test says, when it says.
 class RawClient {
  public:
-  explicit RawClient(int port) {
+  // rcvbuf > 0: the socket's receive buffer (SO_RCVBUF, before connecting), a client that reads slowly
+  explicit RawClient(int port, int rcvbuf = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -371,6 +374,40 @@ TEST_F(HttpServerTest, PropsAndSlotsDescribeTheServer) {
   EXPECT_EQ(held["params"]["n_predict"], 20) << r->body;
   EXPECT_GT(held["n_prompt_tokens"].get<int>(), 0) << r->body;
   busy.join();
+}
+
+TEST_F(HttpServerTest, AStreamWhoseClientStopsReadingIsCancelledAtTheUnsentBound) {
+  ServerOptions so;
+  so.max_unsent_bytes = 16u << 10;
+  n_ctx_ = 512;
+  start(so);
+  // ~480 events of ~400 bytes (5 logprobs each): far more than the bound, the server's send buffer
+  // and the client's 4 KiB receive buffer together.
+  RawClient stuck(port_, /*rcvbuf=*/4096);
+  ASSERT_TRUE(stuck.connected());
+  const std::string body =
+      R"({"prompt": "The", "max_tokens": 480, "ignore_eos": true, "stream": true, "logprobs": 5})";
+  ASSERT_TRUE(stuck.send(post_head("/v1/completions", body.size()) + body));
+  ASSERT_TRUE(wait_for([&] { return engine_->counters().requests_cancelled == 1; }, 30000));
+  // Cancelled before its 480 tokens, its slot free again; the server counts the drop.
+  EngineCounters ec = engine_->counters();
+  EXPECT_EQ(ec.running, 0);
+  EXPECT_LT(ec.gen_tokens, 480u);
+  auto c = client();
+  auto met = c.Get("/metrics");
+  ASSERT_TRUE(met);
+  EXPECT_NE(met->body.find("strata_http_slow_clients_dropped_total 1\n"), std::string::npos) << met->body;
+  // Another client is served as usual.
+  auto r = c.Post("/v1/completions", R"({"prompt": "The", "max_tokens": 8, "temperature": 0})",
+                  "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], reference("The", 8));
+  // The stuck client finds its stream cut off (what the buffers held, then the close; no [DONE]).
+  const std::string got = stuck.read(5000);
+  EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos);
+  EXPECT_EQ(got.find("[DONE]"), std::string::npos);
+  EXPECT_LT(got.size(), 480u * 300u) << "the whole stream came through";
 }
 
 }  // namespace

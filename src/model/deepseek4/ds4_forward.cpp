@@ -31,6 +31,7 @@ struct Ctx {
   int64_t n;
   Status status;                     // first failure inside a block (an expert read); the forward returns it
   const float* min_share = nullptr;  // per row, its sequence's SeqKnobs::expert_min_share; null: none
+  int64_t itopk = 0;  // attention (one sequence's run): its indexer top-k (SeqKnobs::index_topk)
   template <class T>
   T* alloc(size_t count) {
     return arena.alloc<T>(count);
@@ -138,7 +139,7 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
 
   // CSA: the indexer's choice of each token's compressed entries (on the host, over its keys)
   const int64_t max_comp = r ? (c.pos0 + n) / r : 0;
-  const int64_t max_sel = r == 4 ? std::min<int64_t>(p.itopk, max_comp) : 0;
+  const int64_t max_sel = r == 4 ? std::min<int64_t>(c.itopk, max_comp) : 0;
   int32_t* sel = c.alloc<int32_t>(n * max_sel + 1);  // [n][max_sel] the indexer's choices
   int32_t* sel_n = c.alloc<int32_t>(n);
   float* iscore = c.alloc<float>(max_comp + 1);
@@ -151,7 +152,7 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
       // index keys are rows of a RowCache (not assumed contiguous): score one by one
       for (int64_t j = 0; j < vis; ++j)
         indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, ik.row(j), 1, p.ih, p.ihd, iscore + j);
-      k = topk_indices(iscore, vis, p.itopk, chosen, order);
+      k = topk_indices(iscore, vis, c.itopk, chosen, order);
       std::sort(chosen, chosen + k);
     }
     sel_n[t] = static_cast<int32_t>(k);
@@ -402,6 +403,7 @@ Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Ds4DeviceWeigh
                r.pos0,
                r.n,
                {}};
+        rc.itopk = r.knobs.index_topk(p.itopk);  // this sequence's own: never its neighbours'
         if (c.status.ok()) attention_block(rc, il, x + r.t0 * d, y + r.t0 * d);
         if (!rc.status.ok()) c.status = rc.status;
       }

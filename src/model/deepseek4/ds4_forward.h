@@ -59,7 +59,8 @@ class Ds4State : public ArchState {
 
 // One step over a batch of any number of sequences (model/arch.h Batch; every run's state a
 // Ds4State): each layer's attention per sequence (its caches and positions), the mHC sites, the
-// MoE (routed experts grouped by expert over all rows) and the head over the whole batch; the
+// MoE (routed experts grouped by expert over all rows) and the head over the whole batch (a run's
+// SeqKnobs: its expert drop per row in the MoE, its indexer top-k in its attention); the
 // first run's state lends its scratch. logits: [out_rows][n_vocab].
 // Every projection (run_linear) and each layer's attention core (run_sparse_attention) run on dw's
 // device, waited for; the rest on the host with pool. Every state's caches live on that device.

@@ -4,7 +4,8 @@
 //   query qi   [ih][ihd]  = indexer.attn_q_b . qr, roped at the query position
 //   w          [ih]       = (indexer.proj . c) / sqrt(ihd * ih)
 //   I(t, s) = sum_h w_h * relu(qi_h . k_s)
-// The query attends the top min(top_k, n_visible) visible entries (s < floor((t+1)/4)).
+// The query attends the top min(top_k, n_visible) visible entries (s < floor((t+1)/4)); top_k is
+// the model's, or a sequence's smaller one (SeqKnobs::index_topk_share, the fast profile's).
 //
 // llama.cpp multiplies qi and the stored keys by an orthonormal Walsh-Hadamard matrix (blocks of
 // hadamard_block(ihd) dims). H^T H = I so the scores are unchanged up to rounding; we apply it
