@@ -1,5 +1,8 @@
 // strata run: load a model, generate from a prompt, stream the text to stdout and print prompt /
-// generation speed to stderr at the end (like llama.cpp's perf summary).
+// generation speed to stderr at the end (like llama.cpp's perf summary). The request runs through
+// serve's engine with one slot (runtime/engine.h), on the same paged KV pool and prefix cache
+// (tools/kv_pool_flags.h: --kv-budget, --block-size, -cram, --prefix-cache-dir, ...); an
+// architecture without paged KV keeps contiguous KV and says so in the summary.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -13,8 +16,10 @@
 #include "engram_flags.h"
 #include "device_flags.h"
 #include "expert_flags.h"
+#include "kv_pool_flags.h"
 #include "mem_report.h"
 #include "model/model.h"
+#include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 
@@ -26,7 +31,7 @@ int fail(const std::string& msg, int code = 1) {
 }
 
 // Token ids in, token ids out: the path for models without a tokenizer (checkpoint directories).
-int run_token_ids(strata::Model& model, strata::Session& sess, const std::string& ids_text,
+int run_token_ids(strata::Model& model, strata::Engine& engine, const std::string& ids_text,
                   const strata::GenerateOptions& o, bool quiet) {
   std::vector<int32_t> ids;
   std::string s = ids_text;
@@ -43,11 +48,11 @@ int run_token_ids(strata::Model& model, strata::Session& sess, const std::string
     ids.push_back(static_cast<int32_t>(v));
   }
   if (ids.empty()) return fail("--tokens: no token ids given", 2);
-  if (static_cast<int>(ids.size()) >= sess.n_ctx())
+  if (static_cast<int>(ids.size()) >= engine.n_ctx())
     return fail("prompt is " + std::to_string(ids.size()) + " tokens, context is " +
-                std::to_string(sess.n_ctx()));
+                std::to_string(engine.n_ctx()));
   int n = 0;
-  auto st = strata::generate_ids(model, sess, model.n_vocab(), std::move(ids), o, [&](int32_t tok) {
+  auto st = strata::generate_ids(engine, std::move(ids), o, [&](int32_t tok) {
     std::fprintf(stdout, "%s%d", n++ ? "," : "", tok);
     std::fflush(stdout);
     return true;
@@ -106,6 +111,13 @@ int cmd_run(int argc, char** argv) {
   ef.add(app);
   df.add(app);
   strata::cli::add_kv_type_flags(app, kf, "f16");
+  strata::cli::KvPoolFlags kpf;
+  kpf.add(app);
+  bool contiguous = false;
+  app.add_flag(
+      "--no-paged-kv", contiguous,
+      "keep the sequence's KV contiguous in its session, its whole context allocated (no pool, no prefix "
+      "cache: the layout before the pool, to compare)");
   strata::cli::ProfileFlags pf;
   strata::cli::add_profile_flags(app, pf);
   if (auto rc = strata::cli::parse_args(app, argc, argv, "run")) return *rc;
@@ -116,6 +128,13 @@ int cmd_run(int argc, char** argv) {
   auto knobs = strata::cli::seq_knobs(pf);
   if (!knobs.ok()) return fail(knobs.message(), 2);
   if (n_batch < 1) return fail("-b must be >= 1", 2);
+  strata::EngineOptions eo;
+  if (auto st = kpf.apply(&eo); !st.ok()) return fail(st.message(), 2);
+  // No RAM tier unless the prefix cache persists (one request evicts nothing it could reuse;
+  // `strata plan` prices run so).
+  if (kpf.cache_ram.empty() && kpf.prefix_cache_dir.empty()) eo.cache_ram = 0;
+  eo.paged_kv = !contiguous;
+  if (contiguous && kpf.any()) return fail("--no-paged-kv takes none of the KV pool flags", 2);
   if (!prompt_file.empty()) {
     std::ifstream in(prompt_file, std::ios::binary);
     if (!in) return fail("cannot read prompt file '" + prompt_file + "'", 2);
@@ -140,17 +159,35 @@ int cmd_run(int argc, char** argv) {
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
+  strata::Model& m = **model;
   const strata::SessionOptions sopt{.n_ctx = *c, .n_batch = n_batch, .kv = *kv};
-  if (auto st = place_experts(df, **model, sopt, 1, xf.profile); !st.ok()) return fail(st.message());
-  auto sess = (*model)->new_session(sopt);
-  if (!sess.ok()) return fail(sess.message());
-  (*sess)->set_knobs(*knobs);
+  if (kpf.kv_budget.empty()) {
+    if (auto st = place_experts(df, m, sopt, 1, xf.profile); !st.ok()) return fail(st.message());
+  } else if (df.dev && m.hparams().n_expert > 0) {  // as serve: the KV budget where that is more
+    auto kv_bytes = m.session_kv_bytes(sopt);
+    if (!kv_bytes.ok()) return fail(kv_bytes.message());
+    if (auto st = df.place_experts(m, std::max(*kv_bytes, eo.kv_budget), xf.profile); !st.ok())
+      return fail(st.message());
+  }
+  // One slot, stepped on this thread; a prompt alone is one turn (split in -b token steps).
+  eo.n_slots = 1;
+  eo.max_queue = 0;
+  eo.manual_step = true;
+  eo.n_ubatch = n_batch;
+  eo.n_batch = std::max(1, *c > 0 ? *c : std::min(m.n_ctx_train(), 4096));
+  auto engine = strata::Engine::for_model(m, sopt, eo);
+  if (!engine.ok()) return fail(engine.message());
+  if (!(*engine)->kv_pool() && kpf.any())
+    std::fprintf(stderr, "strata run: warning: %s has no paged KV: the KV pool flags are ignored\n",
+                 m.arch_name().c_str());
+  o.knobs = *knobs;
   const double load_s = strata::now_seconds() - t_load0;
   if (!tokens_str.empty()) {
-    const int rc = run_token_ids(**model, **sess, tokens_str, o, quiet);
+    const int rc = run_token_ids(m, **engine, tokens_str, o, quiet);
     if (rc != 0) return rc;
-    if (auto st = xf.finish(**model, quiet); !st.ok()) return fail(st.message());
-    if (auto st = ef.finish(**model, xf.stats_out, quiet); !st.ok()) return fail(st.message());
+    engine->reset();  // --prefix-cache-dir: the cached blocks written
+    if (auto st = xf.finish(m, quiet); !st.ok()) return fail(st.message());
+    if (auto st = ef.finish(m, xf.stats_out, quiet); !st.ok()) return fail(st.message());
     return 0;
   }
   if (!(*model)->has_tokenizer())
@@ -167,19 +204,18 @@ int cmd_run(int argc, char** argv) {
     for (int32_t id : ids) std::fprintf(stderr, "%8d -> '%s'\n", id, tok.token_to_piece(id, true).c_str());
   }
 
-  auto stats = strata::generate(**model, **sess, (*model)->tokenizer(), (*model)->n_vocab(), prompt, o,
-                                [](std::string_view text) {
-                                  std::fwrite(text.data(), 1, text.size(), stdout);
-                                  std::fflush(stdout);
-                                  return true;
-                                });
+  auto stats = strata::generate(**engine, m.tokenizer(), prompt, o, [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!stats.ok()) return fail(stats.message());
   if (!quiet) {
     const auto& s = *stats;
     std::fprintf(stderr, "\nstrata: model %s (%s), %d threads, ctx %d\n", model_path.c_str(),
-                 (*model)->arch_name().c_str(), (*model)->pool().size(), (*sess)->n_ctx());
+                 m.arch_name().c_str(), m.pool().size(), (*engine)->n_ctx());
     std::fprintf(stderr, "strata: device    %s\n", df.describe(model->get()).c_str());
     std::fprintf(stderr, "strata: load      %8.2f ms\n", load_s * 1e3);
     std::fprintf(
@@ -190,11 +226,20 @@ int cmd_run(int argc, char** argv) {
                  s.decode_s * 1e3, s.n_decode, s.n_decode ? s.decode_s * 1e3 / s.n_decode : 0.0, s.gen_tps());
     std::fprintf(stderr, "strata: sampled   %d tokens (%.2f ms sampling), stop: %s\n", s.n_gen,
                  s.sample_s * 1e3, strata::stop_reason_name(s.stop));
-    std::fputs(strata::cli::mem_report_text(strata::cli::mem_report(**model, **sess, n_batch)).c_str(),
+    const int64_t positions = s.n_prompt + s.n_cached + s.n_decode;
+    const std::string no_pool = contiguous ? "--no-paged-kv" : m.arch_name() + " has no paged KV";
+    std::fputs(strata::cli::kv_summary_text(**engine, no_pool, positions, s.n_cached, s.n_prompt + s.n_cached)
+                   .c_str(),
+               stderr);
+    const strata::KvPool* pool = (*engine)->kv_pool();
+    std::fputs(strata::cli::mem_report_text(
+                   strata::cli::mem_report(m, (*engine)->session(0), n_batch, pool ? pool->bytes() : 0))
+                   .c_str(),
                stderr);
   }
-  if (auto st = xf.finish(**model, quiet); !st.ok()) return fail(st.message());
-  if (auto st = ef.finish(**model, xf.stats_out, quiet); !st.ok()) return fail(st.message());
+  engine->reset();  // --prefix-cache-dir: the cached blocks written
+  if (auto st = xf.finish(m, quiet); !st.ok()) return fail(st.message());
+  if (auto st = ef.finish(m, xf.stats_out, quiet); !st.ok()) return fail(st.message());
   return 0;
 }
 

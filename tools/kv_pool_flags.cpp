@@ -1,5 +1,7 @@
 #include "kv_pool_flags.h"
 
+#include <cstdio>
+
 #include "base/units.h"
 
 namespace strata::cli {
@@ -54,6 +56,55 @@ Status KvPoolFlags::apply(EngineOptions* eo) const {
   if (!prefix_cache_dir_size.empty() && prefix_cache_dir.empty())
     return err("--prefix-cache-dir-size needs --prefix-cache-dir");
   return {};
+}
+
+bool KvPoolFlags::any() const {
+  return !kv_budget.empty() || !cache_ram.empty() || !prefix_cache_dir.empty() ||
+         !prefix_cache_dir_size.empty() || block_size != 16 || no_prefix_cache;
+}
+
+std::string kv_summary_text(const Engine& e, const std::string& no_pool, int64_t positions, int n_cached,
+                            int n_prompt) {
+  char b[512];
+  const KvPool* p = e.kv_pool();
+  if (!p) {
+    std::snprintf(b, sizeof b, "strata: KV        contiguous, %s (%s: no pool, no prefix cache)\n",
+                  format_bytes(e.kv_bytes()).c_str(), no_pool.c_str());
+    return b;
+  }
+  const KvPoolStats k = p->stats();
+  std::string per;
+  for (const KvPartBytes& part : k.parts) {
+    std::snprintf(b, sizeof b, "%s%s %s %llu B", per.empty() ? "" : ", ", part.name.c_str(),
+                  part.type.c_str(), static_cast<unsigned long long>(part.bytes_per_token));
+    per += b;
+  }
+  std::string s;
+  std::snprintf(
+      b, sizeof b,
+      "strata: KV        paged: %d of %d blocks used (%d positions, %s each; %lld cached at exit), %s "
+      "budget\n",
+      p->blocks_for(positions), p->n_blocks(), p->block_size(), format_bytes(p->block_bytes()).c_str(),
+      static_cast<long long>(k.blocks.cached), format_bytes(p->bytes()).c_str());
+  s += b;
+  std::snprintf(b, sizeof b, "strata: KV        %.0f B per token (%s)\n", k.bytes_per_token, per.c_str());
+  s += b;
+  if (!k.prefix_cache) return s + "strata: prefix    cache off\n";
+  const KvSpillStats& sp = k.spill;
+  std::snprintf(
+      b, sizeof b,
+      "strata: prefix    %d of %d prompt tokens from cache, %d prefilled (blocks found: pool %llu, RAM "
+      "%llu, SSD %llu)\n",
+      n_cached, n_prompt, n_prompt - n_cached, static_cast<unsigned long long>(k.pool_hits),
+      static_cast<unsigned long long>(sp.ram_hits), static_cast<unsigned long long>(sp.disk_hits));
+  s += b;
+  if (const KvDiskTier* d = p->disk_tier()) {
+    std::snprintf(b, sizeof b,
+                  "strata: prefix    SSD tier %s: %lld blocks (the cached ones are written at exit)\n",
+                  d->dir().c_str(), static_cast<long long>(sp.disk_blocks));
+    s += b;
+  }
+  return s;
 }
 
 void KvSpillPlanFlags::add(CLI::App& app) {

@@ -1,4 +1,4 @@
-// The paged-KV pool flags of the commands that run the serving engine (serve, bench --itl),
+// The paged-KV pool flags of the commands that run the serving engine (serve, run, bench --itl),
 // shared like tools/expert_flags.h:
 //   --kv-budget SIZE            bytes of the KV pool (default -np x -c x KV bytes per position)
 //   --block-size N              positions per KV block
@@ -26,7 +26,15 @@ struct KvPoolFlags {
   void add(CLI::App& app);
   // Fills eo's KV pool fields; errors name the flag.
   Status apply(EngineOptions* eo) const;
+  // Any pool flag given (an architecture without paged KV ignores them: the caller says so).
+  bool any() const;
 };
+
+// `strata run`'s KV lines for stderr: the pool's blocks (those the sequence used: `positions`
+// evaluated), KV bytes per token by part and type, the prefix cache's hit (`n_cached` of
+// `n_prompt` prompt tokens) and tiers; or the contiguous KV of an architecture without paging.
+std::string kv_summary_text(const Engine& e, const std::string& arch, int64_t positions, int n_cached,
+                            int n_prompt);
 
 // The spill flags `strata plan` prices (-cram, --prefix-cache-dir, --prefix-cache-dir-size).
 struct KvSpillPlanFlags {

@@ -17,7 +17,7 @@ namespace strata::cli {
 const char* const MemReport::kNames[MemReport::kKeys] = {
     "dense_weights", "expert_weights_resident", "kv_cache", "scratch", "io_buffers", "total"};
 
-MemReport mem_report(const Model& m, const Session& s, int n_batch) {
+MemReport mem_report(const Model& m, const Session& s, int n_batch, uint64_t pool_kv) {
   MemReport r;
   const ExpertStore* st = m.expert_store();
   const bool streamed = st && !st->info().resident;
@@ -44,7 +44,7 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch) {
   const Session::Memory sm = s.memory();
   r.measured[0] = dense;
   r.measured[1] = st ? st->expert_resident_bytes() : experts;
-  r.measured[2] = sm.kv_cache;
+  r.measured[2] = sm.kv_cache + pool_kv;
   // The caller's logits row (run and bench hold one of n_vocab floats), which the plan counts in scratch.
   r.measured[3] = sm.scratch + sizeof(float) * static_cast<uint64_t>(std::max(m.n_vocab(), 0));
   r.measured[4] = streamed ? st->io_overhead_bytes() : 0;

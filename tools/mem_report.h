@@ -27,7 +27,9 @@ struct MemReport {
   std::string plan_error;  // non-empty when the plan could not be made
 };
 
-MemReport mem_report(const Model& m, const Session& s, int n_batch);
+// pool_kv: the bytes of the paged KV pool the session's full-attention K / V live in (run), added
+// to the session's own KV bytes.
+MemReport mem_report(const Model& m, const Session& s, int n_batch, uint64_t pool_kv = 0);
 // "strata: memory ..." lines for stderr.
 std::string mem_report_text(const MemReport& r);
 // {"planned":{key:bytes},"measured":{key:bytes}}

@@ -90,8 +90,8 @@ Result<std::unique_ptr<Engine>> Engine::create_borrowed(const BatchRunner& runne
 
 Result<std::unique_ptr<Engine>> Engine::for_model(const Model& m, const SessionOptions& so,
                                                   const EngineOptions& opts) {
-  if (!m.has_tokenizer()) return err("the model has no tokenizer: the engine needs text in and out");
-  STRATA_ASSIGN(std::unique_ptr<Engine> e, make(m, &m.tokenizer(), m.n_vocab(), opts, m.expert_store()));
+  const Tokenizer* tok = m.has_tokenizer() ? &m.tokenizer() : nullptr;  // null: token ids in and out
+  STRATA_ASSIGN(std::unique_ptr<Engine> e, make(m, tok, m.n_vocab(), opts, m.expert_store()));
   e->gpu_experts_ = m.device_experts();
   SessionOptions o = so;
   o.n_batch = opts.n_ubatch;
@@ -109,6 +109,10 @@ Result<std::unique_ptr<Engine>> Engine::for_model(const Model& m, const SessionO
   }
   e->start();
   return e;
+}
+
+const Session& Engine::session(int slot) const {
+  return *slots_[static_cast<size_t>(slot)]->session;
 }
 
 Engine::~Engine() {

@@ -174,7 +174,8 @@ class Engine {
                                                          std::span<Session* const> sessions,
                                                          const Tokenizer* tok, int32_t n_vocab,
                                                          EngineOptions opts, ExpertStore* store = nullptr);
-  // The same for a model's sessions (so.n_batch is replaced by opts.n_ubatch).
+  // The same for a model's sessions (so.n_batch is replaced by opts.n_ubatch). A model without a
+  // tokenizer gives an engine of token ids (no text, no end-of-generation check: `run --tokens`).
   static Result<std::unique_ptr<Engine>> for_model(const Model& m, const SessionOptions& so,
                                                    const EngineOptions& opts);
   ~Engine();  // stops the scheduler; unfinished requests end with error "server shutting down"
@@ -190,6 +191,8 @@ class Engine {
   // The model's routed experts on a GPU (for_model engines; null: none placed).
   const DeviceExperts* device_experts() const { return gpu_experts_; }
   const KvPool* kv_pool() const { return kv_pool_.get(); }  // null: slots hold their whole context
+  const Session& session(int slot) const;                   // the slot's session (its KV and scratch bytes)
+  bool manual_step() const { return opts_.manual_step; }
 
   // Runs one scheduler turn on the calling thread (manual_step engines only). False when idle.
   bool step();

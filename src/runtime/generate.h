@@ -1,5 +1,6 @@
-// One request through the serving engine (`strata run`): prompt -> tokens (BOS per the vocab's
-// add_bos) -> a one-slot Engine (runtime/engine.h) over the caller's session, stepped on this
+// One request through the serving engine: prompt -> tokens (BOS per the vocab's add_bos) -> a
+// one-slot Engine (runtime/engine.h) over the caller's session, or the caller's own engine
+// (`strata run`: Engine::for_model, paged KV pool and prefix cache as serve's), stepped on this
 // thread: prefill, then sample/decode until n_predict tokens, an end-of-generation token, or a
 // full context. The engine's loop is the only generation loop; text is streamed through a callback
 // in complete UTF-8 characters.
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
@@ -29,6 +31,7 @@ struct GenerateOptions {
   bool ignore_eos = false;      // keep going past end-of-generation tokens (benchmarks)
   bool parse_special = true;    // "<|im_start|>" in the prompt becomes its control token
   bool special_pieces = false;  // print control tokens' text in the output
+  SeqKnobs knobs;  // engine overloads: the sequence's knobs (the session overloads: the session's)
 };
 
 enum class StopReason { n_predict, eog, ctx_full, callback };
@@ -36,6 +39,7 @@ const char* stop_reason_name(StopReason r);
 
 struct GenerateStats {
   int n_prompt = 0;     // prompt tokens evaluated (prefill)
+  int n_cached = 0;     // prompt tokens whose KV came from the prefix cache (n_prompt + n_cached: the prompt)
   int n_gen = 0;        // tokens sampled (the first comes from the prefill logits)
   int n_decode = 0;     // single-token decode evals
   double prompt_s = 0;  // prefill wall time
@@ -62,6 +66,15 @@ Result<GenerateStats> generate(const BatchRunner& runner, Session& session, cons
 // stats.tokens holds the generated ids.
 Result<GenerateStats> generate_ids(const BatchRunner& runner, Session& session, int32_t n_vocab,
                                    std::vector<int32_t> prompt, const GenerateOptions& opts,
+                                   const std::function<bool(int32_t)>& on_token);
+
+// The same through the caller's engine (one whose manual_step is set; its n_batch prompt tokens
+// per turn): `strata run` on the paged KV pool. Errors as above, plus the engine's (a prompt whose
+// KV the budget cannot hold names its need and the budget).
+class Engine;
+Result<GenerateStats> generate(Engine& engine, const Tokenizer& tok, std::string_view prompt,
+                               const GenerateOptions& opts, const TextCallback& on_text);
+Result<GenerateStats> generate_ids(Engine& engine, std::vector<int32_t> prompt, const GenerateOptions& opts,
                                    const std::function<bool(int32_t)>& on_token);
 
 // Scoring through the same engine: `tokens` (at most the session's context) evaluated from a fresh

@@ -164,6 +164,65 @@ TEST_F(Cli, Devices) {
   expect_one_line_error(strata(args + " -dev Vulkan0 -ot 'exps=GPU7'"), "neither CPU nor the device");
 }
 
+// `run` is serve's engine with one slot on the paged KV pool: the same bytes as contiguous KV
+// (--no-paged-kv) on the bundled model (f16, greedy and seeded) and on synth architectures at f32; a
+// second run with --prefix-cache-dir takes the persisted prefix and prints the same text; a budget
+// below the prompt's need names both; an architecture without paging says so and runs.
+int prefix_hit(const std::string& err, int* n_prompt) {
+  const size_t at = err.find("strata: prefix    ");
+  int n = -1;
+  if (at == std::string::npos || std::sscanf(err.c_str() + at, "strata: prefix %d of %d", &n, n_prompt) != 2)
+    return -1;
+  return n;
+}
+
+TEST_F(Cli, RunOnKvPool) {
+  const std::string bundled = strata::testing::source_dir() + "/models/strata-moe-31m-mxfp4.gguf";
+  const std::string prompt =
+      " -p 'The devil is a person who, having nothing to do with the affairs of men, finds in them a "
+      "constant occupation and an amusement' -t 2 ";
+  for (const char* sampling : {"--temp 0", "--temp 0.8 --seed 7"}) {
+    const std::string args = "run -m " + bundled + prompt + "-n 12 -q " + sampling;
+    Proc paged = strata(args), flat = strata(args + " --no-paged-kv");
+    ASSERT_EQ(paged.code, 0) << paged.err;
+    EXPECT_EQ(paged.err, "");  // -q: no summary
+    EXPECT_GT(paged.out.size(), 8u);
+    EXPECT_EQ(paged.out, flat.out) << sampling;
+  }
+  for (const auto& v : kVariants) {
+    if (std::string(v.name) != "qwen3moe-f32" && std::string(v.name) != "llama-q8_0" &&
+        std::string(v.name) != "qwen2moe-q4_0")
+      continue;
+    const std::string m = synth(v.name, std::string(kTiny) + " " + v.flags);
+    const std::string args = "run -m " + m + " -p 'Hello world, hello' -n 6 --temp 0 -q --kv-type f32";
+    Proc paged = strata(args), flat = strata(args + " --no-paged-kv");
+    ASSERT_EQ(paged.code, 0) << paged.err;
+    EXPECT_EQ(paged.out, flat.out) << v.name;
+  }
+  const std::string args = "run -m " + bundled + prompt + "-n 8 --temp 0 --prefix-cache-dir " + path("kvdir");
+  Proc first = strata(args), second = strata(args);
+  ASSERT_EQ(first.code, 0) << first.err;
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_EQ(first.out, second.out);
+  EXPECT_NE(first.err.find("strata: KV        paged: "), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("B per token (k f16 "), std::string::npos) << first.err;
+  int n1 = 0, n2 = 0;
+  EXPECT_EQ(prefix_hit(first.err, &n1), 0) << first.err;
+  const int hit = prefix_hit(second.err, &n2);
+  EXPECT_EQ(n1, n2);
+  EXPECT_GT(n2, 16);
+  EXPECT_GT(hit, 0) << second.err;
+  EXPECT_GE(hit, n2 - 16) << second.err;  // at most one block prefilled again
+  expect_one_line_error(strata("run -m " + bundled + prompt + "--kv-budget 64K"), "raise --kv-budget");
+  expect_one_line_error(strata("run -m " + bundled + " -p hi --no-paged-kv --kv-budget 1M"), "--no-paged-kv");
+  const auto fx = strata::testing::fixtures_dir();
+  if (!fx) return;
+  Proc ds =
+      strata("run -m " + *fx + "/models/tiny-deepseek4-f32.gguf --tokens 1,2,3 -n 2 --temp 0 --kv-budget 1M");
+  ASSERT_EQ(ds.code, 0) << ds.err;
+  EXPECT_NE(ds.err.find("has no paged KV"), std::string::npos) << ds.err;
+}
+
 TEST_F(Cli, InspectErrors) {
   expect_one_line_error(strata("inspect"), "model");
   expect_one_line_error(strata("inspect -m " + path("nope.gguf")), "nope.gguf");
