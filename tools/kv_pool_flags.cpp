@@ -89,14 +89,16 @@ std::string kv_summary_text(const Engine& e, const std::string& no_pool, int64_t
   s += b;
   std::snprintf(b, sizeof b, "strata: KV        %.0f B per token (%s)\n", k.bytes_per_token, per.c_str());
   s += b;
-  if (!k.prefix_cache) return s + "strata: prefix    cache off\n";
+  if (!k.prefix_cache)
+    return s + "strata: prefix    cache off (--no-prefix-cache, or sliding-window layers)\n";
   const KvSpillStats& sp = k.spill;
   std::snprintf(
       b, sizeof b,
       "strata: prefix    %d of %d prompt tokens from cache, %d prefilled (blocks found: pool %llu, RAM "
-      "%llu, SSD %llu)\n",
+      "%llu, SSD %llu; loads %.2f ms)\n",
       n_cached, n_prompt, n_prompt - n_cached, static_cast<unsigned long long>(k.pool_hits),
-      static_cast<unsigned long long>(sp.ram_hits), static_cast<unsigned long long>(sp.disk_hits));
+      static_cast<unsigned long long>(sp.ram_hits), static_cast<unsigned long long>(sp.disk_hits),
+      sp.measured_load_s * 1e3);
   s += b;
   if (const KvDiskTier* d = p->disk_tier()) {
     std::snprintf(b, sizeof b,
