@@ -47,13 +47,14 @@ ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, cons
       include_usage_(r.include_usage),
       tools_auto_(r.tools_auto),
       tool_syntax_(r.tool_syntax),
+      tool_hidden_(r.tool_hidden),
       n_(r.n),
       choices_(r.prompts.size()) {
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     Choice& c = choices_[i];
     const ApiPrompt& p = r.prompts[i];
     if (r.params.logprobs >= 0) c.lp.emplace(tok, head_.chat);
-    if (tools_auto_ && r.stream) c.tools.emplace(tool_syntax_);
+    if (tools_auto_ && r.stream) c.tools.emplace(tool_syntax_, tool_hidden_);
     if (!r.echo) continue;
     c.text = !p.text.empty() ? p.text : tok.decode(p.tokens);
     if (!c.lp || p.tokens.empty()) continue;
@@ -99,7 +100,7 @@ json ResponseBuilder::body() {
     Choice& c = choices_[i];
     const int index = static_cast<int>(i);
     ToolCallDelta d;
-    if (tools_auto_) d = parse_tool_calls(tool_syntax_, c.text);
+    if (tools_auto_) d = parse_tool_calls(tool_syntax_, c.text, tool_hidden_);
     choices.push_back(choice_body(head_.chat, index, tools_auto_ ? d.content : c.text, c.finish,
                                   c.lp ? c.lp->take() : json(nullptr)));
     with_calls(head_, index, d, c.finish, &choices.back());

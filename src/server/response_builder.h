@@ -52,6 +52,7 @@ class ResponseBuilder {
   bool include_usage_ = false;
   bool tools_auto_ = false;  // chat replies are parsed for calls in tool_syntax_
   ToolSyntax tool_syntax_ = ToolSyntax::hermes;
+  std::vector<std::string> tool_hidden_;
   int n_ = 1;  // choices per prompt: usage counts each prompt once
   std::vector<Choice> choices_;
   size_t n_done_ = 0;

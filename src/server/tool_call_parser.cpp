@@ -168,7 +168,9 @@ size_t partial_suffix(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
-ToolCallParser::ToolCallParser(ToolSyntax syntax) : syntax_(syntax), open_(tool_call_trigger(syntax)) {
+ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden)
+    : hidden_(std::move(hidden)), syntax_(syntax), open_(tool_call_trigger(syntax)) {
+  std::erase(hidden_, std::string());
   switch (syntax) {
     case ToolSyntax::hermes:
       close_ = "</tool_call>";
@@ -290,10 +292,16 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
   }
 }
 
+void ToolCallParser::hide(ToolCallDelta* d) const {
+  for (const std::string& h : hidden_)
+    for (size_t at = 0; (at = d->content.find(h, at)) != std::string::npos;) d->content.erase(at, h.size());
+}
+
 ToolCallDelta ToolCallParser::feed(std::string_view text) {
   buf_ += text;
   ToolCallDelta d;
   scan(&d, false);
+  hide(&d);
   return d;
 }
 
@@ -302,11 +310,12 @@ ToolCallDelta ToolCallParser::finish() {
   scan(&d, true);
   if (n_calls_ == 0) d.content += std::exchange(held_ws_, std::string());
   held_ws_.clear();
+  hide(&d);
   return d;
 }
 
-ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text) {
-  ToolCallParser p(syntax);
+ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text, std::vector<std::string> hidden) {
+  ToolCallParser p(syntax, std::move(hidden));
   ToolCallDelta d = p.feed(text);
   ToolCallDelta rest = p.finish();
   d.content += rest.content;

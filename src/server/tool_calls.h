@@ -31,11 +31,12 @@
 // function the whole reply (only calls; DeepSeek-V4's reasoning or gpt-oss's analysis first when
 // thinking).
 //
-// Limit: markers are parsed and constrained as text. Where a real vocabulary has them as control
-// tokens (Mistral's [TOOL_CALLS], Llama's <|python_tag|>, harmony's <|channel|> / <|message|> /
-// <|call|>) the reply text does not show them and the grammar cannot choose them (its vocabulary has
-// no text for control tokens), so those calls are not found; the tests use scripted replies and the
-// bundled model, whose vocabulary spells them as text.
+// Markers that are control tokens (tool_marker_tokens: Mistral's [TOOL_CALLS], Llama's
+// <|python_tag|>, a Qwen <tool_call> added as special): the engine shows their text to the parser
+// (CompletionParams::shown_tokens), the parser keeps them out of the content (as if not shown: a plain
+// text spelling of such a marker is taken out too), and the grammar names them by id (`<[id]>`), so a
+// required call emits the token and a lazy grammar triggers on it. An end-of-generation marker
+// (gpt-oss's <|call|>) is never shown: the call it would close is parsed at the end of the reply.
 //
 //   ToolCallParser p(ToolSyntax::hermes);
 //   ToolCallDelta d = p.feed(text);   // d.content: text to show now; d.calls: calls that closed
@@ -51,6 +52,7 @@
 
 #include "base/status.h"
 #include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 namespace strata::server {
 
@@ -87,12 +89,20 @@ Result<std::string> chat_apply_inserts(ChatFormat format, std::span<const ChatMe
 // The text that opens a call (where a lazy grammar starts).
 std::string tool_call_trigger(ToolSyntax syntax);
 
+// A syntax's markers that are single control tokens of a vocabulary (text, id): a model emits them as
+// one token, which shows no text unless asked to (the server shows them to the parser, hides them
+// from content, and the grammar names them by id).
+using ToolMarkerTokens = std::vector<std::pair<std::string, int32_t>>;
+// The markers of `syntax` (its calls' openings, closings and joiners) that are control tokens of `tok`.
+ToolMarkerTokens tool_marker_tokens(ToolSyntax syntax, const Tokenizer& tok);
+
 struct ToolGrammarOptions {
   bool parallel = true;   // several calls (else one)
   bool required = false;  // the grammar is the whole reply (else: from the trigger on)
   // required, thinking on: dsml's reply opens with reasoning up to "</think>"; harmony's may open with
   // an analysis channel message (else the reply is only calls: an untrained model could reason forever).
   bool thinking = false;
+  ToolMarkerTokens tokens;  // markers written as their token (`<[id]>`), not as text
 };
 // GBNF of the calls of `fns` in `syntax`.
 Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<ToolFunction>& fns,
@@ -110,7 +120,8 @@ struct ToolCallDelta {
 
 class ToolCallParser {
  public:
-  explicit ToolCallParser(ToolSyntax syntax);
+  // hidden: markers that are control tokens (shown to the parser only): never part of the content.
+  explicit ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden = {});
   ToolCallDelta feed(std::string_view text);
   // The end of the reply: what was held back (an unclosed call that parses is a call; else text).
   ToolCallDelta finish();
@@ -118,6 +129,8 @@ class ToolCallParser {
 
  private:
   void scan(ToolCallDelta* d, bool at_end);
+  void hide(ToolCallDelta* d) const;
+  std::vector<std::string> hidden_;
   void emit_text(ToolCallDelta* d, std::string_view text, bool at_end);
   size_t held_suffix(std::string_view text) const;
   ToolSyntax syntax_;
@@ -132,6 +145,7 @@ class ToolCallParser {
 
 // The whole reply at once (what a non-streamed answer shows): the same split as feeding it to a
 // parser in pieces.
-ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text);
+ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text,
+                               std::vector<std::string> hidden = {});
 
 }  // namespace strata::server
