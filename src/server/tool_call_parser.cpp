@@ -159,6 +159,50 @@ bool parse_json_call(std::string_view body, std::vector<ToolCall>* out) {
   return parse_call_object(ojson::parse(trim(body), nullptr, /*allow_exceptions=*/false), out);
 }
 
+// `s` without the whitespace outside its strings (compact JSON, the model's escapes and numbers kept):
+// the compact form of a prefix is a prefix of the whole's, so arguments stream as they come.
+std::string strip_ws(std::string_view s) {
+  std::string out;
+  bool in_string = false, escaped = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (is_ws(c)) {
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// `{"name": "NAME", "arguments": ` (or "parameters") up to the `{` of the arguments: where it is.
+bool json_head(std::string_view s, std::string* name, size_t* args_at) {
+  size_t i = 0;
+  auto tag = [&](std::string_view t) {
+    while (i < s.size() && is_ws(s[i])) ++i;
+    if (s.substr(i, t.size()) != t) return false;
+    i += t.size();
+    return true;
+  };
+  if (!tag("{") || !tag("\"name\"") || !tag(":") || !tag("\"")) return false;
+  const size_t q = s.find('"', i);
+  if (q == std::string_view::npos || q == i || s.substr(i, q - i).find('\\') != std::string_view::npos)
+    return false;
+  *name = std::string(s.substr(i, q - i));
+  i = q + 1;
+  if (!tag(",") || !(tag("\"arguments\"") || tag("\"parameters\"")) || !tag(":") || !tag("{")) return false;
+  *args_at = i - 1;
+  return true;
+}
+
 // The length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_suffix(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
@@ -168,8 +212,8 @@ size_t partial_suffix(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
-ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden)
-    : hidden_(std::move(hidden)), syntax_(syntax), open_(tool_call_trigger(syntax)) {
+ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden, bool stream)
+    : hidden_(std::move(hidden)), stream_(stream), syntax_(syntax), open_(tool_call_trigger(syntax)) {
   std::erase(hidden_, std::string());
   switch (syntax) {
     case ToolSyntax::hermes:
@@ -189,6 +233,50 @@ ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidde
       joiner_ = "<|start|>assistant";
       break;
   }
+}
+
+bool ToolCallParser::call_head(std::string* name, size_t* args_at) const {
+  switch (syntax_) {
+    case ToolSyntax::hermes:
+    case ToolSyntax::llama3:
+      return json_head(buf_, name, args_at);
+    case ToolSyntax::harmony: {
+      const size_t name_end = buf_.find_first_of(" \t\n<");
+      const size_t msg = buf_.find("<|message|>");
+      if (name_end == 0 || name_end == std::string::npos || msg == std::string::npos || msg < name_end)
+        return false;
+      size_t i = msg + 11;
+      while (i < buf_.size() && is_ws(buf_[i])) ++i;
+      if (i >= buf_.size() || buf_[i] != '{') return false;
+      *name = buf_.substr(0, name_end);
+      *args_at = i;
+      return true;
+    }
+    case ToolSyntax::dsml:
+    case ToolSyntax::mistral:
+      break;
+  }
+  return false;
+}
+
+std::string ToolCallParser::args_text(size_t at) const {
+  std::string_view v = std::string_view(buf_).substr(at);
+  if (const size_t e = json_value_end(v); e != std::string_view::npos && e != 0) v = v.substr(0, e);
+  return strip_ws(v);
+}
+
+void ToolCallParser::stream_args(ToolCallDelta* d) {
+  std::string name;
+  size_t at = 0;
+  if (!call_head(&name, &at)) return;
+  const std::string args = args_text(at);
+  if (!head_sent_) {
+    d->opened = true;
+    d->open_name = std::move(name);
+    head_sent_ = true;
+  }
+  if (args.size() > args_sent_) d->args_delta += args.substr(args_sent_);
+  args_sent_ = std::max(args_sent_, args.size());
 }
 
 // How many bytes at the end of `text` are whitespace and joiners.
@@ -250,7 +338,10 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
     } else if ((at = buf_.find(close_)) != std::string::npos) {
       end = at + close_.size();
     }
-    if (at == std::string::npos && !at_end) return;
+    if (at == std::string::npos && !at_end) {
+      if (stream_) stream_args(d);
+      return;
+    }
     const std::string_view body = std::string_view(buf_).substr(0, std::min(at, buf_.size()));
     const size_t before = d->calls.size();
     bool ok = false;
@@ -269,6 +360,20 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
         ok = parse_harmony(body, &d->calls);
         break;
     }
+    if (ok && d->calls.size() == before + 1) {  // one call: its arguments as they streamed
+      ToolCall& c = d->calls.back();
+      std::string name;
+      size_t args_at = 0;
+      if (call_head(&name, &args_at)) {
+        std::string raw = args_text(args_at);
+        const ojson a = ojson::parse(raw, nullptr, false);
+        if (a.is_object() && compact(a) == c.arguments) c.arguments = std::move(raw);
+      }
+      c.head_sent = head_sent_;
+      c.args_sent = std::min(args_sent_, c.arguments.size());
+    }
+    head_sent_ = false;
+    args_sent_ = 0;
     if (ok) {
       n_calls_ += static_cast<int>(d->calls.size() - before);
       held_ws_.clear();

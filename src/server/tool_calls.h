@@ -25,7 +25,8 @@
 // Python's json.dumps writes it, keys in the body's order, as the Jinja templates' tojson does), and
 // text that goes between turns into ChatInserts (chat_apply_inserts renders both); ToolCallParser
 // splits a reply into content and calls, incrementally for streaming (the text of a call is held
-// back until it closes; a call that does not parse is given back as content, never an error);
+// back until it closes, or, under a grammar, its arguments go out as they come; a call that does not
+// parse is given back as content, never an error);
 // tool_calls_grammar gives the GBNF of the calls: with tool_choice auto a lazy grammar (free text
 // until tool_call_trigger, then only well-formed calls of the given tools), with required or a named
 // function the whole reply (only calls; DeepSeek-V4's reasoning or gpt-oss's analysis first when
@@ -102,7 +103,7 @@ struct ToolGrammarOptions {
   // required, thinking on: dsml's reply opens with reasoning up to "</think>"; harmony's may open with
   // an analysis channel message (else the reply is only calls: an untrained model could reason forever).
   bool thinking = false;
-  ToolMarkerTokens tokens;  // markers written as their token (`<[id]>`), not as text
+  ToolMarkerTokens tokens = {};  // markers written as their token (`<[id]>`), not as text
 };
 // GBNF of the calls of `fns` in `syntax`.
 Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<ToolFunction>& fns,
@@ -111,17 +112,31 @@ Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<Tool
 struct ToolCall {
   std::string name;
   std::string arguments;  // JSON text, compact, keys as the model wrote them
+  // Streaming: the call was opened by an earlier delta (ToolCallDelta::opened) and this many bytes of
+  // its arguments went out in args deltas.
+  bool head_sent = false;
+  size_t args_sent = 0;
 };
 
 struct ToolCallDelta {
   std::string content;          // text to show now
   std::vector<ToolCall> calls;  // calls that closed with this text
+  // The call under way, after the closed ones (ToolCallParser's stream: its arguments as they come,
+  // as vLLM and llama.cpp stream them): `opened` with its name when its arguments begin, then args_delta, the
+  // next bytes of its compact arguments. Calls whose arguments are an object written after the name stream so
+  // (hermes, llama3, harmony); others (mistral's arrays, dsml, keys in another order) come whole.
+  bool opened = false;
+  std::string open_name = {};
+  std::string args_delta = {};
 };
 
 class ToolCallParser {
  public:
   // hidden: markers that are control tokens (shown to the parser only): never part of the content.
-  explicit ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden = {});
+  // stream: a call's arguments stream as they come (ToolCallDelta::opened); only where a grammar
+  // makes every call well-formed (else a call found malformed at its end is content, and a call
+  // already opened could not be taken back).
+  explicit ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden = {}, bool stream = false);
   ToolCallDelta feed(std::string_view text);
   // The end of the reply: what was held back (an unclosed call that parses is a call; else text).
   ToolCallDelta finish();
@@ -130,9 +145,15 @@ class ToolCallParser {
  private:
   void scan(ToolCallDelta* d, bool at_end);
   void hide(ToolCallDelta* d) const;
-  std::vector<std::string> hidden_;
   void emit_text(ToolCallDelta* d, std::string_view text, bool at_end);
   size_t held_suffix(std::string_view text) const;
+  // The call under way: its name and where its arguments object starts in buf_, once shown.
+  bool call_head(std::string* name, size_t* args_at) const;
+  // The compact text of the arguments object that starts at buf_[at] (so far, or whole).
+  std::string args_text(size_t at) const;
+  void stream_args(ToolCallDelta* d);
+  std::vector<std::string> hidden_;
+  bool stream_ = false;
   ToolSyntax syntax_;
   std::string open_, close_;  // close_ empty: the call is one JSON value after open_ (llama3, mistral)
   bool keep_open_ = false;    // open_ is the call's own first text (llama3's `{"name"`)
@@ -140,6 +161,8 @@ class ToolCallParser {
   std::string buf_;           // outside a call: text not yet shown; inside: the call's text so far
   std::string held_ws_;       // trailing whitespace / joiners not shown yet (dropped before a call)
   bool inside_ = false;
+  bool head_sent_ = false;  // stream: the call under way was opened in a delta
+  size_t args_sent_ = 0;    // stream: bytes of its compact arguments given
   int n_calls_ = 0;
 };
 

@@ -415,13 +415,22 @@ std::pair<json, json> run_tools(ToolSyntax syntax, const std::vector<int32_t>& r
     sse += streamed.sse(0, ev);
   }
   EXPECT_TRUE(whole.done() && streamed.done());
-  json rebuilt{{"content", ""}, {"tool_calls", json::array()}};
+  json rebuilt{
+      {"content", ""}, {"tool_calls", json::array()}, {"arguments", json::array()}, {"arg_chunks", 0}};
   for (const json& ch : sse_chunks(sse)) {
     const json& d = ch["choices"][0]["delta"];
     if (d.contains("content"))
       rebuilt["content"] = rebuilt["content"].get<std::string>() + d["content"].get<std::string>();
-    for (const json& t : d.value("tool_calls", json::array()))
-      if (t.contains("id")) rebuilt["tool_calls"].push_back(t["function"]["name"]);
+    for (const json& t : d.value("tool_calls", json::array())) {
+      if (t.contains("id")) {
+        rebuilt["tool_calls"].push_back(t["function"]["name"]);
+        rebuilt["arguments"].push_back("");
+      } else {
+        rebuilt["arg_chunks"] = rebuilt["arg_chunks"].get<int>() + 1;
+      }
+      json& a = rebuilt["arguments"][t["index"].get<size_t>()];
+      a = a.get<std::string>() + t["function"]["arguments"].get<std::string>();
+    }
   }
   return {whole.body()["choices"][0], rebuilt};
 }
@@ -437,7 +446,9 @@ TEST(ToolCallTokens, MarkersAreTheVocabularysControlTokens) {
                                  {.required = true, .tokens = tool_marker_tokens(ToolSyntax::mistral, tok)});
   ASSERT_TRUE(gbnf.ok()) << gbnf.message();
   EXPECT_EQ(gbnf->rfind("root ::= <[256]> \"[\"", 0), 0u) << *gbnf;
-  auto g = std::make_shared<const Grammar>(*Grammar::parse(*gbnf));
+  auto parsed = Grammar::parse(*gbnf);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  auto g = std::make_shared<const Grammar>(std::move(*parsed));
   EXPECT_FALSE(
       grammar_matches(*g, R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}}])"));
   GrammarConstraint c(g, std::make_shared<GrammarVocab>(tok));
@@ -472,7 +483,23 @@ TEST(ToolCallTokens, ControlTokenMarkersParseIntoCalls) {
     }
     EXPECT_EQ(streamed["content"], whole["message"]["content"].is_null() ? "" : whole["message"]["content"]);
     EXPECT_EQ(streamed["tool_calls"], json::array({"get_weather"}));
+    EXPECT_EQ(streamed["arguments"], json::array({R"({"city":"Oslo"})"}));
   }
+}
+
+// Under the grammar a call's arguments stream as the model writes them (a chunk per token here),
+// and rebuild to the non-streamed call; the <|python_tag|> token before it is not content.
+TEST(ToolCallTokens, ArgumentsStreamAsTheyAreGenerated) {
+  std::vector<int32_t> reply = {257};
+  for (int32_t t : ids(R"({"name": "get_weather", "parameters": {"city": "Oslo", "days": 3}})"))
+    reply.push_back(t);
+  auto [whole, streamed] = run_tools(ToolSyntax::llama3, reply, "auto");
+  ASSERT_EQ(whole["message"]["tool_calls"].size(), 1u) << whole;
+  EXPECT_TRUE(whole["message"]["content"].is_null());
+  EXPECT_EQ(whole["message"]["tool_calls"][0]["function"]["arguments"], R"({"city":"Oslo","days":3})");
+  EXPECT_EQ(streamed["content"], "");
+  EXPECT_EQ(streamed["arguments"], json::array({R"({"city":"Oslo","days":3})"}));
+  EXPECT_GE(streamed["arg_chunks"].get<int>(), 10) << streamed;
 }
 
 // Prose (a call's JSON included) without the marker token is content; the marker token before prose
