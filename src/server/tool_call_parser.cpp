@@ -372,15 +372,21 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
       c.head_sent = head_sent_;
       c.args_sent = std::min(args_sent_, c.arguments.size());
     }
-    head_sent_ = false;
+    // A call already opened in the stream that turns out not to parse (cut by max_tokens: under a
+    // grammar nothing else can break it) stays that partial call; its text is not content too.
+    const bool opened = std::exchange(head_sent_, false);
     args_sent_ = 0;
+    if (opened && !ok) {  // a call for the client: the whitespace before it goes with it
+      ++n_calls_;
+      held_ws_.clear();
+    }
     if (ok) {
       n_calls_ += static_cast<int>(d->calls.size() - before);
       held_ws_.clear();
       buf_.erase(0, end == std::string::npos ? buf_.size() : end);
     } else if (close_.empty() && at != std::string::npos && at > 0) {
       // Not a call (a JSON value that is not one, or no JSON value): shown up to where it ends.
-      emit_text(d, (keep_open_ ? "" : open_) + std::string(body), false);
+      if (!opened) emit_text(d, (keep_open_ ? "" : open_) + std::string(body), false);
       buf_.erase(0, at);
     } else if (close_.empty() && at == 0) {  // no JSON value follows: the open text is content
       const size_t n = keep_open_ ? open_.size() : 0;
@@ -389,7 +395,7 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
     } else {  // not a call: its text is content
       const std::string text = (keep_open_ ? "" : open_) + std::string(body) +
                                (at == std::string::npos || close_.empty() ? "" : close_);
-      emit_text(d, text, false);
+      if (!opened) emit_text(d, text, false);
       buf_.erase(0, end == std::string::npos ? buf_.size() : end);
     }
     inside_ = false;

@@ -135,7 +135,8 @@ class ToolCallParser {
   // hidden: markers that are control tokens (shown to the parser only): never part of the content.
   // stream: a call's arguments stream as they come (ToolCallDelta::opened); only where a grammar
   // makes every call well-formed (else a call found malformed at its end is content, and a call
-  // already opened could not be taken back).
+  // already opened could not be taken back). An opened call cut short (max_tokens) stays that partial
+  // call, as vLLM's does, and its text is not content.
   explicit ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden = {}, bool stream = false);
   ToolCallDelta feed(std::string_view text);
   // The end of the reply: what was held back (an unclosed call that parses is a call; else text).

@@ -500,6 +500,19 @@ TEST(ToolCallTokens, ArgumentsStreamAsTheyAreGenerated) {
   EXPECT_EQ(streamed["content"], "");
   EXPECT_EQ(streamed["arguments"], json::array({R"({"city":"Oslo","days":3})"}));
   EXPECT_GE(streamed["arg_chunks"].get<int>(), 10) << streamed;
+  // Cut by max_tokens after it opened: the partial call stands (as vLLM's), its text is not content.
+  ToolCallParser p(ToolSyntax::hermes, {}, /*stream=*/true);
+  ToolCallDelta d = p.feed("Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, ");
+  EXPECT_EQ(d.content, "Hi");
+  EXPECT_TRUE(d.opened);
+  EXPECT_EQ(d.open_name, "f");
+  EXPECT_EQ(d.args_delta, "{\"a\":[1,");
+  d = p.feed("2");
+  EXPECT_FALSE(d.opened);
+  EXPECT_EQ(d.args_delta, "2");
+  d = p.finish();
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "");
 }
 
 // Prose (a call's JSON included) without the marker token is content; the marker token before prose
