@@ -431,7 +431,9 @@ bool Engine::sample(Slot& s) {
   if (r.p.logprobs >= 0) s.pending_lp.push_back(token_logprob(s.logits, tok, r.p.logprobs));
   std::string out;
   bool hit = false;
-  if (tok_) hit = s.stops->push(s.utf8.push(tok_->token_to_piece(tok, r.p.special)), &out);
+  const bool shown = r.p.special || std::find(r.p.shown_tokens.begin(), r.p.shown_tokens.end(), tok) !=
+                                        r.p.shown_tokens.end();
+  if (tok_) hit = s.stops->push(s.utf8.push(tok_->token_to_piece(tok, shown)), &out);
   if (!emit(s, out)) return finish(s, FinishReason::cancelled), false;
   if (hit) return finish(s, FinishReason::stop), false;
   if (s.sampler->constraint() && s.sampler->constraint()->complete())

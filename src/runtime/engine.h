@@ -109,7 +109,9 @@ struct CompletionParams {
   std::string grammar_trigger;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   bool ignore_eos = false;
-  bool special = false;          // control tokens' text is part of the output
+  bool special = false;  // control tokens' text is part of the output
+  // These control tokens' text is part of the output (tool-call markers the server parses out).
+  std::vector<int32_t> shown_tokens = {};
   bool return_tokens = false;    // events carry the sampled token ids (llama-server's return_tokens)
   bool final_on_cancel = false;  // a cancelled request still gets its final event (finish = cancelled)
   // now_seconds() when the request reached the server (a server passes its accept / first byte);

@@ -62,11 +62,16 @@ class GrammarBuilder {
           ge.first = static_cast<uint32_t>(g.ranges_.size());
           ge.count = static_cast<uint32_t>(e.ranges.size());
           g.ranges_.insert(g.ranges_.end(), e.ranges.begin(), e.ranges.end());
+          if (e.kind == GrammarElem::kChars && !e.negated && e.ranges.size() == 1 &&
+              e.ranges[0].lo >= Grammar::kTokenBase)
+            g.tokens_.push_back(static_cast<int32_t>(e.ranges[0].lo - Grammar::kTokenBase));
           g.elems_.push_back(ge);
         }
         g.elems_.push_back(GrammarElem{});
       }
     }
+    std::sort(g.tokens_.begin(), g.tokens_.end());
+    g.tokens_.erase(std::unique(g.tokens_.begin(), g.tokens_.end()), g.tokens_.end());
     return g;
   }
 
@@ -224,6 +229,19 @@ class GrammarBuilder {
         if (pos_ >= s_.size()) return fail_at(start, "unterminated character class");
         ++pos_;
         out->push_back(std::move(e));
+      } else if (c == '<' && pos_ + 1 < s_.size() && s_[pos_ + 1] == '[') {  // <[id]>: one token
+        pos_ += 2;
+        int64_t id = 0;
+        const size_t digits = pos_;
+        while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9' && id < Grammar::kMaxToken)
+          id = id * 10 + (s_[pos_++] - '0');
+        if (pos_ == digits) return fail("expected a token id in '<[id]>'");
+        if (id >= Grammar::kMaxToken)
+          return fail_at(digits, "token id is over " + std::to_string(Grammar::kMaxToken - 1));
+        if (s_.substr(pos_, 2) != "]>") return fail("expected ']>' after token id " + std::to_string(id));
+        pos_ += 2;
+        const uint32_t cp = Grammar::kTokenBase + static_cast<uint32_t>(id);
+        out->push_back(PElem{GrammarElem::kChars, false, 0, {{cp, cp}}});
       } else if (c == '.') {
         ++pos_;
         out->push_back(PElem{GrammarElem::kChars, true, 0, {}});
@@ -434,7 +452,12 @@ Result<Grammar> Grammar::parse(std::string_view text) {
   return GrammarBuilder(text).build();
 }
 
+bool Grammar::names_token(int32_t id) const {
+  return std::binary_search(tokens_.begin(), tokens_.end(), id);
+}
+
 bool Grammar::matches(const GrammarElem& e, uint32_t cp) const {
+  if (e.negated && cp >= kTokenBase) return false;  // `.` and [^...] match text only
   bool in = false;
   for (uint32_t i = e.first; i < e.first + e.count && !in; ++i)
     in = cp >= ranges_[i].lo && cp <= ranges_[i].hi;

@@ -4,11 +4,14 @@
 //   pair   ::= [a-z]+ ":" ws ("yes" | "no")        # alternatives, groups, char classes
 //   ws     ::= [ \t\n]{0,4}                         # * + ? {m} {m,} {m,n}; [^...] negation; . any char
 //
-// Literals and classes take the escapes \n \r \t \\ \" \[ \] \- \xHH \uHHHH \UHHHHHHHH; `#` starts a
-// comment; names are letters, digits, '-' and '_'. Whitespace (newlines included) separates
-// elements; a new rule starts where `name ::=` follows. Repetitions and groups become rules of
+// `<[id]>` matches the single token with that id (a control token has no text to spell it: tool-call
+// markers such as Llama's <|python_tag|> or Mistral's [TOOL_CALLS] as one token); `.` and negated
+// classes never match a token. Literals and classes take the escapes \n \r \t \\ \" \[ \] \- \xHH \uHHHH
+// \UHHHHHHHH; `#` starts a comment; names are letters, digits, '-' and '_'. Whitespace (newlines included)
+// separates elements; a new rule starts where `name ::=` follows. Repetitions and groups become rules of
 // their own (named `parent-N` in messages), so a Grammar is plain rules of alternatives of
-// elements, each a set of code points or a reference to a rule. Left recursion (direct or through
+// elements, each a set of code points or a reference to a rule (a token is code point
+// kTokenBase + id, beyond Unicode, so no text can match it). Left recursion (direct or through
 // rules that can match nothing) is an error, as an undefined rule or a missing `root` is; every
 // error names the line and column ("grammar 3:14: ...").
 //
@@ -44,6 +47,12 @@ struct GrammarRange {
 class Grammar {
  public:
   static Result<Grammar> parse(std::string_view text);
+  static constexpr uint32_t kTokenBase = 0x110000;  // token id t is code point kTokenBase + t
+  static constexpr int32_t kMaxToken = 1 << 24;     // `<[id]>` ids are below this
+
+  // The token ids the grammar names (`<[id]>`), ascending.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  bool names_token(int32_t id) const;
 
   // Every alternative is a run of elements ending with kEnd; rule r's alternatives start at
   // alternatives(r)[i] (indices into elems()).
@@ -64,6 +73,7 @@ class Grammar {
   std::vector<std::vector<uint32_t>> alts_;
   std::vector<GrammarRange> ranges_;
   std::vector<std::string> names_;
+  std::vector<int32_t> tokens_;
   uint32_t root_ = 0;
 };
 

@@ -33,14 +33,21 @@ GrammarVocab::GrammarVocab(const Tokenizer& tok) {
   for (int32_t id = 0; id < n; ++id) {
     const size_t i = static_cast<size_t>(id);
     eog_[i] = tok.is_eog(id) ? 1 : 0;
-    if (eog_[i] || tok.is_control(id)) continue;
+    if (eog_[i]) continue;
+    if (tok.is_control(id)) {
+      if (std::string t = tok.token_to_piece(id, true); !t.empty()) control_.emplace(id, std::move(t));
+      continue;
+    }
     pieces_[i] = tok.token_to_piece(id, false);
   }
   build();
 }
 
-GrammarVocab::GrammarVocab(std::vector<std::string> pieces, const std::vector<int32_t>& eog)
-    : pieces_(std::move(pieces)) {
+GrammarVocab::GrammarVocab(std::vector<std::string> pieces, const std::vector<int32_t>& eog,
+                           std::unordered_map<int32_t, std::string> control)
+    : pieces_(std::move(pieces)), control_(std::move(control)) {
+  for (const auto& [id, text] : control_)
+    if (id >= 0 && static_cast<size_t>(id) < pieces_.size()) pieces_[static_cast<size_t>(id)].clear();
   eog_.assign(pieces_.size(), 0);
   for (int32_t id : eog)
     if (id >= 0 && static_cast<size_t>(id) < pieces_.size()) {
@@ -97,11 +104,15 @@ void GrammarVocab::build() {
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> g,
                                      std::shared_ptr<const GrammarVocab> vocab)
-    : vocab_(std::move(vocab)), dfa_(std::move(g)), cur_(dfa_.start()) {}
+    : vocab_(std::move(vocab)), dfa_(std::move(g)), cur_(dfa_.start()) {
+  for (int32_t t : dfa_.grammar().tokens())
+    if (t < vocab_->n_vocab()) tokens_.push_back(t);
+}
 
 bool GrammarConstraint::allows(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return false;
   if (const auto* m = mask_of(cur_)) return (*m)[static_cast<size_t>(token)] != 0;
+  if (token_step(token) >= 0) return true;
   if (vocab_->is_eog(token)) return can_end();
   return vocab_->has_text(token) && dfa_.walk(cur_, vocab_->piece(token)) >= 0;
 }
@@ -128,6 +139,8 @@ void GrammarConstraint::allowed_tokens(std::vector<uint8_t>* allowed) {
     for (uint32_t k = node.tok_begin; k < node.tok_end; ++k) out[toks[k]] = 1;
     ++i;
   }
+  for (int32_t t : tokens_)
+    if (dfa_.next_token(cur_, t) >= 0) out[t] = 1;
 }
 
 void GrammarConstraint::filter(Candidates* c) {
@@ -145,9 +158,10 @@ void GrammarConstraint::filter(Candidates* c) {
 }
 
 void GrammarConstraint::accept(int32_t token) {
-  if (token < 0 || token >= vocab_->n_vocab() || vocab_->is_eog(token)) return;
-  const int32_t next = dfa_.walk(cur_, vocab_->piece(token));
-  if (next < 0) return;  // not allowed: the state stays as it was
+  if (token < 0 || token >= vocab_->n_vocab()) return;
+  int32_t next = token_step(token);  // a token the grammar names: that element, else its text
+  if (next < 0 && !vocab_->is_eog(token)) next = dfa_.walk(cur_, vocab_->piece(token));
+  if (next < 0) return;  // not allowed (or the end): the state stays as it was
   cur_ = next;
   if (dfa_.size() > kMaxStates) {  // a long request: start the cache again from here
     const GrammarState s = dfa_.state(cur_);

@@ -1,6 +1,7 @@
 // A grammar as a sampler constraint (runtime/sampler.h TokenConstraint): a token is allowed when
-// its text continues the grammar (runtime/grammar_matcher.h); an end-of-generation token when the
-// grammar can end there; other control tokens and tokens without text never.
+// its text continues the grammar (runtime/grammar_matcher.h), or the grammar names it (`<[id]>`) and
+// admits it here; an end-of-generation token also when the grammar can end there; other control
+// tokens and tokens without text never.
 //
 // GrammarVocab holds what every request's constraint shares: each token's text, and a byte trie
 // of the tokens (nodes in depth-first order, each knowing where its subtree ends), so that masking
@@ -32,13 +33,21 @@ class GrammarVocab {
   explicit GrammarVocab(const Tokenizer& tok);
   // pieces[id]: the token's text ("" for control tokens and tokens without text); eog: the
   // end-of-generation ids (benchmarks, tests).
-  GrammarVocab(std::vector<std::string> pieces, const std::vector<int32_t>& eog);
+  // control: control tokens' text (what they show with special pieces; their pieces are "").
+  GrammarVocab(std::vector<std::string> pieces, const std::vector<int32_t>& eog,
+               std::unordered_map<int32_t, std::string> control = {});
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
   bool is_eog(int32_t id) const { return eog_[static_cast<size_t>(id)] != 0; }
   bool has_text(int32_t id) const { return text_[static_cast<size_t>(id)] != 0; }
   size_t max_len() const { return max_len_; }
+  // The token's text, a control token's included (what it shows with special pieces; "" for an
+  // end-of-generation token).
+  const std::string& shown_text(int32_t id) const {
+    auto it = control_.find(id);
+    return it != control_.end() ? it->second : piece(id);
+  }
 
   // The trie: node i stands for the byte `byte` at depth `depth` (the root's children are depth 0);
   // its subtree is nodes [i, end); the tokens whose text ends there are
@@ -59,6 +68,7 @@ class GrammarVocab {
   std::vector<std::string> pieces_;
   std::vector<uint8_t> eog_, text_;
   std::vector<int32_t> eog_ids_;
+  std::unordered_map<int32_t, std::string> control_;
   std::vector<TrieNode> trie_;
   std::vector<int32_t> trie_tokens_;
   size_t max_len_ = 0;
@@ -90,6 +100,11 @@ class GrammarConstraint : public TokenConstraint {
   int32_t cur_;                                              // the current state
   std::vector<int32_t> walk_;                                // the walk's state per trie depth (reused)
   std::unordered_map<int32_t, std::vector<uint8_t>> masks_;  // state -> allowed tokens
+  std::vector<int32_t> tokens_;                              // the grammar's `<[id]>` tokens in the vocab
+  // The state after the grammar's token `token`; GrammarDfa::kReject when it is not one or not here.
+  int32_t token_step(int32_t token) {
+    return dfa_.grammar().names_token(token) ? dfa_.next_token(cur_, token) : GrammarDfa::kReject;
+  }
   const std::vector<uint8_t>* mask_of(int32_t state) const {
     auto it = masks_.find(state);
     return it == masks_.end() ? nullptr : &it->second;

@@ -80,7 +80,18 @@ int32_t GrammarDfa::compute(int32_t id, uint8_t b) {
   return t;
 }
 
+int32_t GrammarDfa::next_token(int32_t id, int32_t token) {
+  const uint64_t key = (uint64_t{static_cast<uint32_t>(id)} << 32) | static_cast<uint32_t>(token);
+  if (auto it = by_token_.find(key); it != by_token_.end()) return it->second;
+  GrammarState out;
+  const GrammarState in = states_[static_cast<size_t>(id)];  // a copy: interning may grow states_
+  const int32_t t = grammar_advance_token(*g_, in, token, &out) ? intern(out) : kReject;
+  by_token_[key] = t;
+  return t;
+}
+
 void GrammarDfa::clear() {
+  by_token_.clear();
   states_.clear();
   stacks_of_.clear();
   next_.clear();

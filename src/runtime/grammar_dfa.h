@@ -40,6 +40,8 @@ class GrammarDfa {
     const int32_t t = next_[static_cast<size_t>(id) * 256 + b];
     return t != kUnknown ? t : compute(id, b);
   }
+  // The state after token `token` (a `<[id]>` element); kReject when the grammar rejects it there.
+  int32_t next_token(int32_t id, int32_t token);
   // The state after all of `bytes`; kReject when some byte is rejected.
   int32_t walk(int32_t id, std::string_view bytes) {
     for (char c : bytes) {
@@ -64,7 +66,8 @@ class GrammarDfa {
   std::vector<std::shared_ptr<const GrammarStacks>> stacks_;
   // Per stacks id: (which stacks admit the character, as bits) -> the next stacks id.
   std::vector<std::unordered_map<uint64_t, int32_t>> by_admitting_;
-  std::unordered_map<uint64_t, int32_t> ids_;  // (stacks id, unfinished character) -> state id
+  std::unordered_map<uint64_t, int32_t> ids_;       // (stacks id, unfinished character) -> state id
+  std::unordered_map<uint64_t, int32_t> by_token_;  // (state id, token) -> state id or kReject
   std::string key_;
   int32_t compute(int32_t id, uint8_t b);
   int32_t stacks_id(std::shared_ptr<const GrammarStacks> stacks);

@@ -121,6 +121,16 @@ bool grammar_advance_byte(const Grammar& g, const GrammarState& in, uint8_t b, G
   return true;
 }
 
+bool grammar_advance_token(const Grammar& g, const GrammarState& in, int32_t id, GrammarState* out) {
+  if (in.need != 0 || id < 0 || id >= Grammar::kMaxToken) return false;
+  auto next = std::make_shared<GrammarStacks>();
+  if (!grammar_advance_cp(g, *in.stacks, Grammar::kTokenBase + static_cast<uint32_t>(id), next.get()))
+    return false;
+  *out = GrammarState{};
+  out->stacks = std::move(next);
+  return true;
+}
+
 bool grammar_can_end(const GrammarState& s) {
   if (s.need != 0) return false;
   for (const GrammarStack& st : *s.stacks)
@@ -147,6 +157,13 @@ bool GrammarMatcher::can_accept(std::string_view bytes) const {
   GrammarState s = state_;
   for (char c : bytes)
     if (!grammar_advance_byte(*g_, s, static_cast<uint8_t>(c), &s)) return false;
+  return true;
+}
+
+bool GrammarMatcher::accept_token(int32_t id) {
+  GrammarState s;
+  if (!grammar_advance_token(*g_, state_, id, &s)) return false;
+  state_ = std::move(s);
   return true;
 }
 

@@ -46,6 +46,9 @@ GrammarUtf8Step grammar_utf8_step(const Grammar& g, const GrammarState& in, uint
                                   GrammarState* partial, uint32_t* cp);
 // Advances every stack whose top admits cp into *out (sorted, unique); false when none does.
 bool grammar_advance_cp(const Grammar& g, const GrammarStacks& in, uint32_t cp, GrammarStacks* out);
+// Advances `in` by token `id` (a `<[id]>` element, runtime/grammar.h) into *out; false when the
+// grammar rejects it there (or a character is unfinished).
+bool grammar_advance_token(const Grammar& g, const GrammarState& in, int32_t id, GrammarState* out);
 // The text so far is a whole sentence (no unfinished character, some empty stack).
 bool grammar_can_end(const GrammarState& s);
 // Nothing can follow: the only stack is the empty one.
@@ -59,6 +62,8 @@ class GrammarMatcher {
   bool accept(std::string_view bytes);
   // Whether `bytes` would be accepted, leaving the state as it is.
   bool can_accept(std::string_view bytes) const;
+  // Advances by token `id` (`<[id]>`); false (and the state unchanged) when it is rejected.
+  bool accept_token(int32_t id);
   bool can_end() const { return grammar_can_end(state_); }
   bool complete() const { return grammar_complete(state_); }
   const GrammarState& state() const { return state_; }

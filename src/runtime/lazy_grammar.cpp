@@ -8,20 +8,35 @@ LazyGrammarConstraint::LazyGrammarConstraint(std::shared_ptr<const Grammar> g,
                                              std::shared_ptr<const GrammarVocab> vocab, std::string trigger)
     : g_(std::move(g)), vocab_(std::move(vocab)), trigger_(std::move(trigger)), start_(g_) {}
 
+const std::string& LazyGrammarConstraint::text_of(int32_t token) const {
+  return g_->names_token(token) ? vocab_->shown_text(token) : vocab_->piece(token);
+}
+
 std::vector<int32_t> LazyGrammarConstraint::spell(std::string_view text) const {
-  if (!start_.can_accept(text)) return {};
   std::vector<int32_t> out;
+  GrammarMatcher m = start_;
   while (!text.empty()) {
-    bool found = false;
-    for (size_t len = std::min(text.size(), vocab_->max_len()); len > 0 && !found; --len) {
-      const int32_t id = vocab_->find(text.substr(0, len));
-      if (id >= 0) {
-        out.push_back(id);
-        text.remove_prefix(len);
-        found = true;
+    int32_t id = -1;
+    size_t len = 0;
+    for (int32_t t : g_->tokens()) {  // a control marker the grammar names: that token
+      if (t >= vocab_->n_vocab() || vocab_->has_text(t)) continue;
+      const std::string& s = vocab_->shown_text(t);
+      if (!s.empty() && text.starts_with(s)) {
+        id = t;
+        len = s.size();
+        break;
       }
     }
-    if (!found) return {};
+    for (size_t n = std::min(text.size(), vocab_->max_len()); id < 0 && n > 0; --n) {
+      id = vocab_->find(text.substr(0, n));
+      len = n;
+    }
+    if (id < 0) return {};
+    // As GrammarConstraint::accept takes it: the token element where the grammar names it, else text.
+    const bool as_token = g_->names_token(id) && m.accept_token(id);
+    if (!as_token && (!vocab_->has_text(id) || !m.accept(vocab_->piece(id)))) return {};
+    out.push_back(id);
+    text.remove_prefix(len);
   }
   return out;
 }
@@ -29,8 +44,8 @@ std::vector<int32_t> LazyGrammarConstraint::spell(std::string_view text) const {
 bool LazyGrammarConstraint::allows(int32_t token) {
   if (inner_) return inner_->allows(token);
   if (token < 0 || token >= vocab_->n_vocab() || vocab_->is_eog(token)) return true;
-  const std::string text = tail_ + vocab_->piece(token);
-  const size_t at = text.find(trigger_);
+  const std::string text = tail_ + text_of(token);
+  const size_t at = trigger_.empty() ? std::string::npos : text.find(trigger_);
   return at == std::string::npos || !spell(std::string_view(text).substr(at)).empty();
 }
 
@@ -42,10 +57,10 @@ void LazyGrammarConstraint::filter(Candidates* c) {
 void LazyGrammarConstraint::accept(int32_t token) {
   if (inner_) return inner_->accept(token);
   if (token < 0 || token >= vocab_->n_vocab() || vocab_->is_eog(token)) return;
-  std::string text = tail_ + vocab_->piece(token);
-  const size_t at = text.find(trigger_);
+  std::string text = tail_ + text_of(token);
+  const size_t at = trigger_.empty() ? std::string::npos : text.find(trigger_);
   if (at == std::string::npos) {
-    const size_t keep = std::min(text.size(), trigger_.size() - 1);
+    const size_t keep = std::min(text.size(), trigger_.empty() ? 0 : trigger_.size() - 1);
     tail_ = text.substr(text.size() - keep);
     return;
   }

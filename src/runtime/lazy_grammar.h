@@ -6,7 +6,10 @@
 // Before the trigger every token is allowed except one that completes the trigger with text the
 // grammar rejects; end of generation is allowed. The token that completes the trigger starts a
 // GrammarConstraint (runtime/grammar_constraint.h) and feeds it the text from the trigger on, spelled
-// as the vocabulary's longest pieces; from then on that constraint decides.
+// as the vocabulary's longest pieces; from then on that constraint decides. A control token the
+// grammar names (`<[id]>`: a marker such as [TOOL_CALLS] that the model emits as one token) counts
+// as its text in the trigger, and that text is spelled as the token: "[TOOL_CALLS]" triggers on the
+// token (and on the marker spelled as plain text, which the grammar then takes as the token).
 //
 //   sampler.set_constraint(std::make_unique<LazyGrammarConstraint>(grammar, vocab, "<tool_call>"));
 #pragma once
@@ -33,9 +36,12 @@ class LazyGrammarConstraint : public TokenConstraint {
   bool active() const { return inner_ != nullptr; }  // the trigger appeared
 
  private:
-  // `text` from the trigger on, as vocabulary tokens; empty when the grammar rejects it or no piece
-  // spells some byte of it.
+  // `text` from the trigger on, as vocabulary tokens (the grammar's control tokens where their text
+  // is); empty when the grammar rejects it or no piece spells some byte of it.
   std::vector<int32_t> spell(std::string_view text) const;
+  // The token's text as the trigger sees it: its piece, or a control token's text when the grammar
+  // names it.
+  const std::string& text_of(int32_t token) const;
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const GrammarVocab> vocab_;
   std::string trigger_;

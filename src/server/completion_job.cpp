@@ -118,8 +118,18 @@ Status use_tools(const ApiContext& ctx, ApiRequest* r, ChatInserts* inserts) {
   if (!r->tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r->tools, &r->messages, inserts));
   if (!r->tools_auto) return {};
   r->tool_syntax = tool_syntax_for(*ctx.chat);
-  const ToolGrammarOptions o{
-      .parallel = r->parallel_tool_calls, .required = r->tool_required, .thinking = r->thinking};
+  // Markers the vocabulary has as control tokens: shown to the parser (an end of generation never
+  // is), named by id in the grammar.
+  ToolMarkerTokens marks = tool_marker_tokens(r->tool_syntax, ctx.tok);
+  for (const auto& [text, id] : marks) {
+    if (ctx.tok.is_eog(id)) continue;
+    r->params.shown_tokens.push_back(id);
+    r->tool_hidden.push_back(text);
+  }
+  const ToolGrammarOptions o{.parallel = r->parallel_tool_calls,
+                             .required = r->tool_required,
+                             .thinking = r->thinking,
+                             .tokens = std::move(marks)};
   auto gbnf = tool_calls_grammar(r->tool_syntax, r->tool_fns, o);
   if (!gbnf.ok()) return err("'tools': %s", gbnf.message().c_str());
   auto g = Grammar::parse(*gbnf);

@@ -62,6 +62,7 @@ struct ApiRequest {
   std::vector<ToolFunction> tool_fns;
   bool parallel_tool_calls = true;
   ToolSyntax tool_syntax = ToolSyntax::hermes;  // set by the job from the chat format
+  std::vector<std::string> tool_hidden;  // markers that are control tokens: parsed, never content (the job)
   ChatTools tools;  // the request's tools and the history's tool calls, in the body's key order
   int n = 1;        // choices per prompt
   bool seeded = false;

@@ -47,13 +47,15 @@ ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, cons
       include_usage_(r.include_usage),
       tools_auto_(r.tools_auto),
       tool_syntax_(r.tool_syntax),
+      tool_hidden_(r.tool_hidden),
       n_(r.n),
       choices_(r.prompts.size()) {
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     Choice& c = choices_[i];
     const ApiPrompt& p = r.prompts[i];
     if (r.params.logprobs >= 0) c.lp.emplace(tok, head_.chat);
-    if (tools_auto_ && r.stream) c.tools.emplace(tool_syntax_);
+    // Under the tools' grammar (the server's job sets it) calls are well-formed: arguments stream.
+    if (tools_auto_ && r.stream) c.tools.emplace(tool_syntax_, tool_hidden_, r.params.grammar != nullptr);
     if (!r.echo) continue;
     c.text = !p.text.empty() ? p.text : tok.decode(p.tokens);
     if (!c.lp || p.tokens.empty()) continue;
@@ -99,7 +101,7 @@ json ResponseBuilder::body() {
     Choice& c = choices_[i];
     const int index = static_cast<int>(i);
     ToolCallDelta d;
-    if (tools_auto_) d = parse_tool_calls(tool_syntax_, c.text);
+    if (tools_auto_) d = parse_tool_calls(tool_syntax_, c.text, tool_hidden_);
     choices.push_back(choice_body(head_.chat, index, tools_auto_ ? d.content : c.text, c.finish,
                                   c.lp ? c.lp->take() : json(nullptr)));
     with_calls(head_, index, d, c.finish, &choices.back());
@@ -107,18 +109,28 @@ json ResponseBuilder::body() {
   return completion_body(head_, std::move(choices), totals_);
 }
 
-// Each call: its index, id, type and name with empty arguments, then its arguments.
-std::string ResponseBuilder::sse_calls(int choice, Choice& c, const std::vector<ToolCall>& calls) {
+// Each call: its index, id, type and name with empty arguments, then its arguments (a call under
+// way: its head when its arguments begin, then their bytes as they come; the rest when it closes).
+std::string ResponseBuilder::sse_calls(int choice, Choice& c, const ToolCallDelta& d) {
   std::string out;
-  for (const ToolCall& call : calls) {
+  auto head = [&](const std::string& name) {
     const int k = c.n_calls++;
-    json head = call_json(head_, choice, static_cast<size_t>(k), ToolCall{call.name, ""});
-    head["index"] = k;
-    out += sse_line(tool_calls_chunk_body(head_, choice, json::array({head}), c.first));
+    json h = call_json(head_, choice, static_cast<size_t>(k), ToolCall{name, ""});
+    h["index"] = k;
+    out += sse_line(tool_calls_chunk_body(head_, choice, json::array({h}), c.first));
     c.first = false;
-    json args{{"index", k}, {"function", {{"arguments", call.arguments}}}};
-    out += sse_line(tool_calls_chunk_body(head_, choice, json::array({args}), false));
+  };
+  auto args = [&](const std::string& text) {
+    json a{{"index", c.n_calls - 1}, {"function", {{"arguments", text}}}};
+    out += sse_line(tool_calls_chunk_body(head_, choice, json::array({a}), false));
+  };
+  for (const ToolCall& call : d.calls) {
+    if (!call.head_sent) head(call.name);
+    const std::string rest = call.arguments.substr(std::min(call.args_sent, call.arguments.size()));
+    if (!call.head_sent || !rest.empty()) args(rest);
   }
+  if (d.opened) head(d.open_name);
+  if (!d.args_delta.empty()) args(d.args_delta);
   return out;
 }
 
@@ -132,13 +144,12 @@ std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
   }
   // What this event shows: its text, or (tools) the content the parser lets through and the calls
   // that closed.
-  ToolCallDelta d;
+  ToolCallDelta d, rest;  // rest: what the end of the reply closes (after d's call under way)
   if (c.tools) {
     d = c.tools->feed(ev.text);
     if (ev.done) {
-      ToolCallDelta rest = c.tools->finish();
-      d.content += rest.content;
-      for (ToolCall& call : rest.calls) d.calls.push_back(std::move(call));
+      rest = c.tools->finish();
+      d.content += std::exchange(rest.content, std::string());
     }
   } else {
     d.content = std::exchange(c.text, std::string()) + ev.text;
@@ -149,7 +160,8 @@ std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
         sse_line(chunk_body(head_, choice, d.content, nullptr, c.first, c.lp ? c.lp->take() : json(nullptr)));
     c.first = false;
   }
-  out += sse_calls(choice, c, d.calls);
+  out += sse_calls(choice, c, d);
+  out += sse_calls(choice, c, rest);
   if (!ev.done) return out;
   finish(choice, c, ev);
   if (ev.finish == FinishReason::error) return out + sse_line(error_body(ev.error, 500)) + "data: [DONE]\n\n";

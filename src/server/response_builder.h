@@ -5,9 +5,9 @@
 // with logprobs, its tokens' logprobs, the first one null) before its completion's; with n > 1,
 // choice i * n + j is prompt i's j-th, and usage counts each prompt once. Chat tool calls:
 // with tools (tool_choice auto, required or a function) each reply is parsed (server/tool_calls.h) into
-// content and message.tool_calls (finish_reason "tool_calls"); streamed, each call as it closes is two
-// delta.tool_calls chunks (index, id, type and name with empty arguments; then the arguments), as OpenAI
-// streams them.
+// content and message.tool_calls (finish_reason "tool_calls"); streamed, each call is delta.tool_calls
+// chunks as OpenAI streams them: index, id, type and name with empty arguments, then the arguments;
+// under the tools' grammar (the server always sets it) as they come, else when the call closes.
 //
 //   ResponseBuilder b(head, request, tok);       // request.prompts[i].tokens as evaluated
 //   non-streamed: b.add(choice, ev) for each event; when b.done(): send b.body()
@@ -47,11 +47,12 @@ class ResponseBuilder {
     FinishReason finish = FinishReason::stop;
   };
   void finish(int choice, Choice& c, const CompletionEvent& ev);
-  std::string sse_calls(int choice, Choice& c, const std::vector<ToolCall>& calls);
+  std::string sse_calls(int choice, Choice& c, const ToolCallDelta& d);
   ApiResponseHead head_;
   bool include_usage_ = false;
   bool tools_auto_ = false;  // chat replies are parsed for calls in tool_syntax_
   ToolSyntax tool_syntax_ = ToolSyntax::hermes;
+  std::vector<std::string> tool_hidden_;
   int n_ = 1;  // choices per prompt: usage counts each prompt once
   std::vector<Choice> choices_;
   size_t n_done_ = 0;

@@ -159,6 +159,50 @@ bool parse_json_call(std::string_view body, std::vector<ToolCall>* out) {
   return parse_call_object(ojson::parse(trim(body), nullptr, /*allow_exceptions=*/false), out);
 }
 
+// `s` without the whitespace outside its strings (compact JSON, the model's escapes and numbers kept):
+// the compact form of a prefix is a prefix of the whole's, so arguments stream as they come.
+std::string strip_ws(std::string_view s) {
+  std::string out;
+  bool in_string = false, escaped = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (is_ws(c)) {
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// `{"name": "NAME", "arguments": ` (or "parameters") up to the `{` of the arguments: where it is.
+bool json_head(std::string_view s, std::string* name, size_t* args_at) {
+  size_t i = 0;
+  auto tag = [&](std::string_view t) {
+    while (i < s.size() && is_ws(s[i])) ++i;
+    if (s.substr(i, t.size()) != t) return false;
+    i += t.size();
+    return true;
+  };
+  if (!tag("{") || !tag("\"name\"") || !tag(":") || !tag("\"")) return false;
+  const size_t q = s.find('"', i);
+  if (q == std::string_view::npos || q == i || s.substr(i, q - i).find('\\') != std::string_view::npos)
+    return false;
+  *name = std::string(s.substr(i, q - i));
+  i = q + 1;
+  if (!tag(",") || !(tag("\"arguments\"") || tag("\"parameters\"")) || !tag(":") || !tag("{")) return false;
+  *args_at = i - 1;
+  return true;
+}
+
 // The length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_suffix(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
@@ -168,7 +212,9 @@ size_t partial_suffix(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
-ToolCallParser::ToolCallParser(ToolSyntax syntax) : syntax_(syntax), open_(tool_call_trigger(syntax)) {
+ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden, bool stream)
+    : hidden_(std::move(hidden)), stream_(stream), syntax_(syntax), open_(tool_call_trigger(syntax)) {
+  std::erase(hidden_, std::string());
   switch (syntax) {
     case ToolSyntax::hermes:
       close_ = "</tool_call>";
@@ -187,6 +233,50 @@ ToolCallParser::ToolCallParser(ToolSyntax syntax) : syntax_(syntax), open_(tool_
       joiner_ = "<|start|>assistant";
       break;
   }
+}
+
+bool ToolCallParser::call_head(std::string* name, size_t* args_at) const {
+  switch (syntax_) {
+    case ToolSyntax::hermes:
+    case ToolSyntax::llama3:
+      return json_head(buf_, name, args_at);
+    case ToolSyntax::harmony: {
+      const size_t name_end = buf_.find_first_of(" \t\n<");
+      const size_t msg = buf_.find("<|message|>");
+      if (name_end == 0 || name_end == std::string::npos || msg == std::string::npos || msg < name_end)
+        return false;
+      size_t i = msg + 11;
+      while (i < buf_.size() && is_ws(buf_[i])) ++i;
+      if (i >= buf_.size() || buf_[i] != '{') return false;
+      *name = buf_.substr(0, name_end);
+      *args_at = i;
+      return true;
+    }
+    case ToolSyntax::dsml:
+    case ToolSyntax::mistral:
+      break;
+  }
+  return false;
+}
+
+std::string ToolCallParser::args_text(size_t at) const {
+  std::string_view v = std::string_view(buf_).substr(at);
+  if (const size_t e = json_value_end(v); e != std::string_view::npos && e != 0) v = v.substr(0, e);
+  return strip_ws(v);
+}
+
+void ToolCallParser::stream_args(ToolCallDelta* d) {
+  std::string name;
+  size_t at = 0;
+  if (!call_head(&name, &at)) return;
+  const std::string args = args_text(at);
+  if (!head_sent_) {
+    d->opened = true;
+    d->open_name = std::move(name);
+    head_sent_ = true;
+  }
+  if (args.size() > args_sent_) d->args_delta += args.substr(args_sent_);
+  args_sent_ = std::max(args_sent_, args.size());
 }
 
 // How many bytes at the end of `text` are whitespace and joiners.
@@ -248,7 +338,10 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
     } else if ((at = buf_.find(close_)) != std::string::npos) {
       end = at + close_.size();
     }
-    if (at == std::string::npos && !at_end) return;
+    if (at == std::string::npos && !at_end) {
+      if (stream_) stream_args(d);
+      return;
+    }
     const std::string_view body = std::string_view(buf_).substr(0, std::min(at, buf_.size()));
     const size_t before = d->calls.size();
     bool ok = false;
@@ -267,13 +360,33 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
         ok = parse_harmony(body, &d->calls);
         break;
     }
+    if (ok && d->calls.size() == before + 1) {  // one call: its arguments as they streamed
+      ToolCall& c = d->calls.back();
+      std::string name;
+      size_t args_at = 0;
+      if (call_head(&name, &args_at)) {
+        std::string raw = args_text(args_at);
+        const ojson a = ojson::parse(raw, nullptr, false);
+        if (a.is_object() && compact(a) == c.arguments) c.arguments = std::move(raw);
+      }
+      c.head_sent = head_sent_;
+      c.args_sent = std::min(args_sent_, c.arguments.size());
+    }
+    // A call already opened in the stream that turns out not to parse (cut by max_tokens: under a
+    // grammar nothing else can break it) stays that partial call; its text is not content too.
+    const bool opened = std::exchange(head_sent_, false);
+    args_sent_ = 0;
+    if (opened && !ok) {  // a call for the client: the whitespace before it goes with it
+      ++n_calls_;
+      held_ws_.clear();
+    }
     if (ok) {
       n_calls_ += static_cast<int>(d->calls.size() - before);
       held_ws_.clear();
       buf_.erase(0, end == std::string::npos ? buf_.size() : end);
     } else if (close_.empty() && at != std::string::npos && at > 0) {
       // Not a call (a JSON value that is not one, or no JSON value): shown up to where it ends.
-      emit_text(d, (keep_open_ ? "" : open_) + std::string(body), false);
+      if (!opened) emit_text(d, (keep_open_ ? "" : open_) + std::string(body), false);
       buf_.erase(0, at);
     } else if (close_.empty() && at == 0) {  // no JSON value follows: the open text is content
       const size_t n = keep_open_ ? open_.size() : 0;
@@ -282,7 +395,7 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
     } else {  // not a call: its text is content
       const std::string text = (keep_open_ ? "" : open_) + std::string(body) +
                                (at == std::string::npos || close_.empty() ? "" : close_);
-      emit_text(d, text, false);
+      if (!opened) emit_text(d, text, false);
       buf_.erase(0, end == std::string::npos ? buf_.size() : end);
     }
     inside_ = false;
@@ -290,10 +403,16 @@ void ToolCallParser::scan(ToolCallDelta* d, bool at_end) {
   }
 }
 
+void ToolCallParser::hide(ToolCallDelta* d) const {
+  for (const std::string& h : hidden_)
+    for (size_t at = 0; (at = d->content.find(h, at)) != std::string::npos;) d->content.erase(at, h.size());
+}
+
 ToolCallDelta ToolCallParser::feed(std::string_view text) {
   buf_ += text;
   ToolCallDelta d;
   scan(&d, false);
+  hide(&d);
   return d;
 }
 
@@ -302,11 +421,12 @@ ToolCallDelta ToolCallParser::finish() {
   scan(&d, true);
   if (n_calls_ == 0) d.content += std::exchange(held_ws_, std::string());
   held_ws_.clear();
+  hide(&d);
   return d;
 }
 
-ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text) {
-  ToolCallParser p(syntax);
+ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text, std::vector<std::string> hidden) {
+  ToolCallParser p(syntax, std::move(hidden));
   ToolCallDelta d = p.feed(text);
   ToolCallDelta rest = p.finish();
   d.content += rest.content;

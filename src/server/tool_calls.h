@@ -25,17 +25,19 @@
 // Python's json.dumps writes it, keys in the body's order, as the Jinja templates' tojson does), and
 // text that goes between turns into ChatInserts (chat_apply_inserts renders both); ToolCallParser
 // splits a reply into content and calls, incrementally for streaming (the text of a call is held
-// back until it closes; a call that does not parse is given back as content, never an error);
+// back until it closes, or, under a grammar, its arguments go out as they come; a call that does not
+// parse is given back as content, never an error);
 // tool_calls_grammar gives the GBNF of the calls: with tool_choice auto a lazy grammar (free text
 // until tool_call_trigger, then only well-formed calls of the given tools), with required or a named
 // function the whole reply (only calls; DeepSeek-V4's reasoning or gpt-oss's analysis first when
 // thinking).
 //
-// Limit: markers are parsed and constrained as text. Where a real vocabulary has them as control
-// tokens (Mistral's [TOOL_CALLS], Llama's <|python_tag|>, harmony's <|channel|> / <|message|> /
-// <|call|>) the reply text does not show them and the grammar cannot choose them (its vocabulary has
-// no text for control tokens), so those calls are not found; the tests use scripted replies and the
-// bundled model, whose vocabulary spells them as text.
+// Markers that are control tokens (tool_marker_tokens: Mistral's [TOOL_CALLS], Llama's
+// <|python_tag|>, a Qwen <tool_call> added as special): the engine shows their text to the parser
+// (CompletionParams::shown_tokens), the parser keeps them out of the content (as if not shown: a plain
+// text spelling of such a marker is taken out too), and the grammar names them by id (`<[id]>`), so a
+// required call emits the token and a lazy grammar triggers on it. An end-of-generation marker
+// (gpt-oss's <|call|>) is never shown: the call it would close is parsed at the end of the reply.
 //
 //   ToolCallParser p(ToolSyntax::hermes);
 //   ToolCallDelta d = p.feed(text);   // d.content: text to show now; d.calls: calls that closed
@@ -51,6 +53,7 @@
 
 #include "base/status.h"
 #include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 namespace strata::server {
 
@@ -87,12 +90,20 @@ Result<std::string> chat_apply_inserts(ChatFormat format, std::span<const ChatMe
 // The text that opens a call (where a lazy grammar starts).
 std::string tool_call_trigger(ToolSyntax syntax);
 
+// A syntax's markers that are single control tokens of a vocabulary (text, id): a model emits them as
+// one token, which shows no text unless asked to (the server shows them to the parser, hides them
+// from content, and the grammar names them by id).
+using ToolMarkerTokens = std::vector<std::pair<std::string, int32_t>>;
+// The markers of `syntax` (its calls' openings, closings and joiners) that are control tokens of `tok`.
+ToolMarkerTokens tool_marker_tokens(ToolSyntax syntax, const Tokenizer& tok);
+
 struct ToolGrammarOptions {
   bool parallel = true;   // several calls (else one)
   bool required = false;  // the grammar is the whole reply (else: from the trigger on)
   // required, thinking on: dsml's reply opens with reasoning up to "</think>"; harmony's may open with
   // an analysis channel message (else the reply is only calls: an untrained model could reason forever).
   bool thinking = false;
+  ToolMarkerTokens tokens = {};  // markers written as their token (`<[id]>`), not as text
 };
 // GBNF of the calls of `fns` in `syntax`.
 Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<ToolFunction>& fns,
@@ -101,16 +112,32 @@ Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<Tool
 struct ToolCall {
   std::string name;
   std::string arguments;  // JSON text, compact, keys as the model wrote them
+  // Streaming: the call was opened by an earlier delta (ToolCallDelta::opened) and this many bytes of
+  // its arguments went out in args deltas.
+  bool head_sent = false;
+  size_t args_sent = 0;
 };
 
 struct ToolCallDelta {
   std::string content;          // text to show now
   std::vector<ToolCall> calls;  // calls that closed with this text
+  // The call under way, after the closed ones (ToolCallParser's stream: its arguments as they come,
+  // as vLLM and llama.cpp stream them): `opened` with its name when its arguments begin, then args_delta, the
+  // next bytes of its compact arguments. Calls whose arguments are an object written after the name stream so
+  // (hermes, llama3, harmony); others (mistral's arrays, dsml, keys in another order) come whole.
+  bool opened = false;
+  std::string open_name = {};
+  std::string args_delta = {};
 };
 
 class ToolCallParser {
  public:
-  explicit ToolCallParser(ToolSyntax syntax);
+  // hidden: markers that are control tokens (shown to the parser only): never part of the content.
+  // stream: a call's arguments stream as they come (ToolCallDelta::opened); only where a grammar
+  // makes every call well-formed (else a call found malformed at its end is content, and a call
+  // already opened could not be taken back). An opened call cut short (max_tokens) stays that partial
+  // call, as vLLM's does, and its text is not content.
+  explicit ToolCallParser(ToolSyntax syntax, std::vector<std::string> hidden = {}, bool stream = false);
   ToolCallDelta feed(std::string_view text);
   // The end of the reply: what was held back (an unclosed call that parses is a call; else text).
   ToolCallDelta finish();
@@ -118,8 +145,16 @@ class ToolCallParser {
 
  private:
   void scan(ToolCallDelta* d, bool at_end);
+  void hide(ToolCallDelta* d) const;
   void emit_text(ToolCallDelta* d, std::string_view text, bool at_end);
   size_t held_suffix(std::string_view text) const;
+  // The call under way: its name and where its arguments object starts in buf_, once shown.
+  bool call_head(std::string* name, size_t* args_at) const;
+  // The compact text of the arguments object that starts at buf_[at] (so far, or whole).
+  std::string args_text(size_t at) const;
+  void stream_args(ToolCallDelta* d);
+  std::vector<std::string> hidden_;
+  bool stream_ = false;
   ToolSyntax syntax_;
   std::string open_, close_;  // close_ empty: the call is one JSON value after open_ (llama3, mistral)
   bool keep_open_ = false;    // open_ is the call's own first text (llama3's `{"name"`)
@@ -127,11 +162,14 @@ class ToolCallParser {
   std::string buf_;           // outside a call: text not yet shown; inside: the call's text so far
   std::string held_ws_;       // trailing whitespace / joiners not shown yet (dropped before a call)
   bool inside_ = false;
+  bool head_sent_ = false;  // stream: the call under way was opened in a delta
+  size_t args_sent_ = 0;    // stream: bytes of its compact arguments given
   int n_calls_ = 0;
 };
 
 // The whole reply at once (what a non-streamed answer shows): the same split as feeding it to a
 // parser in pieces.
-ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text);
+ToolCallDelta parse_tool_calls(ToolSyntax syntax, std::string_view text,
+                               std::vector<std::string> hidden = {});
 
 }  // namespace strata::server

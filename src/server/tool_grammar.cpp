@@ -20,6 +20,29 @@ std::string lit(const std::string& text) {
   return gbnf_literal(text);
 }
 
+// `text` as a GBNF sequence: literals, and `<[id]>` where a marker is one control token.
+std::string seq(const std::string& text, const ToolMarkerTokens& tokens) {
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : " ") + s; };
+  for (size_t at = 0; at < text.size();) {
+    size_t best = std::string::npos;
+    const std::pair<std::string, int32_t>* m = nullptr;
+    for (const auto& t : tokens)
+      if (const size_t f = text.find(t.first, at); !t.first.empty() && f < best) {
+        best = f;
+        m = &t;
+      }
+    if (m == nullptr) {
+      add(lit(text.substr(at)));
+      break;
+    }
+    if (best > at) add(lit(text.substr(at, best - at)));
+    add("<[" + std::to_string(m->second) + "]>");
+    at = best + m->first.size();
+  }
+  return out.empty() ? "\"\"" : out;
+}
+
 // One alternative per function: `head(name) args tail`, where args is its parameters' expression.
 Result<std::string> per_function(const std::vector<ToolFunction>& fns, std::string* rules,
                                  const std::function<std::string(const std::string& name)>& head,
@@ -98,6 +121,7 @@ Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<Tool
                                        const ToolGrammarOptions& o) {
   if (fns.empty()) return err("no tools to call");
   std::string rules, root;
+  auto L = [&](const std::string& text) { return seq(text, o.tokens); };
   // More calls after the first (parallel_tool_calls), each after `sep`.
   auto more = [&](const std::string& sep) {
     return o.parallel ? " (" + sep + " tool-call)*" : std::string();
@@ -105,7 +129,8 @@ Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<Tool
   switch (syntax) {
     case ToolSyntax::hermes: {
       STRATA_ASSIGN(std::string call, json_call(fns, "arguments", &rules));
-      rules += "tool-call ::= \"<tool_call>\" \"\\n\"? (" + call + ") \"\\n\"? \"</tool_call>\"\n";
+      rules += "tool-call ::= " + L("<tool_call>") + " \"\\n\"? (" + call + ") \"\\n\"? " +
+               L("</tool_call>") + "\n";
       root = "tool-call" + more("\"\\n\"{0,2}");
       break;
     }
@@ -116,34 +141,34 @@ Result<std::string> tool_calls_grammar(ToolSyntax syntax, const std::vector<Tool
       for (size_t at = 0; (at = tight.find("\"{\" ws \"\\\"name", at)) != std::string::npos;)
         tight.replace(at, 6, "\"{\"");
       rules += "tool-call ::= " + tight + "\n";
-      root = std::string(o.required ? "\"<|python_tag|>\"? " : "") + "tool-call" + more("\"\\n\"");
+      root = std::string(o.required ? "(" + L("<|python_tag|>") + ")? " : "") + "tool-call" + more("\"\\n\"");
       break;
     }
     case ToolSyntax::mistral: {
       STRATA_ASSIGN(std::string call, json_call(fns, "arguments", &rules));
       rules += "tool-call ::= " + call + "\n";
-      root = "\"[TOOL_CALLS]\" \"[\" ws tool-call" + more("ws \",\" ws") + " ws \"]\"";
+      root = L("[TOOL_CALLS]") + " \"[\" ws tool-call" + more("ws \",\" ws") + " ws \"]\"";
       break;
     }
     case ToolSyntax::harmony: {
       STRATA_ASSIGN(
           std::string call,
           per_function(
-              fns, &rules,
-              [](const std::string& name) { return lit(name + " <|constrain|>json<|message|>"); }, ""));
-      rules += "tool-call ::= \"<|channel|>commentary to=functions.\" (" + call + ") \"<|call|>\"\n";
-      rules +=
-          "analysis ::= \"<|channel|>analysis<|message|>\" ([^<] | \"<\" [^|])* "
-          "\"<|end|><|start|>assistant\"\n";
+              fns, &rules, [&](const std::string& name) { return L(name + " <|constrain|>json<|message|>"); },
+              ""));
+      rules += "tool-call ::= " + L("<|channel|>commentary to=functions.") + " (" + call + ") " +
+               L("<|call|>") + "\n";
+      rules += "analysis ::= " + L("<|channel|>analysis<|message|>") + " ([^<] | \"<\" [^|])* " +
+               L("<|end|><|start|>assistant") + "\n";
       root = std::string(o.required && o.thinking ? "analysis? " : "") + "tool-call" +
-             more("\"<|start|>assistant\"");
+             more(L("<|start|>assistant"));
       break;
     }
     case ToolSyntax::dsml: {
       STRATA_ASSIGN(std::string invoke, dsml_invoke(fns, &rules));
       rules += "invoke ::= " + invoke + "\n";
-      root = lit("<" + kDsml + "tool_calls>\n") + " invoke" + (o.parallel ? "+" : "") + " " +
-             lit("</" + kDsml + "tool_calls>");
+      root = L("<" + kDsml + "tool_calls>\n") + " invoke" + (o.parallel ? "+" : "") + " " +
+             L("</" + kDsml + "tool_calls>");
       if (o.required)
         root = std::string(o.thinking ? "dsml-text \"</think>\" " : "") + "\"\\n\"{0,2} " + root;
       break;

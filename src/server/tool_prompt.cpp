@@ -247,4 +247,29 @@ std::string tool_call_trigger(ToolSyntax syntax) {
   return "";
 }
 
+ToolMarkerTokens tool_marker_tokens(ToolSyntax syntax, const Tokenizer& tok) {
+  std::vector<std::string> markers;
+  switch (syntax) {
+    case ToolSyntax::hermes:
+      markers = {"<tool_call>", "</tool_call>"};
+      break;
+    case ToolSyntax::dsml:
+      markers = {"<" + std::string(kDsml) + "tool_calls>", "</" + std::string(kDsml) + "tool_calls>"};
+      break;
+    case ToolSyntax::llama3:
+      markers = {"<|python_tag|>"};
+      break;
+    case ToolSyntax::mistral:
+      markers = {"[TOOL_CALLS]"};
+      break;
+    case ToolSyntax::harmony:
+      markers = {"<|channel|>", "<|constrain|>", "<|message|>", "<|call|>", "<|start|>", "<|end|>"};
+      break;
+  }
+  ToolMarkerTokens out;
+  for (const std::string& m : markers)
+    if (const int32_t id = tok.find_token(m); id >= 0 && tok.is_control(id)) out.emplace_back(m, id);
+  return out;
+}
+
 }  // namespace strata::server

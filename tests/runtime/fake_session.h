@@ -1,4 +1,5 @@
-// Fakes for runtime tests: a byte tokenizer (256 bytes + 4 specials; 259 = end of generation) and a
+// Fakes for runtime tests: a byte tokenizer (256 bytes + 4 specials; 259 = end of generation; the
+// specials' text is "<sN>", or names[N - 256] where names are given, as find_token finds them) and a
 // session whose logits make a scripted token the argmax at each position.
 #pragma once
 
@@ -24,7 +25,9 @@ class ByteTokenizer : public Tokenizer {
   }
   std::string token_to_piece(int32_t id, bool special) const override {
     if (id < 256) return std::string(1, static_cast<char>(id));
-    return special ? "<s" + std::to_string(id) + ">" : "";
+    if (!special || id < 256 || id >= kVocab) return "";
+    return static_cast<size_t>(id - 256) < names.size() ? names[static_cast<size_t>(id - 256)]
+                                                        : "<s" + std::to_string(id) + ">";
   }
   int32_t n_vocab() const override { return kVocab; }
   int32_t bos_id() const override { return bos_; }
@@ -44,8 +47,13 @@ class ByteTokenizer : public Tokenizer {
     return id >= 256 ? text::TokenType::control : text::TokenType::normal;
   }
   const std::string& token_text(int32_t) const override { return name_; }
-  int32_t find_token(std::string_view) const override { return -1; }
+  int32_t find_token(std::string_view text) const override {
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == text) return 256 + static_cast<int32_t>(i);
+    return -1;
+  }
   int32_t bos_ = -1;
+  std::vector<std::string> names;  // the specials' text (a tool-call marker as one control token)
 
  private:
   std::string name_ = "bytes";

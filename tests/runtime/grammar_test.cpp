@@ -1,5 +1,6 @@
 // GBNF grammars: parsing (valid grammars, errors naming line and column), matching whole strings,
-// incremental matching across UTF-8 boundaries, and the vocabulary mask against per-token checks.
+// incremental matching across UTF-8 boundaries, the vocabulary mask against per-token checks, and
+// `<[id]>` token elements (a control token the grammar forces, never matched by text).
 #include "runtime/grammar.h"
 
 #include <gtest/gtest.h>
@@ -229,6 +230,52 @@ TEST(Grammar, ConstraintStartsItsCacheAgainPastTheStateBudget) {
   c.accept('b');
   EXPECT_TRUE(c.complete());
   EXPECT_TRUE(c.allows(259));
+}
+
+// `<[id]>` is that one token: not its text, not `.` or a negated class; the constraint allows the
+// control token (an end-of-generation one too, where the grammar names it before it could end).
+TEST(Grammar, TokenElementsAreOneTokenNeverText) {
+  auto g = std::make_shared<Grammar>(must_parse(R"(root ::= <[256]> "[" [^\]]* "]" | "x" . | "e" <[259]>)"));
+  EXPECT_EQ(g->tokens(), (std::vector<int32_t>{256, 259}));
+  EXPECT_FALSE(grammar_matches(*g, "<[256]>[]"));
+  GrammarMatcher m(g);
+  EXPECT_FALSE(m.accept("["));
+  EXPECT_TRUE(m.accept_token(256));
+  EXPECT_FALSE(m.accept_token(256));  // [^\]] is text only
+  EXPECT_TRUE(m.accept("[ab]"));
+  EXPECT_TRUE(m.can_end());
+  GrammarMatcher any(g);
+  ASSERT_TRUE(any.accept("x"));
+  EXPECT_FALSE(any.accept_token(256));  // nor is .
+  EXPECT_FALSE(any.accept_token(257));
+
+  testing_fakes::ByteTokenizer bytes;
+  bytes.names = {"[TOOL_CALLS]"};
+  auto vocab = std::make_shared<GrammarVocab>(bytes);
+  EXPECT_EQ(vocab->shown_text(256), "[TOOL_CALLS]");
+  EXPECT_FALSE(vocab->has_text(256));
+  GrammarConstraint c(g, vocab);
+  std::vector<uint8_t> mask;
+  c.allowed_tokens(&mask);
+  EXPECT_EQ(std::count(mask.begin(), mask.end(), 1), 3);
+  EXPECT_TRUE(mask[256] && mask['x'] && mask['e']);
+  EXPECT_TRUE(c.allows(256));
+  EXPECT_FALSE(c.allows('['));
+  c.accept(256);
+  EXPECT_FALSE(c.allows(256));
+  EXPECT_TRUE(c.allows('['));
+  GrammarConstraint end(g, vocab);
+  EXPECT_FALSE(end.allows(259));
+  end.accept('e');
+  EXPECT_FALSE(end.can_end());
+  EXPECT_TRUE(end.allows(259));  // named: allowed before the grammar could end
+  c.allowed_tokens(&mask);
+  EXPECT_EQ(mask[259], 0);
+
+  EXPECT_NE(parse_error("root ::= <[12 \"a\"").find("grammar 1:14: expected ']>' after token id 12"),
+            std::string::npos);
+  EXPECT_NE(parse_error("root ::= <[]>").find("expected a token id"), std::string::npos);
+  EXPECT_NE(parse_error("root ::= <[99999999999]>").find("token id is over"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // A lazy grammar through the engine on a scripted model: the text before the trigger is the script's
 // (the grammar would reject it), the call after it is forced into the grammar and ends the request;
-// a reply without the trigger is untouched and ends at the model's end of generation.
+// a reply without the trigger is untouched and ends at the model's end of generation; a trigger that
+// is one control token (the grammar's `<[id]>`) triggers on that token's id.
 #include <gtest/gtest.h>
+
+#include <tuple>
 
 #include "runtime/engine.h"
 #include "runtime/fake_session.h"
@@ -16,8 +19,12 @@ using testing_fakes::kVocab;
 using testing_fakes::ScriptSession;
 
 // What the engine writes for prompt "h" when the model's script (after its first token) is `script`.
-std::pair<std::string, FinishReason> run(const std::vector<int32_t>& script, const std::string& trigger) {
+std::pair<std::string, FinishReason> run(
+    const std::vector<int32_t>& script, const std::string& trigger,
+    const std::string& grammar = R"(root ::= "<tool_call>{\"n\": " [0-9]+ "}</tool_call>")",
+    std::vector<int32_t> shown = {}) {
   ByteTokenizer tok;
+  tok.names = {"[TOOL_CALLS]"};
   EvalRunner runner;
   auto e = Engine::create(runner,
                           [&](int) -> Result<std::unique_ptr<Session>> {
@@ -30,10 +37,11 @@ std::pair<std::string, FinishReason> run(const std::vector<int32_t>& script, con
   p.prompt = {'h'};
   p.n_predict = 50;
   p.sampling.temp = 0;
-  auto g = Grammar::parse(R"(root ::= "<tool_call>{\"n\": " [0-9]+ "}</tool_call>")");
+  auto g = Grammar::parse(grammar);
   EXPECT_TRUE(g.ok()) << g.message();
   p.grammar = std::make_shared<const Grammar>(std::move(*g));
   p.grammar_trigger = trigger;
+  p.shown_tokens = std::move(shown);
   std::string text;
   FinishReason finish = FinishReason::error;
   EXPECT_TRUE((*e)->submit(p,
@@ -67,6 +75,23 @@ TEST(LazyGrammar, WithoutTheTriggerTheTextIsTheModels) {
   auto [text, finish] = run(script("no call here: <tool_cal", true), "<tool_call>");
   EXPECT_EQ(text, "no call here: <tool_cal");
   EXPECT_EQ(finish, FinishReason::stop);
+}
+
+// [TOOL_CALLS] is control token 256: the model's token triggers the grammar (its text shown where
+// asked); prose before it is free, and the plain-text spelling in the prose is the marker too.
+TEST(LazyGrammar, TriggersOnAControlTokenMarker) {
+  const std::string grammar = R"(root ::= <[256]> "[{\"n\": " [0-9]+ "}]")";
+  std::vector<int32_t> s = script("ok ", false);
+  s.push_back(256);
+  for (unsigned char c : std::string("[{\"n\": x1}] more")) s.push_back(c);
+  auto [text, finish] = run(s, "[TOOL_CALLS]", grammar, {256});
+  EXPECT_EQ(text, "ok [TOOL_CALLS][{\"n\": 01}]");
+  EXPECT_EQ(finish, FinishReason::stop);
+  std::tie(text, finish) = run(s, "[TOOL_CALLS]", grammar);  // not shown: the same tokens, no marker text
+  EXPECT_EQ(text, "ok [{\"n\": 01}]");
+  // Without the token the text is the model's, "[{" included.
+  std::tie(text, finish) = run(script("ok [{\"n\": x1}]", true), "[TOOL_CALLS]", grammar, {256});
+  EXPECT_EQ(text, "ok [{\"n\": x1}]");
 }
 
 }  // namespace

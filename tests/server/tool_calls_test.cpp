@@ -1,10 +1,16 @@
 // Tool calls in the models' own syntax (server/tool_calls.h): the prompt as Qwen3's and DeepSeek-V4's
 // templates write tools, calls and results; replies parsed per format; a reply fed in pieces of every
-// size parses as the whole does; the lazy grammar's sentences; and a scripted reply streamed through
-// the response builder reassembles to the non-streamed answer.
+// size parses as the whole does; the lazy grammar's sentences; a scripted reply streamed through
+// the response builder reassembles to the non-streamed answer; and markers that are one control token
+// (a scripted model's token ids through the engine): parsed, forced by required, never content.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
+#include "runtime/engine.h"
 #include "runtime/fake_session.h"
+#include "runtime/grammar_constraint.h"
 #include "runtime/grammar_matcher.h"
 #include "server/response_builder.h"
 #include "server/tool_calls.h"
@@ -341,6 +347,192 @@ TEST(ToolCallResponse, RequiredRepliesAreParsedCalls) {
     EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
   }
   EXPECT_EQ(want[0]["function"]["arguments"], R"({"city":"Oslo"})");
+}
+
+// A vocabulary whose markers are control tokens: 256 [TOOL_CALLS] (Mistral), 257 <|python_tag|> (Llama 3).
+testing_fakes::ByteTokenizer marker_vocab() {
+  testing_fakes::ByteTokenizer tok;
+  tok.names = {"[TOOL_CALLS]", "<|python_tag|>"};
+  return tok;
+}
+
+std::vector<int32_t> ids(const std::string& text) {
+  return std::vector<int32_t>(text.begin(), text.end());
+}
+
+// The chat request's events as the engine gives them for a scripted model emitting `reply` (token
+// ids), with the tools set up as the server's job does (shown markers, lazy or whole grammar), through
+// the response builder: the non-streamed choice, and the streamed one rebuilt from its chunks.
+std::pair<json, json> run_tools(ToolSyntax syntax, const std::vector<int32_t>& reply, const char* choice) {
+  const testing_fakes::ByteTokenizer tok = marker_vocab();
+  json body{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+            {"tools", json::parse(kTools)},
+            {"tool_choice", choice}};
+  auto r = parse_request(body.dump(), true);
+  EXPECT_TRUE(r.ok()) << r.message();
+  r->tool_syntax = syntax;
+  const ToolMarkerTokens marks = tool_marker_tokens(syntax, tok);
+  for (const auto& [text, id] : marks) {
+    r->params.shown_tokens.push_back(id);
+    r->tool_hidden.push_back(text);
+  }
+  auto gbnf = tool_calls_grammar(syntax, r->tool_fns, {.required = r->tool_required, .tokens = marks});
+  EXPECT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = Grammar::parse(*gbnf);
+  EXPECT_TRUE(g.ok()) << g.message();
+  r->params.grammar = std::make_shared<const Grammar>(std::move(*g));
+  if (!r->tool_required) r->params.grammar_trigger = tool_call_trigger(syntax);
+  r->params.prompt = {'h'};
+  r->params.n_predict = 120;
+  r->params.sampling.temp = 0;
+  r->prompts = {ApiPrompt{"x", {'h'}}};
+  std::vector<int32_t> script = {'_'};
+  script.insert(script.end(), reply.begin(), reply.end());
+  script.push_back(259);
+  testing_fakes::EvalRunner runner;
+  auto e = Engine::create(
+      runner,
+      [&](int) -> Result<std::unique_ptr<Session>> {
+        return std::unique_ptr<Session>(std::make_unique<testing_fakes::ScriptSession>(256, script));
+      },
+      &tok, testing_fakes::kVocab, {.n_slots = 1, .manual_step = true});
+  EXPECT_TRUE(e.ok()) << e.message();
+  std::vector<CompletionEvent> events;
+  EXPECT_TRUE((*e)->submit(r->params,
+                           [&](const CompletionEvent& ev) {
+                             events.push_back(ev);
+                             return true;
+                           })
+                  .ok());
+  for (int i = 0; i < 300 && (*e)->step(); ++i) {
+  }
+  ResponseBuilder whole(ApiResponseHead{"chatcmpl-5", "m", 0, true}, *r, tok);
+  r->stream = true;
+  ResponseBuilder streamed(ApiResponseHead{"chatcmpl-5", "m", 0, true}, *r, tok);
+  std::string sse;
+  for (const CompletionEvent& ev : events) {
+    whole.add(0, ev);
+    sse += streamed.sse(0, ev);
+  }
+  EXPECT_TRUE(whole.done() && streamed.done());
+  json rebuilt{
+      {"content", ""}, {"tool_calls", json::array()}, {"arguments", json::array()}, {"arg_chunks", 0}};
+  for (const json& ch : sse_chunks(sse)) {
+    const json& d = ch["choices"][0]["delta"];
+    if (d.contains("content"))
+      rebuilt["content"] = rebuilt["content"].get<std::string>() + d["content"].get<std::string>();
+    for (const json& t : d.value("tool_calls", json::array())) {
+      if (t.contains("id")) {
+        rebuilt["tool_calls"].push_back(t["function"]["name"]);
+        rebuilt["arguments"].push_back("");
+      } else {
+        rebuilt["arg_chunks"] = rebuilt["arg_chunks"].get<int>() + 1;
+      }
+      json& a = rebuilt["arguments"][t["index"].get<size_t>()];
+      a = a.get<std::string>() + t["function"]["arguments"].get<std::string>();
+    }
+  }
+  return {whole.body()["choices"][0], rebuilt};
+}
+
+TEST(ToolCallTokens, MarkersAreTheVocabularysControlTokens) {
+  const testing_fakes::ByteTokenizer tok = marker_vocab();
+  EXPECT_EQ(tool_marker_tokens(ToolSyntax::mistral, tok), (ToolMarkerTokens{{"[TOOL_CALLS]", 256}}));
+  EXPECT_EQ(tool_marker_tokens(ToolSyntax::llama3, tok), (ToolMarkerTokens{{"<|python_tag|>", 257}}));
+  EXPECT_TRUE(tool_marker_tokens(ToolSyntax::hermes, tok).empty());  // no such token: text
+  // A required call's grammar opens with the token: nothing else is allowed first, nor its text.
+  ToolFunction f{"get_weather", json::parse(kTools)[0]["function"]["parameters"]};
+  auto gbnf = tool_calls_grammar(ToolSyntax::mistral, {f},
+                                 {.required = true, .tokens = tool_marker_tokens(ToolSyntax::mistral, tok)});
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  EXPECT_EQ(gbnf->rfind("root ::= <[256]> \"[\"", 0), 0u) << *gbnf;
+  auto parsed = Grammar::parse(*gbnf);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  auto g = std::make_shared<const Grammar>(std::move(*parsed));
+  EXPECT_FALSE(
+      grammar_matches(*g, R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}}])"));
+  GrammarConstraint c(g, std::make_shared<GrammarVocab>(tok));
+  std::vector<uint8_t> mask;
+  c.allowed_tokens(&mask);
+  EXPECT_EQ(std::count(mask.begin(), mask.end(), 1), 1);
+  EXPECT_EQ(mask[256], 1);
+}
+
+// The model emits [TOOL_CALLS] as token 256 after prose: one call, the content without the marker,
+// streamed and not; with required the grammar forces token 256 though the model would write prose.
+TEST(ToolCallTokens, ControlTokenMarkersParseIntoCalls) {
+  std::vector<int32_t> reply = ids("Hi. ");
+  reply.push_back(256);
+  const std::vector<int32_t> call = ids(R"([{"name": "get_weather", "arguments": {"city": "Oslo"}}])");
+  reply.insert(reply.end(), call.begin(), call.end());
+  for (const char* choice : {"auto", "required"}) {
+    SCOPED_TRACE(choice);
+    const bool required = std::string(choice) == "required";
+    // Required: the script's 'N' (prose) is not allowed where the grammar forces token 256.
+    std::vector<int32_t> forced = {'N'};
+    forced.insert(forced.end(), call.begin(), call.end());
+    auto [whole, streamed] = run_tools(ToolSyntax::mistral, required ? forced : reply, choice);
+    EXPECT_EQ(whole["finish_reason"], "tool_calls") << whole;
+    ASSERT_EQ(whole["message"]["tool_calls"].size(), 1u) << whole;
+    EXPECT_EQ(whole["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(whole["message"]["tool_calls"][0]["function"]["arguments"], R"({"city":"Oslo"})");
+    if (required) {
+      EXPECT_TRUE(whole["message"]["content"].is_null()) << whole;
+    } else {
+      EXPECT_EQ(whole["message"]["content"], "Hi.");
+    }
+    EXPECT_EQ(streamed["content"], whole["message"]["content"].is_null() ? "" : whole["message"]["content"]);
+    EXPECT_EQ(streamed["tool_calls"], json::array({"get_weather"}));
+    EXPECT_EQ(streamed["arguments"], json::array({R"({"city":"Oslo"})"}));
+  }
+}
+
+// Under the grammar a call's arguments stream as the model writes them (a chunk per token here),
+// and rebuild to the non-streamed call; the <|python_tag|> token before it is not content.
+TEST(ToolCallTokens, ArgumentsStreamAsTheyAreGenerated) {
+  std::vector<int32_t> reply = {257};
+  for (int32_t t : ids(R"({"name": "get_weather", "parameters": {"city": "Oslo", "days": 3}})"))
+    reply.push_back(t);
+  auto [whole, streamed] = run_tools(ToolSyntax::llama3, reply, "auto");
+  ASSERT_EQ(whole["message"]["tool_calls"].size(), 1u) << whole;
+  EXPECT_TRUE(whole["message"]["content"].is_null());
+  EXPECT_EQ(whole["message"]["tool_calls"][0]["function"]["arguments"], R"({"city":"Oslo","days":3})");
+  EXPECT_EQ(streamed["content"], "");
+  EXPECT_EQ(streamed["arguments"], json::array({R"({"city":"Oslo","days":3})"}));
+  EXPECT_GE(streamed["arg_chunks"].get<int>(), 10) << streamed;
+  // Cut by max_tokens after it opened: the partial call stands (as vLLM's), its text is not content.
+  ToolCallParser p(ToolSyntax::hermes, {}, /*stream=*/true);
+  ToolCallDelta d = p.feed("Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, ");
+  EXPECT_EQ(d.content, "Hi");
+  EXPECT_TRUE(d.opened);
+  EXPECT_EQ(d.open_name, "f");
+  EXPECT_EQ(d.args_delta, "{\"a\":[1,");
+  d = p.feed("2");
+  EXPECT_FALSE(d.opened);
+  EXPECT_EQ(d.args_delta, "2");
+  d = p.finish();
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "");
+}
+
+// Prose (a call's JSON included) without the marker token is content; the marker token before prose
+// (python_tag then no call) or before a malformed call never shows in the content.
+TEST(ToolCallTokens, PlainTextIsNeverACallAndMarkersNeverContent) {
+  const std::string prose = R"(Write [{"name": "get_weather", "arguments": {}}] to call.)";
+  auto [whole, streamed] = run_tools(ToolSyntax::mistral, ids(prose), "auto");
+  EXPECT_EQ(whole["finish_reason"], "stop");
+  EXPECT_FALSE(whole["message"].contains("tool_calls"));
+  EXPECT_EQ(whole["message"]["content"], prose);
+  EXPECT_EQ(streamed["content"], prose);
+  std::vector<int32_t> tagged = {257};
+  for (int32_t t : ids("Hello.")) tagged.push_back(t);
+  std::tie(whole, streamed) = run_tools(ToolSyntax::llama3, tagged, "auto");
+  EXPECT_FALSE(whole["message"].contains("tool_calls"));
+  EXPECT_EQ(whole["message"]["content"], "Hello.");
+  EXPECT_EQ(streamed["content"], "Hello.");
+  const ToolCallDelta d = parse_tool_calls(ToolSyntax::mistral, "Hi. [TOOL_CALLS]oops", {"[TOOL_CALLS]"});
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "Hi. oops");
 }
 
 }  // namespace

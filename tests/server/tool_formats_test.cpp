@@ -208,8 +208,11 @@ std::vector<json> sse_chunks(const std::string& body) {
 
 // A scripted reply in each syntax, with tool_choice auto and required, streamed in events of 3
 // bytes and not: the streamed chunks rebuild the non-streamed message (content, two calls with ids,
-// names, arguments; finish_reason tool_calls); a malformed call is content with finish_reason stop.
+// names, arguments, streamed as they come where the syntax allows; finish_reason tool_calls); a
+// malformed call (no grammar) is content with finish_reason stop.
 TEST(ToolFormats, RoundTripsStreamedAndNot) {
+  auto any_grammar = Grammar::parse("root ::= \"x\"");
+  ASSERT_TRUE(any_grammar.ok());
   testing_fakes::ByteTokenizer tok;
   for (const Script& s : scripts()) {
     for (const char* choice : {"auto", "required"}) {
@@ -228,6 +231,8 @@ TEST(ToolFormats, RoundTripsStreamedAndNot) {
           ASSERT_TRUE(r.ok()) << r.message();
           r->tool_syntax = s.syntax;
           r->prompts = {ApiPrompt{"x", {1}}};
+          // Well-formed calls as under the tools' grammar (the server sets it): arguments stream.
+          if (!broken) r->params.grammar = std::make_shared<const Grammar>(*any_grammar);
           ResponseBuilder b(ApiResponseHead{"chatcmpl-9", "m", 0, true}, *r, tok);
           std::string sse;
           for (size_t at = 0; at < reply.size(); at += 3) {
