@@ -140,6 +140,10 @@ int cmd_run(int argc, char** argv) {
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
+  std::fputs(
+      strata::cli::kv_types_note((**model).arch().kv_spec(), *kv, (**model).arch().hparams().arch.c_str())
+          .c_str(),
+      stderr);
   const strata::SessionOptions sopt{.n_ctx = *c, .n_batch = n_batch, .kv = *kv};
   if (auto st = place_experts(df, **model, sopt, 1, xf.profile); !st.ok()) return fail(st.message());
   auto sess = (*model)->new_session(sopt);
