@@ -52,6 +52,8 @@ void add_kv_type_flags(CLI::App& app, KvTypeFlags& f, const char* default_type) 
   app.add_option("--cache-type-v", f.v,
                  "-ctv: KV type of V rows (" + names + "; default " + default_type + ")");
   app.add_option("--kv-type", f.both, "KV type of K and V rows (-ctk / -ctv win over it)");
+  app.add_option("--kv-type-index", f.index,
+                 "KV type of DeepSeek's indexer keys (" + names + "; default: the -ctk type)");
   app.add_option("--kv-rotate", f.rotate, "on|off: Hadamard-rotate quantized K / V rows (as llama.cpp)")
       ->capture_default_str();
 }
@@ -65,7 +67,21 @@ Result<KvTypes> kv_types(const KvTypeFlags& f, const char* default_type, bool pl
     return err("--kv-rotate %s: expected on or off", f.rotate.c_str());
   t.rotate = f.rotate == "on";
   t.is_default = f.k.empty() && f.v.empty() && f.both.empty();
+  t.v_asked = !f.v.empty();
+  if (!f.index.empty()) {
+    STRATA_ASSIGN(t.index, kv_type_from_name(f.index, planned));
+    t.has_index = true;
+  }
   return t;
+}
+
+std::string kv_types_note(const KvSpec& spec, const KvTypes& t, const char* arch) {
+  if (!t.v_asked) return "";
+  for (const KvLayerSpec& l : spec.layers)
+    for (const KvPartSpec& p : l.parts)
+      if (p.name == "v") return "";
+  return std::string("note: ") + arch + " keeps one row per key (K = V): -ctv " + kv_type_name(t.v) +
+         " is ignored; the rows are -ctk's type\n";
 }
 
 void add_profile_flags(CLI::App& app, ProfileFlags& f) {

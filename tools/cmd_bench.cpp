@@ -232,6 +232,8 @@ int cmd_bench(int argc, char** argv) {
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
+  std::fputs(strata::cli::kv_types_note(m.arch().kv_spec(), *kv, m.arch().hparams().arch.c_str()).c_str(),
+             stderr);
   // The routed experts onto a GPU device (--gpu-budget: what the pp / tg session's KV leaves; the
   // -npl and --itl sessions take theirs from what is left after the experts).
   const int n_ctx = std::max(depth + n_prompt + n_gen, 1);

@@ -64,6 +64,8 @@ int cmd_perplexity(int argc, char** argv) {
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail(model.message());
   const strata::Model& m = **model;
+  std::fputs(strata::cli::kv_types_note(m.arch().kv_spec(), *kv, m.arch().hparams().arch.c_str()).c_str(),
+             stderr);
   if (!m.has_tokenizer())
     return fail(model_path + " has no tokenizer (a checkpoint directory): perplexity needs text");
 

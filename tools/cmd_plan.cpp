@@ -99,10 +99,18 @@ static int cmd_plan(int argc, char** argv) {
   o.n_ubatch = ubatch;
   o.io_threads = io_threads;
   o.n_threads = threads;
+  // -ctk native / --kv-type native: each part at its reference implementation's storage type
+  // where known (V4.1's FP8 window, NVFP4 compressed KV, MXFP4 index keys), -ctk's elsewhere
+  o.kv_native = kf.k == "native" || kf.both == "native";
+  if (kf.k == "native") kf.k = "f32";
+  if (kf.both == "native") kf.both = "f32";
   auto kv = strata::cli::kv_types(kf, "f16", true);
   if (!kv.ok()) return fail(kv.message(), 2);
   o.kv_type = kv->k;
   o.kv_type_v = kv->v;
+  o.kv_type_default = kv->is_default;
+  o.has_kv_type_index = kv->has_index;
+  o.kv_type_index = kv->index;
   if (o_block_size < 1 || o_block_size > 4096) return fail("--block-size must be in [1, 4096]", 2);
   o.block_size = o_block_size;
   if (!sf.cache_ram.empty()) {
@@ -163,6 +171,7 @@ static int cmd_plan(int argc, char** argv) {
   else
     std::fputs((strata::plan_text(*bill) + gpu_line).c_str(), stdout);
   if (!gpu_problem.empty()) return fail(gpu_problem);
+  if (!json) std::fputs(strata::cli::kv_types_note(pm->kv.kv, *kv, pm->kv.arch.c_str()).c_str(), stdout);
   for (strata::KvType t : {o.kv_type, o.kv_type_v})
     if (!strata::kv_type_supported(t) && !json)
       std::printf("note: KV type %s is planned, not yet supported by strata run\n", strata::kv_type_name(t));

@@ -160,6 +160,8 @@ int cmd_run(int argc, char** argv) {
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
+  std::fputs(strata::cli::kv_types_note(m.arch().kv_spec(), *kv, m.arch().hparams().arch.c_str()).c_str(),
+             stderr);
   const strata::SessionOptions sopt{.n_ctx = *c, .n_batch = n_batch, .kv = *kv};
   if (kpf.kv_budget.empty()) {
     if (auto st = place_experts(df, m, sopt, 1, xf.profile); !st.ok()) return fail(st.message());

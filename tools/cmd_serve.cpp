@@ -170,6 +170,8 @@ int cmd_serve(int argc, char** argv) {
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;
+  std::fputs(strata::cli::kv_types_note(m.arch().kv_spec(), *kv, m.arch().hparams().arch.c_str()).c_str(),
+             stderr);
   if (!m.has_tokenizer())
     return fail(model_path +
                     " has no tokenizer: the server needs text in and out (a checkpoint directory needs its "

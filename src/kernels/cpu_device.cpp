@@ -286,10 +286,13 @@ Result<DeviceTicket> CpuDevice::run_sparse_attention(const DeviceSparseAttnWork&
                w.head_dim, w.window, w.ratio);
   if (w.n == 0) return done();
   const int64_t end = w.pos0 + w.n, hd = w.head_dim;
+  // rows of any KV type (kernels/kv_rows.h), not paged; window and compressed rows rotated alike
   auto f32_rows = [&](const DeviceRows& r, const char* what) -> Status {
-    if (r.type != GgmlType::f32 || r.hadamard || r.blocks != nullptr)
-      return err("%s: %s on layer %d: the %s rows are %s%s: the op reads plain f32 rows", nm, kOp, w.layer,
-                 what, type_name(r.type), r.blocks ? " (paged)" : "");
+    if (!kv_rows_type_ok(r.type) || r.blocks != nullptr || hd % type_info(r.type).block_size != 0 ||
+        r.hadamard != w.win.hadamard)
+      return err("%s: %s on layer %d: the %s rows are %s%s%s: the op reads unpaged KV rows of whole blocks",
+                 nm, kOp, w.layer, what, type_name(r.type), r.blocks ? " (paged)" : "",
+                 r.hadamard ? " (rotated)" : "");
     return {};
   };
   STRATA_TRY(f32_rows(w.win, "window"));

@@ -82,7 +82,8 @@ void add_scaled_rows_block_ref(float* y, const void* const* x, const float* s, i
 
 template <GgmlType T>
 KvRowOps ref_ops() {
-  if constexpr (T == GgmlType::f16 || T == GgmlType::bf16)
+  // f16 / bf16, and the FP8 / FP4 rows (exact in f32, read as f32: no query rounding)
+  if constexpr (T == GgmlType::f16 || T == GgmlType::bf16 || T == GgmlType::fp8_e4m3 || T == GgmlType::mxfp4)
     return KvRowOps{dot_rows_ref<T>, add_scaled_rows_ref<T>};
   else
     return KvRowOps{dot_rows_block_ref<T>, add_scaled_rows_block_ref<T>};
@@ -96,6 +97,8 @@ void fill_kv_row_ops_ref(OpsTable* t) {
   t->kv_q8_0 = ref_ops<GgmlType::q8_0>();
   t->kv_q4_0 = ref_ops<GgmlType::q4_0>();
   t->kv_iq4_nl = ref_ops<GgmlType::iq4_nl>();
+  t->kv_fp8 = ref_ops<GgmlType::fp8_e4m3>();
+  t->kv_mxfp4 = ref_ops<GgmlType::mxfp4>();
 }
 
 const KvRowOps& OpsTable::kv_rows(GgmlType t) const {
@@ -110,6 +113,10 @@ const KvRowOps& OpsTable::kv_rows(GgmlType t) const {
       return kv_q4_0;
     case GgmlType::iq4_nl:
       return kv_iq4_nl;
+    case GgmlType::fp8_e4m3:
+      return kv_fp8;
+    case GgmlType::mxfp4:
+      return kv_mxfp4;
     default:
       STRATA_ASSERT_MSG(false, "no KV row kernels for this type");
   }

@@ -8,7 +8,7 @@ namespace strata {
 
 bool kv_rows_type_ok(GgmlType t) {
   return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || t == GgmlType::q8_0 ||
-         t == GgmlType::q4_0 || t == GgmlType::iq4_nl;
+         t == GgmlType::q4_0 || t == GgmlType::iq4_nl || t == GgmlType::fp8_e4m3 || t == GgmlType::mxfp4;
 }
 
 void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n) {
@@ -20,6 +20,17 @@ void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n)
   const QuantRef* q = quant_ref(r.type);
   STRATA_ASSERT(q && q->from_float && kv_rows_type_ok(r.type));
   q->from_float(x, dst, n);
+}
+
+void kv_to_f32(const KvRows& r, int64_t i, float* out) {
+  const uint8_t* src = r.row_ptr(i);
+  if (r.type == GgmlType::f32) {
+    std::memcpy(out, src, sizeof(float) * static_cast<size_t>(r.width));
+    return;
+  }
+  const QuantRef* q = quant_ref(r.type);
+  STRATA_ASSERT(q && q->to_float && kv_rows_type_ok(r.type));
+  q->to_float(src, out, r.width);
 }
 
 }  // namespace strata

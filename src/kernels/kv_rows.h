@@ -1,6 +1,6 @@
 // KvRows: a view of a cache's rows as the attention kernels read them — fixed-width rows of one
-// element type (f32, f16, bf16, q8_0, q4_0, iq4_nl: quant/'s layouts) addressed by an absolute index (a
-// token position, or a compressed-entry index):
+// element type (f32, f16, bf16, q8_0, q4_0, iq4_nl, fp8_e4m3, mxfp4: quant/'s layouts) addressed by an
+// absolute index (a token position, or a compressed-entry index):
 //
 //   linear: row(i) is slot i (i < capacity);
 //   ring:   row(i) is slot i % capacity (only the last `capacity` indices written are valid);
@@ -65,6 +65,9 @@ struct KvRows {
 // Values x[0..n) into row i at value c0 (converted to the rows' type: quant/'s from_float).
 // PRECOND: c0 and n multiples of the type's block size.
 void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n);
+
+// Row i's values as f32 into out[width] (quant/'s to_float; f32 rows copied).
+void kv_to_f32(const KvRows& r, int64_t i, float* out);
 
 // The element types KvRows can hold (the attention kernels read them in place).
 bool kv_rows_type_ok(GgmlType t);

@@ -63,6 +63,18 @@ uint64_t KvSpec::bytes(int64_t n_ctx, int64_t n_batch) const {
   return b;
 }
 
+KvType kv_part_type(const KvPartSpec& p, const KvTypes& t) {
+  if (p.kind == KvPartKind::state) return KvType::f32;
+  if (p.kind == KvPartKind::indexer) return t.index_type();
+  return p.name == "v" ? t.v : t.k;
+}
+
+KvSpec kv_spec_typed(KvSpec s, const KvTypes& t) {
+  for (KvLayerSpec& l : s.layers)
+    for (KvPartSpec& p : l.parts) p.type = kv_part_type(p, t);
+  return s;
+}
+
 namespace {
 
 KvPartSpec part(KvPartKind kind, std::string name, std::string what, int64_t width) {

@@ -65,6 +65,13 @@ struct KvSpec {
   uint64_t bytes(int64_t n_ctx, int64_t n_batch) const;
 };
 
+// The type a part is stored in under the KV types t — the one mapping from -ctk / -ctv /
+// --kv-type-index to parts, which the caches allocate and the plan prices: "v" parts t.v, indexer
+// keys t.index_type(), state f32, every other part t.k (K, window rings, compressed rows).
+KvType kv_part_type(const KvPartSpec& p, const KvTypes& t);
+// The spec with every part's type set so.
+KvSpec kv_spec_typed(KvSpec s, const KvTypes& t);
+
 // Builders the architectures share.
 KvPartSpec kv_part_full(std::string name, std::string what, int64_t width);
 KvPartSpec kv_part_window(std::string name, std::string what, int64_t width, int64_t window);

@@ -28,7 +28,7 @@ const char* kv_type_name(KvType t) {
 
 bool kv_type_supported(KvType t) {
   return t == KvType::f32 || t == KvType::f16 || t == KvType::bf16 || t == KvType::q8_0 ||
-         t == KvType::q4_0 || t == KvType::iq4_nl;
+         t == KvType::q4_0 || t == KvType::iq4_nl || t == KvType::fp8_e4m3 || t == KvType::mxfp4;
 }
 
 GgmlType kv_storage_type(KvType t) {
@@ -43,6 +43,10 @@ GgmlType kv_storage_type(KvType t) {
       return GgmlType::q4_0;
     case KvType::iq4_nl:
       return GgmlType::iq4_nl;
+    case KvType::fp8_e4m3:
+      return GgmlType::fp8_e4m3;
+    case KvType::mxfp4:
+      return GgmlType::mxfp4;
     default:
       return GgmlType::f32;
   }

@@ -19,8 +19,8 @@ enum class KvType {
   q8_0,      // 34 B per 32 values (ggml Q8_0)
   q4_0,      // 18 B per 32 values (ggml Q4_0)
   iq4_nl,    // 18 B per 32 values (ggml IQ4_NL: Q4_0's layout, a non-linear 4-bit grid)
-  fp8_e4m3,  // 1 B/value + 1 UE8M0 scale per 32 (33 B/32) — planned
-  mxfp4,     // 17 B per 32 values (OCP MXFP4)         — planned
+  fp8_e4m3,  // 1 B/value + 1 UE8M0 scale per 32 (33 B/32: quant/ BlockFp8E4m3)
+  mxfp4,     // 17 B per 32 values (OCP MXFP4, ggml's blocks)
   nvfp4,     // 9 B per 16 values (E2M1 + E4M3 scale: V4.1's compressed KV) — a native type only
 };
 inline constexpr KvType kAllKvTypes[] = {KvType::f32,  KvType::f16,    KvType::bf16,     KvType::q8_0,
@@ -37,16 +37,21 @@ bool kv_type_quantized(KvType t);
 Result<KvType> kv_type_from_name(std::string_view name, bool planned = false);
 std::string kv_supported_names();  // "f32, f16, bf16, q8_0, q4_0, iq4_nl"
 
-// The KV element types a sequence's caches use (llama.cpp's -ctk / -ctv) and whether quantized
-// rows are Hadamard-rotated (--kv-rotate).
+// The KV element types a sequence's caches use (llama.cpp's -ctk / -ctv, and --kv-type-index for
+// DeepSeek's indexer keys) and whether quantized rows are Hadamard-rotated (--kv-rotate).
 struct KvTypes {
   KvType k = KvType::f32;
   KvType v = KvType::f32;
   bool rotate = true;
   // A tool's default, not asked for: an architecture whose caches are f32 only takes f32.
   bool is_default = false;
+  bool v_asked = false;    // -ctv was given (K = V architectures say they ignore it)
+  bool has_index = false;  // --kv-type-index was given; else the indexer keys take k
+  KvType index = KvType::f32;
+  KvType index_type() const { return has_index ? index : k; }
   bool operator==(const KvTypes&) const = default;
 };
+
 // For architectures whose caches stay f32: an error naming the architecture and the type asked
 // for (none for a tool's default: they take f32).
 Status kv_types_f32_only(const KvTypes& t, const char* arch);

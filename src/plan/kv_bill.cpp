@@ -222,7 +222,9 @@ std::string kv_bill_text(const KvBill& bill, int64_t n_ctx, int64_t n_batch) {
                   human_bytes(double(bill.native_total_bytes(n_ctx, n_batch))).c_str());
     out += buf;
   }
-  out += "\n\n  KV types: f32 supported today; f16, bf16, q8_0, fp8_e4m3 (+UE8M0 per 32), mxfp4 planned.\n";
+  out +=
+      "\n\n  KV types: " + kv_supported_names() +
+      " (fp8_e4m3: E4M3 + UE8M0 per 32); `strata plan` bills each part at -ctk / -ctv / --kv-type-index.\n";
   out += "  Compressor state is always f32. Rows are counted as allocated (kv/kv_spec.h): growing parts\n";
   out += "  ceil(n_ctx/ratio), window rings min(n_ctx, window - 1 + step tokens).\n";
   return out;

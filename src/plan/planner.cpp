@@ -114,6 +114,16 @@ uint64_t PlanModel::dense_bytes() const {
   return s;
 }
 
+KvTypes PlanOptions::kv_types() const {
+  KvTypes t;
+  t.k = kv_type;
+  t.v = kv_type_v;
+  t.is_default = kv_type_default;
+  t.has_index = has_kv_type_index;
+  t.index = kv_type_index;
+  return t;
+}
+
 Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   PlanBill b;
   b.model = m;
@@ -134,12 +144,21 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.expert_count = int64_t{m.n_moe_layers} * m.n_expert;
   b.expert_min = static_cast<uint64_t>(m.n_expert_used) * m.slot_bytes;
 
-  const KvBill bill = kv_bill_make(m.kv);
+  // the parts at the types the caches would hold (kv_spec_typed, and deepseek4's defaulting)
+  KvModelSpec typed = m.kv;
+  KvTypes kvt = p.kv_types();
+  if (m.kv.family == KvFamily::deepseek4) kvt = ds4::ds4_kv_types_resolved(kvt);
+  typed.kv = kv_spec_typed(typed.kv, kvt);
+  if (p.kv_native)
+    for (KvLayerSpec& l : typed.kv.layers)
+      for (KvPartSpec& part : l.parts)
+        if (part.has_native) part.type = part.native;
+  const KvBill bill = kv_bill_make(typed);
   const int64_t nb = std::min<int64_t>(p.n_ubatch, p.n_ctx);  // a session's n_batch (Model::new_session)
   b.kv_cache = 0;
   for (const KvBillLine& l : bill.lines) {
-    const KvType t = l.name() == "v" ? p.kv_type_v : p.kv_type;
-    PlanKvLine pl{l.name(), l.what(), l.bytes_per_token(t),
+    const KvType t = l.part.type;
+    PlanKvLine pl{l.name(), l.what(), kv_type_name(l.part.stored_as(t)), l.bytes_per_token(t),
                   l.bytes(t, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq)};
     b.kv_lines.push_back(pl);
     b.kv_cache += pl.bytes;
@@ -240,8 +259,10 @@ std::string plan_text(const PlanBill& b) {
   if (m.n_expert > 0)
     appendf(&s, ", %d routed experts x %d MoE layers (top-%d, ffn %d)", m.n_expert, m.n_moe_layers,
             m.n_expert_used, m.n_ff_exp);
-  appendf(&s, "\n  context %lld x batch %d, KV %s", (long long)p.n_ctx, p.n_seq, kv_type_name(p.kv_type));
+  appendf(&s, "\n  context %lld x batch %d, KV %s", (long long)p.n_ctx, p.n_seq,
+          p.kv_native ? "native (the reference's own types where known)" : kv_type_name(p.kv_type));
   if (p.kv_type_v != p.kv_type) appendf(&s, " (V %s)", kv_type_name(p.kv_type_v));
+  if (p.has_kv_type_index) appendf(&s, " (indexer keys %s)", kv_type_name(p.kv_type_index));
   appendf(&s, ", %d tokens per step, %d threads\n\n", p.n_ubatch, p.n_threads);
 
   appendf(&s, "  %-26s %12s  %s\n", "category", "bytes", "share / how");
@@ -291,8 +312,8 @@ std::string plan_text(const PlanBill& b) {
       std::snprintf(buf, sizeof buf, "%.1f B/token", l.bytes_per_token);
     else
       std::snprintf(buf, sizeof buf, "fixed");
-    appendf(&s, "    %-24s %12s  %s: %s\n", l.name.c_str(), format_bytes(l.bytes).c_str(), buf,
-            l.what.c_str());
+    appendf(&s, "    %-24s %12s  %s: %s [%s]\n", l.name.c_str(), format_bytes(l.bytes).c_str(), buf,
+            l.what.c_str(), l.type.c_str());
   }
   if (b.kv_ram_tier > 0)
     row("kv_ram_tier", b.kv_ram_tier, pct(b.kv_ram_tier) + "  -cram: evicted prefix-cache KV blocks (serve)");
@@ -373,8 +394,11 @@ std::string plan_json(const PlanBill& b) {
   j["kv_cache"] = b.kv_cache;
   j["kv_cache_lines"] = nlohmann::json::array();
   for (const PlanKvLine& l : b.kv_lines)
-    j["kv_cache_lines"].push_back(
-        {{"name", l.name}, {"what", l.what}, {"bytes_per_token", l.bytes_per_token}, {"bytes", l.bytes}});
+    j["kv_cache_lines"].push_back({{"name", l.name},
+                                   {"what", l.what},
+                                   {"type", l.type},
+                                   {"bytes_per_token", l.bytes_per_token},
+                                   {"bytes", l.bytes}});
   if (b.opts.cache_ram != 0 || b.opts.prefix_cache_dir) {
     j["kv_ram_tier"] = b.kv_ram_tier;
     j["kv_spill_queue"] = b.kv_spill_queue;

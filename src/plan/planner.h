@@ -100,7 +100,13 @@ struct PlanOptions {
   int n_ubatch = 512;              // tokens per forward step
   KvType kv_type = KvType::f32;    // every KV part but the standard decoders' V rows (-ctk)
   KvType kv_type_v = KvType::f32;  // the "v" parts (-ctv)
-  int io_threads = 4;              // threads backend: reader threads
+  bool kv_type_default = false;    // no KV type asked for: deepseek4's caches stay f32 (as run's)
+  bool has_kv_type_index = false;  // --kv-type-index given; else indexer keys at kv_type
+  KvType kv_type_index = KvType::f32;
+  bool kv_native = false;  // -ctk native: parts whose reference storage is known at it (V4.1's)
+  // The KV types as the caches take them (kv/kv_type.h; kv_spec_typed maps them to parts).
+  KvTypes kv_types() const;
+  int io_threads = 4;  // threads backend: reader threads
   // The expert store's I/O engine: uring priced by its rings for io_depth reads, threads by their
   // stacks, sync at nothing (the compute thread reads); auto as io_engine_make would pick here.
   IoBackend io_backend = IoBackend::io_backend_threads;
@@ -119,6 +125,7 @@ struct PlanOptions {
 
 struct PlanKvLine {
   std::string name, what;
+  std::string type;            // the element type its rows are stored in (kv_type_name)
   double bytes_per_token = 0;  // growth per token, one sequence
   uint64_t bytes = 0;          // at n_ctx, all sequences
 };

@@ -51,6 +51,7 @@ std::array<TypeInfo, static_cast<size_t>(GgmlType::count)> make_table() {
   set(GgmlType::tq2_0, "tq2_0", 256, 66);
   set(GgmlType::mxfp4, "mxfp4", 32, 17);
   set(GgmlType::nvfp4, "nvfp4", 64, 36);
+  set(GgmlType::fp8_e4m3, "fp8_e4m3", 32, 33);  // strata's KV rows, never on disk
   return t;
 }
 

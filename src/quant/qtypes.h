@@ -43,7 +43,10 @@ enum class GgmlType : uint32_t {
   tq2_0 = 35,
   mxfp4 = 39,
   nvfp4 = 40,
-  count = 41,
+  // strata's own, never in a GGUF file: KV rows of E4M3 values with a UE8M0 scale per 32
+  // (BlockFp8E4m3; DeepSeek's FP8 KV layout). Not a weight type (type_supported is false).
+  fp8_e4m3 = 41,
+  count = 42,
 };
 
 struct TypeInfo {
@@ -98,6 +101,12 @@ struct BlockMxfp4 {
 };
 // NVFP4 (ggml's layout): four 16-element sub-blocks, each with a UE4M3 scale; byte j of sub-block
 // s (qs[8s + j]) holds element j in its low nibble and element j + 8 in its high nibble.
+// KV rows as DeepSeek stores FP8: value = E4M3(qs[i]) · 2^(e − 127) (quant/fp8_fp4.h codecs).
+constexpr int QK_FP8 = 32;
+struct BlockFp8E4m3 {
+  uint8_t e;  // UE8M0 block scale
+  uint8_t qs[QK_FP8];
+};
 struct BlockNvfp4 {
   uint8_t d[QK_NVFP4 / QK_NVFP4_SUB];  // UE4M3 sub-block scales
   uint8_t qs[QK_NVFP4 / 2];            // E2M1 nibbles
@@ -123,6 +132,7 @@ struct BlockQ8_K {
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockMxfp4) == 17);
+static_assert(sizeof(BlockFp8E4m3) == 33);
 static_assert(sizeof(BlockNvfp4) == 36);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ6_K) == 210);

@@ -16,6 +16,7 @@ const QuantRef* quant_ref(GgmlType t) {
       {GgmlType::q8_1, GgmlType::q8_1, to_float_q8_1, from_float_q8_1, nullptr},
       {GgmlType::iq4_nl, GgmlType::q8_0, to_float_iq4_nl, from_float_iq4_nl, vec_dot_iq4_nl_q8_0},
       {GgmlType::mxfp4, GgmlType::q8_0, to_float_mxfp4, from_float_mxfp4, vec_dot_mxfp4_q8_0},
+      {GgmlType::fp8_e4m3, GgmlType::f32, to_float_fp8_e4m3, from_float_fp8_e4m3, nullptr},
       {GgmlType::nvfp4, GgmlType::q8_0, to_float_nvfp4, from_float_nvfp4, vec_dot_nvfp4_q8_0},
       {GgmlType::q8_k, GgmlType::q8_k, to_float_q8_k, from_float_q8_k, nullptr},
       {GgmlType::q4_k, GgmlType::q8_k, to_float_q4_k, from_float_q4_k, vec_dot_q4_k_q8_k},

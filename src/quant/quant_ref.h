@@ -71,6 +71,12 @@ void to_float_mxfp4(const void* src, float* dst, int64_t n);
 void from_float_mxfp4(const float* src, void* dst, int64_t n);  // ggml's quantize_row_mxfp4_ref
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* x);
 
+// FP8 KV rows (quant/fp8_kv.cpp, BlockFp8E4m3): value = E4M3 · 2^(e−127). from_float picks the
+// scale as the DeepSeek reference does for its FP8 KV (ue8m0_ceil(max(amax, 1e-4) / 448)) and rounds
+// each value to the nearest E4M3. No vec_dot: the attention reads the rows as f32 (kv_row_ops).
+void to_float_fp8_e4m3(const void* src, float* dst, int64_t n);
+void from_float_fp8_e4m3(const float* src, void* dst, int64_t n);
+
 // NVFP4 (quant/nvfp4.cpp): value = kMxfp4Values2x[nibble] · kNvfp4ScaleHalf[d[s]] = E2M1 · UE4M3,
 // a scale per 16 elements; vec_dot against the block's two Q8_0 activation blocks.
 void to_float_nvfp4(const void* src, float* dst, int64_t n);

@@ -20,6 +20,7 @@
 #include "kernels/kernel_test_data.h"
 #include "kernels/kv_rows.h"
 #include "kernels/ops.h"
+#include "quant/fp8_fp4.h"
 #include "quant/quant_ref.h"
 
 namespace strata {
@@ -27,8 +28,8 @@ namespace {
 
 using kernel_test::gaussian;
 
-constexpr GgmlType kTypes[] = {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0,
-                               GgmlType::iq4_nl};
+constexpr GgmlType kTypes[] = {GgmlType::f16,    GgmlType::bf16,     GgmlType::q8_0, GgmlType::q4_0,
+                               GgmlType::iq4_nl, GgmlType::fp8_e4m3, GgmlType::mxfp4};
 
 bool block_type(GgmlType t) {
   return t == GgmlType::q8_0 || t == GgmlType::q4_0 || t == GgmlType::iq4_nl;
@@ -164,8 +165,8 @@ INSTANTIATE_TEST_SUITE_P(Isa, KvRowsIsa, ::testing::Values(Isa::scalar, Isa::avx
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 TEST(KvRows, StoreConvertsAHeadInPlace) {
-  for (GgmlType t :
-       {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::iq4_nl}) {
+  for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0,
+                     GgmlType::iq4_nl, GgmlType::fp8_e4m3, GgmlType::mxfp4}) {
     const int64_t w = 128, cap = 4;
     std::vector<uint8_t> buf(row_bytes(t, w) * cap, 0);
     const KvRows r = KvRows::typed(buf.data(), w, cap, true, t);
@@ -180,6 +181,33 @@ TEST(KvRows, StoreConvertsAHeadInPlace) {
     EXPECT_EQ(std::memcmp(r.row_ptr(6) + r.col_bytes(64), want.data(), want.size()), 0) << type_name(t);
     for (size_t i = 0; i < r.col_bytes(64); ++i) EXPECT_EQ(r.row_ptr(6)[i], 0);  // first head untouched
   }
+}
+
+// FP8 KV rows (DeepSeek's layout): 33 B per 32 values; the UE8M0 scale is the power of two >=
+// amax / 448, every value within half an E4M3 step (3 mantissa bits; subnormal steps 2^-9 · s).
+TEST(KvRows, Fp8RowsRoundToE4m3WithAUe8m0Scale) {
+  EXPECT_EQ(row_bytes(GgmlType::fp8_e4m3, 512), 528u);
+  auto x = gaussian(256, 17);
+  x[5] = 1000.0f;  // an outlier sets its block's scale
+  x[40] = 0.0f;
+  std::vector<uint8_t> b(row_bytes(GgmlType::fp8_e4m3, 256));
+  std::vector<float> y(256);
+  quant_ref(GgmlType::fp8_e4m3)->from_float(x.data(), b.data(), 256);
+  quant_ref(GgmlType::fp8_e4m3)->to_float(b.data(), y.data(), 256);
+  for (int blk = 0; blk < 8; ++blk) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[blk * 32 + i]));
+    const float s = ue8m0_to_f32(b[static_cast<size_t>(blk) * 33]);
+    EXPECT_GE(s * 448.0f, amax);
+    EXPECT_LT(s * 224.0f, amax);
+    for (int i = 0; i < 32; ++i) {
+      const float v = x[blk * 32 + i];
+      EXPECT_LE(std::fabs(y[blk * 32 + i] - v), std::max(std::fabs(v) / 16.0f, s / 1024.0f))
+          << blk << " " << i;
+    }
+  }
+  EXPECT_EQ(y[5], 1024.0f);  // scale 4; 1000 / 4 = 250 rounds to 256 (E4M3 steps of 16 in [128, 256))
+  EXPECT_EQ(y[40], 0.0f);
 }
 
 TEST(KvRows, HadamardIsOrthonormalAndItsOwnInverse) {

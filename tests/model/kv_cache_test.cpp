@@ -77,18 +77,20 @@ TEST(KvCache, TypedPartsAllocateWhatTheSpecPrices) {
 
 TEST(KvCache, TypesByNameAndWhatCannotBeStored) {
   auto q8 = kv_type_from_name("q8_0");
-  auto fp8 = kv_type_from_name("fp8", true);  // planned: priced by `strata plan`
+  auto fp8 = kv_type_from_name("fp8");  // E4M3 + UE8M0 per 32 (DeepSeek's layout)
   ASSERT_TRUE(q8.ok() && fp8.ok());
   EXPECT_EQ(*q8, KvType::q8_0);
   EXPECT_EQ(*fp8, KvType::fp8_e4m3);
   auto bad = kv_type_from_name("q9_0");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("unknown KV type 'q9_0' (KV types: f32, f16, bf16, q8_0, q4_0, iq4_nl)"),
+  EXPECT_NE(bad.message().find(
+                "unknown KV type 'q9_0' (KV types: f32, f16, bf16, q8_0, q4_0, iq4_nl, fp8_e4m3, mxfp4)"),
             std::string::npos)
       << bad.message();
-  auto planned = kv_type_from_name("mxfp4");
-  ASSERT_FALSE(planned.ok());
-  EXPECT_NE(planned.message().find("not implemented"), std::string::npos) << planned.message();
+  auto mx = kv_type_from_name("mxfp4");
+  ASSERT_TRUE(mx.ok()) << mx.message();
+  EXPECT_EQ(kv_row_bytes(*mx, 512), 272u);
+  EXPECT_EQ(kv_row_bytes(*fp8, 512), 528u);
   KvSpec spec;
   spec.layers.push_back(kv_layer_attention(2, 48, 48, 0));  // heads of 48: not whole 32-blocks
   for (KvPartSpec& p : spec.layers[0].parts) p.type = KvType::q8_0;
@@ -97,12 +99,13 @@ TEST(KvCache, TypesByNameAndWhatCannotBeStored) {
   EXPECT_NE(st.message().find("llama: KV type q8_0"), std::string::npos) << st.message();
   for (KvPartSpec& p : spec.layers[0].parts) p.type = KvType::f16;
   EXPECT_TRUE(kv_spec_check(spec, "llama", 48).ok());
-  const Status ds = kv_types_f32_only({KvType::f16, KvType::f32}, "deepseek4");
+  const Status ds = kv_types_f32_only({KvType::f16, KvType::f32}, "deepseek_v41");
   ASSERT_FALSE(ds.ok());
-  EXPECT_NE(ds.message().find("deepseek4: KV type f16 is not supported"), std::string::npos) << ds.message();
+  EXPECT_NE(ds.message().find("deepseek_v41: KV type f16 is not supported"), std::string::npos)
+      << ds.message();
   KvTypes tool_default{KvType::f16, KvType::f16};
   tool_default.is_default = true;  // run / serve / bench's f16 when not asked: f32-only caches take f32
-  EXPECT_TRUE(kv_types_f32_only(tool_default, "deepseek4").ok());
+  EXPECT_TRUE(kv_types_f32_only(tool_default, "deepseek_v41").ok());
 }
 
 }  // namespace

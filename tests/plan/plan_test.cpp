@@ -248,6 +248,59 @@ TEST(PlanConfig, DeepSeekV4Flash) {
   EXPECT_EQ(b->kv_lines.size(), 7u);  // csa, hca, indexer, window + 3 compressor states
 }
 
+// The bars at the V4-Flash shape, summed over the plan's per-part lines (each part at the
+// type its cache takes: kv_spec_typed): fp8 KV + mxfp4 indexer <= 3,215 B/token (vLLM's layout
+// ~3,514), mxfp4 + mxfp4 <= 1,830 B/token; -ctv is ignored (K = V); no type asked: f32 (as run).
+TEST(PlanConfig, DeepSeekV4FlashTypedKvPerPart) {
+  auto m = plan_model_from_hf_config(data("deepseek-v4-flash.config.json"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto per_token = [&](KvType k, KvType v, bool index, bool dflt = false) {
+    PlanOptions o;
+    o.n_ctx = 65536;
+    o.kv_type = k;
+    o.kv_type_v = v;
+    o.kv_type_default = dflt;
+    o.has_kv_type_index = index;
+    o.kv_type_index = KvType::mxfp4;
+    auto b = plan_make(*m, o);
+    EXPECT_TRUE(b.ok()) << b.message();
+    double s = 0;
+    for (const PlanKvLine& l : b->kv_lines) {
+      s += l.bytes_per_token;
+      if (l.name == "indexer") {
+        EXPECT_EQ(l.type, index ? "mxfp4" : kv_type_name(dflt ? KvType::f32 : k));
+      }
+      if (l.name.find("state") != std::string::npos) {
+        EXPECT_EQ(l.type, "f32");
+      }
+    }
+    return s;
+  };
+  // csa 21 x 528 / 4 + hca 20 x 528 / 128 + indexer 21 x 68 / 4
+  EXPECT_DOUBLE_EQ(per_token(KvType::fp8_e4m3, KvType::fp8_e4m3, true), 2772.0 + 82.5 + 357.0);
+  EXPECT_LE(per_token(KvType::fp8_e4m3, KvType::f32, true), 3215.0);  // -ctv ignored
+  EXPECT_DOUBLE_EQ(per_token(KvType::mxfp4, KvType::mxfp4, true), 1428.0 + 42.5 + 357.0);
+  EXPECT_LE(per_token(KvType::mxfp4, KvType::mxfp4, false), 1830.0);            // the index follows -ctk
+  EXPECT_DOUBLE_EQ(per_token(KvType::f16, KvType::f16, false, true), 13760.0);  // a default: f32
+}
+
+// V4.1-Flash's shape: the plan's per-part lines at the reference's own types (-ctk native) sum to
+// 890 B/token, 6,400 at f32.
+TEST(PlanConfig, DeepSeekV41FlashNativeKvPerPart) {
+  auto m = plan_model_from_hf_config(data("deepseek-v4.1-flash.config.json"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  for (bool native : {false, true}) {
+    PlanOptions o;
+    o.n_ctx = 65536;
+    o.kv_native = native;
+    auto b = plan_make(*m, o);
+    ASSERT_TRUE(b.ok()) << b.message();
+    double s = 0;
+    for (const PlanKvLine& l : b->kv_lines) s += l.bytes_per_token;
+    EXPECT_DOUBLE_EQ(s, native ? 890.0 : 6400.0);
+  }
+}
+
 // DeepSeek-V4.1-Flash at real size (tests/data/deepseek-v4.1-flash.config.json; numbers and their
 // sources in the sibling .md): parameters, the CSA2 layer schedule, 890 B/token at the reference's
 // storage, and the Engram tables' tiers.

@@ -266,9 +266,8 @@ KvSpec decoder_kv_spec(const HParams& hp, const KvTypes& types) {
   for (int il = 0; il < hp.n_layer; ++il) {
     const AttnConfig a = attn_config_from(hp, il);
     s.layers.push_back(kv_layer_attention(a.n_head_kv, a.head_dim_k, a.head_dim_v, a.window));
-    for (KvPartSpec& p : s.layers.back().parts) p.type = p.name == "v" ? types.v : types.k;
   }
-  return s;
+  return kv_spec_typed(std::move(s), types);
 }
 
 int64_t decoder_head_width(const HParams& hp) {

@@ -21,10 +21,14 @@ class Deepseek4 : public Architecture {
 
   const HParams& hparams() const override { return hp_; }
   KvSpec kv_spec() const override { return ds4::ds4_kv_spec(p_); }
+  Result<KvSpec> kv_spec_for(const KvTypes& types) const override {
+    STRATA_ASSIGN(const KvTypes t, ds4::ds4_kv_types(p_, types));
+    return ds4::ds4_kv_spec(p_, t);
+  }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek4: n_ctx and n_batch must be >= 1");
-    STRATA_TRY(kv_types_f32_only(opts.kv, "deepseek4"));
+    STRATA_ASSIGN(const KvTypes kvt, ds4::ds4_kv_types(p_, opts.kv));
     // share_scratch: checked by Model::new_session (same model, n_ctx and n_batch)
     const auto* share = static_cast<const ds4::Ds4State*>(opts.share_scratch);
     STRATA_ASSERT(!share || (share->n_ctx == opts.n_ctx && share->n_batch == opts.n_batch));
@@ -33,7 +37,7 @@ class Deepseek4 : public Architecture {
     if (opts.device && opts.device != dev_w_.dev)
       return err("deepseek4: a state's caches must live on the device its layers run on (%s)",
                  dev_w_.dev->name().c_str());
-    auto st = std::make_unique<ds4::Ds4State>(p_, opts.n_ctx, opts.n_batch, share);
+    auto st = std::make_unique<ds4::Ds4State>(p_, opts.n_ctx, opts.n_batch, share, kvt);
     STRATA_TRY(st->caches_on(*dev_w_.dev));
     st->experts = opts.experts;
     return std::unique_ptr<ArchState>(std::move(st));

@@ -120,10 +120,13 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
         c, l.comp, dl.comp, ls.comp_state, static_cast<int>(r), static_cast<int>(hd), il, x,
         [&](int64_t j) { return cnew + (j - crow0) * hd; }, false);
   if (r == 4) {
-    RowCache& ik = kvl.part(ls.index);
+    // the new keys pooled in f32, then stored in the part's type (kv_store: quant/'s from_float)
+    const KvRows& ik = kvl.part(ls.index).view();
+    float* inew = c.alloc<float>(n_new * p.ihd + 1);
     run_compressor(
-        c, l.idx_comp, dl.idx_comp, ls.index_state, 4, p.ihd, il, x, [&](int64_t j) { return ik.row(j); },
-        true);
+        c, l.idx_comp, dl.idx_comp, ls.index_state, 4, p.ihd, il, x,
+        [&](int64_t j) { return inew + (j - crow0) * p.ihd; }, true);
+    for (int64_t j = 0; j < n_new; ++j) kv_store(ik, crow0 + j, 0, inew + j * p.ihd, p.ihd);
     qi = c.alloc<float>(n * p.ih * p.ihd);
     c.lin(dl.idx_q_b, qr, n, qi);
     iw = c.alloc<float>(n * p.ih);
@@ -144,14 +147,19 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
   int32_t* sel_n = c.alloc<int32_t>(n);
   float* iscore = c.alloc<float>(max_comp + 1);
   int32_t* order = c.alloc<int32_t>(max_comp + 1);  // topk_indices' scratch
+  float* krow = c.alloc<float>(p.ihd);              // a typed key row in f32
   for (int64_t t = 0; r == 4 && t < n; ++t) {
     int32_t* chosen = sel + t * max_sel;
     int64_t k = 0;
     if (const int64_t vis = compressed_visible(c.pos0 + t, 4); vis > 0) {
-      RowCache& ik = kvl.part(ls.index);
-      // index keys are rows of a RowCache (not assumed contiguous): score one by one
-      for (int64_t j = 0; j < vis; ++j)
-        indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, ik.row(j), 1, p.ih, p.ihd, iscore + j);
+      // index keys are rows of a RowCache (not assumed contiguous): score one by one, typed rows
+      // converted a row at a time (no f32 copy of the keys)
+      const KvRows& ik = kvl.part(ls.index).view();
+      for (int64_t j = 0; j < vis; ++j) {
+        const float* key = ik.type == GgmlType::f32 ? ik.row(j) : krow;
+        if (key == krow) kv_to_f32(ik, j, krow);
+        indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, key, 1, p.ih, p.ihd, iscore + j);
+      }
       k = topk_indices(iscore, vis, c.itopk, chosen, order);
       std::sort(chosen, chosen + k);
     }
@@ -272,7 +280,7 @@ void hc_site(Ctx& c, const Ds4HcSite& site, const float* norm_w, float* H, Block
 
 }  // namespace
 
-KvSpec ds4_kv_spec(const Ds4Params& p) {
+KvSpec ds4_kv_spec(const Ds4Params& p, const KvTypes& types) {
   KvSpec s;
   for (int il = 0; il < p.n_layer; ++il) {
     KvLayerSpec l;
@@ -297,7 +305,20 @@ KvSpec ds4_kv_spec(const Ds4Params& p) {
     }
     s.layers.push_back(std::move(l));
   }
-  return s;
+  return kv_spec_typed(std::move(s), types);
+}
+
+KvTypes ds4_kv_types_resolved(const KvTypes& asked) {
+  KvTypes t = asked;
+  if (t.is_default) t.k = KvType::f32;  // a tool's f16 default: the f32 caches the fixtures pin
+  t.v = t.k;                            // K = V: one row per key
+  return t;
+}
+
+Result<KvTypes> ds4_kv_types(const Ds4Params& p, const KvTypes& asked) {
+  const KvTypes t = ds4_kv_types_resolved(asked);
+  STRATA_TRY(kv_spec_check(ds4_kv_spec(p, t), "deepseek4"));
+  return t;
 }
 
 uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx) {
@@ -312,17 +333,21 @@ uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx) {
   return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + per_ctx + (uint64_t{1} << 20));
 }
 
-Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State* share_scratch)
-    : kv(ds4_kv_spec(p), n_ctx_, n_batch_),
+Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State* share_scratch,
+                   const KvTypes& types_)
+    : kv(ds4_kv_spec(p, types_), n_ctx_, n_batch_, types_.rotate),
       layers(static_cast<size_t>(p.n_layer)),
       n_ctx(n_ctx_),
-      n_batch(n_batch_) {
+      n_batch(n_batch_),
+      types(types_) {
   for (int il = 0; il < p.n_layer; ++il) {
     KvLayer& kl = kv.layer(il);
     Ds4LayerState& ls = layers[il];
     ls.window = kl.find(KvPartKind::window);
     ls.comp = kl.find(KvPartKind::compressed);
     ls.index = kl.find(KvPartKind::indexer);
+    // the indexer keys are rotated by the model itself (llama.cpp's indexer Hadamard, any type)
+    if (ls.index >= 0) kl.part(ls.index).set_hadamard(false);
     const int r = p.ratios[il];
     if (r == 0) continue;
     ls.comp_state.init(comp_shape(r, p.head_dim), &kl.part(kl.find(r == 4 ? "csa_state" : "hca_state")));
@@ -346,7 +371,8 @@ Status Ds4State::caches_on(Device& dev) {
       const RowCache& host = kl.part(i);
       const std::string what = "deepseek4 layer " + std::to_string(il) + " " + kl.parts()[i].name;
       STRATA_ASSIGN(RowCache rows,
-                    RowCache::on_device(dev, host.width(), host.capacity(), host.ring(), what));
+                    RowCache::on_device(dev, host.width(), host.capacity(), host.ring(), what, host.type()));
+      rows.set_hadamard(host.view().hadamard);
       kl.part(i) = std::move(rows);
     }
   }
@@ -361,7 +387,7 @@ void Ds4State::reset() {
 }
 
 ArchMemory Ds4State::memory() const {
-  return {kv.bytes(), owns_scratch ? scratch->capacity() : 0, {}};
+  return {kv.bytes(), owns_scratch ? scratch->capacity() : 0, types};
 }
 
 Status ds4_forward(const Ds4Params& p, const Ds4Weights& w, const Ds4DeviceWeights& dw, const Batch& b,

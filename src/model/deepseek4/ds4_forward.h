@@ -32,7 +32,13 @@ struct Ds4LayerState {
 
 // The KV parts of one sequence: every layer's window; CSA layers (ratio 4) compressed entries,
 // indexer keys and both compressors' state; HCA layers (ratio 128) compressed entries and state.
-KvSpec ds4_kv_spec(const Ds4Params& p);
+// Types (kv_part_type): the window and compressed rows (K = V) -ctk's, the indexer keys
+// --kv-type-index's (default -ctk's), the state f32.
+KvSpec ds4_kv_spec(const Ds4Params& p, const KvTypes& types = {});
+// The types a state holds for the types asked: a tool's default (not asked for) keeps f32 (the
+// fixtures' and oracle's), K = V so -ctv is ignored (v = k). Every part must hold whole blocks.
+Result<KvTypes> ds4_kv_types(const Ds4Params& p, const KvTypes& asked);
+KvTypes ds4_kv_types_resolved(const KvTypes& asked);  // the same without the check (the plan's)
 // The step scratch (arena) a state allocates for steps of n_batch tokens at contexts up to n_ctx: a
 // generous estimate of one step's buffers (streams, attention, indexer scores and their top-k
 // order over the visible compressed entries, MoE); the arena grows once if it is short.
@@ -40,7 +46,8 @@ uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx);
 
 class Ds4State : public ArchState {
  public:
-  Ds4State(const Ds4Params& p, int n_ctx, int n_batch, const Ds4State* share_scratch = nullptr);
+  Ds4State(const Ds4Params& p, int n_ctx, int n_batch, const Ds4State* share_scratch = nullptr,
+           const KvTypes& types = {});
   // Moves every layer's window and compressed rows into buffers of dev (which outlives the
   // state): the rows the attention op reads. Errors are the device's (its budget).
   Status caches_on(Device& dev);
@@ -54,6 +61,7 @@ class Ds4State : public ArchState {
   std::shared_ptr<Arena> scratch;  // the step scratch: own, or borrowed (StateOptions::share_scratch)
   bool owns_scratch = false;
   int n_ctx, n_batch;
+  KvTypes types;                    // the caches' element types (ds4_kv_types)
   ExpertSource* experts = nullptr;  // routed experts from a tiered store (null: mmapped)
 };
 
