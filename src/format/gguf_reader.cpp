@@ -346,7 +346,8 @@ Status GgufFile::parse() {
     const size_t type_at = c.pos();
     STRATA_TRY(c.read(&ti.type, "a tensor type"));
     const TypeInfo& tinfo = type_info(ti.type);
-    if (!tinfo.known) return c.fail("tensor '%s' has unknown type id %u at offset %zu", nm, ti.type, type_at);
+    if (!tinfo.known || ti.type == static_cast<uint32_t>(GgmlType::fp8_e4m3))
+      return c.fail("tensor '%s' has unknown type id %u at offset %zu", nm, ti.type, type_at);
     STRATA_TRY(c.read(&ti.offset, "a tensor data offset"));
     (void)type_at;
   }

@@ -254,7 +254,8 @@ Status GgufWriter::add_pending(const std::string& name, GgmlType type, const std
   for (const PendingTensor& t : tensors_)
     if (t.name == name) return err("gguf writer: duplicate tensor name '%s'", nm);
   const TypeInfo& ti = type_info(type);
-  if (!ti.known) return err("gguf writer: tensor '%s': unknown type id %u", nm, static_cast<uint32_t>(type));
+  if (!ti.known || static_cast<uint32_t>(type) == static_cast<uint32_t>(GgmlType::fp8_e4m3))
+    return err("gguf writer: tensor '%s': unknown type id %u", nm, static_cast<uint32_t>(type));
   if (ne.empty() || ne.size() > static_cast<size_t>(kMaxDims))
     return err("gguf writer: tensor '%s' has %zu dimensions (1..%d)", nm, ne.size(), kMaxDims);
   // Same bound as the reader: the product with zero dims counted as 1 must fit in int64.

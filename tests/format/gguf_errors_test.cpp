@@ -165,7 +165,8 @@ TEST(GgufErrors, TensorInfos) {
   EXPECT_PARSE_ERROR(one_tensor({32, 0, int64_t{1} << 62}, kF32, 0, 0), "overflows int64");
   EXPECT_PARSE_ERROR(one_tensor({33, 1}, kQ8_0), "ne[0] = 33 is not a multiple of the q8_0 block size 32");
   EXPECT_PARSE_ERROR(one_tensor({4, 2}, 4), "tensor 't' has unknown type id 4 at offset");
-  EXPECT_PARSE_ERROR(one_tensor({4, 2}, 41), "unknown type id 41");  // 40 is NVFP4
+  EXPECT_PARSE_ERROR(one_tensor({4, 2}, 41),
+                     "unknown type id 41");  // 40 is NVFP4, 41 strata's fp8 KV rows (never in a file)
   EXPECT_PARSE_ERROR(one_tensor({4, 2}, 0xFFFFFFFFu), "unknown type id 4294967295");
   GgufBytes dup;
   dup.header(2, 0).tensor("t", {4}, kF32, 0).tensor("t", {4}, kF32, 32).pad(32).zeros(64);
