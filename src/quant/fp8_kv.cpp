@@ -36,8 +36,8 @@ void from_float_fp8_e4m3(const float* src, void* dst, int64_t n) {
     const float* x = src + i * QK_FP8;
     float amax = 0.0f;
     for (int j = 0; j < QK_FP8; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float s = ue8m0_ceil(std::max(amax, 1e-4f) * (1.0f / 448.0f));
     b[i].e = ue8m0_ceil_code(std::max(amax, 1e-4f) * (1.0f / 448.0f));
+    const float s = ue8m0_to_f32(b[i].e);
     for (int j = 0; j < QK_FP8; ++j) b[i].qs[j] = f32_to_e4m3(std::clamp(x[j] / s, -448.0f, 448.0f));
   }
 }
