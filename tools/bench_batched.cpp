@@ -6,13 +6,21 @@
 
 #include "base/clock.h"
 #include "obs/bench_stats.h"
+#include "server/stats_json.h"
 
 namespace strata::cli {
 namespace {
 
+// Blocks for every sequence's next n positions (paged sessions; as the engine reserves before a step).
+Status reserve(KvPool* pool, std::vector<Session*>& sess, int64_t n) {
+  if (!pool) return {};
+  for (Session* s : sess) STRATA_TRY(pool->reserve(*s->kv_blocks(), s->n_past() + n));
+  return {};
+}
+
 // One PP + TG run of npl sequences; returns (t_pp, t_tg).
 Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::unique_ptr<Session>>& sess,
-                                           int npp, int ntg, std::mt19937& rng) {
+                                           KvPool* pool, int npp, int ntg, std::mt19937& rng) {
   const int npl = static_cast<int>(sess.size()), V = m.n_vocab();
   std::uniform_int_distribution<int32_t> tok(0, V - 1);
   std::vector<Session*> ptrs;
@@ -28,7 +36,10 @@ Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::uniq
       seq.push_back(i);
     }
   double t0 = now_seconds();
-  if (npp > 0) STRATA_TRY(m.forward(ptrs, TokenBatch{tokens, seq}, logits.data()));
+  if (npp > 0) {
+    STRATA_TRY(reserve(pool, ptrs, npp));
+    STRATA_TRY(m.forward(ptrs, TokenBatch{tokens, seq}, logits.data()));
+  }
   const double t_pp = now_seconds() - t0;
   tokens.assign(static_cast<size_t>(npl), 0);
   seq.resize(static_cast<size_t>(npl));
@@ -36,6 +47,7 @@ Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::uniq
   t0 = now_seconds();
   for (int step = 0; step < ntg; ++step) {
     for (auto& t : tokens) t = tok(rng);
+    STRATA_TRY(reserve(pool, ptrs, 1));
     STRATA_TRY(m.forward(ptrs, TokenBatch{tokens, seq}, logits.data()));
   }
   return std::make_pair(t_pp, now_seconds() - t0);
@@ -45,25 +57,34 @@ Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::uniq
 
 Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::vector<int>& npl, int npp,
                                                    int ntg, int reps, const KvTypes& kv,
-                                                   const SeqKnobs& knobs) {
+                                                   const SeqKnobs& knobs, const EngineOptions* paged) {
   std::vector<BatchedBenchRow> rows;
   std::mt19937 rng(1234);
   for (int b : npl) {
     if (b < 1 || b > 4096) return err("-npl %d must be in 1..4096", b);
+    const int n_ctx = std::max(npp + ntg, 1);
+    std::unique_ptr<KvPool> pool;
+    if (paged) {
+      EngineOptions eo = *paged;
+      eo.n_slots = b;
+      STRATA_ASSIGN(pool, make_kv_pool(m, n_ctx, kv, eo));
+    }
     std::vector<std::unique_ptr<Session>> sess;
     for (int i = 0; i < b; ++i) {
-      STRATA_ASSIGN(auto s, m.new_session({.n_ctx = std::max(npp + ntg, 1), .n_batch = 512, .kv = kv}));
+      STRATA_ASSIGN(auto s, m.new_session({.n_ctx = n_ctx, .n_batch = 512, .kv = kv, .kv_pool = pool.get()}));
       s->set_knobs(knobs);
       sess.push_back(std::move(s));
     }
     std::vector<double> tp, tt;
     for (int r = -1; r < reps; ++r) {
-      STRATA_ASSIGN(auto t, run_once(m, sess, npp, ntg, rng));
+      STRATA_ASSIGN(auto t, run_once(m, sess, pool.get(), npp, ntg, rng));
       if (r < 0) continue;  // warm-up
       tp.push_back(t.first);
       tt.push_back(t.second);
     }
-    rows.push_back({npp, ntg, b, summarize(tp).median, summarize(tt).median});
+    BatchedBenchRow row{npp, ntg, b, summarize(tp).median, summarize(tt).median, std::nullopt};
+    if (pool) row.kv = pool->stats();
+    rows.push_back(std::move(row));
   }
   return rows;
 }
@@ -97,7 +118,8 @@ nlohmann::json batched_bench_json(const std::vector<BatchedBenchRow>& rows) {
                  {"t_tg", r.t_tg},
                  {"speed_tg", r.s_tg()},
                  {"s_pp", r.s_pp()},
-                 {"s_tg", r.s_tg()}});
+                 {"s_tg", r.s_tg()},
+                 {"kv", r.kv ? server::kv_json(*r.kv) : nlohmann::json(nullptr)}});
   return a;
 }
 

@@ -35,6 +35,8 @@
 #include "model/model.h"
 #include "obs/bench_stats.h"
 #include "obs/membw.h"
+#include "runtime/engine.h"
+#include "server/stats_json.h"
 
 namespace {
 
@@ -110,25 +112,51 @@ strata::ExpertTotals expert_decode_totals(const strata::ExpertStore& es) {
   return t;
 }
 
+// One eval of s; on a paged session its blocks reserved first (as the engine does before a step).
+strata::Status eval_on(strata::Session& s, strata::KvPool* pool, std::span<const int32_t> tokens,
+                       std::vector<float>& logits) {
+  if (pool) STRATA_TRY(pool->reserve(*s.kv_blocks(), s.n_past() + static_cast<int64_t>(tokens.size())));
+  return s.eval(tokens, logits.data(), false);
+}
+
 // reps timed runs after one warm-up; each run starts from a context holding the `depth` tokens
-// (evaluated untimed). `after_warmup` runs once the warm-up is done.
-strata::Status time_runs(strata::Session& s, const std::vector<int32_t>& tokens, bool one_by_one, int reps,
-                         std::vector<float>& logits, RunResult& out, const std::vector<int32_t>& depth,
+// (evaluated untimed). `after_warmup` runs once the warm-up is done. pool: s's paged KV (or null).
+strata::Status time_runs(strata::Session& s, strata::KvPool* pool, const std::vector<int32_t>& tokens,
+                         bool one_by_one, int reps, std::vector<float>& logits, RunResult& out,
+                         const std::vector<int32_t>& depth,
                          const std::function<void()>& after_warmup = nullptr) {
   for (int r = -1; r < reps; ++r) {
     if (r == 0 && after_warmup) after_warmup();
     s.reset();
-    if (!depth.empty()) STRATA_TRY(s.eval(depth, logits.data(), false));
+    if (!depth.empty()) STRATA_TRY(eval_on(s, pool, depth, logits));
     const double t0 = strata::now_seconds();
     if (one_by_one) {
-      for (size_t i = 0; i < tokens.size(); ++i) STRATA_TRY(s.eval({&tokens[i], 1}, logits.data(), false));
+      for (size_t i = 0; i < tokens.size(); ++i) STRATA_TRY(eval_on(s, pool, {&tokens[i], 1}, logits));
     } else {
-      STRATA_TRY(s.eval(tokens, logits.data(), false));
+      STRATA_TRY(eval_on(s, pool, tokens, logits));
     }
     const double dt = strata::now_seconds() - t0;
     if (r >= 0) out.tok_s.push_back(double(tokens.size()) / dt);
   }
   return strata::Status();
+}
+
+// "kv: ..." for the text output: the paged pool's blocks and bytes per token by part, or the
+// session's contiguous bytes.
+std::string kv_line(const strata::KvPool* pool, uint64_t contiguous_bytes) {
+  if (!pool) return "kv: contiguous, " + strata::format_bytes(contiguous_bytes) + "\n";
+  const strata::KvPoolStats k = pool->stats();
+  std::string parts;
+  for (const strata::KvPartBytes& p : k.parts)
+    parts +=
+        (parts.empty() ? "" : ", ") + p.name + " " + p.type + " " + std::to_string(p.bytes_per_token) + " B";
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "kv: paged, %.0f B per token (%s); %lld of %lld blocks of %d positions used at the end, "
+                "fragmentation %.1f%%\n",
+                k.bytes_per_token, parts.c_str(), static_cast<long long>(k.blocks.used),
+                static_cast<long long>(k.blocks.total), k.block_size, 100.0 * k.fragmentation);
+  return b;
 }
 
 nlohmann::json stats_json(const strata::SampleStats& s, const std::vector<double>& samples) {
@@ -169,6 +197,10 @@ int cmd_bench(int argc, char** argv) {
       "(TTFT per tier, scheduler-thread time per spilled block; the KV pool flags below as serve)");
   strata::cli::KvPoolFlags kpf;
   kpf.add(app);
+  bool contiguous = false;
+  app.add_flag("--no-paged-kv", contiguous,
+               "pp / tg / -npl sessions keep their KV contiguous, their whole context allocated (default: "
+               "on the paged KV pool, as run and serve; the KV pool flags above apply)");
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.add_flag("--membw", membw_only, "only measure the read bandwidth");
   strata::cli::ExpertFlags xf;
@@ -197,6 +229,13 @@ int cmd_bench(int argc, char** argv) {
   if (*bw_bytes < (1u << 20) || *bw_bytes > (uint64_t{64} << 30))
     return fail("--membw-size must be 1M..64G", 2);
   if (!membw_only && model_path.empty()) return fail("no model: give -m MODEL (or --membw)", 2);
+  strata::EngineOptions spill_eo;  // --spill: serve's pool and tiers
+  if (auto st = kpf.apply(&spill_eo); !st.ok()) return fail(st.message(), 2);
+  if (contiguous && kpf.any()) return fail("--no-paged-kv takes none of the KV pool flags", 2);
+  // pp / tg and -npl: run's pool (no RAM tier unless the prefix cache persists), a sequence per slot.
+  strata::EngineOptions eo = spill_eo;
+  if (kpf.cache_ram.empty() && kpf.prefix_cache_dir.empty()) eo.cache_ram = 0;
+  eo.n_slots = 1;
 
   nlohmann::json j;
   auto run_membw = [&](strata::ThreadPool& pool) {
@@ -256,10 +295,9 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   if (spill_prompt > 0) {
-    strata::EngineOptions eo;
-    if (auto st = kpf.apply(&eo); !st.ok()) return fail(st.message(), 2);
+    if (contiguous) return fail("--spill runs the paged KV pool: drop --no-paged-kv", 2);
     if (df.dev) return fail("--spill runs the paged KV pool, which the GPU path does not use", 2);
-    auto r = strata::cli::spill_bench(m, spill_prompt, eo, *kv, *knobs);
+    auto r = strata::cli::spill_bench(m, spill_prompt, spill_eo, *kv, *knobs);
     if (!r.ok()) return fail(r.message());
     if (json) {
       j["model"] = model_path;
@@ -284,13 +322,14 @@ int cmd_bench(int argc, char** argv) {
       a = b + 1;
     }
     if (npp < 0 || ntg < 1) return fail("-npp must be >= 0 and -ntg >= 1", 2);
-    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps, *kv, *knobs);
+    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps, *kv, *knobs, contiguous ? nullptr : &eo);
     if (!rows.ok()) return fail(rows.message());
     if (json) {
       j["model"] = model_path;
       j["threads"] = m.pool().size();
       j["reps"] = reps;
       j["batched"] = strata::cli::batched_bench_json(*rows);
+      j["paged_kv"] = !contiguous && m.arch().paged_kv();
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("threads %d, median of %d repetitions after one warm-up\n\n%s", m.pool().size(), reps,
@@ -298,7 +337,15 @@ int cmd_bench(int argc, char** argv) {
     }
     return 0;
   }
-  auto sess = m.new_session(sopt);
+  std::unique_ptr<strata::KvPool> pool;
+  strata::SessionOptions psopt = sopt;
+  if (!contiguous) {
+    auto p = strata::make_kv_pool(m, n_ctx, *kv, eo);
+    if (!p.ok()) return fail(p.message());
+    pool = std::move(*p);
+    psopt.kv_pool = pool.get();
+  }
+  auto sess = m.new_session(psopt);
   if (!sess.ok()) return fail(sess.message());
   (*sess)->set_knobs(*knobs);
   // Random token ids like llama-bench: the content does not change the work per token.
@@ -313,7 +360,7 @@ int cmd_bench(int argc, char** argv) {
   if (n_prompt > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
     for (auto& t : toks) t = tok(rng);
-    if (auto st = time_runs(**sess, toks, false, reps, logits, pp, depth_toks); !st.ok())
+    if (auto st = time_runs(**sess, pool.get(), toks, false, reps, logits, pp, depth_toks); !st.ok())
       return fail(st.message());
   }
   if (n_gen > 0) {
@@ -323,11 +370,12 @@ int cmd_bench(int argc, char** argv) {
       if (const strata::ExpertStore* es = m.expert_store()) tg_warm = expert_decode_totals(*es);
       if (const strata::DeviceExperts* de = m.device_experts()) gpu_warm = de->totals();
     };
-    if (auto st = time_runs(**sess, toks, true, reps, logits, tg, depth_toks, snapshot); !st.ok())
+    if (auto st = time_runs(**sess, pool.get(), toks, true, reps, logits, tg, depth_toks, snapshot); !st.ok())
       return fail(st.message());
   }
   // Measured before the bandwidth probe, whose buffer would otherwise be the peak RSS.
-  const strata::cli::MemReport mem = strata::cli::mem_report(m, **sess, std::max(n_prompt, 1));
+  const strata::cli::MemReport mem =
+      strata::cli::mem_report(m, **sess, std::max(n_prompt, 1), pool ? pool->bytes() : 0);
   const uint64_t peak_rss = strata::peak_rss_bytes();
   const WeightTraffic wt = weight_traffic(m);
   const strata::SampleStats pps = strata::summarize(pp.tok_s), tgs = strata::summarize(tg.tok_s);
@@ -362,6 +410,14 @@ int cmd_bench(int argc, char** argv) {
     j["n_depth"] = depth;
     j["cache_type_k"] = strata::kv_type_name(kv->k);
     j["cache_type_v"] = strata::kv_type_name(kv->v);
+    // The KV the pp / tg session held at the end (the last tg repetition's positions): the paged
+    // pool's numbers under /metrics' keys, or the contiguous session's bytes.
+    if (pool) {
+      j["kv"] = strata::server::kv_json(pool->stats());
+      j["kv"]["paged"] = true;
+    } else {
+      j["kv"] = {{"paged", false}, {"bytes", (*sess)->memory().kv_cache}};
+    }
     if (const strata::ExpertStore* es = m.expert_store()) {
       // The timed tg repetitions only (decode steps, warm-up excluded): the tokens tg_tok_s is about.
       const strata::ExpertTotals t = expert_decode_totals(*es).since(tg_warm);
@@ -414,6 +470,7 @@ int cmd_bench(int argc, char** argv) {
                   de->device().name().c_str(), tier.host_per_token(),
                   de->plan().summary(de->device().name()).c_str());
   }
+  std::fputs(kv_line(pool.get(), (*sess)->memory().kv_cache).c_str(), stdout);
   std::fputs(strata::cli::mem_report_text(mem).c_str(), stderr);
   if (auto st = xf.finish(m); !st.ok()) return fail(st.message());
   return 0;

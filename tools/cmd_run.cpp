@@ -32,7 +32,7 @@ int fail(const std::string& msg, int code = 1) {
 
 // Token ids in, token ids out: the path for models without a tokenizer (checkpoint directories).
 int run_token_ids(strata::Model& model, strata::Engine& engine, const std::string& ids_text,
-                  const strata::GenerateOptions& o, bool quiet) {
+                  const strata::GenerateOptions& o, bool quiet, const std::string& no_pool) {
   std::vector<int32_t> ids;
   std::string s = ids_text;
   for (char& ch : s)
@@ -59,9 +59,14 @@ int run_token_ids(strata::Model& model, strata::Engine& engine, const std::strin
   });
   std::fputc('\n', stdout);
   if (!st.ok()) return fail(st.message());
-  if (!quiet)
+  if (!quiet) {
     std::fprintf(stderr, "strata: prompt %d tokens in %.2f ms, generated %d tokens in %.2f ms\n",
                  st->n_prompt, st->prompt_s * 1e3, st->n_gen, st->decode_s * 1e3);
+    std::fputs(strata::cli::kv_summary_text(engine, no_pool, st->n_prompt + st->n_cached + st->n_decode,
+                                            st->n_cached, st->n_prompt + st->n_cached)
+                   .c_str(),
+               stderr);
+  }
   return 0;
 }
 
@@ -184,8 +189,9 @@ int cmd_run(int argc, char** argv) {
                  m.arch_name().c_str());
   o.knobs = *knobs;
   const double load_s = strata::now_seconds() - t_load0;
+  const std::string no_pool = contiguous ? "--no-paged-kv" : m.arch_name() + " has no paged KV";
   if (!tokens_str.empty()) {
-    const int rc = run_token_ids(m, **engine, tokens_str, o, quiet);
+    const int rc = run_token_ids(m, **engine, tokens_str, o, quiet, no_pool);
     if (rc != 0) return rc;
     engine->reset();  // --prefix-cache-dir: the cached blocks written
     if (auto st = xf.finish(m, quiet); !st.ok()) return fail(st.message());
@@ -229,7 +235,6 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "strata: sampled   %d tokens (%.2f ms sampling), stop: %s\n", s.n_gen,
                  s.sample_s * 1e3, strata::stop_reason_name(s.stop));
     const int64_t positions = s.n_prompt + s.n_cached + s.n_decode;
-    const std::string no_pool = contiguous ? "--no-paged-kv" : m.arch_name() + " has no paged KV";
     std::fputs(strata::cli::kv_summary_text(**engine, no_pool, positions, s.n_cached, s.n_prompt + s.n_cached)
                    .c_str(),
                stderr);

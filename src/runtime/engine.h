@@ -160,6 +160,12 @@ struct SlotInfo {
   int n_predict = -1;    // and its token budget
 };
 
+// The paged KV pool an engine with options `o` makes for m's sessions of n_ctx positions (its
+// budget, block size, prefix cache and spill tiers; o.n_slots sequences when no budget is given);
+// null for an architecture that keeps its KV in its sessions. `strata bench` runs on one too.
+Result<std::unique_ptr<KvPool>> make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv,
+                                             const EngineOptions& o);
+
 class Engine {
  public:
   // Makes a slot's session; n_batch: the tokens one forward step takes (opts.n_ubatch).

@@ -40,23 +40,27 @@ uint64_t model_fingerprint(const Model& m) {
 
 }  // namespace
 
-Status Engine::make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv) {
-  if (!m.arch().paged_kv()) return {};                         // its sessions keep their KV
+Result<std::unique_ptr<KvPool>> make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv,
+                                             const EngineOptions& o) {
+  if (!m.arch().paged_kv()) return std::unique_ptr<KvPool>();  // its sessions keep their KV
   STRATA_ASSIGN(const KvSpec spec, m.arch().kv_spec_for(kv));  // the types the sessions will hold
   KvPoolOptions po;
-  po.budget_bytes = opts_.kv_budget;
-  po.block_size = opts_.block_size;
-  po.prefix_cache = opts_.prefix_cache;
+  po.budget_bytes = o.kv_budget;
+  po.block_size = o.block_size;
+  po.prefix_cache = o.prefix_cache;
   po.rotate = kv.rotate;
-  if (po.budget_bytes == 0)
-    po.budget_bytes = KvPool::default_budget(spec, n_ctx, opts_.n_slots, opts_.block_size);
-  po.ram_bytes = opts_.cache_ram >= 0 ? static_cast<uint64_t>(opts_.cache_ram) : po.budget_bytes;
-  po.disk_dir = opts_.prefix_cache_dir;
-  po.disk_bytes = opts_.prefix_cache_dir_size;
-  po.verbose = opts_.kv_verbose;
+  if (po.budget_bytes == 0) po.budget_bytes = KvPool::default_budget(spec, n_ctx, o.n_slots, o.block_size);
+  po.ram_bytes = o.cache_ram >= 0 ? static_cast<uint64_t>(o.cache_ram) : po.budget_bytes;
+  po.disk_dir = o.prefix_cache_dir;
+  po.disk_bytes = o.prefix_cache_dir_size;
+  po.verbose = o.kv_verbose;
   if (!po.disk_dir.empty()) po.model_fingerprint = model_fingerprint(m);
-  STRATA_ASSIGN(kv_pool_, KvPool::create(spec, m.device(), po));
-  kv_bytes_ += kv_pool_->bytes();
+  return KvPool::create(spec, m.device(), po);
+}
+
+Status Engine::make_kv_pool(const Model& m, int n_ctx, const KvTypes& kv) {
+  STRATA_ASSIGN(kv_pool_, strata::make_kv_pool(m, n_ctx, kv, opts_));
+  if (kv_pool_) kv_bytes_ += kv_pool_->bytes();
   return {};
 }
 

@@ -55,8 +55,10 @@ json heat_json(const ExpertStore& store) {
       {"n_layer", s.n_layer()}, {"n_expert", s.n_expert()}, {"counts", counts}, {"resident", resident}};
 }
 
+}  // namespace
+
 // The paged KV pool and its spill tiers (the numbers of /metrics' strata_kv_*).
-json kv_json(const KvPoolStats& k) {
+nlohmann::json kv_json(const KvPoolStats& k) {
   const KvSpillStats& sp = k.spill;
   const uint64_t pool_blocks = static_cast<uint64_t>(k.blocks.used + k.blocks.cached);
   json parts = json::array();
@@ -109,8 +111,6 @@ json kv_json(const KvPoolStats& k) {
       {"unused_rows", k.unused_rows},
       {"fragmentation", k.fragmentation}};
 }
-
-}  // namespace
 
 json stats_json(const Engine& engine, const std::string& model_name, double uptime_s, bool with_heat) {
   const EngineCounters c = engine.counters();

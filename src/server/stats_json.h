@@ -25,5 +25,8 @@ namespace strata::server {
 
 nlohmann::json stats_json(const Engine& engine, const std::string& model_name, double uptime_s,
                           bool with_heat);
+// The paged KV pool and its spill tiers: stats_json's "kv" object (without the engine's prompt
+// counters), also `strata bench --json`'s.
+nlohmann::json kv_json(const KvPoolStats& k);
 
 }  // namespace strata::server

@@ -211,6 +211,10 @@ TEST_F(Cli, RunOnKvPool) {
   EXPECT_GT(n2, 16);
   EXPECT_GT(hit, 0) << second.err;
   EXPECT_GE(hit, n2 - 16) << second.err;  // at most one block prefilled again
+  Proc ids = strata("run -m " + bundled + " --tokens 1,2,3,4 -n 3 --temp 0");  // token ids: the same KV lines
+  ASSERT_EQ(ids.code, 0) << ids.err;
+  EXPECT_NE(ids.err.find("strata: KV        paged: 1 of "), std::string::npos) << ids.err;
+  EXPECT_NE(ids.err.find("0 of 4 prompt tokens from cache"), std::string::npos) << ids.err;
   expect_one_line_error(strata("run -m " + bundled + prompt + "--kv-budget 64K"), "raise --kv-budget");
   expect_one_line_error(strata("run -m " + bundled + " -p hi --no-paged-kv --kv-budget 1M"), "--no-paged-kv");
   const auto fx = strata::testing::fixtures_dir();
@@ -259,6 +263,10 @@ TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
   EXPECT_EQ(j["batched"][1]["n_kv"], 3 * (4 + 3));
   EXPECT_GT(j["batched"][1]["s_tg"].get<double>(), 0.0);
   EXPECT_GT(j["batched"][0]["s_pp"].get<double>(), 0.0);
+  // On the paged KV pool as serve: one 16-position block per sequence of 7 positions.
+  EXPECT_EQ(j["paged_kv"], true);
+  EXPECT_EQ(j["batched"][1]["kv"]["blocks"]["used"], 3);
+  EXPECT_EQ(j["batched"][1]["kv"]["unused_rows"], 3 * (16 - 7));
   // -c 1024: the decoders (up to c - 17 tokens each) must still be decoding when bench's poll sees
   // their 8th tokens; at -c 96 a tiny model's 79 tokens could all land within one poll on a busy
   // machine ("a decoder ended ... before its 8-th token").
@@ -273,6 +281,14 @@ TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
   ASSERT_EQ(d.code, 0) << d.err;
   const auto dj = nlohmann::json::parse(d.out);
   EXPECT_EQ(dj["n_depth"], 16);
+  EXPECT_EQ(dj["kv"]["paged"], true);  // 16 + 4 positions: two blocks
+  EXPECT_EQ(dj["kv"]["blocks"]["used"], 2);
+  EXPECT_EQ(dj["kv"]["parts"][0]["type"], "f16");
+  Proc flat = strata("bench -m " + m + " -p 4 -n 4 -r 1 -t 1 --membw-size 4M --json --no-paged-kv");
+  ASSERT_EQ(flat.code, 0) << flat.err;
+  const auto fj = nlohmann::json::parse(flat.out);
+  EXPECT_EQ(fj["kv"]["paged"], false);
+  EXPECT_GT(fj["kv"]["bytes"].get<uint64_t>(), 0u);
   EXPECT_GT(dj["tg_tok_s"].get<double>(), 0.0);
   EXPECT_GT(dj["membw_gbps"].get<double>(), 0.0);
   EXPECT_GE(dj["membw_buffer_bytes"].get<uint64_t>(), 4u << 20);
@@ -286,4 +302,5 @@ TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
   expect_one_line_error(strata("bench -m " + m + " -npl 0"), "-npl 0");
   expect_one_line_error(strata("bench -m " + m + " --itl 200 -c 64"), "does not fit");
   expect_one_line_error(strata("bench -m " + m + " -d -3"), "-d");
+  expect_one_line_error(strata("bench -m " + m + " --no-paged-kv --kv-budget 1M"), "--no-paged-kv");
 }
