@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "base/clock.h"
 #include "base/units.h"
 
 namespace strata {
@@ -145,6 +146,16 @@ int32_t KvPool::need(const BlockTable& t, int64_t n) const {
   return std::max(0, blocks_for(n) - t.size());
 }
 
+void KvPool::tick() {
+  const double now = now_seconds();
+  if (t_last_ > 0) {
+    const double dt = now - t_last_;
+    unused_row_s_ += static_cast<double>(unused_rows_) * dt;
+    row_s_ += static_cast<double>(pool_.counts().used * block_size_) * dt;
+  }
+  t_last_ = now;
+}
+
 void KvPool::set_held(BlockTable& t, int64_t held) {
   unused_rows_ -= t.rows() - t.held_;
   t.held_ = std::min(held, t.rows());
@@ -155,6 +166,7 @@ Status KvPool::reserve(BlockTable& t, int64_t n) {
   const int32_t want = need(t, n);
   if (want == 0) {
     std::lock_guard<std::mutex> lk(mu_);
+    tick();
     set_held(t, std::max(t.held_, n));
     return {};
   }
@@ -162,6 +174,7 @@ Status KvPool::reserve(BlockTable& t, int64_t n) {
     return err("KV pool: %lld positions exceed the sequence's %d blocks", static_cast<long long>(n),
                t.max_blocks());
   std::lock_guard<std::mutex> lk(mu_);
+  tick();
   std::vector<EvictedBlock> ev;
   auto got = pool_.allocate(want, spill_ ? &ev : nullptr);
   if (!got.ok())
@@ -178,6 +191,7 @@ Status KvPool::reserve(BlockTable& t, int64_t n) {
 
 void KvPool::release(BlockTable& t) {
   std::lock_guard<std::mutex> lk(mu_);
+  tick();
   set_held(t, 0);
   unused_rows_ -= t.rows();  // the table is empty afterwards
   // Last block first: of a freed chain, the LRU evicts the tail before the shared head.
@@ -193,6 +207,7 @@ int64_t KvPool::adopt_prefix(BlockTable& t, std::span<const int32_t> tokens) {
   STRATA_ASSERT(t.size() == 0 && t.block_size() == block_size_);
   if (!prefix_cache_ || tokens.empty()) return 0;
   std::lock_guard<std::mutex> lk(mu_);
+  tick();
   const size_t bs = static_cast<size_t>(block_size_);
   uint64_t parent = 0;
   // Whole blocks, the last token left to evaluate (its logits are what the sequence wants next).
@@ -208,6 +223,7 @@ int64_t KvPool::adopt_prefix(BlockTable& t, std::span<const int32_t> tokens) {
     ++pool_hits_;
   }
   if (spill_) load_prefix(t, tokens);
+  unused_rows_ += t.rows();  // the blocks pushed onto the empty table (set_held takes them back)
   set_held(t, t.rows());
   return t.rows();
 }
@@ -240,6 +256,9 @@ KvPoolStats KvPool::stats() const {
   s.unused_rows = unused_rows_;
   const int64_t rows = s.blocks.used * block_size_;
   s.fragmentation = rows > 0 ? static_cast<double>(unused_rows_) / static_cast<double>(rows) : 0.0;
+  const double dt = t_last_ > 0 ? now_seconds() - t_last_ : 0.0;  // up to now, as tick() would
+  const double row_s = row_s_ + static_cast<double>(rows) * dt;
+  s.fragmentation_avg = row_s > 0 ? (unused_row_s_ + static_cast<double>(unused_rows_) * dt) / row_s : 0.0;
   for (const Region& r : regions_) {
     const std::string name = r.name.substr(0, r.name.find(' '));
     auto it =

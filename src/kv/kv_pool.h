@@ -81,6 +81,9 @@ struct KvPoolStats {
   // sequence asked for (each sequence's last block's tail), of all rows of referenced blocks.
   int64_t unused_rows = 0;
   double fragmentation = 0;
+  // The same over the pool's life, time-weighted: ∫ unused rows dt / ∫ rows of referenced blocks dt
+  // (what a loadtest's fragmentation is; 0 before any block was referenced).
+  double fragmentation_avg = 0;
   std::vector<KvPartBytes> parts;
   KvSpillStats spill;
 };
@@ -171,6 +174,7 @@ class KvPool {
   // Appends to t the blocks after its last one that RAM / SSD hold, if the cost model says so.
   void load_prefix(BlockTable& t, std::span<const int32_t> tokens);  // mu_ held
   void set_held(BlockTable& t, int64_t held);                        // mu_ held
+  void tick();  // mu_ held, before a change of the referenced or unused rows: their time integrals
 
   Device& dev_;
   int block_size_;
@@ -180,7 +184,8 @@ class KvPool {
   uint64_t salt_ = 0;  // what else names a block's rows: the paged parts' types and widths
   bool prefix_cache_ = false;
   uint64_t pool_hits_ = 0;
-  int64_t unused_rows_ = 0;  // Σ over tables of rows() - held
+  int64_t unused_rows_ = 0;                           // Σ over tables of rows() - held
+  double t_last_ = 0, unused_row_s_ = 0, row_s_ = 0;  // tick(): ∫ unused_rows_ dt, ∫ referenced rows dt
   std::unique_ptr<KvSpill> spill_;
   std::vector<Region> regions_;
   std::vector<std::vector<int>> region_of_;  // [layer][part] -> region, -1: not paged

@@ -305,6 +305,8 @@ void Engine::kv_metrics(const EngineCounters& c, std::string* o) const {
         "rows of referenced KV blocks no sequence asked for, of all their rows (a paged pool has no external "
         "fragmentation)",
         k.fragmentation);
+  gauge("strata_kv_fragmentation_avg",
+        "strata_kv_fragmentation averaged over the pool's life (time-weighted)", k.fragmentation_avg);
 }
 
 }  // namespace strata

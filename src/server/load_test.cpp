@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -154,6 +155,65 @@ ClassReport report_of(const std::string& name, const std::vector<Sample>& all, i
   return r;
 }
 
+// Polls a strata server's /v1/strata/stats until `done`; another server (no such route) ends it.
+class StatsPoller {
+ public:
+  explicit StatsPoller(const LoadTestOptions& o) : o_(o), th_([this] { loop(); }) {}
+  ~StatsPoller() { stop(); }
+  ServerKvReport stop() {
+    if (th_.joinable()) {
+      done_ = true;
+      th_.join();
+      poll(true);  // the end state (preemptions, the pool's averages)
+    }
+    if (r_.seen && frag_n_ > 0) r_.fragmentation_run = frag_sum_ / frag_n_;
+    return r_;
+  }
+
+ private:
+  void loop() {
+    while (!done_ && poll(false)) {
+      for (int i = 0; i < 20 && !done_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  bool poll(bool final) {
+    httplib::Client cli(o_.host, o_.port);
+    cli.set_connection_timeout(2, 0);
+    cli.set_read_timeout(5, 0);
+    httplib::Headers h;
+    if (!o_.api_key.empty()) h.emplace("Authorization", "Bearer " + o_.api_key);
+    auto res = cli.Get("/v1/strata/stats", h);
+    if (!res || res->status != 200) return false;
+    const json j = json::parse(res->body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("requests")) return false;
+    r_.seen = true;
+    ++r_.polls;
+    r_.max_running = std::max(r_.max_running, j["requests"].value("running", 0));
+    const json& kv = j["kv"];
+    if (!kv.is_object()) return true;
+    r_.paged = true;
+    const int64_t used = kv["blocks"].value("used", int64_t{0});
+    r_.max_blocks_used = std::max(r_.max_blocks_used, used);
+    r_.blocks_total = kv["blocks"].value("total", int64_t{0});
+    if (used > 0 && !final) {
+      frag_sum_ += kv.value("fragmentation", 0.0);
+      ++frag_n_;
+    }
+    r_.fragmentation_avg = kv.value("fragmentation_avg", 0.0);
+    r_.prefix_hit_rate = kv.value("prefix_hit_rate", 0.0);
+    r_.preemptions = kv.value("preemptions", uint64_t{0});
+    r_.recomputed_tokens = kv.value("recomputed_tokens", uint64_t{0});
+    return true;
+  }
+
+  const LoadTestOptions& o_;
+  std::atomic<bool> done_{false};
+  ServerKvReport r_;
+  double frag_sum_ = 0;
+  int frag_n_ = 0;
+  std::thread th_;  // last: started once the rest is set
+};
+
 }  // namespace
 
 double LoadReport::gen_tok_s() const {
@@ -182,6 +242,7 @@ Result<LoadReport> run_load_test(const LoadTestOptions& o) {
   }
   std::vector<Sample> samples(static_cast<size_t>(o.requests));
   std::atomic<int> next{0};
+  StatsPoller poller(o);
   const double t0 = now_seconds();
   std::vector<std::thread> clients;
   const int n_cls = static_cast<int>(o.classes.size());
@@ -203,6 +264,7 @@ Result<LoadReport> run_load_test(const LoadTestOptions& o) {
   for (auto& t : clients) t.join();
   LoadReport rep;
   rep.wall_s = now_seconds() - t0;
+  rep.server = poller.stop();
   rep.concurrency = o.concurrency;
   for (int c = 0; c < n_cls; ++c)
     rep.classes.push_back(report_of(o.classes[static_cast<size_t>(c)].name, samples, c));
@@ -236,6 +298,21 @@ std::string load_report_text(const LoadReport& r) {
       "tokens/s\n",
       r.concurrency, r.wall_s, r.req_s(), r.gen_tok_s());
   o += line;
+  const ServerKvReport& k = r.server;
+  if (k.paged) {
+    std::snprintf(line, sizeof line,
+                  "server KV: at most %d requests running, %lld of %lld blocks used; fragmentation %.2f%% "
+                  "(run mean of %d polls; pool's life %.2f%%), %llu preemptions (%llu tokens recomputed), "
+                  "prefix hit rate %.3f\n",
+                  k.max_running, static_cast<long long>(k.max_blocks_used),
+                  static_cast<long long>(k.blocks_total), 100.0 * k.fragmentation_run, k.polls,
+                  100.0 * k.fragmentation_avg, static_cast<unsigned long long>(k.preemptions),
+                  static_cast<unsigned long long>(k.recomputed_tokens), k.prefix_hit_rate);
+    o += line;
+  } else if (k.seen) {
+    std::snprintf(line, sizeof line, "server: at most %d requests running (no paged KV)\n", k.max_running);
+    o += line;
+  }
   for (const auto& e : r.errors) o += "error: " + e + "\n";
   return o;
 }
@@ -254,8 +331,22 @@ json load_report_json(const LoadReport& r) {
                            {"ttft_s", lat(c.ttft)},
                            {"tpot_s", lat(c.tpot)},
                            {"latency_s", lat(c.latency)}});
-  return json{{"concurrency", r.concurrency}, {"wall_s", r.wall_s}, {"requests_per_s", r.req_s()},
-              {"gen_tok_s", r.gen_tok_s()},   {"classes", classes}, {"errors", r.errors}};
+  json j{{"concurrency", r.concurrency}, {"wall_s", r.wall_s}, {"requests_per_s", r.req_s()},
+         {"gen_tok_s", r.gen_tok_s()},   {"classes", classes}, {"errors", r.errors},
+         {"server_stats", nullptr}};
+  const ServerKvReport& k = r.server;
+  if (k.seen)
+    j["server_stats"] = json{{"max_running", k.max_running},
+                             {"paged_kv", k.paged},
+                             {"max_blocks_used", k.max_blocks_used},
+                             {"blocks_total", k.blocks_total},
+                             {"fragmentation_run", k.fragmentation_run},
+                             {"fragmentation_avg", k.fragmentation_avg},
+                             {"preemptions", k.preemptions},
+                             {"recomputed_tokens", k.recomputed_tokens},
+                             {"prefix_hit_rate", k.prefix_hit_rate},
+                             {"polls", k.polls}};
+  return j;
 }
 
 }  // namespace strata::server

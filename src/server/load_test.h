@@ -47,12 +47,27 @@ struct ClassReport {
   LatencySummary ttft, tpot, latency;  // seconds
 };
 
+// A strata server's own numbers over the run (GET /v1/strata/stats, polled every 200 ms; absent
+// for other servers; JSON "server_stats"): the most requests running at once and KV blocks referenced, the
+// mean of the polled fragmentation while any block was referenced (the run's time average), and at the end
+// the pool's life-long time-averaged fragmentation, preemptions and prefix hit rate.
+struct ServerKvReport {
+  bool seen = false;  // the server answered /v1/strata/stats
+  bool paged = false;
+  int max_running = 0;
+  int64_t max_blocks_used = 0, blocks_total = 0;
+  double fragmentation_run = 0, fragmentation_avg = 0, prefix_hit_rate = 0;
+  uint64_t preemptions = 0, recomputed_tokens = 0;
+  int polls = 0;
+};
+
 struct LoadReport {
   double wall_s = 0;
   int concurrency = 0;
   std::vector<ClassReport> classes;  // per class, then "all" last
   std::vector<std::string> errors;   // the first few failure messages
-  double gen_tok_s() const;          // generated tokens / wall time (all classes)
+  ServerKvReport server;
+  double gen_tok_s() const;  // generated tokens / wall time (all classes)
   double req_s() const;
 };
 

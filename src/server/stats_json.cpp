@@ -109,7 +109,8 @@ nlohmann::json kv_json(const KvPoolStats& k) {
       {"prefill_s_per_token", sp.prefill_s_per_token},
       {"parts", parts},
       {"unused_rows", k.unused_rows},
-      {"fragmentation", k.fragmentation}};
+      {"fragmentation", k.fragmentation},
+      {"fragmentation_avg", k.fragmentation_avg}};
 }
 
 json stats_json(const Engine& engine, const std::string& model_name, double uptime_s, bool with_heat) {
@@ -145,6 +146,8 @@ json stats_json(const Engine& engine, const std::string& model_name, double upti
     const uint64_t seen = c.prompt_tokens_cached + c.prompt_tokens_prefilled;
     out["kv"]["prompt_tokens_cached"] = c.prompt_tokens_cached;
     out["kv"]["prefix_hit_rate"] = seen ? static_cast<double>(c.prompt_tokens_cached) / seen : 0.0;
+    out["kv"]["preemptions"] = c.preemptions;
+    out["kv"]["recomputed_tokens"] = c.recomputed_tokens;
   }
   if (const ExpertStore* store = engine.expert_store()) {
     out["experts"] = experts_json(*store);

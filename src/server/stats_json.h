@@ -10,8 +10,9 @@
 //                       "prefetch_precision", "prefetch_recall", "evictions",
 //                       "n_layer", "n_expert"},
 //    "kv": null | {"block_size", "block_bytes", "blocks": {...}, "tiers": {"pool", "ram", "ssd"},
-//           "loaded_blocks", "recomputed_blocks", "parts": [...], "fragmentation",
-//           "prompt_tokens_cached", "prefix_hit_rate" (cached of cached + prefilled prompt tokens), ...},
+//           "loaded_blocks", "recomputed_blocks", "parts": [...], "fragmentation", "fragmentation_avg"
+//           (time-weighted), "prompt_tokens_cached", "prefix_hit_rate" (cached of cached + prefilled prompt
+//           tokens), ...},
 //    "heat": (with_heat and a store) {"n_layer", "n_expert", "counts": [[per expert] per layer],
 //            "resident": ["0/1 per expert" per layer]}}
 #pragma once

@@ -180,12 +180,20 @@ TEST(KvPool, PrefixAdoptionSharesFullBlocksAndLeavesTheLastToken) {
   diverged[5] = 7;
   BlockTable d = pool.new_table(32);
   EXPECT_EQ(pool.adopt_prefix(d, diverged), 4);
+  // Fragmentation counts a's last block's two unused rows only (adopted blocks are held whole).
+  EXPECT_EQ(pool.stats().unused_rows, 2);
+  const double avg = pool.stats().fragmentation_avg;
+  EXPECT_GE(avg, 0.0);
+  EXPECT_LE(avg, 1.0);
   for (BlockTable* t : {&a, &b, &c, &d}) pool.release(*t);
+  EXPECT_EQ(pool.stats().unused_rows, 0);
   EXPECT_EQ(pool.stats().blocks.used, 0);
   EXPECT_EQ(pool.stats().blocks.cached, 2);
   BlockTable e = pool.new_table(32);
   EXPECT_EQ(pool.adopt_prefix(e, prompt), 8);  // cached after every sequence let go
+  EXPECT_EQ(pool.stats().unused_rows, 0);
   pool.release(e);
+  EXPECT_EQ(pool.stats().unused_rows, 0);
 }
 
 TEST(KvPool, WindowPartsStayPerSequenceAndTurnThePrefixCacheOff) {

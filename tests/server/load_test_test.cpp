@@ -76,6 +76,12 @@ TEST(LoadTest, RunAgainstAServerCountsEveryToken) {
   EXPECT_GT(rep->gen_tok_s(), 0);
   EXPECT_NE(load_report_text(*rep).find("all"), std::string::npos);
   EXPECT_EQ(load_report_json(*rep)["classes"][2]["gen_tokens"], 30);
+  // strata's own numbers, polled from /v1/strata/stats (this engine keeps contiguous KV).
+  EXPECT_TRUE(rep->server.seen);
+  EXPECT_FALSE(rep->server.paged);
+  EXPECT_GE(rep->server.polls, 1);
+  EXPECT_LE(rep->server.max_running, 2);
+  EXPECT_EQ(load_report_json(*rep)["server_stats"]["paged_kv"], false);
 }
 
 TEST(LoadTest, UnreachableServerAndBadOptionsAreErrors) {
