@@ -385,9 +385,14 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       ++row;
     }
   }
+  int holding = 0;  // sequences whose KV is in the pool after this turn (read on this thread)
+  if (kv_pool_)
+    for (const auto& sl : slots_) holding += sl->session->kv_blocks()->size() > 0 ? 1 : 0;
   std::lock_guard<std::mutex> lk(mu_);
   ++counters_.batches;
   counters_.batch_tokens += batch_tokens_.size();
+  counters_.kv_sequences = holding;
+  counters_.kv_sequences_max = std::max(counters_.kv_sequences_max, holding);
   if (n_decode > 0) {
     ++counters_.decode_steps;
     counters_.decode_rows += static_cast<uint64_t>(n_decode);

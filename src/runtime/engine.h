@@ -148,6 +148,8 @@ struct EngineCounters {
   // Paged KV: prompt tokens taken from the prefix cache / evaluated, tokens evaluated again after a
   // preemption, preemptions.
   uint64_t prompt_tokens_cached = 0, prompt_tokens_prefilled = 0, recomputed_tokens = 0, preemptions = 0;
+  // Paged KV: sequences holding blocks after the last turn, and the most after any turn.
+  int kv_sequences = 0, kv_sequences_max = 0;
   int running = 0, waiting = 0;
 };
 

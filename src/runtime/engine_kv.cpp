@@ -213,6 +213,8 @@ void Engine::kv_metrics(const EngineCounters& c, std::string* o) const {
           static_cast<double>(c.recomputed_tokens));
   counter("strata_preemptions_total", "sequences preempted (KV dropped, recomputed later)",
           static_cast<double>(c.preemptions));
+  gauge("strata_kv_sequences", "sequences holding KV blocks after the last scheduler turn", c.kv_sequences);
+  gauge("strata_kv_sequences_max", "the most sequences holding KV blocks after any turn", c.kv_sequences_max);
   counter("strata_kv_blocks_evicted_total", "cached KV blocks evicted for new ones",
           static_cast<double>(k.blocks.evicted));
   // Labelled families: one # HELP / # TYPE, a line per label value.

@@ -203,6 +203,7 @@ class StatsPoller {
     r_.prefix_hit_rate = kv.value("prefix_hit_rate", 0.0);
     r_.preemptions = kv.value("preemptions", uint64_t{0});
     r_.recomputed_tokens = kv.value("recomputed_tokens", uint64_t{0});
+    r_.max_kv_sequences = std::max(r_.max_kv_sequences, kv.value("sequences_max", 0));
     return true;
   }
 
@@ -301,10 +302,11 @@ std::string load_report_text(const LoadReport& r) {
   const ServerKvReport& k = r.server;
   if (k.paged) {
     std::snprintf(line, sizeof line,
-                  "server KV: at most %d requests running, %lld of %lld blocks used; fragmentation %.2f%% "
+                  "server KV: at most %d requests running, %d holding KV, %lld of %lld blocks used; "
+                  "fragmentation %.2f%% "
                   "(run mean of %d polls; pool's life %.2f%%), %llu preemptions (%llu tokens recomputed), "
                   "prefix hit rate %.3f\n",
-                  k.max_running, static_cast<long long>(k.max_blocks_used),
+                  k.max_running, k.max_kv_sequences, static_cast<long long>(k.max_blocks_used),
                   static_cast<long long>(k.blocks_total), 100.0 * k.fragmentation_run, k.polls,
                   100.0 * k.fragmentation_avg, static_cast<unsigned long long>(k.preemptions),
                   static_cast<unsigned long long>(k.recomputed_tokens), k.prefix_hit_rate);
@@ -338,6 +340,7 @@ json load_report_json(const LoadReport& r) {
   if (k.seen)
     j["server_stats"] = json{{"max_running", k.max_running},
                              {"paged_kv", k.paged},
+                             {"max_kv_sequences", k.max_kv_sequences},
                              {"max_blocks_used", k.max_blocks_used},
                              {"blocks_total", k.blocks_total},
                              {"fragmentation_run", k.fragmentation_run},

@@ -55,6 +55,7 @@ struct ServerKvReport {
   bool seen = false;  // the server answered /v1/strata/stats
   bool paged = false;
   int max_running = 0;
+  int max_kv_sequences = 0;  // the most sequences holding KV blocks at once (the server's count)
   int64_t max_blocks_used = 0, blocks_total = 0;
   double fragmentation_run = 0, fragmentation_avg = 0, prefix_hit_rate = 0;
   uint64_t preemptions = 0, recomputed_tokens = 0;

@@ -148,6 +148,8 @@ json stats_json(const Engine& engine, const std::string& model_name, double upti
     out["kv"]["prefix_hit_rate"] = seen ? static_cast<double>(c.prompt_tokens_cached) / seen : 0.0;
     out["kv"]["preemptions"] = c.preemptions;
     out["kv"]["recomputed_tokens"] = c.recomputed_tokens;
+    out["kv"]["sequences"] = c.kv_sequences;  // holding blocks after the last turn
+    out["kv"]["sequences_max"] = c.kv_sequences_max;
   }
   if (const ExpertStore* store = engine.expert_store()) {
     out["experts"] = experts_json(*store);

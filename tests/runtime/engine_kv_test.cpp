@@ -150,6 +150,13 @@ void expect_oversubscribed_same_text(const Model& m) {
     EXPECT_GT(c.recomputed_tokens, 0u);
     EXPECT_EQ(c.requests_ok, ps.size());
     EXPECT_EQ(e->kv_pool()->stats().blocks.used, 0);
+    // Sequences holding blocks: at least two after some turn (5 blocks each in 8); no unused rows
+    // left behind by preemptions and re-adopted prefixes.
+    EXPECT_GE(c.kv_sequences_max, 2);
+    EXPECT_LE(c.kv_sequences_max, 6);
+    EXPECT_EQ(e->kv_pool()->stats().unused_rows, 0);
+    EXPECT_GE(e->kv_pool()->stats().fragmentation_avg, 0.0);
+    EXPECT_LT(e->kv_pool()->stats().fragmentation_avg, 1.0);
     std::printf("[ oversubscribed ] prefix cache %s: %llu preemptions, %llu tokens recomputed\n",
                 cache ? "on" : "off", static_cast<unsigned long long>(c.preemptions),
                 static_cast<unsigned long long>(c.recomputed_tokens));
