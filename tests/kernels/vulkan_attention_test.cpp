@@ -15,7 +15,9 @@
 // (kernels/kv_row_ops.cpp: the query as Q8_0, integer block dots, fma per value); a row value may land
 // on the neighbouring step where the device's division rounds differently, so rows within one step
 // (1/127 of a block's largest value for q8_0, 1/8 for q4_0) and outputs within 1e-2; once with
-// Hadamard-rotated q8_0 rows (llama.cpp's default for quantized K / V).
+// Hadamard-rotated q8_0 rows (llama.cpp's default for quantized K / V). bf16, iq4_nl, fp8_e4m3 and
+// mxfp4 rows (ring, paged, rotated) the same way: rows within one step of their type, outputs
+// within 1e-2. VulkanKvRows: from the same f32 values every type's rows are the CPU's bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,9 +151,10 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
     return sh.ring ? p % sh.capacity : p;
   };
   std::vector<DeviceBuffer> ck(n_bufs), cv(n_bufs), vk_k(n_bufs), vk_v(n_bufs);
-  // Paged 16-bit rows start 2 bytes into their buffers (a KV pool's regions follow each other, so
-  // a region of halves may start mid-word).
-  const size_t row_off = paged && sh.kv != GgmlType::f32 ? 2 : 0;
+  // Paged rows of halves start 2 bytes into their buffers, fp8 / mxfp4 rows (bytes) 3 (a KV pool's
+  // regions follow each other, so a region may start mid-word).
+  const bool byte_rows = sh.kv == GgmlType::fp8_e4m3 || sh.kv == GgmlType::mxfp4;
+  const size_t row_off = paged && sh.kv != GgmlType::f32 ? (byte_rows ? 3 : 2) : 0;
   const size_t kb = row_off + row_bytes(sh.kv, k_w) * static_cast<size_t>(stored),
                vb = row_off + row_bytes(sh.kv, v_w) * static_cast<size_t>(stored);
   const std::vector<uint8_t> zeros(std::max(kb, vb), 0);
@@ -201,14 +204,21 @@ TEST_P(VulkanAttention, MatchesTheCpuDevice) {
   };
 
   std::vector<int64_t> pos(static_cast<size_t>(n_seq), 0);
-  // f16 rows: a value may round to the neighbouring f16 (2^-11 of it) where K / V differ in the
-  // last f32 bits; the output then as for rounded o.
-  const bool blocks = sh.kv == GgmlType::q8_0 || sh.kv == GgmlType::q4_0;
-  const double row_tol = sh.kv == GgmlType::f32    ? 1e-5
-                         : sh.kv == GgmlType::f16  ? 1e-3
-                         : sh.kv == GgmlType::q8_0 ? 1.0 / 127 * 1.001
-                                                   : 1.0 / 8 * 1.001;
-  const double tol = blocks ? 1e-2 : sh.to == GgmlType::f32 && sh.kv == GgmlType::f32 ? 1e-5 : 1e-3;
+  // f16 / bf16 rows: a value may round to the neighbouring f16 / bf16 (2^-10 / 2^-7 of it) where
+  // K / V differ in the last f32 bits; the output then as for rounded o (f16) or within 1e-2.
+  // Block types: one step of the block's largest value (q8_0 1/127, q4_0 1/8, iq4_nl the widest
+  // gap of its grid 24/127 of a scale of up to 1/120 of it, fp8 E4M3's 1/8, mxfp4 E2M1's 2 of 4).
+  const bool blocks = type_info(sh.kv).block_size == 32;
+  const double row_tol = sh.kv == GgmlType::f32      ? 1e-5
+                         : sh.kv == GgmlType::f16    ? 1e-3
+                         : sh.kv == GgmlType::bf16   ? 1.0 / 128 * 1.001
+                         : sh.kv == GgmlType::q8_0   ? 1.0 / 127 * 1.001
+                         : sh.kv == GgmlType::iq4_nl ? 24.0 / 120 * 1.001
+                         : sh.kv == GgmlType::mxfp4  ? 0.5 * 1.001
+                                                     : 1.0 / 8 * 1.001;
+  const double tol = sh.kv != GgmlType::f32 && sh.kv != GgmlType::f16   ? 1e-2
+                     : sh.to == GgmlType::f32 && sh.kv == GgmlType::f32 ? 1e-5
+                                                                        : 1e-3;
   double worst = 0.0, worst_rows = 0.0;
   for (size_t call = 0; call < sh.calls.size(); ++call) {
     std::vector<DeviceAttnSeg> cs, vs;
@@ -334,6 +344,113 @@ TEST(VulkanAttentionErrors, NameTheProblem) {
   dev.free(*b);
 }
 
+// Rows written from the same f32 values are the CPU's bytes for every KV type: identity
+// projections (F32; RoPE at angle 0) make K and V the inputs exactly on both devices, and the inputs are
+// blocks built to hit the converters' edges: a largest magnitude a few ulps below a power of two
+// (MXFP4's floor(log2 amax), whose rounding the shader reproduces), exact ties of the E2M1 / E4M3
+// grids, a negative largest value (Q4_0), a zero block, tiny values (E4M3 subnormals), and
+// random blocks of magnitudes 1e-3 .. 1e3; once more Hadamard-rotated (iq4_nl, fp8).
+TEST(VulkanKvRows, EveryTypeConvertsLikeTheCpu) {
+  static Result<std::unique_ptr<VulkanDevice>> opened = VulkanDevice::open();
+  if (!opened.ok()) {
+    if (testing::running_in_ci()) FAIL() << "no Vulkan device under CI: " << opened.message();
+    GTEST_SKIP() << "no Vulkan device: " << opened.message();
+  }
+  VulkanDevice& dev = **opened;
+  ThreadPool pool(1);
+  CpuDevice cpu(pool);
+  constexpr int64_t hd = 64, n = 16;
+  std::vector<float> eye(static_cast<size_t>(hd * hd), 0.0f);
+  for (int64_t i = 0; i < hd; ++i) eye[static_cast<size_t>(i * hd + i)] = 1.0f;
+  // x: n rows of hd values, as 32 blocks of 32.
+  std::vector<float> x = normal(static_cast<size_t>(n * hd), 7, 1.0f);
+  int blk = 0;
+  auto block = [&]() { return x.data() + 32 * blk++; };
+  for (int e : {2, 4, 8, 12, -5, -9})  // largest magnitude 2^(e+1) less k ulps
+    for (int k : {1, 2, 5, 6}) {
+      float* b = block();
+      for (int i = 0; i < 32; ++i) b[i] = std::ldexp(b[i] * 0.3f, e);
+      b[k] = std::ldexp(1.0f - static_cast<float>(k) * 0x1p-24f, e + 1) * (k % 2 ? -1.0f : 1.0f);
+    }
+  const float ties[16] = {6,  5,     3.5f,    2.5f, 1.75f,      1.25f,          0.75f, 0.25f,
+                          -5, -2.5f, 1.0625f, 448,  0.0078125f, -0.0029296875f, 0.0f,  -0.0f};
+  float* tb = block();
+  for (int i = 0; i < 32; ++i) tb[i] = ties[i % 16] * (i < 16 ? 1.0f : 0.5f);
+  float* nb = block();  // the largest value negative
+  for (int i = 0; i < 32; ++i) nb[i] = 0.1f * static_cast<float>(i % 7) - (i == 9 ? 4.0f : 0.0f);
+  std::fill_n(block(), 32, 0.0f);
+  float* small = block();  // E4M3 subnormals once scaled
+  for (int i = 0; i < 32; ++i) small[i] = (i == 0 ? 1.0f : std::ldexp(static_cast<float>(i), -16));
+  for (const float scale : {1e-3f, 1e3f, 30.0f, 1e-2f}) {
+    float* b = block();
+    for (int i = 0; i < 32; ++i) b[i] *= scale;
+  }
+  ASSERT_EQ(blk, 32);
+
+  auto c_eye = cpu.import(eye.data(), sizeof(float) * eye.size(), "eye");
+  auto v_eye = dev.import(eye.data(), sizeof(float) * eye.size(), "eye");
+  ASSERT_TRUE(c_eye.ok() && v_eye.ok());
+  for (GgmlType t : {GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::iq4_nl,
+                     GgmlType::fp8_e4m3, GgmlType::mxfp4})
+    for (bool rotated : {false, true}) {
+      if (rotated && t != GgmlType::iq4_nl && t != GgmlType::fp8_e4m3) continue;
+      const size_t off = t == GgmlType::fp8_e4m3 || t == GgmlType::mxfp4 ? 1 : 2;  // mid-word rows
+      const size_t bytes = off + row_bytes(t, hd) * static_cast<size_t>(n);
+      std::vector<DeviceBuffer> bufs;
+      for (int i = 0; i < 4; ++i) {
+        auto b = i < 2 ? cpu.alloc(bytes, "rows") : dev.alloc(bytes, "rows");
+        ASSERT_TRUE(b.ok()) << b.message();
+        bufs.push_back(*b);
+      }
+      std::memset(bufs[0].host, 0, bytes);
+      std::memset(bufs[1].host, 0, bytes);
+      DeviceAttnWork w[2];
+      DeviceAttnSeg seg[2];
+      std::vector<float> out[2];
+      for (int d = 0; d < 2; ++d) {
+        const DeviceBuffer& eb = d == 0 ? *c_eye : *v_eye;
+        w[d].cfg.n_embd = hd;
+        w[d].cfg.n_head = w[d].cfg.n_head_kv = 1;
+        w[d].cfg.head_dim_k = w[d].cfg.head_dim_v = hd;
+        w[d].cfg.scale = 0.125f;
+        w[d].cfg.rope.n_rot = 2;  // θ = 0: cos 1, sin 0 leave every value as it is
+        w[d].cfg.rope.freq_scale = 0.0f;
+        w[d].wq = w[d].wk = w[d].wv = w[d].wo = DeviceMat{&eb, 0, sizeof(float) * hd, hd, hd, GgmlType::f32};
+        seg[d] = DeviceAttnSeg{DeviceRows{&bufs[2 * d], off, hd, n, false, t, rotated},
+                               DeviceRows{&bufs[2 * d + 1], off, hd, n, false, t, rotated}, 0, 0, n};
+        out[d].resize(x.size());
+        w[d].segs = &seg[d];
+        w[d].n_seg = 1;
+        w[d].x = x.data();
+        w[d].n = n;
+        w[d].out = out[d].data();
+      }
+      std::vector<uint8_t> zeros(bytes, 0);
+      for (int i = 2; i < 4; ++i) {
+        auto z = dev.upload(bufs[i], 0, zeros.data(), bytes);
+        ASSERT_TRUE(z.ok() && dev.wait(*z).ok());
+      }
+      auto ct = cpu.run_attention(w[0]);
+      ASSERT_TRUE(ct.ok()) << ct.message();
+      auto vt = dev.run_attention(w[1]);
+      ASSERT_TRUE(vt.ok()) << vt.message();
+      ASSERT_TRUE(dev.wait(*vt).ok());
+      for (int part = 0; part < 2; ++part) {
+        std::vector<uint8_t> got(bytes);
+        auto dt = dev.download(got.data(), bufs[2 + part], 0, bytes);
+        ASSERT_TRUE(dt.ok() && dev.wait(*dt).ok());
+        const uint8_t* want = bufs[part].host;
+        const size_t bb = row_bytes(t, type_info(t).block_size);
+        for (size_t i = 0; i < bytes; ++i)
+          ASSERT_EQ(got[i], want[i]) << type_name(t) << (rotated ? " rotated" : "") << (part ? " V" : " K")
+                                     << " rows differ at byte " << i << " (block " << (i - off) / bb << ")";
+      }
+      for (int i = 0; i < 4; ++i) (i < 2 ? static_cast<Device&>(cpu) : dev).free(bufs[i]);
+    }
+  cpu.free(*c_eye);
+  dev.free(*v_eye);
+}
+
 // clang-format off
 INSTANTIATE_TEST_SUITE_P(Shapes, VulkanAttention, ::testing::Values(
     Shape{"gqa_norms_biases", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true, false, false, 32,
@@ -365,7 +482,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VulkanAttention, ::testing::Values(
           GgmlType::q4_0, 4},
     Shape{"gqa_norms_biases_q8_0_kv_rotated", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true,
           false, false, 32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}},
-          GgmlType::q8_0, 0, true}),
+          GgmlType::q8_0, 0, true},
+    // The other KV types: bf16 (ring and paged), iq4_nl, fp8_e4m3 and mxfp4 rows (rotated, as
+    // llama.cpp stores quantized rows by default, and not), contiguous and paged.
+    Shape{"window_sinks_ring_bf16_kv", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false, true,
+          true, 8, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {1, 1}}, GgmlType::bf16},
+    Shape{"paged_gqa_norms_biases_bf16_kv", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true, false,
+          false, 32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}},
+          GgmlType::bf16, 4},
+    Shape{"paged_gqa_norms_biases_iq4_nl_kv_rotated", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true,
+          true, false, false, 32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{7, 0}, {0, 3}, {1, 1}, {2, 5}}, GgmlType::iq4_nl, 4, true},
+    Shape{"window_sinks_ring_iq4_nl_kv", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false, true,
+          true, 8, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {1, 1}}, GgmlType::iq4_nl},
+    Shape{"paged_window_sinks_fp8_kv_rotated", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false,
+          true, false, 32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {10, 12}}, GgmlType::fp8_e4m3, 4, true},
+    Shape{"gqa_norms_biases_fp8_kv", 64, 4, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, true, true, false, false,
+          32, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32, {{7, 0}, {0, 3}, {1, 1}, {2, 5}},
+          GgmlType::fp8_e4m3},
+    Shape{"paged_mixed_types_mxfp4_kv_rotated", 64, 8, 2, 32, 32, 32, RopeStyle::rope_style_neox, 0, false, true,
+          true, false, 32, GgmlType::q4_0, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
+          {{6, 2}, {1, 1}, {3, 9}, {11, 3}}, GgmlType::mxfp4, 8, true},
+    Shape{"window_sinks_ring_mxfp4_kv", 64, 4, 1, 64, 32, 16, RopeStyle::rope_style_norm, 4, false, false, true,
+          true, 8, GgmlType::f32, GgmlType::f32, GgmlType::f32, GgmlType::f32,
+          {{5, 0}, {1, 0}, {3, 4}, {1, 1}, {4, 5}, {1, 1}}, GgmlType::mxfp4}),
     [](const auto& info) { return std::string(info.param.name); });
 // clang-format on
 

@@ -5,7 +5,8 @@
 // within the device's bound of the CPU's (max |Δ| within 1e-3 of each row's spread, the same top-1
 // wherever the CPU's leads by more than twice that row's |Δ|; tests/model/vulkan_model_test.cpp), in one
 // batch and in chunks; q8_0 rows (Hadamard-rotated) and q4_0 rows on a synth dense llama with heads
-// of 32 (whole blocks) within 1e-2 of the CPU's. A session that
+// of 32 (whole blocks) within 1e-2 of the CPU's, and bf16, iq4_nl, fp8_e4m3 and mxfp4 rows there
+// (the quantized ones rotated) paged within 1e-2 of the CPU's. A session that
 // adopts a cached prefix on the device (a prefix-cache hit) gets the bits of the session that
 // computed it (a miss). Without Vulkan the tests skip (fail under CI=true).
 #include <gtest/gtest.h>
@@ -183,6 +184,33 @@ TEST_F(VulkanPagedKv, RotatedQ8_0RowsMatchContiguousRowsAndTheCpu) {
 TEST_F(VulkanPagedKv, Q4_0RowsMatchContiguousRowsAndTheCpu) {
   paged_against_contiguous_and_cpu(*dev_, llama_heads_32(), KvTypes{KvType::q4_0, KvType::q4_0, false, false},
                                    1e-2);
+}
+
+// The other KV types (bf16; iq4_nl, fp8_e4m3 and mxfp4 rotated, as quantized rows are by
+// default): paged rows on the device against the CPU's rows, a short prompt in chunks of 6 (the
+// kernel tests hold each type's rows to the CPU's bytes and its paged addressing; this runs
+// them through a model), one model load for all four.
+TEST_F(VulkanPagedKv, OtherKvTypesMatchTheCpu) {
+  auto cpu = Model::load(llama_heads_32(), {.n_threads = 2});
+  ASSERT_TRUE(cpu.ok()) << cpu.message();
+  LoadOptions lo;
+  lo.n_threads = 2;
+  lo.device = dev_;
+  auto gpu = Model::load(llama_heads_32(), lo);
+  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  const auto tokens = prompt_for(**gpu, 17);
+  for (KvType t : {KvType::bf16, KvType::iq4_nl, KvType::fp8_e4m3, KvType::mxfp4}) {
+    const KvTypes kv{t, t, true, false};
+    auto spec = (*gpu)->arch().kv_spec_for(kv);
+    ASSERT_TRUE(spec.ok()) << spec.message();
+    auto pool = KvPool::create(*spec, (*gpu)->device(), {.budget_bytes = 1 << 20, .block_size = 4});
+    ASSERT_TRUE(pool.ok()) << pool.message();
+    const auto paged = eval_rows(**gpu, tokens, 6, pool->get(), kv);
+    const auto want = eval_rows(**cpu, tokens, 6, nullptr, kv);
+    const double worst = expect_close(want, paged, (*gpu)->n_vocab(), 1e-2, kv_type_name(t));
+    std::printf("paged %s KV on %s: max |dlogit| / spread vs the CPU %.2e\n", kv_type_name(t),
+                dev_->name().c_str(), worst);
+  }
 }
 
 // A prefix-cache hit on the device: the rows after the adopted prefix keep the bits of the

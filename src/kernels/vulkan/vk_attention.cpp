@@ -69,12 +69,12 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
   STRATA_ASSIGN(const vk::RawBuffer* kn, vector(w.k_norm, hdk, kOp, "k_norm"));
   STRATA_ASSIGN(const vk::RawBuffer* sinks, vector(w.sinks, c.n_head, kOp, "sinks"));
 
-  // The segments' cache rows (shaders/kv_rows.glsl): f32, f16, q8_0 or q4_0 rows of the cache's
-  // width (f16: even head dims, so that a head's values fill whole words; block types: head dims
+  // The segments' cache rows (shaders/kv_rows.glsl): rows of any KV type of the cache's width
+  // (f16 / bf16: even head dims, so that a head's values fill whole words; block types: head dims
   // of whole blocks), linear, ring or paged, bound from the 256-byte boundary before them.
   struct SegRows {
     Region k, v;
-    uint32_t kc_off, vc_off;      // in words (f32 rows) or halves
+    uint32_t kc_off, vc_off;      // in the rows' units: words (f32), bytes (fp8, mxfp4) or halves
     size_t kt_at = 0, vt_at = 0;  // paged: the block tables' bytes in staging
     int64_t kt_n = 0, vt_n = 0;   // and their entries
   };
@@ -83,12 +83,13 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
                      Region& reg, uint32_t& off) -> Status {
     const int64_t bs = type_info(r.type).block_size;
     if (!attention_rows_supported(r.type, r.hadamard) || head_dim % bs != 0 ||
-        (r.type == GgmlType::f16 && head_dim % 2 != 0))
+        ((r.type == GgmlType::f16 || r.type == GgmlType::bf16) && head_dim % 2 != 0))
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows are %s (head dim %lld): this device stores "
-          "f32 KV rows, f16 rows of even head dims and q8_0 / q4_0 rows of head dims of whole blocks",
+          "f32 KV rows, f16 / bf16 rows of even head dims and q8_0 / q4_0 / iq4_nl / fp8_e4m3 / mxfp4 rows "
+          "of head dims of whole blocks",
           nm, w.layer, i, what, type_name(r.type), static_cast<long long>(head_dim));
-    const size_t unit = r.type == GgmlType::f32 ? 4 : 2;  // f32 rows are words, the others halves
+    const size_t unit = vk::kv_row_unit(r.type);
     if (r.buf == nullptr || r.width != width || r.capacity < 1 || r.offset % unit != 0)
       return err(
           "%s: run_attention on layer %d: segment %d's %s rows: width %lld x %lld at offset %zu, "
@@ -132,13 +133,10 @@ Result<DeviceTicket> VulkanDevice::run_attention_locked(const DeviceAttnWork& w)
     return n_entries;
   };
   // The shaders' flags (shaders/kv_rows.glsl): rings, the rows' types, paged rows, rotated rows.
-  auto type_code = [](GgmlType t) {
-    return t == GgmlType::f16 ? 1u : t == GgmlType::q8_0 ? 2u : t == GgmlType::q4_0 ? 3u : 0u;
-  };
   auto flags = [&](const DeviceAttnSeg& sg) {
-    return (sg.k.ring ? 1u : 0u) | (sg.v.ring ? 2u : 0u) | type_code(sg.k.type) << 2 |
-           type_code(sg.v.type) << 4 | (sg.k.blocks ? 64u : 0u) | (sg.v.blocks ? 128u : 0u) |
-           (sg.k.hadamard ? 256u : 0u) | (sg.v.hadamard ? 512u : 0u);
+    return (sg.k.ring ? 1u : 0u) | (sg.v.ring ? 2u : 0u) | vk::kv_type_code(sg.k.type) << 2 |
+           vk::kv_type_code(sg.v.type) << 5 | (sg.k.blocks ? 256u : 0u) | (sg.v.blocks ? 512u : 0u) |
+           (sg.k.hadamard ? 1024u : 0u) | (sg.v.hadamard ? 2048u : 0u);
   };
   int64_t covered = 0;
   for (int i = 0; i < w.n_seg; ++i) {

@@ -35,6 +35,7 @@
 
 #include "kernels/device.h"
 #include "kernels/vulkan/vk_context.h"
+#include "kernels/vulkan/vk_forms.h"
 #include "kernels/vulkan/vk_pipeline.h"
 
 namespace strata {
@@ -74,11 +75,12 @@ class VulkanDevice final : public Device {
   Result<DeviceTicket> download(void* dst, const DeviceBuffer& src, size_t offset, size_t bytes) override;
   Result<DeviceTicket> run_experts(const DeviceExpertWork& w) override;
   Result<DeviceTicket> run_attention(const DeviceAttnWork& w) override;
-  // f32, f16, q8_0 and q4_0 rows, linear, ring or paged, Hadamard-rotated or not (f16: even head
-  // dims; q8_0 / q4_0: head dims of whole blocks).
+  // Rows of every KV type (f32, f16, bf16, q8_0, q4_0, iq4_nl, fp8_e4m3, mxfp4), linear, ring or
+  // paged, Hadamard-rotated or not (f16 / bf16: even head dims; block types: head dims of whole
+  // blocks).
   bool attention_rows_supported(GgmlType type, bool hadamard) const override {
     (void)hadamard;
-    return type == GgmlType::f32 || type == GgmlType::f16 || type == GgmlType::q8_0 || type == GgmlType::q4_0;
+    return vk::kv_type_code(type) != ~0u;
   }
   Result<DeviceTicket> run_sparse_attention(
       const DeviceSparseAttnWork& w) override;  // vk_sparse_attention.cpp

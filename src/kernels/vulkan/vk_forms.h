@@ -49,6 +49,34 @@ struct AttentionParams {
 };
 constexpr uint32_t kAttnMaxHeadDim = 256;  // attention.comp's MAX_HD
 
+// The KV row types the attention shaders store (shaders/kv_rows.glsl's KV_* codes; ~0u: none)
+// and the unit their offsets count: words (f32), bytes (fp8_e4m3, mxfp4) or 16-bit halves.
+inline uint32_t kv_type_code(GgmlType t) {
+  switch (t) {
+    case GgmlType::f32:
+      return 0;
+    case GgmlType::f16:
+      return 1;
+    case GgmlType::q8_0:
+      return 2;
+    case GgmlType::q4_0:
+      return 3;
+    case GgmlType::iq4_nl:
+      return 4;
+    case GgmlType::bf16:
+      return 5;
+    case GgmlType::fp8_e4m3:
+      return 6;
+    case GgmlType::mxfp4:
+      return 7;
+    default:
+      return ~0u;
+  }
+}
+inline size_t kv_row_unit(GgmlType t) {
+  return t == GgmlType::f32 ? 4 : t == GgmlType::fp8_e4m3 || t == GgmlType::mxfp4 ? 1 : 2;
+}
+
 // The device's form of activations for a weight type's vec_dot_type (linear.comp's x).
 enum XForm : uint32_t { xform_f32 = 0, xform_f16 = 1, xform_q8 = 2, xform_bf16 = 3 };
 

@@ -6,10 +6,11 @@
 // One workgroup per (token, head); invocation l takes keys j ≡ l (mod 64) with an online
 // softmax (its own max, denominator and accumulator), and the 64 partial results are combined
 // at the end. q and o are rows of S (f32; offsets are f32 indices), sinks S[sink_off..]. K / V
-// rows (kv_rows.glsl: linear, ring or paged; f32, f16, q8_0 or q4_0) are read in place with the
-// CPU's numerics (kernels/kv_row_ops.cpp): f32 / f16 values as f32; for block-type K the query
-// as Q8_0 blocks (quant/q8_0.cpp from_float) and per block the integer dot times (d_k · d_q);
-// for block-type V per block fma(weight · d, value, acc).
+// rows (kv_rows.glsl: linear, ring or paged; every KV type) are read in place with the CPU's
+// numerics (kernels/kv_row_ops.cpp): f32 / f16 / bf16 / fp8 / mxfp4 values as f32 (quant/'s
+// to_float); for q8_0 / q4_0 / iq4_nl K the query as Q8_0 blocks (quant/q8_0.cpp from_float)
+// and per block the integer dot times (d_k · d_q); for such V per block
+// fma(weight · d, value, acc).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -47,8 +48,8 @@ shared float qs[MAX_HD];
 shared int qq[MAX_HD];       // block-type K: the query's Q8_0 values
 shared float qd[MAX_HD / 32];  // and scales
 
-// The block types' q·k of the key whose head starts at value e: per block Σ q_i·k_i (integers)
-// times (d_k · d_q), summed in block order (quant/q8_0.cpp, q4_0.cpp vec_dot).
+// The integer block types' q·k of the key whose head starts at value e: per block Σ q_i·k_i
+// (integers) times (d_k · d_q), summed in block order (quant/'s q8_0, q4_0, iq4_nl vec_dot).
 float dot_blocks(uint e) {
   float sum = 0.0;
   for (uint b = 0u; b < p.hdk / 32u; ++b) {
@@ -71,7 +72,7 @@ void main() {
   const uint qa = p.q_off + (t * p.n_head + h) * p.hdk;
   for (uint d = tid; d < p.hdk; d += 64u) qs[d] = s[qa + d];
   barrier();
-  const bool k_blocks = kv_type(false) >= KV_Q8_0, v_blocks = kv_type(true) >= KV_Q8_0;
+  const bool k_blocks = kv_int_blocks(kv_type(false)), v_blocks = kv_int_blocks(kv_type(true));
   if (k_blocks && tid < p.hdk / 32u) {  // quant/q8_0.cpp from_float of block tid
     float amax = 0.0;
     for (uint i = 0u; i < 32u; ++i) amax = max(amax, abs(qs[32u * tid + i]));

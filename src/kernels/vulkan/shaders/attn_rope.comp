@@ -2,7 +2,7 @@
 // its q heads and its k head get the optional per-head RMSNorm, then RoPE from the token's
 // cos/sin row (kernels/ops.h rope_cache, computed on the host: cache[2i] = cos, cache[2i+1] =
 // sin); k and v rows are written into the sequence's K / V cache rows at the token's position
-// (kv_rows.glsl: its slot in a linear, ring or paged cache; f32, f16, q8_0 or q4_0 values;
+// (kv_rows.glsl: its slot in a linear, ring or paged cache; values of any KV type;
 // rotated rows: q, k and v head slices Hadamard-rotated first, as the CPU block does). One
 // invocation per (token, head): q heads 0..n_head−1 (rotated in place in S), then k heads,
 // then v heads.
@@ -62,29 +62,23 @@ void rope(uint a, uint tab) {
   }
 }
 
+// Each step below has one call site (lavapipe compiles every inlined copy of kv_store).
 void main() {
   const uint per_tok = p.n_head + 2u * p.n_kv;
   const uint id = gl_GlobalInvocationID.x;
   if (id >= p.n_tok * per_tok) return;
   const uint i = id / per_tok, h = id % per_tok;
   const uint t = p.t0 + i, pos = p.pos0 + i;
-  const uint tab = p.rope_off + t * max(p.n_rot, 1u);
-  if (h < p.n_head) {
-    const uint a = p.q_off + (t * p.n_head + h) * p.hdk;
-    if (p.qn_off != ~0u) norm(a, p.qn_off);
-    rope(a, tab);
-    if (kv_rotated(false)) kv_hadamard(a, p.hdk);  // q·k of rotated rows
-  } else if (h < p.n_head + p.n_kv) {
-    const uint hk = h - p.n_head;
-    const uint a = p.k_off + (t * p.n_kv + hk) * p.hdk;
-    if (p.kn_off != ~0u) norm(a, p.kn_off);
-    rope(a, tab);
-    if (kv_rotated(false)) kv_hadamard(a, p.hdk);
-    kv_store(false, kv_slot(false, pos) * p.n_kv * p.hdk + hk * p.hdk, a, p.hdk);
-  } else {
-    const uint hk = h - p.n_head - p.n_kv;
-    const uint a = p.v_off + (t * p.n_kv + hk) * p.hdv;
-    if (kv_rotated(true)) kv_hadamard(a, p.hdv);
-    kv_store(true, kv_slot(true, pos) * p.n_kv * p.hdv + hk * p.hdv, a, p.hdv);
+  const bool is_q = h < p.n_head, is_v = h >= p.n_head + p.n_kv;
+  const uint hk = is_q ? 0u : is_v ? h - p.n_head - p.n_kv : h - p.n_head;
+  const uint hd = is_v ? p.hdv : p.hdk;
+  const uint a = is_q ? p.q_off + (t * p.n_head + h) * hd
+                      : (is_v ? p.v_off : p.k_off) + (t * p.n_kv + hk) * hd;
+  if (!is_v) {
+    const uint wn = is_q ? p.qn_off : p.kn_off;
+    if (wn != ~0u) norm(a, wn);
+    rope(a, p.rope_off + t * max(p.n_rot, 1u));
   }
+  if (kv_rotated(is_v)) kv_hadamard(a, hd);  // q too: q·k of rotated rows
+  if (!is_q) kv_store(is_v, kv_slot(is_v, pos) * p.n_kv * hd + hk * hd, a, hd);
 }
