@@ -2,9 +2,15 @@
 
 #include <cstring>
 
+#include "kernels/traits.h"
 #include "quant/quant_ref.h"
 
 namespace strata {
+
+bool kv_rows_read_as_f32(GgmlType t) {
+  return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || t == GgmlType::fp8_e4m3 ||
+         t == GgmlType::mxfp4;
+}
 
 bool kv_rows_type_ok(GgmlType t) {
   return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || t == GgmlType::q8_0 ||
@@ -28,9 +34,9 @@ void kv_to_f32(const KvRows& r, int64_t i, float* out) {
     std::memcpy(out, src, sizeof(float) * static_cast<size_t>(r.width));
     return;
   }
-  const QuantRef* q = quant_ref(r.type);
-  STRATA_ASSERT(q && q->to_float && kv_rows_type_ok(r.type));
-  q->to_float(src, out, r.width);
+  const KernelTraits& k = kernel_traits(r.type);
+  STRATA_ASSERT(k.to_float && kv_rows_type_ok(r.type));
+  k.to_float(src, out, r.width);
 }
 
 }  // namespace strata

@@ -66,8 +66,15 @@ struct KvRows {
 // PRECOND: c0 and n multiples of the type's block size.
 void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n);
 
-// Row i's values as f32 into out[width] (quant/'s to_float; f32 rows copied).
+// Row i's values as f32 into out[width] (the active ISA's to_float, bit-identical to quant/'s;
+// f32 rows copied).
 void kv_to_f32(const KvRows& r, int64_t i, float* out);
+
+// Whether attention's products over rows of t are the f32 ones over the converted values
+// (kernels/ops.h KvRowOps: f16, bf16, fp8_e4m3, mxfp4; f32 itself), so a reader may convert the
+// rows once and attend over f32 rows with the same bits; not the block types (q8_0, q4_0,
+// iq4_nl: integer dots against a quantized query).
+bool kv_rows_read_as_f32(GgmlType t);
 
 // The element types KvRows can hold (the attention kernels read them in place).
 bool kv_rows_type_ok(GgmlType t);

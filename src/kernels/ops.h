@@ -126,7 +126,7 @@ struct OpsTable {
   void (*vec_add_scaled_rows)(float* y, const float* const* x, const float* s, int64_t nk,
                               int64_t n) = nullptr;
   // The same over f16 / bf16 / q8_0 / q4_0 / iq4_nl / fp8_e4m3 / mxfp4 rows (f32 rows use the two
-  // above). fp8_e4m3 and mxfp4 (DeepSeek's KV types): scalar, each row converted to f32 as f16's.
+  // above). fp8_e4m3 and mxfp4 (DeepSeek's KV types): each row converted to f32, as f16's.
   KvRowOps kv_f16, kv_bf16, kv_q8_0, kv_q4_0, kv_iq4_nl, kv_fp8, kv_mxfp4;
   const KvRowOps& kv_rows(GgmlType t) const;  // PRECOND: one of those seven
   void (*rope_apply)(RopeStyle style, int n_rot, const float* cache, float* x) = nullptr;

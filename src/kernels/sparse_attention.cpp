@@ -10,6 +10,28 @@
 
 namespace strata {
 
+namespace {
+
+// Typed rows that attention reads as f32 (kv_rows_read_as_f32) are converted once per chunk of
+// at most kChunk tokens into f32 scratch — shared by every query head and token of the chunk, and
+// by K and V (one row per key) — and the core runs over f32 views that keep the rows' indices (a
+// ring for the window, a linear view of the visible compressed rows, the union of the selected
+// rows with each token's list remapped to it), so its key blocks and products are the typed
+// rows': the same bits.
+constexpr int64_t kChunk = 64;
+// A chunk's selected rows (their union): at most max(kSelRows, a token's selection).
+constexpr int64_t kSelRows = 4096;
+
+int64_t chunk_tokens(int64_t sel_stride) {
+  return sel_stride > 0 ? std::clamp<int64_t>(kSelRows / sel_stride, 1, kChunk) : kChunk;
+}
+
+bool convert(const KvRows& r) {
+  return r.type != GgmlType::f32 && kv_rows_read_as_f32(r.type);
+}
+
+}  // namespace
+
 AttnKeys sparse_keys(const KvRows& win, int window, const KvRows* comp, int ratio, int64_t pos,
                      const int32_t* sel, int64_t n_sel) {
   AttnKeys ks;
@@ -52,14 +74,57 @@ void sparse_attention(const DeviceSparseAttnWork& w, const KvRows& win, const Kv
     for (int64_t h = 0; h < n * nh; ++h) hadamard_rotate(qr + h * hd, hd);
     q = qr;
   }
-  AttnKeys* keys = arena.alloc<AttnKeys>(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t* sel = w.sel ? w.sel + t * w.sel_stride : nullptr;
-    new (&keys[t]) AttnKeys(sparse_keys(win, w.window, w.ratio ? comp : nullptr, w.ratio, w.pos0 + t, sel,
-                                        w.sel ? w.sel_n[t] : 0));
+  if (w.ratio == 0) comp = nullptr;
+  const bool cw = convert(win), cc = comp && convert(*comp);
+  STRATA_ASSERT(!cw || win.width == hd);
+  STRATA_ASSERT(!cc || comp->width == hd);
+  const int64_t chunk = cw || cc ? chunk_tokens(w.sel ? w.sel_stride : 0) : n;
+  const int64_t wcap = w.window - 1 + chunk;  // the f32 window ring: a chunk's rows, indices kept
+  const KvRows wf =
+      cw ? KvRows::f32(arena.alloc<float>(static_cast<size_t>(wcap * hd)), hd, wcap, true) : win;
+  // compressed rows: every visible one (no selection), else the chunk's selected ones
+  const int64_t n_all = comp && !w.sel ? (w.pos0 + n) / w.ratio : 0;
+  const int64_t n_uni = w.sel ? std::min(chunk * w.sel_stride, (w.pos0 + n) / w.ratio) : 0;
+  float* cbuf = cc ? arena.alloc<float>(static_cast<size_t>(std::max(n_all, n_uni) * hd + 1)) : nullptr;
+  int32_t* uni = cc && w.sel ? arena.alloc<int32_t>(static_cast<size_t>(chunk * w.sel_stride + 1)) : nullptr;
+  int32_t* sel2 = cc && w.sel ? arena.alloc<int32_t>(static_cast<size_t>(chunk * w.sel_stride + 1)) : nullptr;
+  KvRows cf = comp ? *comp : KvRows{};
+  if (cc && !w.sel) {
+    cf = KvRows::f32(cbuf, hd, n_all, false);
+    for (int64_t j = 0; j < n_all; ++j) kv_to_f32(*comp, j, cf.row(j));
   }
+  AttnKeys* keys = arena.alloc<AttnKeys>(static_cast<size_t>(chunk));
   const AttnShape shape{static_cast<int>(nh), 1, static_cast<int>(hd), static_cast<int>(hd), w.scale, sinks};
-  attend(shape, q, n, std::span<const AttnKeys>(keys, static_cast<size_t>(n)), w.out, pool);
+  int64_t wdone = 0;  // window rows converted: a chunk's rows left by the previous one stay in the ring
+  for (int64_t t0 = 0; t0 < n; t0 += chunk) {
+    const int64_t t1 = std::min(n, t0 + chunk);
+    for (int64_t j = std::max(wdone, w.pos0 + t0 - w.window + 1); cw && j < w.pos0 + t1; ++j)
+      kv_to_f32(win, j, wf.row(j));
+    wdone = w.pos0 + t1;
+    const int32_t* sel = w.sel ? w.sel + t0 * w.sel_stride : nullptr;
+    if (cc && w.sel) {
+      // the chunk's selected rows, each converted once; the tokens' lists point into them
+      int64_t nu = 0;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int32_t* s = w.sel + t * w.sel_stride;
+        nu = std::set_union(uni, uni + nu, s, s + w.sel_n[t], sel2) - sel2;
+        std::copy(sel2, sel2 + nu, uni);
+      }
+      cf = KvRows::f32(cbuf, hd, nu, false);
+      for (int64_t i = 0; i < nu; ++i) kv_to_f32(*comp, uni[i], cf.row(i));
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t i = 0; i < w.sel_n[t]; ++i)
+          sel2[(t - t0) * w.sel_stride + i] =
+              static_cast<int32_t>(std::lower_bound(uni, uni + nu, w.sel[t * w.sel_stride + i]) - uni);
+      sel = sel2;
+    }
+    for (int64_t t = t0; t < t1; ++t)
+      new (&keys[t - t0])
+          AttnKeys(sparse_keys(wf, w.window, comp ? &cf : nullptr, w.ratio, w.pos0 + t,
+                               sel ? sel + (t - t0) * w.sel_stride : nullptr, w.sel ? w.sel_n[t] : 0));
+    attend(shape, q + t0 * nh * hd, t1 - t0, std::span<const AttnKeys>(keys, static_cast<size_t>(t1 - t0)),
+           w.out + t0 * nh * hd, pool);
+  }
   if (rot)
     for (int64_t h = 0; h < n * nh; ++h) hadamard_rotate(w.out + h * hd, hd);
   arena.rewind(mark);

@@ -27,6 +27,11 @@ AttnKeys sparse_keys(const KvRows& win, int window, const KvRows* comp, int rati
 
 // w's op over host rows win / comp (comp null when w.ratio is 0; sinks null: none), checked by
 // the caller: kv_new and comp_new written into their rows, then every token attends its keys.
+// Typed rows read as f32 (kernels/kv_rows.h kv_rows_read_as_f32: f16, bf16, fp8_e4m3, mxfp4) are
+// converted once per step and chunk of tokens into f32 scratch from the arena (at most
+// window + 63 + max(4096, the selection per token) rows, or the visible compressed rows when
+// nothing selects), shared by all query heads and by K and V, with the logits of reading them in
+// place; the block types are read in place.
 void sparse_attention(const DeviceSparseAttnWork& w, const KvRows& win, const KvRows* comp,
                       const float* sinks, ThreadPool& pool, Arena& arena);
 

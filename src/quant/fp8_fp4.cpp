@@ -56,15 +56,4 @@ uint8_t f32_to_e2m1(float x) {
   return static_cast<uint8_t>((std::signbit(r) ? 8 : 0) | k);
 }
 
-float ue8m0_to_f32(uint8_t b) {
-  if (b == 0xff) return std::nanf("");
-  return std::ldexp(1.0f, static_cast<int>(b) - 127);  // 2^-127 is an exact f32 subnormal
-}
-
-float e8m0_to_f32_half(uint8_t e) {
-  // 2^(e−128): a normal float with biased exponent e−1, or for e < 2 the subnormals 2^−128, 2^−127.
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  return f32_from_bits(bits);
-}
-
 }  // namespace strata

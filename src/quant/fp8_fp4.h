@@ -80,7 +80,11 @@ inline float e2m1_round(float x) {
 uint8_t f32_to_e2m1(float x);
 
 // --- UE8M0 --------------------------------------------------------------------------------
-float ue8m0_to_f32(uint8_t b);  // 2^(b-127) (2^-127 is an exact f32 subnormal); 255 is NaN
+// 2^(b-127) (2^-127 is an exact f32 subnormal); 255 is NaN. Inline bits: the SIMD row
+// conversions (kernels/x86) call it once per block.
+inline float ue8m0_to_f32(uint8_t b) {
+  return f32_from_bits(b == 0xff ? 0x7fc00000u : b == 0 ? 0x00400000u : static_cast<uint32_t>(b) << 23);
+}
 
 // Smallest power of two >= x for a positive normal x: the UE8M0 scale the DeepSeek reference
 // kernels pick. Its byte is ue8m0_ceil_code(x).
@@ -95,7 +99,9 @@ inline uint8_t ue8m0_ceil_code(float x) {
 }
 
 // MXFP4's half scale 2^(e-128), which times kMxfp4Values2x gives the E2M1 value times 2^(e-127):
-// exact (subnormal for e < 2).
-float e8m0_to_f32_half(uint8_t e);
+// exact: a normal float with biased exponent e−1, or for e < 2 the subnormals 2^−128, 2^−127.
+inline float e8m0_to_f32_half(uint8_t e) {
+  return f32_from_bits(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
+}
 
 }  // namespace strata

@@ -5,7 +5,7 @@
 // query and within rounding of the f32 products; kv_store equal to quant/'s from_float; the
 // attention core over f16 / bf16 caches bit-identical to the same core over f32 caches holding
 // the converted values (block types: close to it); the Hadamard rotation orthonormal and its own
-// inverse.
+// inverse; fp8_e4m3 / mxfp4 rows to f32 per ISA bit-identical to quant/'s to_float.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "kernels/kernel_test_data.h"
 #include "kernels/kv_rows.h"
 #include "kernels/ops.h"
+#include "kernels/traits.h"
 #include "quant/fp8_fp4.h"
 #include "quant/quant_ref.h"
 
@@ -157,6 +158,38 @@ TEST(KvRows, ReferenceProductsAgainstTheF32RowsOfTheConvertedValues) {
         EXPECT_NEAR(y[i], y_ref[i], 1e-5f * (1.0f + std::fabs(y_ref[i]))) << i;
       else
         EXPECT_TRUE(same_bits(y[i], y_ref[i])) << i;
+    }
+  }
+}
+
+// DeepSeek's KV rows to f32 (KernelTraits::to_float of fp8_e4m3 / mxfp4, what attention and the
+// indexer convert typed rows with) per ISA: the scalar reference's bits on every E4M3 byte / E2M1
+// nibble under every UE8M0 / E8M0 scale byte (NaN where it gives NaN), into unaligned rows.
+TEST_P(KvRowsIsa, Fp8AndMxfp4RowsToF32MatchTheScalarReference) {
+  for (GgmlType t : {GgmlType::fp8_e4m3, GgmlType::mxfp4}) {
+    SCOPED_TRACE(type_name(t));
+    const size_t bb = row_bytes(t, 32);
+    const int64_t n = 256 * 32;  // block b: scale byte b
+    std::vector<uint8_t> bytes(bb * 256);
+    uint32_t h = 99;
+    for (size_t b = 0; b < 256; ++b) {
+      bytes[b * bb] = static_cast<uint8_t>(b);
+      for (size_t j = 1; j < bb; ++j)  // fp8: every byte under each scale over 8 blocks; mxfp4: random
+        bytes[b * bb + j] = static_cast<uint8_t>(
+            t == GgmlType::fp8_e4m3 ? (b * 32 + j - 1) % 256 : (h = h * 1664525u + 1013904223u) >> 24);
+    }
+    const auto to_f32 = kernel_traits(t, GetParam()).to_float;
+    ASSERT_NE(to_f32, nullptr);
+    for (int64_t len : {int64_t{32}, int64_t{64}, n}) {
+      std::vector<float> got(static_cast<size_t>(len) + 1), want(static_cast<size_t>(len));
+      const uint8_t* src = bytes.data() + (len == n ? 0 : 3 * bb);
+      to_f32(src, got.data() + 1, len);
+      quant_ref(t)->to_float(src, want.data(), len);
+      for (int64_t i = 0; i < len; ++i) {
+        const float g = got[static_cast<size_t>(i) + 1], w = want[static_cast<size_t>(i)];
+        ASSERT_TRUE(same_bits(g, w) || (std::isnan(g) && std::isnan(w)))
+            << len << " " << i << ": " << g << " vs " << w;
+      }
     }
   }
 }

@@ -1,12 +1,18 @@
-// DeepSeek-V4's attention key sets (kernels/sparse_attention.h; the softmax is attention_core_test's),
+// DeepSeek-V4's attention key sets (kernels/sparse_attention.h; the softmax is attention_core_test's)
+// and its typed rows converted once (the in-place core's bits),
 // sqrt-softplus and hash routing vs double-precision code written from deepseek-v4.md §2.3 and §2.4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
+#include "base/arena.h"
+#include "base/thread_pool.h"
+#include "kernels/kv_rows.h"
 #include "kernels/sparse_attention.h"
 #include "kv/row_cache.h"
 #include "model/deepseek4/ds4_moe.h"
@@ -46,6 +52,67 @@ TEST(Ds4Attention, KeySets) {
   EXPECT_EQ(k.list.idx, sel);
   EXPECT_EQ(k.list.n, 3);
   EXPECT_EQ(k.count(), 41 + 3);
+}
+
+// Typed rows read as f32 (f16, fp8_e4m3, mxfp4): sparse_attention converts each row a chunk of
+// tokens reads once and gives the bits of the core reading the typed rows in place (sparse_keys
+// and attend), over more tokens than a chunk, with an indexer's selection (ratio 4) and without.
+TEST(Ds4Attention, TypedRowsConvertedOnceKeepTheInPlaceBits) {
+  const int hd = 64, nh = 4, window = 16;
+  const int64_t pos0 = 40, n = 150;
+  ThreadPool pool(2);
+  Arena arena(1 << 16);
+  for (GgmlType t : {GgmlType::f16, GgmlType::fp8_e4m3, GgmlType::mxfp4})
+    for (int ratio : {4, 8}) {
+      SCOPED_TRACE(std::string(type_name(t)) + " ratio " + std::to_string(ratio));
+      const int64_t wcap = window - 1 + n, ccap = (pos0 + n) / ratio, c0 = pos0 / ratio;
+      std::vector<uint8_t> wb(row_bytes(t, hd) * wcap), cb(row_bytes(t, hd) * ccap);
+      const KvRows win = KvRows::typed(wb.data(), hd, wcap, true, t);
+      const KvRows comp = KvRows::typed(cb.data(), hd, ccap, false, t);
+      const std::vector<float> hist = randn(static_cast<size_t>((window + c0) * hd), 1);
+      for (int64_t j = pos0 - window + 1; j < pos0; ++j)
+        kv_store(win, j, 0, hist.data() + (pos0 - j) * hd, hd);
+      for (int64_t j = 0; j < c0; ++j) kv_store(comp, j, 0, hist.data() + (window + j) * hd, hd);
+      const std::vector<float> q = randn(static_cast<size_t>(n * nh * hd), 2),
+                               kv = randn(static_cast<size_t>(n * hd), 3),
+                               cnew = randn(static_cast<size_t>((ccap - c0) * hd), 4), sinks = randn(nh, 5);
+      const int64_t k = 6;  // the indexer's choice: k rows spread over the visible ones, ascending
+      std::vector<int32_t> sel(static_cast<size_t>(n * k)), sel_n(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t vis = (pos0 + i + 1) / ratio, step = std::max<int64_t>(1, vis / k);
+        sel_n[i] = static_cast<int32_t>(std::min(k, vis));
+        for (int64_t s = 0; s < sel_n[i]; ++s) sel[i * k + s] = static_cast<int32_t>(s * step + i % step);
+      }
+      DeviceSparseAttnWork w;
+      w.n_head = nh;
+      w.head_dim = hd;
+      w.window = window;
+      w.ratio = ratio;
+      w.scale = 0.125f;
+      w.pos0 = pos0;
+      w.n = n;
+      w.q = q.data();
+      w.kv_new = kv.data();
+      w.comp_new = cnew.data();
+      w.comp_row0 = c0;
+      w.n_comp_new = ccap - c0;
+      if (ratio == 4) {
+        w.sel = sel.data();
+        w.sel_n = sel_n.data();
+        w.sel_stride = k;
+      }
+      std::vector<float> out(q.size()), want(q.size());
+      w.out = out.data();
+      sparse_attention(w, win, &comp, sinks.data(), pool, arena);
+      std::vector<AttnKeys> keys;
+      for (int64_t i = 0; i < n; ++i)
+        keys.push_back(sparse_keys(win, window, &comp, ratio, pos0 + i, w.sel ? sel.data() + i * k : nullptr,
+                                   w.sel ? sel_n[i] : 0));
+      attend(AttnShape{nh, 1, hd, hd, w.scale, sinks.data()}, q.data(), n, keys, want.data(), pool);
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(std::memcmp(&out[i], &want[i], sizeof(float)), 0)
+            << i << ": " << out[i] << " vs " << want[i];
+    }
 }
 
 TEST(Ds4Moe, SqrtSoftplusScores) {

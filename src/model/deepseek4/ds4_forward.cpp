@@ -16,6 +16,10 @@ namespace strata::ds4 {
 
 namespace {
 
+// The indexer's scoring (attention_block): tokens per chunk (at most kIdxTokens, and kIdxScores
+// scores), keys per block.
+constexpr int64_t kIdxTokens = 16, kIdxScores = int64_t{1} << 16, kIdxKeys = 64;
+
 // A block's view of the step: the whole batch (the FFN, mHC, embeddings, head), or one sequence's
 // run of it (attention: st holds that sequence's caches). The scratch is always the arena of the
 // state that lends it to the step.
@@ -140,30 +144,40 @@ void attention_block(Ctx& c, int il, const float* x, float* y) {
     }
   }
 
-  // CSA: the indexer's choice of each token's compressed entries (on the host, over its keys)
+  // CSA: the indexer's choice of each token's compressed entries (on the host, over its keys):
+  // tokens in chunks of itc, a chunk's visible keys scored a block of kIdxKeys at a time (index
+  // keys are rows of a RowCache, not assumed contiguous; a typed block converted to f32 once for
+  // the chunk's tokens)
   const int64_t max_comp = r ? (c.pos0 + n) / r : 0;
   const int64_t max_sel = r == 4 ? std::min<int64_t>(c.itopk, max_comp) : 0;
+  const int64_t itc = std::clamp<int64_t>(kIdxScores / (max_comp + 1), 1, kIdxTokens);
   int32_t* sel = c.alloc<int32_t>(n * max_sel + 1);  // [n][max_sel] the indexer's choices
   int32_t* sel_n = c.alloc<int32_t>(n);
-  float* iscore = c.alloc<float>(max_comp + 1);
-  int32_t* order = c.alloc<int32_t>(max_comp + 1);  // topk_indices' scratch
-  float* krow = c.alloc<float>(p.ihd);              // a typed key row in f32
-  for (int64_t t = 0; r == 4 && t < n; ++t) {
-    int32_t* chosen = sel + t * max_sel;
-    int64_t k = 0;
-    if (const int64_t vis = compressed_visible(c.pos0 + t, 4); vis > 0) {
-      // index keys are rows of a RowCache (not assumed contiguous): score one by one, typed rows
-      // converted a row at a time (no f32 copy of the keys)
-      const KvRows& ik = kvl.part(ls.index).view();
-      for (int64_t j = 0; j < vis; ++j) {
-        const float* key = ik.type == GgmlType::f32 ? ik.row(j) : krow;
-        if (key == krow) kv_to_f32(ik, j, krow);
-        indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih, key, 1, p.ih, p.ihd, iscore + j);
-      }
-      k = topk_indices(iscore, vis, c.itopk, chosen, order);
-      std::sort(chosen, chosen + k);
+  float* iscore = c.alloc<float>(itc * (max_comp + 1));  // [itc][max_comp + 1]
+  int32_t* order = c.alloc<int32_t>(max_comp + 1);       // topk_indices' scratch
+  float* kblk = c.alloc<float>(kIdxKeys * p.ihd);        // a typed key block in f32
+  for (int64_t t0 = 0; r == 4 && t0 < n; t0 += itc) {
+    const int64_t t1 = std::min(n, t0 + itc), vmax = compressed_visible(c.pos0 + t1 - 1, 4);
+    const KvRows& ik = kvl.part(ls.index).view();
+    for (int64_t j0 = 0; j0 < vmax; j0 += kIdxKeys) {
+      const int64_t j1 = std::min(vmax, j0 + kIdxKeys);
+      if (ik.type != GgmlType::f32)
+        for (int64_t j = j0; j < j1; ++j) kv_to_f32(ik, j, kblk + (j - j0) * p.ihd);
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t j = j0; j < std::min(j1, compressed_visible(c.pos0 + t, 4)); ++j)
+          indexer_scores(qi + t * p.ih * p.ihd, iw + t * p.ih,
+                         ik.type == GgmlType::f32 ? ik.row(j) : kblk + (j - j0) * p.ihd, 1, p.ih, p.ihd,
+                         iscore + (t - t0) * (max_comp + 1) + j);
     }
-    sel_n[t] = static_cast<int32_t>(k);
+    for (int64_t t = t0; t < t1; ++t) {
+      int32_t* chosen = sel + t * max_sel;
+      int64_t k = 0;
+      if (const int64_t vis = compressed_visible(c.pos0 + t, 4); vis > 0) {
+        k = topk_indices(iscore + (t - t0) * (max_comp + 1), vis, c.itopk, chosen, order);
+        std::sort(chosen, chosen + k);
+      }
+      sel_n[t] = static_cast<int32_t>(k);
+    }
   }
 
   // the window rows and new entries written, then one attention over the batch's tokens (the
@@ -328,8 +342,12 @@ uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx) {
                                             4 * int64_t{p.ih} * p.ihd + 8 * p.n_expert + 8 * d +
                                             2 * int64_t{p.n_used} * (d + p.n_ff_exp)) +
       sizeof(AttnKeys) + sizeof(int32_t) * static_cast<uint64_t>(p.itopk);  // a token's keys, its top-k
-  // the indexer's scores and top-k order over a CSA layer's visible entries (at most n_ctx / 4)
-  const uint64_t per_ctx = (sizeof(float) + sizeof(int32_t)) * static_cast<uint64_t>(n_ctx / 4 + 1);
+  // the indexer's scores (a chunk of tokens) and top-k order over a CSA layer's visible entries
+  // (at most n_ctx / 4), its f32 key block. Typed window / compressed rows converted for
+  // attention (kernels/sparse_attention.h) are not priced here (the plan does not know the
+  // window): the arena grows to them at the first typed step.
+  const uint64_t per_ctx = (sizeof(float) + sizeof(int32_t)) * static_cast<uint64_t>(n_ctx / 4 + 1) +
+                           sizeof(float) * static_cast<uint64_t>(kIdxScores + kIdxKeys * p.ihd);
   return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + per_ctx + (uint64_t{1} << 20));
 }
 

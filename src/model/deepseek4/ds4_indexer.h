@@ -26,6 +26,7 @@ int hadamard_block(int head_dim);
 std::vector<float> hadamard_matrix(int n);
 
 // x [len] <- per n-block: x_blk = H . x_blk. PRECOND: len % n == 0.
+// PRECOND: H symmetric (hadamard_matrix), n <= 1024.
 void hadamard_rotate(const float* H, int n, float* x, int64_t len);
 
 // Scores of n_keys keys (rows of keys [n_keys][ihd]) for one query (qi [ih][ihd], w [ih]).

@@ -26,6 +26,9 @@ void to_float_f16(const void* src, float* dst, int64_t n);
 void from_float_f16(const float* src, void* dst, int64_t n);
 void to_float_bf16(const void* src, float* dst, int64_t n);
 void from_float_bf16(const float* src, void* dst, int64_t n);
+// DeepSeek's KV rows (fp8_e4m3, mxfp4) to f32, bit-identical to quant/'s, avx2_kv_float.cpp.
+void to_float_fp8_e4m3(const void* src, float* dst, int64_t n);
+void to_float_mxfp4(const void* src, float* dst, int64_t n);
 
 void from_float_q8_0(const float* src, void* dst, int64_t n);
 void from_float_q8_k(const float* src, void* dst, int64_t n);

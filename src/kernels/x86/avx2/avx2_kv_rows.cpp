@@ -1,7 +1,8 @@
 // AVX2 attention products over f16 / bf16 KV rows (kernels/ops.h KvRowOps), read in place: each
 // 8 values are converted in registers (F16C, a bf16 shift: exactly quant/'s to_float) and then
 // take dot_f32_rows' / vec_add_scaled_rows' lanes and roundings, so the results are bit-identical
-// to the scalar reference. Block types: avx2_kv_quant.cpp. -ffp-contract=off.
+// to the scalar reference. fp8_e4m3 / mxfp4 rows are converted a few at a time and take the f32
+// row products. Block types: avx2_kv_quant.cpp. -ffp-contract=off.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -104,11 +105,41 @@ KvRowOps ops() {
   return KvRowOps{dot_rows<L>, add_scaled_rows<L>};
 }
 
+// fp8_e4m3 / mxfp4 rows, four at a time: converted to f32 (avx2_kv_float.cpp, quant/'s bits), then
+// dot_f32_rows / vec_add_scaled_rows over them, the reference's products in its key order.
+using ToF32 = void (*)(const void*, float*, int64_t);
+
+template <ToF32 Conv>
+void dot_rows_converted(const float* q, const void* const* k, int64_t nk, int64_t n, float* out) {
+  alignas(32) float rows[4][kKvRowMaxWidth];
+  const float* p[4] = {rows[0], rows[1], rows[2], rows[3]};
+  const OpsTable& f32 = ops_table(Isa::avx2);
+  for (int64_t j = 0; j < nk; j += 4) {
+    const int64_t m = std::min<int64_t>(4, nk - j);
+    for (int64_t c = 0; c < m; ++c) Conv(k[j + c], rows[c], n);
+    f32.dot_f32_rows(q, p, m, n, out + j);
+  }
+}
+
+template <ToF32 Conv>
+void add_scaled_rows_converted(float* y, const void* const* x, const float* s, int64_t nk, int64_t n) {
+  alignas(32) float rows[4][kKvRowMaxWidth];
+  const float* p[4] = {rows[0], rows[1], rows[2], rows[3]};
+  const OpsTable& f32 = ops_table(Isa::avx2);
+  for (int64_t j = 0; j < nk; j += 4) {
+    const int64_t m = std::min<int64_t>(4, nk - j);
+    for (int64_t c = 0; c < m; ++c) Conv(x[j + c], rows[c], n);
+    f32.vec_add_scaled_rows(y, p, s + j, m, n);
+  }
+}
+
 }  // namespace
 
 void fill_kv_row_ops(OpsTable* t) {
   t->kv_f16 = ops<F16>();
   t->kv_bf16 = ops<BF16>();
+  t->kv_fp8 = {dot_rows_converted<to_float_fp8_e4m3>, add_scaled_rows_converted<to_float_fp8_e4m3>};
+  t->kv_mxfp4 = {dot_rows_converted<to_float_mxfp4>, add_scaled_rows_converted<to_float_mxfp4>};
   fill_kv_quant_ops(t);
 }
 

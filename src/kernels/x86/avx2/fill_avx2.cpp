@@ -12,6 +12,8 @@ void fill_avx2(KernelTraits* t) {
   at(GgmlType::bf16).vec_dot = avx2::vec_dot_bf16;
   at(GgmlType::bf16).to_float = avx2::to_float_bf16;
   at(GgmlType::bf16).from_float = avx2::from_float_bf16;
+  at(GgmlType::fp8_e4m3).to_float = avx2::to_float_fp8_e4m3;
+  at(GgmlType::mxfp4).to_float = avx2::to_float_mxfp4;
   at(GgmlType::q8_0).from_float = avx2::from_float_q8_0;
   at(GgmlType::q8_0).vec_dot = avx2::vec_dot_q8_0_q8_0;
   at(GgmlType::q4_0).vec_dot = avx2::vec_dot_q4_0_q8_0;
