@@ -19,6 +19,8 @@
 #include "format/safetensors.h"
 #include "model/deepseek_v41/v41_arch.h"
 #include "model/deepseek_v41/v41_ckpt_quant.h"
+#include "quant/qtypes.h"
+#include "quant/quant_ref.h"
 
 namespace strata {
 namespace {
@@ -99,6 +101,18 @@ TEST(V41CkptQuant, Fp4IsMxfp4LowNibbleFirst) {
       const float want = ref_e2m1(c % 2 ? b >> 4 : b & 15) * ref_ue8m0(s[r * (in / 32) + c / 32]);
       ASSERT_EQ(got[r * in + c], want) << r << "," << c;
     }
+  // The fast path's MXFP4 blocks decode to the same values (quant/'s MXFP4 reference decoder).
+  std::vector<uint8_t> mx(static_cast<size_t>(out * in / 32) * sizeof(BlockMxfp4));
+  ASSERT_TRUE(v41::fp4_to_mxfp4(tw, ts, out, in, "t", mx.data()).ok());
+  std::vector<float> dec(static_cast<size_t>(out * in));
+  to_float_mxfp4(mx.data(), dec.data(), out * in);
+  for (int64_t i = 0; i < out * in; ++i) ASSERT_EQ(dec[i], got[i]) << i;
+  std::vector<uint8_t> nan_s = s;
+  nan_s[1] = 0xff;
+  const StTensor tn = tensor("e.scale", StDtype::f8_e8m0, {out, in / 32}, nan_s);
+  const Status nst = v41::fp4_to_mxfp4(tw, tn, out, in, "t", mx.data());
+  ASSERT_FALSE(nst.ok());
+  EXPECT_NE(nst.message().find("NaN"), std::string::npos) << nst.message();
   auto st = v41::dequant_fp4_mx(tw, ts, out, 48, "t", &got);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("multiple of 32"), std::string::npos) << st.message();
@@ -218,6 +232,7 @@ TEST(V41CkptQuant, Fp8AndFp4CheckpointGiveTheBf16Logits) {
   const int n = static_cast<int>(toks.size());
   std::vector<std::vector<float>> logits;
   uint64_t fast_bytes[2] = {0, 0};
+  std::vector<uint8_t> wq_a_bf;
   // Oracle: the BF16 and the FP8 / FP4 checkpoint give the same bits. Fast: the FP8 matrix becomes
   // BF16 (lossless, the same logits as the BF16 checkpoint's fast run would give for it), layer 3's
   // w2 stack stays 4-bit (MXFP4, activations as Q8_0): close to the oracle, not equal.
@@ -230,7 +245,12 @@ TEST(V41CkptQuant, Fp8AndFp4CheckpointGiveTheBf16Logits) {
       fast_bytes[run - 2] = m->model->w.bytes;
       const TensorView& w2 = m->model->w.layers[3].xw2.tv;
       EXPECT_EQ(w2.type, run == 3 ? GgmlType::mxfp4 : GgmlType::bf16);
+      // FP8 -> BF16 at load is lossless: the same bytes as the BF16 checkpoint's.
       EXPECT_EQ(m->model->w.layers[2].wq_a.tv.type, GgmlType::bf16);
+      if (run == 2) wq_a_bf = m->model->w.layers[2].wq_a.bytes;
+      if (run == 3) {
+        EXPECT_EQ(m->model->w.layers[2].wq_a.bytes, wq_a_bf);
+      }
     }
     const Architecture& arch = *m->arch;
     ThreadPool pool(1);

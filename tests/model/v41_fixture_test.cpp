@@ -235,6 +235,13 @@ TEST_P(V41Fixture, FastPathNearReference) {
       "prefill %.3g\n",
       cs.model, cs.seq, stable, max_strict, agree, max_agree, max_all, am_all, n, am_bad, kld_sum / n,
       kld_max, row_maxdiff(lp.data(), ld.data(), n * V));
+  // Weight RAM: native types (BF16, F32 where not bf16-exact) vs the oracle's f32 copies.
+  auto oracle = load_deepseek_v41_dir(mdir, {}, v41::V41Numerics::oracle);
+  ASSERT_TRUE(oracle.ok()) << oracle.message();
+  const uint64_t wf = loaded->model->w.bytes, wo = oracle->model->w.bytes;
+  std::printf("[v41 fast] %s weights: fast %llu B, oracle %llu B\n", cs.model,
+              static_cast<unsigned long long>(wf), static_cast<unsigned long long>(wo));
+  EXPECT_LT(wf * 3, wo * 2);
   EXPECT_EQ(lp, ld) << "fast decode must give the fast prefill's bits";
   // Not the 1e-2 / argmax criterion: these random-weight models turn a 1-ulp bf16 change
   // into a visibly different FP8 / FP4 activation (fixtures README "numerical sensitivity"). Measured
