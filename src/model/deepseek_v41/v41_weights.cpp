@@ -5,6 +5,7 @@
 
 #include "base/fp16.h"
 #include "model/deepseek_v41/v41_ckpt_quant.h"
+#include "quant/fp8_fp4.h"
 #include "quant/qtypes.h"
 
 namespace strata::v41 {
@@ -106,6 +107,24 @@ struct Binder {
   Status vec(const std::string& name, StDtype t, int64_t len, std::vector<float>* v) {
     STRATA_TRY(get(name, t, {len}, v));
     bytes += static_cast<uint64_t>(v->size()) * sizeof(float);
+    return {};
+  }
+  // An Engram table (values on the E4M3 grid, or their power-of-two scales) in fast mode: one
+  // byte per value (E4M3 / UE8M0 codes, the checkpoint's own encodings) when every value has one,
+  // else f32 as in oracle mode. ResidentEngramRows decodes the bytes (v41_engram.cpp).
+  Status table(const std::string& name, int64_t rows, int64_t cols, bool scales, Mat* m) {
+    STRATA_TRY(mat(name, StDtype::f32, rows, cols, m, /*keep_f32=*/true));
+    if (!fast) return {};
+    std::vector<uint8_t> codes(m->w.size());
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const float v = m->w[i];
+      codes[i] = scales ? ue8m0_ceil_code(v) : f32_to_e4m3(v);
+      if ((scales ? ue8m0_to_f32(codes[i]) : e4m3_to_f32(codes[i])) != v) return {};  // keep f32
+    }
+    bytes -= static_cast<uint64_t>(m->w.size()) * sizeof(float);
+    bytes += codes.size();
+    m->bytes = std::move(codes);
+    m->w = {};
     return {};
   }
   // Matrices [rows][cols] of f32 values (one, or a stack of experts) -> BF16 when every value
@@ -252,8 +271,8 @@ Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engr
       const std::string g = p + "engram.";
       const int64_t rows = c.engram_rows[static_cast<size_t>(lc.engram)], hdim = c.engram_head_dim;
       if (engram_tables) {
-        STRATA_TRY(b.mat(g + "embed.weight", F32, rows, hdim, &L.e_embed, /*keep_f32=*/true));
-        STRATA_TRY(b.mat(g + "embed.scale", F32, rows, hdim / 32, &L.e_scale, true));
+        STRATA_TRY(b.table(g + "embed.weight", rows, hdim, /*scales=*/false, &L.e_embed));
+        STRATA_TRY(b.table(g + "embed.scale", rows, hdim / 32, /*scales=*/true, &L.e_scale));
       }
       STRATA_TRY(b.mat(g + "wkv.weight", BF, D * (hc + 1), int64_t{c.n_hash_cols()} * hdim, &L.e_wkv));
       STRATA_TRY(b.mat(g + "q_weight", BF, hc, D, &L.e_q, true));

@@ -56,7 +56,8 @@ struct LayerW {
   std::vector<Mat> w1, w2, w3;  // oracle: [E]
   Mat xw1, xw3, xw2;            // fast: the routed experts stacked, {D, I, E} / {D, I, E} / {I, D, E}
   Mat sw1, sw2, sw3;
-  // Engram (engram layers): table values (e4m3 grid) and per-32 power-of-two scales as F32
+  // Engram (engram layers): table values (e4m3 grid) and per-32 power-of-two scales as F32 (fast:
+  // as E4M3 / UE8M0 bytes in Mat::bytes when every value has a code)
   Mat e_embed, e_scale;
   Mat e_wkv;     // [dim*(hc+1)][n_hash_cols*head_dim]
   Mat e_q, e_k;  // [hc][dim]
