@@ -98,7 +98,7 @@ struct Binder {
     m->cols = cols;
     STRATA_TRY(get(name, t, {rows, cols}, &m->w));
     if (fast && !keep_f32) {
-      pack({&m->w}, rows, cols, m);
+      pack(m->w, rows, cols, m);
       m->w = {};
     }
     bytes += static_cast<uint64_t>(m->w.size()) * sizeof(float) + m->bytes.size();
@@ -127,27 +127,23 @@ struct Binder {
     m->w = {};
     return {};
   }
-  // Matrices [rows][cols] of f32 values (one, or a stack of experts) -> BF16 when every value
-  // is bf16-exact (lossless), else F32; m->tv views them ({cols, rows} or {cols, rows, E}).
-  static void pack(const std::vector<const std::vector<float>*>& src, int64_t rows, int64_t cols, Mat* m) {
+  // A matrix [rows][cols] of f32 values -> BF16 when every value is bf16-exact (lossless), else
+  // F32; m->tv views it ({cols, rows}).
+  static void pack(const std::vector<float>& src, int64_t rows, int64_t cols, Mat* m) {
     bool exact = true;
-    for (const auto* v : src)
-      for (float x : *v) exact = exact && bf16_to_f32(f32_to_bf16(x)) == x;
-    const GgmlType t = exact ? GgmlType::bf16 : GgmlType::f32;
-    const size_t per = static_cast<size_t>(rows * cols), es = exact ? 2 : 4;
-    m->bytes.resize(per * es * src.size());
-    for (size_t e = 0; e < src.size(); ++e) {
-      uint8_t* dst = m->bytes.data() + e * per * es;
-      if (exact) {
-        for (size_t i = 0; i < per; ++i) {
-          const uint16_t h = f32_to_bf16((*src[e])[i]);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-      } else {
-        std::memcpy(dst, src[e]->data(), per * 4);
+    for (float x : src) exact = exact && bf16_to_f32(f32_to_bf16(x)) == x;
+    const size_t per = static_cast<size_t>(rows * cols);
+    if (exact) {
+      m->bytes.resize(per * 2);
+      for (size_t i = 0; i < per; ++i) {
+        const uint16_t h = f32_to_bf16(src[i]);
+        std::memcpy(m->bytes.data() + 2 * i, &h, 2);
       }
+    } else {
+      m->bytes.resize(per * 4);
+      std::memcpy(m->bytes.data(), src.data(), per * 4);
     }
-    view(t, rows, cols, static_cast<int64_t>(src.size()), m);
+    view(exact ? GgmlType::bf16 : GgmlType::f32, rows, cols, 1, m);
   }
   static void view(GgmlType t, int64_t rows, int64_t cols, int64_t n_exp, Mat* m) {
     m->rows = rows;
@@ -181,13 +177,35 @@ struct Binder {
       }
       view(GgmlType::mxfp4, rows, cols, E, m);
     } else {
-      std::vector<std::vector<float>> vals(static_cast<size_t>(E));
-      std::vector<const std::vector<float>*> ptrs;
-      for (int64_t e = 0; e < E; ++e) {
-        STRATA_TRY(get(name(e), StDtype::bf16, {rows, cols}, &vals[static_cast<size_t>(e)]));
-        ptrs.push_back(&vals[static_cast<size_t>(e)]);
+      // One expert's f32 values at a time: BF16 while every value is bf16-exact, else (rare) the
+      // whole stack again as F32.
+      const size_t per = static_cast<size_t>(rows * cols);
+      std::vector<float> v;
+      for (GgmlType t : {GgmlType::bf16, GgmlType::f32}) {
+        const size_t es = t == GgmlType::bf16 ? 2 : 4;
+        m->bytes.assign(per * es * static_cast<size_t>(E), 0);
+        bool ok = true;
+        size_t got = 0;
+        for (int64_t e = 0; e < E && ok; ++e, ++got) {
+          STRATA_TRY(get(name(e), StDtype::bf16, {rows, cols}, &v));
+          uint8_t* dst = m->bytes.data() + per * es * static_cast<size_t>(e);
+          if (t == GgmlType::f32) {
+            std::memcpy(dst, v.data(), per * 4);
+            continue;
+          }
+          for (size_t i = 0; i < per && ok; ++i) {
+            const uint16_t h = f32_to_bf16(v[i]);
+            ok = bf16_to_f32(h) == v[i];
+            std::memcpy(dst + 2 * i, &h, 2);
+          }
+        }
+        if (!ok) {
+          n -= got;  // counted again by the F32 pass
+          continue;
+        }
+        view(t, rows, cols, E, m);
+        break;
       }
-      pack(ptrs, rows, cols, m);
     }
     bytes += m->bytes.size();
     return {};
