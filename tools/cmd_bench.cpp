@@ -25,6 +25,7 @@
 #include "cli_args.h"
 #include "command.h"
 #include "device_flags.h"
+#include "engram_flags.h"
 #include "expert_flags.h"
 #include "kv_pool_flags.h"
 #include "format/tensor_names.h"
@@ -57,6 +58,7 @@ struct WeightTraffic {
 
 WeightTraffic weight_traffic(const strata::Model& m) {
   WeightTraffic w;
+  if (!m.has_gguf()) return w;  // a checkpoint directory (V4.1): no GGUF tensor table to price
   const auto& hp = m.hparams();
   const double routed_frac = hp.n_expert > 0 ? double(hp.n_expert_used) / hp.n_expert : 1.0;
   const bool tied = m.file().find_tensor("output.weight") == nullptr;
@@ -209,6 +211,8 @@ int cmd_bench(int argc, char** argv) {
   df.add(app);
   strata::cli::KvTypeFlags kf;
   strata::cli::add_kv_type_flags(app, kf, "f16");
+  std::string v41_numerics = "fast";
+  strata::cli::add_v41_numerics_flag(app, &v41_numerics);
   strata::cli::ProfileFlags pf;
   strata::cli::add_profile_flags(app, pf);
   app.add_option("--membw-size", membw_size,
@@ -268,6 +272,8 @@ int cmd_bench(int argc, char** argv) {
   strata::LoadOptions lo{.n_threads = threads};
   if (auto st = xf.apply(&lo); !st.ok()) return fail(st.message(), 2);
   if (auto st = df.apply(&lo); !st.ok()) return fail(st.message(), 2);
+  if (auto st = strata::cli::apply_v41_numerics(v41_numerics, model_path, &lo); !st.ok())
+    return fail(st.message(), 2);
   auto model = strata::Model::load(model_path, lo);
   if (!model.ok()) return fail("loading " + model_path + ": " + model.message());
   strata::Model& m = **model;

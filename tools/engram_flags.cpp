@@ -9,7 +9,23 @@
 
 namespace strata::cli {
 
+void add_v41_numerics_flag(CLI::App& app, std::string* numerics) {
+  app.add_option("--v41-numerics", *numerics,
+                 "V4.1: fast (strata's kernels, native weights) or oracle (the reference's exact f32 orders)")
+      ->check(CLI::IsMember({"fast", "oracle"}))
+      ->capture_default_str();
+}
+
+Status apply_v41_numerics(const std::string& numerics, const std::string& model_path, LoadOptions* lo) {
+  if (numerics == "oracle" && !is_checkpoint_dir(model_path))
+    return err("--v41-numerics oracle needs a DeepSeek-V4.1 checkpoint directory (-m DIR), not %s",
+               model_path.c_str());
+  lo->v41_oracle = numerics == "oracle";
+  return {};
+}
+
 void EngramFlags::add(CLI::App& app) {
+  add_v41_numerics_flag(app, &numerics);
   app.add_option("--engram-budget", budget,
                  "V4.1: RAM for the Engram tables (K/M/G; absent: resident; below the tables: SSD tier)");
   app.add_option("--engram-prefetch", prefetch,
@@ -22,6 +38,7 @@ void EngramFlags::add(CLI::App& app) {
 
 Status EngramFlags::apply(LoadOptions* lo, const std::string& model_path, const ExpertFlags& xf) const {
   const bool dir = is_checkpoint_dir(model_path);
+  STRATA_TRY(apply_v41_numerics(numerics, model_path, lo));
   if (!budget.empty()) {
     if (!dir)
       return err("--engram-budget needs a DeepSeek-V4.1 checkpoint directory (-m DIR), not %s",

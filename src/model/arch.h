@@ -171,6 +171,7 @@ using ArchKvSpecFn = Result<KvSpec> (*)(const GgufFile& f);
 // Checkpoint directories. Options a directory architecture may use (the others stay GGUF-only).
 struct DirLoadOptions {
   EngramStoreOptions engram;  // Engram tables: budget_bytes > 0 a tiered store, 0 resident
+  bool v41_oracle = false;    // DeepSeek-V4.1: the reference's exact numerics (slow) instead of fast
 };
 // What a directory factory hands the Model: the architecture and what must outlive it.
 struct DirModel {

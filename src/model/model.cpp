@@ -188,7 +188,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
           "loading %s: the expert store options need a GGUF model (a checkpoint directory keeps its "
           "experts resident)",
           path.c_str());
-    auto d = e.value()->make_dir(path, DirLoadOptions{opts.engram});
+    auto d = e.value()->make_dir(path, DirLoadOptions{opts.engram, opts.v41_oracle});
     if (!d.ok()) return err_context("loading " + path, d.error());
     m->engram_ = std::move(d.value().engram);
     m->st_dir_ = std::move(d.value().dir);

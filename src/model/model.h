@@ -50,6 +50,9 @@ struct LoadOptions {
   // DeepSeek-V4.1 directories: engram.budget_bytes > 0 serves the Engram tables from a tiered
   // store of that many bytes (memory/engram_store.h); 0 keeps them resident with the weights.
   EngramStoreOptions engram = {};
+  // DeepSeek-V4.1 directories: run the reference's exact summation orders on f32 weights (the
+  // oracle the tests hold bit-exact; `--v41-numerics oracle`) instead of strata's kernels.
+  bool v41_oracle = false;
   // A Hugging Face tokenizer.json to use instead of the model's own (a GGUF's tokenizer.ggml.*,
   // a checkpoint directory's tokenizer.json); a tokenizer_config.json beside it is read too.
   std::string tokenizer_path = {};

@@ -19,6 +19,8 @@
 #include "format/safetensors.h"
 #include "model/deepseek_v41/v41_arch.h"
 #include "model/deepseek_v41/v41_ckpt_quant.h"
+#include "quant/qtypes.h"
+#include "quant/quant_ref.h"
 
 namespace strata {
 namespace {
@@ -99,6 +101,18 @@ TEST(V41CkptQuant, Fp4IsMxfp4LowNibbleFirst) {
       const float want = ref_e2m1(c % 2 ? b >> 4 : b & 15) * ref_ue8m0(s[r * (in / 32) + c / 32]);
       ASSERT_EQ(got[r * in + c], want) << r << "," << c;
     }
+  // The fast path's MXFP4 blocks decode to the same values (quant/'s MXFP4 reference decoder).
+  std::vector<uint8_t> mx(static_cast<size_t>(out * in / 32) * sizeof(BlockMxfp4));
+  ASSERT_TRUE(v41::fp4_to_mxfp4(tw, ts, out, in, "t", mx.data()).ok());
+  std::vector<float> dec(static_cast<size_t>(out * in));
+  to_float_mxfp4(mx.data(), dec.data(), out * in);
+  for (int64_t i = 0; i < out * in; ++i) ASSERT_EQ(dec[i], got[i]) << i;
+  std::vector<uint8_t> nan_s = s;
+  nan_s[1] = 0xff;
+  const StTensor tn = tensor("e.scale", StDtype::f8_e8m0, {out, in / 32}, nan_s);
+  const Status nst = v41::fp4_to_mxfp4(tw, tn, out, in, "t", mx.data());
+  ASSERT_FALSE(nst.ok());
+  EXPECT_NE(nst.message().find("NaN"), std::string::npos) << nst.message();
   auto st = v41::dequant_fp4_mx(tw, ts, out, 48, "t", &got);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("multiple of 32"), std::string::npos) << st.message();
@@ -168,12 +182,17 @@ TEST(V41CkptQuant, Fp8AndFp4CheckpointGiveTheBf16Logits) {
   std::ofstream(dir_bf / "config.json") << cfg.dump();
   std::ofstream(dir_q / "config.json") << cfg.dump();
 
-  const std::string fp8_name = "layers.2.attn.wq_a.weight", fp4_name = "layers.3.ffn.experts.1.w2.weight";
+  // FP4: every routed expert's w2 of layer 3 (so the fast path stacks them as MXFP4).
+  const std::string fp8_name = "layers.2.attn.wq_a.weight", fp4_prefix = "layers.3.ffn.experts.";
+  auto is_fp4 = [&](const std::string& nm) {
+    return nm.rfind(fp4_prefix, 0) == 0 && nm.size() > 10 &&
+           nm.compare(nm.size() - 10, 10, ".w2.weight") == 0;
+  };
   std::mt19937 g(3);
   std::vector<Entry> bf, q;
   for (const StTensor& t : orig.value()->tensors()) {
     Entry e{t.name, st_dtype_name(t.dtype), t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)};
-    if (t.name != fp8_name && t.name != fp4_name) {
+    if (t.name != fp8_name && !is_fp4(t.name)) {
       bf.push_back(e);
       q.push_back(e);
       continue;
@@ -212,9 +231,27 @@ TEST(V41CkptQuant, Fp8AndFp4CheckpointGiveTheBf16Logits) {
   const std::vector<int32_t> toks = {5, 17, 200, 3, 99, 42, 7, 128, 64, 1, 250, 33};
   const int n = static_cast<int>(toks.size());
   std::vector<std::vector<float>> logits;
-  for (const auto& d : {dir_bf, dir_q}) {
-    auto m = load_deepseek_v41_dir(d.string());
+  uint64_t fast_bytes[2] = {0, 0};
+  std::vector<uint8_t> wq_a_bf;
+  // Oracle: the BF16 and the FP8 / FP4 checkpoint give the same bits. Fast: the FP8 matrix becomes
+  // BF16 (lossless, the same logits as the BF16 checkpoint's fast run would give for it), layer 3's
+  // w2 stack stays 4-bit (MXFP4, activations as Q8_0): close to the oracle, not equal.
+  for (int run = 0; run < 4; ++run) {
+    const auto& d = run % 2 == 0 ? dir_bf : dir_q;
+    const auto num = run < 2 ? v41::V41Numerics::oracle : v41::V41Numerics::fast;
+    auto m = load_deepseek_v41_dir(d.string(), {}, num);
     ASSERT_TRUE(m.ok()) << m.message();
+    if (run >= 2) {
+      fast_bytes[run - 2] = m->model->w.bytes;
+      const TensorView& w2 = m->model->w.layers[3].xw2.tv;
+      EXPECT_EQ(w2.type, run == 3 ? GgmlType::mxfp4 : GgmlType::bf16);
+      // FP8 -> BF16 at load is lossless: the same bytes as the BF16 checkpoint's.
+      EXPECT_EQ(m->model->w.layers[2].wq_a.tv.type, GgmlType::bf16);
+      if (run == 2) wq_a_bf = m->model->w.layers[2].wq_a.bytes;
+      if (run == 3) {
+        EXPECT_EQ(m->model->w.layers[2].wq_a.bytes, wq_a_bf);
+      }
+    }
     const Architecture& arch = *m->arch;
     ThreadPool pool(1);
     auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
@@ -224,6 +261,13 @@ TEST(V41CkptQuant, Fp8AndFp4CheckpointGiveTheBf16Logits) {
     logits.push_back(std::move(l));
   }
   EXPECT_EQ(logits[0], logits[1]);
+  EXPECT_LT(fast_bytes[1], fast_bytes[0]);  // 4.25 bits per weight instead of 16 for that stack
+  float fast_vs_oracle = 0;
+  for (size_t i = 0; i < logits[1].size(); ++i)
+    fast_vs_oracle = std::max(fast_vs_oracle, std::fabs(logits[3][i] - logits[1][i]));
+  std::printf("[v41 fp4] fast (MXFP4 experts) vs oracle: max |d| %.3g over %d rows\n", fast_vs_oracle, n);
+  EXPECT_LT(fast_vs_oracle, 4.0f);
+  EXPECT_TRUE(std::all_of(logits[3].begin(), logits[3].end(), [](float v) { return std::isfinite(v); }));
 
   // The FP8 weight without its scale tensor: an error naming both.
   q.erase(std::remove_if(q.begin(), q.end(),

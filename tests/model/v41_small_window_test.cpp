@@ -63,7 +63,7 @@ TEST(V41SmallWindow, ChunkedDecodeEqualsPrefill) {
       fs::path(root) / "sparse",
       {{"window_size", 4}, {"index_topk", 3}, {"candidate_block_size", 2}, {"candidate_topk_blocks", 4}},
       "small_window");
-  auto loaded = load_deepseek_v41_dir(dir.string());
+  auto loaded = load_deepseek_v41_dir(dir.string(), {}, v41::V41Numerics::oracle);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
   const Architecture& arch = *loaded->arch;
   std::ifstream tin(fs::path(root) / "sparse" / "s48.tokens.json");

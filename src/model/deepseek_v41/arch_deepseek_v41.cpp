@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/safetensors_dir.h"
+#include "model/deepseek4/ds4_rope.h"
 #include "model/deepseek_v41/v41_arch.h"
 #include "model/deepseek_v41/v41_config.h"
 
@@ -73,7 +74,8 @@ HParams generic_hparams(const v41::Config& c) {
 
 }  // namespace
 
-Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram) {
+Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram,
+                                        v41::V41Numerics numerics) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   STRATA_ASSIGN(std::string cfg_text, read_text_file(cfg_path));
@@ -88,7 +90,13 @@ Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStor
   V41Loaded out;
   STRATA_ASSIGN(out.dir, SafetensorsDir::open(dir));
   const bool tiered = engram.budget_bytes > 0;
-  STRATA_ASSIGN(m->w, v41::bind_weights(*out.dir, c, /*engram_tables=*/!tiered));
+  m->numerics = numerics;
+  const bool fast = numerics == v41::V41Numerics::fast;
+  STRATA_ASSIGN(m->w, v41::bind_weights(*out.dir, c, /*engram_tables=*/!tiered, fast));
+  m->fast_rope_plain = ds4::rope_plain(c.rope_dim, static_cast<float>(c.rope_theta));
+  m->fast_rope_comp =
+      ds4::rope_yarn(c.rope_dim, static_cast<float>(c.compress_rope_theta), static_cast<float>(c.rope_factor),
+                     c.original_seq_len, static_cast<float>(c.beta_fast), static_cast<float>(c.beta_slow));
   m->rope_plain = v41::Rope::make(c.rope_dim, c.rope_theta, 0, 1.0, c.beta_fast, c.beta_slow);
   m->rope_comp = v41::Rope::make(c.rope_dim, c.compress_rope_theta, c.original_seq_len, c.rope_factor,
                                  c.beta_fast, c.beta_slow);
@@ -119,7 +127,9 @@ bool matches_deepseek_v41(const nlohmann::json& j) {
 }
 
 Result<DirModel> make_arch_deepseek_v41(const std::string& dir, const DirLoadOptions& o) {
-  STRATA_ASSIGN(V41Loaded v, load_deepseek_v41_dir(dir, o.engram));
+  STRATA_ASSIGN(
+      V41Loaded v,
+      load_deepseek_v41_dir(dir, o.engram, o.v41_oracle ? v41::V41Numerics::oracle : v41::V41Numerics::fast));
   DirModel d;
   d.arch = std::move(v.arch);
   d.dir = std::move(v.dir);

@@ -26,6 +26,9 @@ struct V41Loaded {
 // engram.budget_bytes > 0: the Engram tables are not loaded with the weights; a tiered store of
 // that budget over the checkpoint file serves them (RAM tier when they fit, else the SSD tier
 // behind a row cache). 0: the tables are loaded with the weights (f32, resident).
-Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram = {});
+// numerics: fast (strata's kernels, native weights) or oracle (the reference's exact orders, f32
+// weights; tests), v41_forward.h.
+Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram = {},
+                                        v41::V41Numerics numerics = v41::V41Numerics::fast);
 
 }  // namespace strata

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/attention_core.h"
+#include "kernels/ops.h"
 #include "model/deepseek_v41/v41_blocks.h"
 #include "model/deepseek_v41/v41_quant.h"
 #include "model/deepseek_v41/v41_select.h"
@@ -34,49 +36,48 @@ Proj project(Step& s, int l, const float* x) {
   const Config& c = s.m.cfg;
   const LayerW& L = s.m.w.layers[l];
   const LayerCfg& lc = c.layers[l];
-  const Rope& rope = lc.ratio ? s.m.rope_comp : s.m.rope_plain;
-  const int64_t n = s.n(), D = c.dim, H = c.n_heads, hd = c.head_dim, Q = c.q_lora;
-  ThreadPool& pool = s.pool;
+  const bool comp = lc.ratio != 0;
+  const int64_t n = s.n(), H = c.n_heads, hd = c.head_dim, Q = c.q_lora;
   Proj p;
   Vec t = rows_of(n, Q);
-  linear_bf16_rows(pool, L.wq_a.w.data(), Q, D, x, D, n, t.data(), Q);
+  lin(s, L.wq_a, x, n, t.data());
   p.qr = rows_of(n, Q);
   for (int64_t r = 0; r < n; ++r)
-    rms_norm_bf16(t.data() + r * Q, L.q_norm.data(), Q, c.eps, p.qr.data() + r * Q);
+    norm_bf16(s, t.data() + r * Q, L.q_norm.data(), Q, c.eps, p.qr.data() + r * Q);
   p.q = rows_of(n, H * hd);
-  linear_bf16_rows(pool, L.wq_b.w.data(), H * hd, Q, p.qr.data(), Q, n, p.q.data(), H * hd);
+  lin(s, L.wq_b, p.qr.data(), n, p.q.data());
   t = rows_of(n, hd);
-  linear_bf16_rows(pool, L.wkv.w.data(), hd, D, x, D, n, t.data(), hd);
+  lin(s, L.wkv, x, n, t.data());
   p.kv = rows_of(n, hd);
   for (int64_t r = 0; r < n; ++r) {
-    rope.apply(p.q.data() + r * H * hd, H, hd, s.pos[r], false);
+    rope_bf16(s, comp, p.q.data() + r * H * hd, H, hd, s.pos[r], false);
     float* kv = p.kv.data() + r * hd;
-    rms_norm_bf16(t.data() + r * hd, L.kv_norm.data(), hd, c.eps, kv);
-    rope.apply(kv, 1, hd, s.pos[r], false);
+    norm_bf16(s, t.data() + r * hd, L.kv_norm.data(), hd, c.eps, kv);
+    rope_bf16(s, comp, kv, 1, hd, s.pos[r], false);
     fake_quant_fp8(kv, hd, 32);
   }
   if (lc.kv_source) {
     p.ca = rows_of(n, hd);
     if (lc.ratio == 1) {
-      linear_bf16_rows(pool, L.c_wkv.w.data(), hd, D, x, D, n, t.data(), hd);
+      lin(s, L.c_wkv, x, n, t.data());
       for (int64_t r = 0; r < n; ++r)
-        rms_norm_bf16(t.data() + r * hd, L.c_norm.data(), hd, c.eps, p.ca.data() + r * hd);
+        norm_bf16(s, t.data() + r * hd, L.c_norm.data(), hd, c.eps, p.ca.data() + r * hd);
     } else {
       p.cg = rows_of(n, hd);
-      linear_f32_rows(pool, L.c_wkv.w.data(), hd, D, x, D, n, s.s_ref.data(), p.ca.data(), hd);
-      linear_f32_rows(pool, L.c_wgate.w.data(), hd, D, x, D, n, s.s_ref.data(), p.cg.data(), hd);
+      lin(s, L.c_wkv, x, n, p.ca.data(), s.s_ref.data());
+      lin(s, L.c_wgate, x, n, p.cg.data(), s.s_ref.data());
     }
   }
   if (lc.index_source) {
     const int64_t IH = c.idx_heads, ID = c.idx_dim;
     p.iq = rows_of(n, IH * ID);
-    linear_bf16_rows(pool, L.i_wq_b.w.data(), IH * ID, Q, p.qr.data(), Q, n, p.iq.data(), IH * ID);
+    lin(s, L.i_wq_b, p.qr.data(), n, p.iq.data());
     p.iw = rows_of(n, IH);
-    linear_bf16_rows(pool, L.i_wproj.w.data(), IH, D, x, D, n, p.iw.data(), IH);
+    lin(s, L.i_wproj, x, n, p.iw.data());
     const float wscale = static_cast<float>(std::pow(ID, -0.5) * std::pow(IH, -0.5));
     for (int64_t r = 0; r < n; ++r) {
       float* q = p.iq.data() + r * IH * ID;
-      s.m.rope_comp.apply(q, IH, ID, s.pos[r], false);
+      rope_bf16(s, true, q, IH, ID, s.pos[r], false);
       fake_quant_fp4(q, IH * ID, 32);
       for (int64_t h = 0; h < IH; ++h) p.iw[r * IH + h] = bf16r(p.iw[r * IH + h] * wscale);
     }
@@ -85,7 +86,8 @@ Proj project(Step& s, int l, const float* x) {
 }
 
 // A compressed entry j of KV source l from its latent: index key (owners) and KV row.
-void emit_compressed(const V41Model& m, V41State& st, int l, int64_t j, float* latent) {
+void emit_compressed(Step& sp, V41State& st, int l, int64_t j, float* latent) {
+  const V41Model& m = sp.m;
   const Config& c = m.cfg;
   const LayerW& L = m.w.layers[l];
   V41LayerState& s = st.layers[l];
@@ -93,14 +95,14 @@ void emit_compressed(const V41Model& m, V41State& st, int l, int64_t j, float* l
   if (c.layers[l].owns_index_k) {
     float* k = s.ik->row(j);
     Vec t(static_cast<size_t>(c.idx_dim));
-    linear_bf16(L.i_wk.w.data(), latent, c.idx_dim, c.head_dim, t.data());
-    rms_norm_bf16(t.data(), L.i_knorm.data(), c.idx_dim, c.eps, k);
-    m.rope_comp.apply(k, 1, c.idx_dim, j * r, false);
+    lin(sp, L.i_wk, latent, 1, t.data());
+    norm_bf16(sp, t.data(), L.i_knorm.data(), c.idx_dim, c.eps, k);
+    rope_bf16(sp, true, k, 1, c.idx_dim, j * r, false);
     fake_quant_fp4(k, c.idx_dim, 32);
   }
   float* kv = s.ckv->row(j);
   std::memcpy(kv, latent, sizeof(float) * c.head_dim);
-  m.rope_comp.apply(kv, 1, c.head_dim, j * r, false);
+  rope_bf16(sp, true, kv, 1, c.head_dim, j * r, false);
   fake_quant_fp4_e4m3(kv, c.head_dim, 16);
   s.n_comp = j + 1;
 }
@@ -108,11 +110,11 @@ void emit_compressed(const V41Model& m, V41State& st, int l, int64_t j, float* l
 // Compressor of KV source l fed with the token at `pos` (a / g: its projections, Proj::ca / cg):
 // ratio 1 emits every token, ratio 2 pools each pair with a per-channel softmax over the two gate
 // scores (f32).
-void compress(const V41Model& m, V41State& st, int l, float* a, const float* g, int64_t pos) {
-  const Config& c = m.cfg;
+void compress(Step& sp, V41State& st, int l, float* a, const float* g, int64_t pos) {
+  const Config& c = sp.m.cfg;
   const int hd = c.head_dim;
   if (c.layers[l].ratio == 1) {
-    emit_compressed(m, st, l, pos, a);
+    emit_compressed(sp, st, l, pos, a);
     return;
   }
   float* pend = st.layers[l].pend->row(0);
@@ -123,16 +125,16 @@ void compress(const V41Model& m, V41State& st, int l, float* a, const float* g, 
   }
   Vec pooled(static_cast<size_t>(hd)), latent(static_cast<size_t>(hd));
   pool_ratio2(pend, pend + hd, a, g, hd, pooled.data());
-  rms_norm_bf16(pooled.data(), m.w.layers[l].c_norm.data(), hd, c.eps, latent.data());
-  emit_compressed(m, st, l, pos / 2, latent.data());
+  norm_bf16(sp, pooled.data(), sp.m.w.layers[l].c_norm.data(), hd, c.eps, latent.data());
+  emit_compressed(sp, st, l, pos / 2, latent.data());
 }
 
 // Index source l scores the index keys of its KV source for the query at `pos` (batch row `row`;
 // iq / iw: its indexer query and head weights) and publishes the selection (and, on the candidate
 // layer, the candidate mask) for that row.
-void index_select(const V41Model& m, const V41State& st, V41Scratch& sc, int l, const float* iq,
-                  const float* iw, int64_t pos, int64_t row) {
-  const Config& c = m.cfg;
+void index_select(const Step& sp, const V41State& st, V41Scratch& sc, int l, const float* iq, const float* iw,
+                  int64_t pos, int64_t row) {
+  const Config& c = sp.m.cfg;
   const LayerCfg& lc = c.layers[l];
   const V41LayerState& src = st.layers[lc.kv_src];
   const int IH = c.idx_heads, ID = c.idx_dim;
@@ -145,7 +147,18 @@ void index_select(const V41Model& m, const V41State& st, V41Scratch& sc, int l, 
     return;
   }
   Vec sco(static_cast<size_t>(lens));
-  for (int64_t j = 0; j < lens; ++j) {
+  if (sp.fast()) {  // the same sums per key, the q.k products by the ops table's f32 dot
+    std::vector<const float*> keys(static_cast<size_t>(lens));
+    for (int64_t j = 0; j < lens; ++j) keys[j] = src.ik->row(j);
+    Vec dots(static_cast<size_t>(lens));
+    std::fill(sco.begin(), sco.end(), 0.0f);
+    for (int h = 0; h < IH; ++h) {
+      ops_table().dot_f32_rows(iq + h * ID, keys.data(), lens, ID, dots.data());
+      for (int64_t j = 0; j < lens; ++j) sco[j] += bf16r(std::max(bf16r(dots[j]), 0.0f) * iw[h]);
+    }
+    for (float& v : sco) v = bf16r(v);
+  }
+  for (int64_t j = 0; j < lens && !sp.fast(); ++j) {
     const float* k = src.ik->row(j);
     float acc = 0.0f;
     for (int h = 0; h < IH; ++h) {
@@ -172,12 +185,18 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
   const Config& c = s.m.cfg;
   const LayerW& L = s.m.w.layers[l];
   const LayerCfg& lc = c.layers[l];
-  const Rope& rope = lc.ratio ? s.m.rope_comp : s.m.rope_plain;
   const int64_t n = s.n(), H = c.n_heads, hd = c.head_dim, W = c.window;
   Proj p = project(s, l, x);
   Vec o = rows_of(n, H * hd);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<const float*> keys;
+  // Fast: the attention core over the window ring's rows and the selected compressed rows.
+  const AttnShape shape{.n_head = static_cast<int>(H),
+                        .n_head_kv = 1,
+                        .head_dim_k = static_cast<int>(hd),
+                        .head_dim_v = static_cast<int>(hd),
+                        .scale = scale,
+                        .sinks = L.attn_sink.data()};
   // Each sequence's tokens in order: a token's window row, compressed entry and index keys are
   // written before it reads them, and it reads nothing a later token writes.
   for (const SeqRun& run : s.b.runs) {
@@ -186,32 +205,61 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
     for (int64_t r = run.t0; r < run.t0 + run.n; ++r) {
       const int64_t pos = s.pos[r];
       std::memcpy(ls.win->row(pos), p.kv.data() + r * hd, sizeof(float) * hd);
-      keys.clear();
-      for (int64_t q = std::max<int64_t>(0, pos - W + 1); q <= pos; ++q) keys.push_back(ls.win->row(q));
+      const V41LayerState* src = nullptr;
       if (lc.ratio) {
         if (lc.kv_source)
-          compress(s.m, st, l, p.ca.data() + r * hd, lc.ratio > 1 ? p.cg.data() + r * hd : nullptr, pos);
+          compress(s, st, l, p.ca.data() + r * hd, lc.ratio > 1 ? p.cg.data() + r * hd : nullptr, pos);
         if (lc.index_source) {
           const int64_t iqw = int64_t{c.idx_heads} * c.idx_dim;
-          index_select(s.m, st, s.sc, l, p.iq.data() + r * iqw, p.iw.data() + r * c.idx_heads, pos, r);
+          index_select(s, st, s.sc, l, p.iq.data() + r * iqw, p.iw.data() + r * c.idx_heads, pos, r);
         }
-        const V41LayerState& src = st.layers[lc.kv_src];
-        for (int32_t j : s.sc.sel[lc.idx_src][r]) keys.push_back(src.ckv->row(j));
+        src = &st.layers[lc.kv_src];
       }
-      const bool small = f32_gemm_small(static_cast<int64_t>(keys.size()), hd, H);
+      const std::vector<int32_t>* sel = src ? &s.sc.sel[lc.idx_src][r] : nullptr;
       float* orow = o.data() + r * H * hd;
+      if (s.fast()) {
+        AttnKeys k;
+        k.n_ranges = 1;
+        k.ranges[0] = {&ls.win->view(), &ls.win->view(), std::max<int64_t>(0, pos - W + 1), pos + 1};
+        if (sel)
+          k.list = {&src->ckv->view(), &src->ckv->view(), sel->data(), static_cast<int64_t>(sel->size())};
+        attend_rows(shape, p.q.data() + r * H * hd, 0, 1, 0, static_cast<int>(H), &k, orow);
+        for (int64_t i = 0; i < H * hd; ++i) orow[i] = bf16r(orow[i]);
+        continue;
+      }
+      keys.clear();
+      for (int64_t q = std::max<int64_t>(0, pos - W + 1); q <= pos; ++q) keys.push_back(ls.win->row(q));
+      if (sel)
+        for (int32_t j : *sel) keys.push_back(src->ckv->row(j));
+      const bool small = f32_gemm_small(static_cast<int64_t>(keys.size()), hd, H);
       for (int64_t h = 0; h < H; ++h)
         attend_head(p.q.data() + r * H * hd + h * hd, keys.data(), keys.size(), static_cast<int>(hd), scale,
                     L.attn_sink[h], small, orow + h * hd);
     }
   }
-  for (int64_t r = 0; r < n; ++r) rope.apply(o.data() + r * H * hd, H, hd, s.pos[r], true);
+  for (int64_t r = 0; r < n; ++r) rope_bf16(s, lc.ratio != 0, o.data() + r * H * hd, H, hd, s.pos[r], true);
   // grouped low-rank output: z_g = wo_a[g] . o_g, y = wo_b . concat(z)
   const int64_t G = c.o_groups, R = c.o_lora, gw = H * hd / G;
   Vec z = rows_of(n, G * R);
-  for (int64_t g = 0; g < G; ++g)
-    linear_bf16_rows(s.pool, L.wo_a.row(g * R), R, gw, o.data() + g * gw, H * hd, n, z.data() + g * R, G * R);
-  linear_bf16_rows(s.pool, L.wo_b.w.data(), c.dim, G * R, z.data(), G * R, n, y, c.dim);
+  if (s.fast()) {
+    Vec og = rows_of(n, gw), zg = rows_of(n, R);
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(og.data() + r * gw, o.data() + r * H * hd + g * gw, sizeof(float) * gw);
+      TensorView wg = L.wo_a.tv;  // rows g*R .. (g+1)*R
+      wg.ne[1] = R;
+      tensor_view_set_contiguous(&wg);
+      wg.data = L.wo_a.tv.row(g * R);
+      lin_fast(s, wg, og.data(), n, zg.data(), true);
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(z.data() + r * G * R + g * R, zg.data() + r * R, sizeof(float) * R);
+    }
+  } else {
+    for (int64_t g = 0; g < G; ++g)
+      linear_bf16_rows(s.pool, L.wo_a.row(g * R), R, gw, o.data() + g * gw, H * hd, n, z.data() + g * R,
+                       G * R);
+  }
+  lin(s, L.wo_b, z.data(), n, y);
 }
 
 }  // namespace strata::v41

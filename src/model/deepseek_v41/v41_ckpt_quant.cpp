@@ -1,8 +1,10 @@
 #include "model/deepseek_v41/v41_ckpt_quant.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "quant/fp8_fp4.h"
+#include "quant/qtypes.h"
 
 namespace strata::v41 {
 
@@ -76,6 +78,33 @@ Status dequant_fp4_mx(const StTensor& w, const StTensor& scale, int64_t out, int
       (*dst)[static_cast<size_t>(r * in + c + 1)] = e2m1_to_f32(static_cast<uint8_t>(b >> 4)) * s;
     }
   }
+  return {};
+}
+
+Status fp4_to_mxfp4(const StTensor& w, const StTensor& scale, int64_t out, int64_t in,
+                    const std::string& where, uint8_t* dst) {
+  if (in % 32 != 0)
+    return err("%s: FP4 weight '%s': %lld columns is not a multiple of 32", where.c_str(), w.name.c_str(),
+               static_cast<long long>(in));
+  if (w.dtype != StDtype::i8 && w.dtype != StDtype::u8)
+    return err("%s: FP4 weight '%s': expected I8 or U8 [%lld, %lld] (E2M1 pairs), got %s", where.c_str(),
+               w.name.c_str(), static_cast<long long>(out), static_cast<long long>(in / 2),
+               w.shape_string().c_str());
+  STRATA_TRY(expect(w, w.dtype, {out, in / 2}, where, "FP4 weight"));
+  STRATA_TRY(expect(scale, StDtype::f8_e8m0, {out, in / 32}, where, "FP4 scale"));
+  const int64_t nb = in / 32;
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockMxfp4 blk;
+      blk.e = scale.data[r * nb + b];
+      if (blk.e == 0xff)
+        return err("%s: FP4 scale '%s' is NaN at [%lld, %lld]", where.c_str(), scale.name.c_str(),
+                   static_cast<long long>(r), static_cast<long long>(b));
+      const uint8_t* src = w.data + (r * in + b * 32) / 2;  // 16 bytes: elements 2i (low), 2i+1 (high)
+      auto nib = [&](int k) { return static_cast<uint8_t>((src[k / 2] >> (4 * (k % 2))) & 15); };
+      for (int j = 0; j < 16; ++j) blk.qs[j] = static_cast<uint8_t>(nib(j) | (nib(j + 16) << 4));
+      std::memcpy(dst + (r * nb + b) * sizeof(BlockMxfp4), &blk, sizeof(BlockMxfp4));
+    }
   return {};
 }
 

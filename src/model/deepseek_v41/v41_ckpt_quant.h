@@ -28,6 +28,11 @@ Status dequant_fp8_blocks(const StTensor& w, const StTensor& scale, int64_t out,
 // FP4 (E2M1 pairs + per-32 UE8M0) matrix -> f32 [out * in]; in % 32 == 0.
 Status dequant_fp4_mx(const StTensor& w, const StTensor& scale, int64_t out, int64_t in,
                       const std::string& where, std::vector<float>* dst);
+// FP4 matrix -> MXFP4 blocks (quant/qtypes.h BlockMxfp4) [out][in/32], losslessly: the same E2M1
+// codes and UE8M0 scales, nibbles reordered (DeepSeek: element 2i low, 2i+1 high; MXFP4: element j
+// low, j+16 high). dst: out*in/32 blocks. A NaN scale (0xff) is an error naming the tensor.
+Status fp4_to_mxfp4(const StTensor& w, const StTensor& scale, int64_t out, int64_t in,
+                    const std::string& where, uint8_t* dst);
 // Element-wise decodes of F8_E4M3 / F8_E8M0 tensors (Engram values / scales) -> f32.
 void decode_e4m3(const StTensor& t, std::vector<float>* dst);
 void decode_ue8m0(const StTensor& t, std::vector<float>* dst);

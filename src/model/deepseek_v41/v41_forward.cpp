@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/linear.h"
+#include "model/deepseek4/ds4_math.h"
 #include "model/deepseek4/ds4_mhc.h"
 #include "model/deepseek_v41/v41_blocks.h"
 #include "model/deepseek_v41/v41_engram.h"
@@ -116,7 +118,7 @@ Status engram(Step& s, int l, const int64_t* ids, float* H) {
   for (int64_t r = 0; r < n; ++r)
     STRATA_TRY(s.m.engram_rows->rows(k, std::span<const int64_t>(ids + r * ncol, static_cast<size_t>(ncol)),
                                      e.data() + r * ew));
-  linear_bf16_rows(s.pool, L.e_wkv.w.data(), kvw, L.e_wkv.cols, e.data(), ew, n, kv.data(), kvw);
+  lin(s, L.e_wkv, e.data(), n, kv.data());
   for (int64_t r = 0; r < n; ++r) {
     const float* kr = kv.data() + r * kvw;
     engram_gate(H + r * hcD, kr, kr + hcD, L.e_q.w.data(), L.e_k.w.data(), c.hc, c.dim, c.eps);
@@ -127,7 +129,31 @@ Status engram(Step& s, int l, const int64_t* ids, float* H) {
 // One mHC site before a sub-layer, per row: this site's coefficients from the streams, and the
 // sub-layer's normed input collapsed with the scratch's pre (single-pass mHC: the previous site's),
 // which then becomes this site's.
+// Fast numerics: the mixes of every row in one Linear, then deepseek4's mHC arithmetic.
+void site_in_fast(Step& s, const HcSite& site, const std::vector<float>& norm, ds4::HcCoeffs* co, float* x) {
+  const Config& c = s.m.cfg;
+  const int64_t D = c.dim, hcD = int64_t{c.hc} * D, nmix = (2 + c.hc) * c.hc;
+  const float* H = s.sc.H.data();
+  float* pre = s.sc.pre.data();
+  std::vector<float> mixes(static_cast<size_t>(s.n() * nmix));
+  lin(s, site.fn, H, s.n(), mixes.data(), s.s_ref.data());
+  s.pool.parallel_for(s.n(), [&](int64_t r0, int64_t r1) {
+    std::vector<float> u(static_cast<size_t>(D));
+    for (int64_t r = r0; r < r1; ++r) {
+      float* mx = mixes.data() + r * nmix;
+      const float rs = ds4::rms_scale(H + r * hcD, hcD, c.eps);
+      for (int64_t k = 0; k < nmix; ++k) mx[k] *= rs;
+      ds4::hc_coeffs(mx, site.scale.data(), site.base.data(), c.hc, c.sinkhorn_iters, c.hc_eps, &co[r]);
+      ds4::hc_collapse(H + r * hcD, pre + r * c.hc, c.hc, D, u.data());
+      for (float& v : u) v = bf16r(v);
+      norm_bf16(s, u.data(), norm.data(), D, c.eps, x + r * D);
+      std::memcpy(pre + r * c.hc, co[r].pre, sizeof(float) * c.hc);
+    }
+  });
+}
+
 void site_in(Step& s, const HcSite& site, const std::vector<float>& norm, ds4::HcCoeffs* co, float* x) {
+  if (s.fast()) return site_in_fast(s, site, norm, co, x);
   const Config& c = s.m.cfg;
   const int64_t D = c.dim, hcD = int64_t{c.hc} * D;
   const float* H = s.sc.H.data();
@@ -139,6 +165,26 @@ void site_in(Step& s, const HcSite& site, const std::vector<float>& norm, ds4::H
       hc_collapse(H + r * hcD, pre + r * c.hc, c.hc, D, u.data());
       rms_norm_bf16(u.data(), norm.data(), D, c.eps, x + r * D);
       std::memcpy(pre + r * c.hc, co[r].pre, sizeof(float) * c.hc);
+    }
+  });
+}
+
+// The streams after a sub-layer (output y [n][dim]) per row: H = bf16(post y + comb^T H).
+void site_out(Step& s, const ds4::HcCoeffs* co, const float* y) {
+  const Config& c = s.m.cfg;
+  const int64_t D = c.dim, hcD = int64_t{c.hc} * D;
+  float* H = s.sc.H.data();
+  if (!s.fast()) {
+    for (int64_t t = 0; t < s.n(); ++t) hc_post(co[t], y + t * D, c.hc, D, H + t * hcD);
+    return;
+  }
+  s.pool.parallel_for(s.n(), [&](int64_t r0, int64_t r1) {
+    std::vector<float> R(static_cast<size_t>(hcD));
+    for (int64_t t = r0; t < r1; ++t) {
+      float* h = H + t * hcD;
+      std::memcpy(R.data(), h, sizeof(float) * hcD);
+      ds4::hc_post(y + t * D, R.data(), co[t], c.hc, D, h);
+      for (int64_t i = 0; i < hcD; ++i) h[i] = bf16r(h[i]);
     }
   });
 }
@@ -193,9 +239,14 @@ Status v41_forward(const V41Model& m, const Batch& b, float* logits, ThreadPool&
   const int64_t D = c.dim, hcD = int64_t{c.hc} * D;
   float* H = s.sc.H.data();
   float* pre = s.sc.pre.data();
+  s.sc.arena.reset();
   for (int64_t t = 0; t < n; ++t) {
-    for (int st = 0; st < c.hc; ++st)
-      std::memcpy(H + t * hcD + st * D, m.w.embed.row(b.tokens[static_cast<size_t>(t)]), sizeof(float) * D);
+    const int32_t tok = b.tokens[static_cast<size_t>(t)];
+    if (s.fast())
+      embedding_row(m.w.embed.tv, tok, H + t * hcD);
+    else
+      std::memcpy(H + t * hcD, m.w.embed.row(tok), sizeof(float) * D);
+    for (int st = 1; st < c.hc; ++st) std::memcpy(H + t * hcD + st * D, H + t * hcD, sizeof(float) * D);
     for (int st = 0; st < c.hc; ++st) pre[t * c.hc + st] = st == 0 ? 1.0f : 0.0f;  // layer 0 reads stream 0
   }
   for (int l = 0; l < c.n_layers; ++l) s.sc.sel[l].resize(static_cast<size_t>(n));
@@ -208,22 +259,25 @@ Status v41_forward(const V41Model& m, const Batch& b, float* logits, ThreadPool&
     // Single-pass mHC: a site's pre collapses the NEXT sub-layer's input.
     site_in(s, L.hc_attn, L.attn_norm, ca.data(), x.data());
     attention_layer(s, l, x.data(), y.data());
-    for (int64_t t = 0; t < n; ++t) hc_post(ca[t], y.data() + t * D, c.hc, D, H + t * hcD);
+    site_out(s, ca.data(), y.data());
     site_in(s, L.hc_ffn, L.ffn_norm, cf.data(), x.data());
-    moe_layer(s, l, x.data(), y.data());
-    for (int64_t t = 0; t < n; ++t) hc_post(cf[t], y.data() + t * D, c.hc, D, H + t * hcD);
+    if (s.fast())
+      moe_layer_fast(s, l, x.data(), y.data());
+    else
+      moe_layer(s, l, x.data(), y.data());
+    site_out(s, cf.data(), y.data());
   }
   // The wanted rows: collapse, final norm, the head (the f32 Linear of a one-token forward).
-  const int64_t V = c.vocab, nout = static_cast<int64_t>(b.out_rows.size());
+  const int64_t nout = static_cast<int64_t>(b.out_rows.size());
   if (nout == 0) return {};
   std::vector<float> u(static_cast<size_t>(D)), a(static_cast<size_t>(nout * D));
   for (int64_t k = 0; k < nout; ++k) {
     const int64_t t = b.out_rows[static_cast<size_t>(k)];
     hc_collapse(H + t * hcD, pre + t * c.hc, c.hc, D, u.data());
-    rms_norm_bf16(u.data(), m.w.norm.data(), D, c.eps, a.data() + k * D);
+    norm_bf16(s, u.data(), m.w.norm.data(), D, c.eps, a.data() + k * D);
   }
   const std::vector<int64_t> one(static_cast<size_t>(nout), 1);
-  linear_f32_rows(pool, m.w.head.w.data(), V, D, a.data(), D, nout, one.data(), logits, V);
+  lin(s, m.w.head, a.data(), nout, logits, one.data());
   return {};
 }
 

@@ -24,7 +24,9 @@
 #include <span>
 #include <vector>
 
+#include "base/arena.h"
 #include "base/thread_pool.h"
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/arch.h"
 #include "model/deepseek_v41/v41_config.h"
@@ -34,8 +36,22 @@
 
 namespace strata::v41 {
 
+// How the forward computes (the same function either way; tests/model/v41_fixture_test.cpp):
+//   oracle — the reference's own summation orders and roundings (v41_quant.h: bf16 Linears pair by
+//     pair, f32 Linears in OpenBLAS's order, torch's sum and exp, f32 RoPE), scalar, f32 weights:
+//     bit-identical to the official PyTorch code on the fixtures; for tests and `--v41-numerics oracle`;
+//   fast (the default) — strata's multi-threaded SIMD kernels on native weights (v41_weights.h):
+//     every Linear through kernels/linear.h, the routed and shared experts through the MoE loop
+//     (model/blocks/moe.h), attention through the attention core (kernels/attention_core.h), the
+//     mHC coefficients / collapse / post and RoPE as deepseek4's (ds4_mhc.h, ds4_rope.h), RMSNorm
+//     kernels/ops.h's; activations are still rounded to bf16 where the reference rounds them, and
+//     the FP8 / FP4 activation roundings of the KV rows and the indexer are kept.
+enum class V41Numerics { fast, oracle };
+
 struct V41Model {
   Config cfg;
+  V41Numerics numerics = V41Numerics::fast;
+  RopeParams fast_rope_plain, fast_rope_comp;  // fast: kernels/ops.h RoPE of the two kinds of layer
   EngramMeta meta;
   Weights w;
   Rope rope_plain, rope_comp;  // window-only layers / compressed layers
@@ -64,6 +80,7 @@ struct V41Scratch {
   std::vector<float> pre;                              // [n_batch][hc]
   std::vector<std::vector<std::vector<int32_t>>> sel;  // [layer][row] selected compressed rows
   std::vector<std::vector<uint8_t>> cand;              // [row] candidate mask of the candidate layer
+  Arena arena;                                         // fast: kernels' scratch, reset every step
 };
 
 class V41State : public ArchState {

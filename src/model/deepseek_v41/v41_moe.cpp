@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "model/blocks/moe.h"
+#include "model/deepseek4/ds4_moe.h"
 #include "model/deepseek_v41/v41_quant.h"
 #include "model/deepseek_v41/v41_step.h"
 
@@ -104,6 +106,44 @@ void moe_layer(Step& s, int l, const float* x, float* y) {
     }
     for (int64_t d = 0; d < D; ++d) y[r * D + d] = bf16r(acc[d] + sh[r * D + d]);
   }
+}
+
+void moe_layer_fast(Step& s, int l, const float* x, float* y) {
+  const Config& c = s.m.cfg;
+  const LayerW& L = s.m.w.layers[l];
+  const int64_t n = s.n(), E = c.n_experts, K = c.n_active;
+  std::vector<float> sc(static_cast<size_t>(n * E)), wts(static_cast<size_t>(n * K));
+  std::vector<int32_t> ids(static_cast<size_t>(n * K));
+  lin(s, L.gate, x, n, sc.data(), s.s_ref.data());  // the router is an f32 Linear
+  for (int64_t r = 0; r < n; ++r) {
+    float* z = sc.data() + r * E;
+    for (int64_t e = 0; e < E; ++e) z[e] /= c.gate_temp;
+    ds4::sqrt_softplus_scores(z, static_cast<int>(E), z);
+    ds4::route_topk(z, L.gate_bias.data(), static_cast<int>(E), static_cast<int>(K), c.norm_topk && K > 1,
+                    c.route_scale, ids.data() + r * K, wts.data() + r * K);
+  }
+  MoeConfig mc;
+  mc.n_embd = c.dim;
+  mc.n_expert = static_cast<int>(E);
+  mc.n_used = static_cast<int>(K);
+  mc.n_ff = static_cast<int>(L.xw1.rows);
+  mc.n_ff_shexp = static_cast<int>(L.sw1.rows);
+  mc.act = mc.shexp_act = ExpertAct::expert_act_swiglu_clamped;  // L <= 0: plain SwiGLU
+  mc.clamp = mc.shexp_clamp = c.swiglu_limit;
+  MoeWeights mw;
+  mw.gate_exps = &L.xw1.tv;
+  mw.up_exps = &L.xw3.tv;
+  mw.down_exps = &L.xw2.tv;
+  mw.gate_shexp = &L.sw1.tv;
+  mw.up_shexp = &L.sw3.tv;
+  mw.down_shexp = &L.sw2.tv;
+  Arena& a = s.sc.arena;
+  const size_t mark = a.mark();
+  // No expert source: the weights are resident, nothing can fail.
+  const Status st = moe_experts_forward(mc, mw, x, n, ids.data(), wts.data(), y, s.pool, a);
+  STRATA_ASSERT(st.ok());
+  a.rewind(mark);
+  for (int64_t i = 0; i < n * c.dim; ++i) y[i] = bf16r(y[i]);
 }
 
 }  // namespace strata::v41

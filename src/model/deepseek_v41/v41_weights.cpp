@@ -5,6 +5,8 @@
 
 #include "base/fp16.h"
 #include "model/deepseek_v41/v41_ckpt_quant.h"
+#include "quant/fp8_fp4.h"
+#include "quant/qtypes.h"
 
 namespace strata::v41 {
 
@@ -32,7 +34,6 @@ struct Binder {
     if ((st->dtype != t || st->shape != shape) && converted(*st, name, t, shape, out)) {
       if (!conv_status.ok()) return conv_status;
       ++n;
-      bytes += static_cast<uint64_t>(out->size()) * sizeof(float);
       return {};
     }
     if (st->dtype != t || st->shape != shape)
@@ -55,7 +56,6 @@ struct Binder {
         return err("checkpoint %s: %s: tensor '%s' holds a non-finite value", d.dir().c_str(),
                    d.file_of(name).c_str(), name.c_str());
     ++n;
-    bytes += static_cast<uint64_t>(ne) * sizeof(float);
     return {};
   }
   // The checkpoint's FP8 / FP4 encodings of a BF16 matrix, and F8 Engram tables where F32 is
@@ -91,13 +91,124 @@ struct Binder {
     }
     return false;
   }
-  Status mat(const std::string& name, StDtype t, int64_t rows, int64_t cols, Mat* m) {
+  // fast: the matrix is packed (v41_weights.h) unless keep_f32 (read element-wise by the forward).
+  bool fast = false;
+  Status mat(const std::string& name, StDtype t, int64_t rows, int64_t cols, Mat* m, bool keep_f32 = false) {
     m->rows = rows;
     m->cols = cols;
-    return get(name, t, {rows, cols}, &m->w);
+    STRATA_TRY(get(name, t, {rows, cols}, &m->w));
+    if (fast && !keep_f32) {
+      pack(m->w, rows, cols, m);
+      m->w = {};
+    }
+    bytes += static_cast<uint64_t>(m->w.size()) * sizeof(float) + m->bytes.size();
+    return {};
   }
   Status vec(const std::string& name, StDtype t, int64_t len, std::vector<float>* v) {
-    return get(name, t, {len}, v);
+    STRATA_TRY(get(name, t, {len}, v));
+    bytes += static_cast<uint64_t>(v->size()) * sizeof(float);
+    return {};
+  }
+  // An Engram table (values on the E4M3 grid, or their power-of-two scales) in fast mode: one
+  // byte per value (E4M3 / UE8M0 codes, the checkpoint's own encodings) when every value has one,
+  // else f32 as in oracle mode. ResidentEngramRows decodes the bytes (v41_engram.cpp).
+  Status table(const std::string& name, int64_t rows, int64_t cols, bool scales, Mat* m) {
+    STRATA_TRY(mat(name, StDtype::f32, rows, cols, m, /*keep_f32=*/true));
+    if (!fast) return {};
+    std::vector<uint8_t> codes(m->w.size());
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const float v = m->w[i];
+      codes[i] = scales ? ue8m0_ceil_code(v) : f32_to_e4m3(v);
+      if ((scales ? ue8m0_to_f32(codes[i]) : e4m3_to_f32(codes[i])) != v) return {};  // keep f32
+    }
+    bytes -= static_cast<uint64_t>(m->w.size()) * sizeof(float);
+    bytes += codes.size();
+    m->bytes = std::move(codes);
+    m->w = {};
+    return {};
+  }
+  // A matrix [rows][cols] of f32 values -> BF16 when every value is bf16-exact (lossless), else
+  // F32; m->tv views it ({cols, rows}).
+  static void pack(const std::vector<float>& src, int64_t rows, int64_t cols, Mat* m) {
+    bool exact = true;
+    for (float x : src) exact = exact && bf16_to_f32(f32_to_bf16(x)) == x;
+    const size_t per = static_cast<size_t>(rows * cols);
+    if (exact) {
+      m->bytes.resize(per * 2);
+      for (size_t i = 0; i < per; ++i) {
+        const uint16_t h = f32_to_bf16(src[i]);
+        std::memcpy(m->bytes.data() + 2 * i, &h, 2);
+      }
+    } else {
+      m->bytes.resize(per * 4);
+      std::memcpy(m->bytes.data(), src.data(), per * 4);
+    }
+    view(exact ? GgmlType::bf16 : GgmlType::f32, rows, cols, 1, m);
+  }
+  static void view(GgmlType t, int64_t rows, int64_t cols, int64_t n_exp, Mat* m) {
+    m->rows = rows;
+    m->cols = cols;
+    m->tv = TensorView{};
+    m->tv.type = t;
+    m->tv.n_dims = n_exp > 1 ? 3 : 2;
+    m->tv.ne[0] = cols;
+    m->tv.ne[1] = rows;
+    m->tv.ne[2] = n_exp;
+    tensor_view_set_contiguous(&m->tv);
+    m->tv.data = m->bytes.data();
+  }
+  // The routed experts' `which` ("w1", "w3", "w2") of layer prefix f, stacked: MXFP4 when every
+  // expert is FP4 in the checkpoint, else packed as above.
+  Status experts(const std::string& f, const char* which, int64_t E, int64_t rows, int64_t cols, Mat* m) {
+    auto name = [&](int64_t e) { return f + "experts." + std::to_string(e) + "." + which + ".weight"; };
+    bool fp4 = cols % 32 == 0;
+    for (int64_t e = 0; e < E && fp4; ++e) {
+      const StTensor* st = d.find(name(e));
+      fp4 = st && (st->dtype == StDtype::i8 || st->dtype == StDtype::u8) && d.find(scale_name_of(name(e)));
+    }
+    if (fp4) {
+      const size_t per = static_cast<size_t>(rows * cols / 32) * sizeof(BlockMxfp4);
+      m->bytes.resize(per * static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string where = "checkpoint " + d.dir() + ": " + d.file_of(name(e));
+        STRATA_TRY(fp4_to_mxfp4(*d.find(name(e)), *d.find(scale_name_of(name(e))), rows, cols, where,
+                                m->bytes.data() + per * static_cast<size_t>(e)));
+        ++n;
+      }
+      view(GgmlType::mxfp4, rows, cols, E, m);
+    } else {
+      // One expert's f32 values at a time: BF16 while every value is bf16-exact, else (rare) the
+      // whole stack again as F32.
+      const size_t per = static_cast<size_t>(rows * cols);
+      std::vector<float> v;
+      for (GgmlType t : {GgmlType::bf16, GgmlType::f32}) {
+        const size_t es = t == GgmlType::bf16 ? 2 : 4;
+        m->bytes.assign(per * es * static_cast<size_t>(E), 0);
+        bool ok = true;
+        size_t got = 0;
+        for (int64_t e = 0; e < E && ok; ++e, ++got) {
+          STRATA_TRY(get(name(e), StDtype::bf16, {rows, cols}, &v));
+          uint8_t* dst = m->bytes.data() + per * es * static_cast<size_t>(e);
+          if (t == GgmlType::f32) {
+            std::memcpy(dst, v.data(), per * 4);
+            continue;
+          }
+          for (size_t i = 0; i < per && ok; ++i) {
+            const uint16_t h = f32_to_bf16(v[i]);
+            ok = bf16_to_f32(h) == v[i];
+            std::memcpy(dst + 2 * i, &h, 2);
+          }
+        }
+        if (!ok) {
+          n -= got;  // counted again by the F32 pass
+          continue;
+        }
+        view(t, rows, cols, E, m);
+        break;
+      }
+    }
+    bytes += m->bytes.size();
+    return {};
   }
 };
 
@@ -106,8 +217,9 @@ constexpr StDtype F32 = StDtype::f32;
 
 }  // namespace
 
-Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables) {
+Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables, bool fast) {
   Binder b(d);
+  b.fast = fast;
   b.block_r = c.fp8_block_r;
   b.block_c = c.fp8_block_c;
   Weights w;
@@ -154,10 +266,17 @@ Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engr
     const std::string f = p + "ffn.";
     STRATA_TRY(b.mat(f + "gate.weight", BF, E, D, &L.gate));
     STRATA_TRY(b.vec(f + "gate.bias", F32, E, &L.gate_bias));
-    L.w1.resize(static_cast<size_t>(E));
-    L.w2.resize(static_cast<size_t>(E));
-    L.w3.resize(static_cast<size_t>(E));
-    for (int64_t e = 0; e < E; ++e) {
+    if (fast) {
+      STRATA_TRY(b.experts(f, "w1", E, I, D, &L.xw1));
+      STRATA_TRY(b.experts(f, "w3", E, I, D, &L.xw3));
+      STRATA_TRY(b.experts(f, "w2", E, D, I, &L.xw2));
+    }
+    if (!fast) {
+      L.w1.resize(static_cast<size_t>(E));
+      L.w2.resize(static_cast<size_t>(E));
+      L.w3.resize(static_cast<size_t>(E));
+    }
+    for (int64_t e = 0; e < E && !fast; ++e) {
       const std::string x = f + "experts." + std::to_string(e) + ".";
       STRATA_TRY(b.mat(x + "w1.weight", BF, I, D, &L.w1[e]));
       STRATA_TRY(b.mat(x + "w3.weight", BF, I, D, &L.w3[e]));
@@ -170,12 +289,12 @@ Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engr
       const std::string g = p + "engram.";
       const int64_t rows = c.engram_rows[static_cast<size_t>(lc.engram)], hdim = c.engram_head_dim;
       if (engram_tables) {
-        STRATA_TRY(b.mat(g + "embed.weight", F32, rows, hdim, &L.e_embed));
-        STRATA_TRY(b.mat(g + "embed.scale", F32, rows, hdim / 32, &L.e_scale));
+        STRATA_TRY(b.table(g + "embed.weight", rows, hdim, /*scales=*/false, &L.e_embed));
+        STRATA_TRY(b.table(g + "embed.scale", rows, hdim / 32, /*scales=*/true, &L.e_scale));
       }
       STRATA_TRY(b.mat(g + "wkv.weight", BF, D * (hc + 1), int64_t{c.n_hash_cols()} * hdim, &L.e_wkv));
-      STRATA_TRY(b.mat(g + "q_weight", BF, hc, D, &L.e_q));
-      STRATA_TRY(b.mat(g + "k_weight", BF, hc, D, &L.e_k));
+      STRATA_TRY(b.mat(g + "q_weight", BF, hc, D, &L.e_q, true));
+      STRATA_TRY(b.mat(g + "k_weight", BF, hc, D, &L.e_k, true));
     }
   }
   w.n_tensors = b.n;

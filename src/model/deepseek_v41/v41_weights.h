@@ -1,23 +1,37 @@
 // DeepSeek-V4.1 weight binding from a safetensors checkpoint in DeepSeek's own namespace
 // (fixtures-v41 README "model.safetensors"). Every tensor is looked up once with its expected
 // dtype and shape; a missing tensor or a wrong dtype/shape fails the load with the file, the
-// tensor, expected vs actual. BF16/F32 weights are converted to f32 at load (values stay
-// bf16-exact; the forward rounds activations like the reference).
-// Matrices are [out][in] row-major (PyTorch Linear: y = x W^T).
+// tensor, expected vs actual. Matrices are [out][in] row-major (PyTorch Linear: y = x W^T).
+// Two ways to hold them, by the numerics the model runs (v41_forward.h V41Numerics):
+//   oracle: every matrix converted to f32 (Mat::w; values stay bf16-exact; the forward rounds
+//     activations like the reference);
+//   fast: every matrix in a type strata's kernels run at full speed (Mat::tv over Mat::bytes):
+//     BF16 stays BF16; FP8 (E4M3 x UE8M0 block scale) and F32 whose values are all bf16-exact
+//     become BF16 (lossless: checked value by value), other F32 stays F32; FP4 routed experts
+//     (E2M1 pairs + UE8M0 per 32) become MXFP4 blocks (lossless, the same codes). The routed
+//     experts are stacked per layer (xw1 / xw3 / xw2, ggml order {in, out, E}) for the MoE loop.
 #pragma once
 
 #include <vector>
 
 #include "base/status.h"
+#include "format/tensor_view.h"
 #include "format/safetensors_dir.h"
 #include "model/deepseek_v41/v41_config.h"
 
 namespace strata::v41 {
 
 struct Mat {
-  std::vector<float> w;  // [rows][cols]
+  std::vector<float> w;  // oracle: [rows][cols] f32
   int64_t rows = 0, cols = 0;
+  std::vector<uint8_t> bytes;  // fast: the native rows
+  TensorView tv;               // fast: {cols, rows} (or {cols, rows, E}) over bytes
   const float* row(int64_t r) const { return w.data() + r * cols; }
+  Mat() = default;
+  Mat(Mat&&) = default;  // moving keeps bytes' buffer, so tv stays valid
+  Mat& operator=(Mat&&) = default;
+  Mat(const Mat&) = delete;
+  Mat& operator=(const Mat&) = delete;
 };
 
 struct HcSite {
@@ -39,9 +53,11 @@ struct LayerW {
   // MoE
   Mat gate;
   std::vector<float> gate_bias;
-  std::vector<Mat> w1, w2, w3;  // [E]
+  std::vector<Mat> w1, w2, w3;  // oracle: [E]
+  Mat xw1, xw3, xw2;            // fast: the routed experts stacked, {D, I, E} / {D, I, E} / {I, D, E}
   Mat sw1, sw2, sw3;
-  // Engram (engram layers): table values (e4m3 grid) and per-32 power-of-two scales as F32
+  // Engram (engram layers): table values (e4m3 grid) and per-32 power-of-two scales as F32 (fast:
+  // as E4M3 / UE8M0 bytes in Mat::bytes when every value has a code)
   Mat e_embed, e_scale;
   Mat e_wkv;     // [dim*(hc+1)][n_hash_cols*head_dim]
   Mat e_q, e_k;  // [hc][dim]
@@ -53,12 +69,14 @@ struct Weights {
   std::vector<float> norm;
   std::vector<LayerW> layers;
   size_t n_tensors = 0;  // tensors bound
-  uint64_t bytes = 0;    // f32 bytes held (every tensor bound)
+  uint64_t bytes = 0;    // weight bytes held (every tensor bound; f32 in oracle mode)
 };
 
 // engram_tables = false leaves every layer's Engram table (e_embed / e_scale) unloaded, with
 // rows == 0 and nothing allocated: the tables are served by a tiered store instead
 // (model/engram_tiered.h validates them). The Engram projections are always bound.
-Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables = true);
+// fast: hold the matrices natively (above); the Engram tables and the vectors stay f32.
+Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables = true,
+                             bool fast = false);
 
 }  // namespace strata::v41
