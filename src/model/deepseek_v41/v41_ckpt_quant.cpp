@@ -55,8 +55,9 @@ Status dequant_fp8_blocks(const StTensor& w, const StTensor& scale, int64_t out,
   return {};
 }
 
-Status dequant_fp4_mx(const StTensor& w, const StTensor& scale, int64_t out, int64_t in,
-                      const std::string& where, std::vector<float>* dst) {
+// An FP4 weight [out][in/2] (E2M1 pairs) and its UE8M0 scales [out][in/32], as the checkpoint holds them.
+static Status check_fp4(const StTensor& w, const StTensor& scale, int64_t out, int64_t in,
+                        const std::string& where) {
   if (in % 32 != 0)
     return err("%s: FP4 weight '%s': %lld columns is not a multiple of 32", where.c_str(), w.name.c_str(),
                static_cast<long long>(in));
@@ -66,6 +67,12 @@ Status dequant_fp4_mx(const StTensor& w, const StTensor& scale, int64_t out, int
                w.shape_string().c_str());
   STRATA_TRY(expect(w, w.dtype, {out, in / 2}, where, "FP4 weight"));
   STRATA_TRY(expect(scale, StDtype::f8_e8m0, {out, in / 32}, where, "FP4 scale"));
+  return {};
+}
+
+Status dequant_fp4_mx(const StTensor& w, const StTensor& scale, int64_t out, int64_t in,
+                      const std::string& where, std::vector<float>* dst) {
+  STRATA_TRY(check_fp4(w, scale, out, in, where));
   dst->resize(static_cast<size_t>(out * in));
   for (int64_t r = 0; r < out; ++r) {
     for (int64_t c = 0; c < in; c += 2) {
@@ -83,15 +90,7 @@ Status dequant_fp4_mx(const StTensor& w, const StTensor& scale, int64_t out, int
 
 Status fp4_to_mxfp4(const StTensor& w, const StTensor& scale, int64_t out, int64_t in,
                     const std::string& where, uint8_t* dst) {
-  if (in % 32 != 0)
-    return err("%s: FP4 weight '%s': %lld columns is not a multiple of 32", where.c_str(), w.name.c_str(),
-               static_cast<long long>(in));
-  if (w.dtype != StDtype::i8 && w.dtype != StDtype::u8)
-    return err("%s: FP4 weight '%s': expected I8 or U8 [%lld, %lld] (E2M1 pairs), got %s", where.c_str(),
-               w.name.c_str(), static_cast<long long>(out), static_cast<long long>(in / 2),
-               w.shape_string().c_str());
-  STRATA_TRY(expect(w, w.dtype, {out, in / 2}, where, "FP4 weight"));
-  STRATA_TRY(expect(scale, StDtype::f8_e8m0, {out, in / 32}, where, "FP4 scale"));
+  STRATA_TRY(check_fp4(w, scale, out, in, where));
   const int64_t nb = in / 32;
   for (int64_t r = 0; r < out; ++r)
     for (int64_t b = 0; b < nb; ++b) {
