@@ -157,17 +157,18 @@ void index_select(const Step& sp, const V41State& st, V41Scratch& sc, int l, con
       for (int64_t j = 0; j < lens; ++j) sco[j] += bf16r(std::max(bf16r(dots[j]), 0.0f) * iw[h]);
     }
     for (float& v : sco) v = bf16r(v);
-  }
-  for (int64_t j = 0; j < lens && !sp.fast(); ++j) {
-    const float* k = src.ik->row(j);
-    float acc = 0.0f;
-    for (int h = 0; h < IH; ++h) {
-      double dot = 0.0;
-      for (int d = 0; d < ID; ++d) dot += static_cast<double>(iq[h * ID + d]) * k[d];
-      const float qk = std::max(bf16r(static_cast<float>(dot)), 0.0f);
-      acc += bf16r(qk * iw[h]);
+  } else {
+    for (int64_t j = 0; j < lens; ++j) {
+      const float* k = src.ik->row(j);
+      float acc = 0.0f;
+      for (int h = 0; h < IH; ++h) {
+        double dot = 0.0;
+        for (int d = 0; d < ID; ++d) dot += static_cast<double>(iq[h * ID + d]) * k[d];
+        const float qk = std::max(bf16r(static_cast<float>(dot)), 0.0f);
+        acc += bf16r(qk * iw[h]);
+      }
+      sco[j] = bf16r(acc);
     }
-    sco[j] = bf16r(acc);
   }
   const uint8_t* mask = nullptr;
   if (l == c.cand_layer) {

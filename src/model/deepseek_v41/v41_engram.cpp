@@ -3,9 +3,9 @@
 #include <cmath>
 #include <vector>
 
+#include "memory/engram/engram_table.h"
 #include "model/deepseek_v41/v41_quant.h"
 #include "model/deepseek_v41/v41_weights.h"
-#include "quant/fp8_fp4.h"
 
 namespace strata::v41 {
 
@@ -58,25 +58,22 @@ Status ResidentEngramRows::rows(int engram_layer, std::span<const int64_t> row_i
     return err("engram rows: table %d of %zu requested", engram_layer, values_.size());
   const Mat& v = *values_[static_cast<size_t>(engram_layer)];
   const Mat& s = *scales_[static_cast<size_t>(engram_layer)];
-  std::vector<float> vb, sb;  // a row decoded from E4M3 / UE8M0 bytes (fast mode's tables)
+  // Fast mode holds a table as E4M3 / UE8M0 bytes where every value has a code, else f32: the row
+  // is decoded by the SSD tier's dequant (memory/engram/engram_table.h), which reads either.
+  EngramTable t;
+  t.head_dim = head_dim_;
+  t.vtype = v.w.empty() ? EngramValueType::f8_e4m3 : EngramValueType::f32;
+  t.stype = s.w.empty() ? EngramScaleType::e8m0 : EngramScaleType::f32;
   for (size_t i = 0; i < row_ids.size(); ++i) {
     const int64_t r = row_ids[i];
     if (r < 0 || r >= v.rows)
       return err("engram rows: table %d row %lld out of range [0, %lld)", engram_layer,
                  static_cast<long long>(r), static_cast<long long>(v.rows));
-    const float* vr = v.w.empty() ? nullptr : v.row(r);
-    const float* sr = s.w.empty() ? nullptr : s.row(r);
-    if (!vr) {
-      vb.resize(static_cast<size_t>(v.cols));
-      for (int64_t c = 0; c < v.cols; ++c) vb[c] = e4m3_to_f32(v.bytes[r * v.cols + c]);
-      vr = vb.data();
-    }
-    if (!sr) {
-      sb.resize(static_cast<size_t>(s.cols));
-      for (int64_t c = 0; c < s.cols; ++c) sb[c] = ue8m0_to_f32(s.bytes[r * s.cols + c]);
-      sr = sb.data();
-    }
-    engram_dequant_row(vr, sr, head_dim_, out + static_cast<int64_t>(i) * head_dim_);
+    const uint8_t* vr =
+        v.w.empty() ? v.bytes.data() + r * v.cols : reinterpret_cast<const uint8_t*>(v.row(r));
+    const uint8_t* sr =
+        s.w.empty() ? s.bytes.data() + r * s.cols : reinterpret_cast<const uint8_t*>(s.row(r));
+    engram_row_dequant(t, vr, sr, out + static_cast<int64_t>(i) * head_dim_);
   }
   return {};
 }
