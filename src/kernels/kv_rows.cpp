@@ -14,7 +14,8 @@ bool kv_rows_read_as_f32(GgmlType t) {
 
 bool kv_rows_type_ok(GgmlType t) {
   return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || t == GgmlType::q8_0 ||
-         t == GgmlType::q4_0 || t == GgmlType::iq4_nl || t == GgmlType::fp8_e4m3 || t == GgmlType::mxfp4;
+         t == GgmlType::q4_0 || t == GgmlType::iq4_nl || t == GgmlType::fp8_e4m3 || t == GgmlType::mxfp4 ||
+         t == GgmlType::nvfp4;
 }
 
 void kv_store(const KvRows& r, int64_t i, int64_t c0, const float* x, int64_t n) {

@@ -28,7 +28,8 @@ const char* kv_type_name(KvType t) {
 
 bool kv_type_supported(KvType t) {
   return t == KvType::f32 || t == KvType::f16 || t == KvType::bf16 || t == KvType::q8_0 ||
-         t == KvType::q4_0 || t == KvType::iq4_nl || t == KvType::fp8_e4m3 || t == KvType::mxfp4;
+         t == KvType::q4_0 || t == KvType::iq4_nl || t == KvType::fp8_e4m3 || t == KvType::mxfp4 ||
+         t == KvType::nvfp4;
 }
 
 GgmlType kv_storage_type(KvType t) {
@@ -47,6 +48,8 @@ GgmlType kv_storage_type(KvType t) {
       return GgmlType::fp8_e4m3;
     case KvType::mxfp4:
       return GgmlType::mxfp4;
+    case KvType::nvfp4:
+      return GgmlType::nvfp4;
     default:
       return GgmlType::f32;
   }

@@ -12,7 +12,7 @@ void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
     b->kv_spill_note = "strata does not run this architecture (no KV pool)";
     return;
   }
-  const KvSpec spec = kv_spec_typed(m.kv.kv, p.kv_types());  // at the plan's types, as the bill's lines
+  const KvSpec spec = plan_kv_spec(m, p);  // at the plan's types, as the bill's lines
   KvPoolOptions po;
   po.block_size = p.block_size;
   po.budget_bytes = KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);

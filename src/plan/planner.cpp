@@ -13,6 +13,7 @@
 #include "memory/io/io_engine.h"
 #include "model/archs/decoder.h"
 #include "model/deepseek4/ds4_forward.h"
+#include "model/deepseek_v41/v41_forward.h"
 
 namespace strata {
 
@@ -124,6 +125,22 @@ KvTypes PlanOptions::kv_types() const {
   return t;
 }
 
+KvSpec plan_kv_spec(const PlanModel& m, const PlanOptions& p) {
+  const KvTypes kvt = p.kv_types();
+  KvSpec s;
+  if (m.kv.family == KvFamily::deepseek4)
+    s = kv_spec_typed(m.kv.kv, ds4::ds4_kv_types_resolved(kvt));
+  else if (m.kv.family == KvFamily::deepseek_v41)
+    s = v41::v41_kv_spec_typed(m.kv.kv, kvt);  // a tool's default: the reference's own types
+  else
+    s = kv_spec_typed(m.kv.kv, kvt);
+  if (p.kv_native)
+    for (KvLayerSpec& l : s.layers)
+      for (KvPartSpec& part : l.parts)
+        if (part.has_native) part.type = part.native;
+  return s;
+}
+
 Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   PlanBill b;
   b.model = m;
@@ -144,15 +161,9 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.expert_count = int64_t{m.n_moe_layers} * m.n_expert;
   b.expert_min = static_cast<uint64_t>(m.n_expert_used) * m.slot_bytes;
 
-  // the parts at the types the caches would hold (kv_spec_typed, and deepseek4's defaulting)
+  // the parts at the types the caches would hold
   KvModelSpec typed = m.kv;
-  KvTypes kvt = p.kv_types();
-  if (m.kv.family == KvFamily::deepseek4) kvt = ds4::ds4_kv_types_resolved(kvt);
-  typed.kv = kv_spec_typed(typed.kv, kvt);
-  if (p.kv_native)
-    for (KvLayerSpec& l : typed.kv.layers)
-      for (KvPartSpec& part : l.parts)
-        if (part.has_native) part.type = part.native;
+  typed.kv = plan_kv_spec(m, p);
   const KvBill bill = kv_bill_make(typed);
   const int64_t nb = std::min<int64_t>(p.n_ubatch, p.n_ctx);  // a session's n_batch (Model::new_session)
   b.kv_cache = 0;
@@ -260,7 +271,9 @@ std::string plan_text(const PlanBill& b) {
     appendf(&s, ", %d routed experts x %d MoE layers (top-%d, ffn %d)", m.n_expert, m.n_moe_layers,
             m.n_expert_used, m.n_ff_exp);
   appendf(&s, "\n  context %lld x batch %d, KV %s", (long long)p.n_ctx, p.n_seq,
-          p.kv_native ? "native (the reference's own types where known)" : kv_type_name(p.kv_type));
+          p.kv_native || (m.kv.family == KvFamily::deepseek_v41 && p.kv_type_default)
+              ? "native (the reference's own types where known)"
+              : kv_type_name(p.kv_type));
   if (p.kv_type_v != p.kv_type) appendf(&s, " (V %s)", kv_type_name(p.kv_type_v));
   if (p.has_kv_type_index) appendf(&s, " (indexer keys %s)", kv_type_name(p.kv_type_index));
   appendf(&s, ", %d tokens per step, %d threads\n\n", p.n_ubatch, p.n_threads);

@@ -166,6 +166,10 @@ struct PlanBill {
 // The bill. Errors for invalid options (n_ctx, n_seq, n_ubatch < 1 after defaults) and for an
 // expert_budget below one layer's top-k slots (naming the minimum).
 Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o);
+// The model's KV parts at the types its caches would hold under o's KV types: the architecture's
+// own mapping (deepseek4's f32 default, deepseek_v41's native default; kv_spec_typed otherwise),
+// then -ctk native's (o.kv_native).
+KvSpec plan_kv_spec(const PlanModel& m, const PlanOptions& o);
 // The kv_spill part of the bill (plan_kv_spill.cpp), from kv/KvPool::bill.
 void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b);
 std::string plan_text(const PlanBill& b);

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "common/fixtures.h"
+#include "kernels/kv_rows.h"
 #include "model/deepseek_v41/v41_arch.h"
 #include "model/deepseek_v41/v41_engram.h"
 #include "model/deepseek_v41/v41_quant.h"
@@ -28,6 +29,55 @@ TEST(V41Quant, Fp4BlockOnTheE2m1Grid) {
   EXPECT_EQ(x[0], 3.0f);
   EXPECT_EQ(x[1], -1.0f);
   EXPECT_EQ(x[2], 0.25f);
+}
+
+// The rows the forward rounds (window FP8, index keys FP4, compressed KV FP4 with E4M3 scales) go
+// through the KV codecs (quant/: fp8_e4m3, mxfp4, nvfp4) and decode to the same values: bit for bit,
+// but E2M1's -0 which reads +0. Blocks span 2^-24 .. 2^12, with maxima that round down (the codec
+// may then take a smaller scale: the same values) and all-zero blocks.
+TEST(V41Quant, RoundedRowsSurviveTheKvCodecs) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-24, 12), pick(0, 5);
+  constexpr int64_t kW = 512;
+  struct Fmt {
+    GgmlType type;
+    void (*round)(float*, int64_t, int);
+    int block;
+  };
+  for (const Fmt f : {Fmt{GgmlType::fp8_e4m3, fake_quant_fp8, 32}, Fmt{GgmlType::mxfp4, fake_quant_fp4, 32},
+                      Fmt{GgmlType::nvfp4, fake_quant_fp4_e4m3, 16}}) {
+    std::vector<uint8_t> buf(row_bytes(f.type, kW));
+    const KvRows rows = KvRows::typed(buf.data(), kW, 1, false, f.type);
+    int64_t checked = 0;
+    for (int it = 0; it < 100; ++it) {
+      std::vector<float> x(kW), y(kW);
+      for (int64_t b = 0; b < kW; b += f.block) {
+        const float sc = std::ldexp(1.0f, ex(rng));
+        const int kind = pick(rng);
+        for (int i = 0; i < f.block; ++i) {
+          float v = bf16r(u(rng) * sc);
+          if (kind == 0) v = 0.0f;                                  // all-zero block
+          if (kind == 1 && i == 0) v = bf16r(0.49f * 448.0f * sc);  // FP8 max rounds down to 224 s
+          if (kind == 2 && i == 0) v = bf16r(0.45f * 6.0f * sc);    // FP4 max code 3 or less
+          x[static_cast<size_t>(b + i)] = v;
+        }
+      }
+      f.round(x.data(), kW, f.block);
+      kv_store(rows, 0, 0, x.data(), kW);
+      kv_to_f32(rows, 0, y.data());
+      for (int64_t i = 0; i < kW; ++i) {
+        const float a = x[static_cast<size_t>(i)], b = y[static_cast<size_t>(i)];
+        if (a == 0.0f && f.type != GgmlType::fp8_e4m3)
+          ASSERT_EQ(f32_bits(b), 0u) << type_info(f.type).name << " value " << i;
+        else
+          ASSERT_EQ(f32_bits(a), f32_bits(b))
+              << type_info(f.type).name << " value " << i << ": " << a << " -> " << b;
+        ++checked;
+      }
+    }
+    EXPECT_EQ(checked, 100 * kW);
+  }
 }
 
 TEST(V41Engram, HashMatchesEquations) {

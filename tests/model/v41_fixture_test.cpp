@@ -5,9 +5,11 @@
 // Later rows are a smoke test: error of the order of the reference's own spread.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -68,6 +70,16 @@ struct Case {
   // its prefill and decode differ). Strata's scores there are 0.42578 (34) vs 0.42188 (36): an open
   // index-score arithmetic difference, so rows 39..42 stay 0.139 off.
   int agree_cap = -1;
+  // The caches in the reference's own types (V41NativeKv below) rather than the f32 the others pin.
+  bool native_kv = false;
+};
+
+// The KV types prefill_and_decode's states take: f32 (the oracle tests pin it), or the
+// architecture's default (V4.1: the reference's own types) while a NativeKvScope lives.
+KvTypes g_kv_types{};
+struct NativeKvScope {
+  explicit NativeKvScope(bool on) { g_kv_types = KvTypes{.is_default = on}; }
+  ~NativeKvScope() { g_kv_types = KvTypes{}; }
 };
 
 // Prefill (one forward over the whole sequence) and decode (P0 tokens, then one per step) logits.
@@ -79,14 +91,14 @@ void prefill_and_decode(const Architecture& arch, const std::vector<int32_t>& to
   lp.assign(static_cast<size_t>(n) * V, 0.0f);
   ld.assign(static_cast<size_t>(n) * V, 0.0f);
   {
-    auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
+    auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1, .kv = g_kv_types});
     ASSERT_TRUE(st.ok());
     ASSERT_TRUE(
         forward_one(arch, *st.value(), std::span<const int32_t>(toks), 0, true, lp.data(), pool).ok());
   }
   // Decode: P0 tokens, then one per step.
   {
-    auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1});
+    auto st = arch.new_state({.n_ctx = n, .n_batch = n, .n_threads = 1, .kv = g_kv_types});
     ASSERT_TRUE(st.ok());
     ASSERT_TRUE(forward_one(arch, *st.value(), std::span<const int32_t>(toks).subspan(0, P0), 0, true,
                             ld.data(), pool)
@@ -120,7 +132,10 @@ TEST_P(V41Fixture, PrefillAndDecode) {
   ASSERT_EQ(ref_p.size(), static_cast<size_t>(n) * V);
   ThreadPool pool(1);
   std::vector<float> lp, ld;
-  prefill_and_decode(arch, toks, P0, pool, &lp, &ld);
+  {
+    NativeKvScope scope(cs.native_kv);
+    prefill_and_decode(arch, toks, P0, pool, &lp, &ld);
+  }
   if (HasFatalFailure()) return;
   // Rows where the reference agrees with itself: before the first row where its own prefill and
   // decode differ by > 1e-3 (where they agree, no tie in the reference resolved differently by the
@@ -158,10 +173,11 @@ TEST_P(V41Fixture, PrefillAndDecode) {
       std::printf("row %3d prefill %.3g decode %.3g (vs decode.f32 %.3g)\n", i, dp, dd, dd2);
   }
   std::printf(
-      "[v41] %s/%s: n=%d stable=%d | strict rows: prefill max|d| %.3g, decode max|d| %.3g | all rows: "
+      "[v41] %s/%s (%s KV): n=%d stable=%d | strict rows: prefill max|d| %.3g, decode max|d| %.3g | all "
+      "rows: "
       "prefill %.3g, decode %.3g | argmax agree %d/%d | %d self-agreeing rows: prefill max|d| %.3g\n",
-      cs.model, cs.seq, n, stable, max_strict_p, max_strict_d, max_all_p, max_all_d, argmax_agree, n, agree,
-      max_agree_p);
+      cs.model, cs.seq, cs.native_kv ? "native" : "f32", n, stable, max_strict_p, max_strict_d, max_all_p,
+      max_all_d, argmax_agree, n, agree, max_agree_p);
   // Decode must compute the same function as the causal prefill (state carried correctly).
   EXPECT_LE(row_maxdiff(lp.data(), ld.data(), n * V), 1e-5f);
   // Strict rows (prefill and decode within 1e-3 of prefill.f32; decode may match decode.f32 at or
@@ -255,10 +271,83 @@ TEST_P(V41Fixture, FastPathNearReference) {
   EXPECT_LE(max_all, 4.0f);
 }
 
+// The caches in the reference's own element types (the default, KvTypes::is_default: FP8 window,
+// NVFP4-like compressed KV, MXFP4 index keys) give the f32 caches' logits bit for bit, prefill and
+// decode (P0 tokens, then one per step), under both numerics: each row is rounded to its grid before
+// it is stored, so the bytes decode to the values the f32 cache holds. CI runs two fast-numerics
+// cases here (< 1 s; the oracle's PrefillAndDecode runs sparse/s48 and deep/s48 on native caches,
+// bit-exact to the reference); STRATA_V41_NATIVE_ALL=1 runs every case under both numerics. The states hold
+// the bytes the spec prices: deep's KV sources (ratio 2 and ratio 1, both owning index keys; head 128, index
+// head 64) grow by 36 + 17 + 72 + 34 = 159 B/token native vs 1,152 at f32.
+TEST(V41NativeKv, LogitsEqualF32CachesBitForBit) {
+  STRATA_REQUIRE_FIXTURES_V41(root);
+  struct Run {
+    const char* model;
+    const char* seq;
+    v41::V41Numerics num;
+    int n;  // tokens used (0: all)
+  };
+  std::vector<Run> runs = {{"deep", "s48", v41::V41Numerics::fast, 0},
+                           {"sparse", "s160", v41::V41Numerics::fast, 64}};
+  if (std::getenv("STRATA_V41_NATIVE_ALL")) {
+    runs.clear();
+    for (const char* m : {"deep", "sparse", "wide"})
+      for (const char* q : {"s48", "s160"})
+        for (auto num : {v41::V41Numerics::fast, v41::V41Numerics::oracle}) runs.push_back({m, q, num, 0});
+  }
+  ThreadPool pool(2);
+  for (const Run& rn : runs) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string mdir = root + "/" + rn.model, base = mdir + "/" + rn.seq;
+    auto loaded = load_deepseek_v41_dir(mdir, {}, rn.num);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    const auto toks_j = read_json(base + ".tokens.json");
+    std::vector<int32_t> toks = toks_j.at("tokens").get<std::vector<int32_t>>();
+    if (rn.n > 0) toks.resize(static_cast<size_t>(rn.n));
+    const int P0 = std::min(toks_j.at("decode_prefill_len").get<int>(), static_cast<int>(toks.size()));
+    std::vector<float> lp[2], ld[2];
+    for (int native = 0; native < 2; ++native) {
+      NativeKvScope scope(native != 0);
+      prefill_and_decode(*loaded->arch, toks, P0, pool, &lp[native], &ld[native]);
+      if (HasFatalFailure()) return;
+    }
+    const char* num = rn.num == v41::V41Numerics::fast ? "fast" : "oracle";
+    EXPECT_TRUE(std::memcmp(lp[0].data(), lp[1].data(), lp[0].size() * sizeof(float)) == 0)
+        << rn.model << "/" << rn.seq << " " << num << " prefill";
+    EXPECT_TRUE(std::memcmp(ld[0].data(), ld[1].data(), ld[0].size() * sizeof(float)) == 0)
+        << rn.model << "/" << rn.seq << " " << num << " decode";
+    std::printf("[v41 native kv] %s/%s %s, %zu tokens: logits bit-identical to f32 caches (%.0f ms)\n",
+                rn.model, rn.seq, num, toks.size(),
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  auto loaded = load_deepseek_v41_dir(root + "/deep");
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  const Architecture& arch = *loaded->arch;
+  for (const bool native : {false, true}) {
+    const KvTypes t{.is_default = native};
+    uint64_t b[2];
+    for (int k = 0; k < 2; ++k) {
+      auto st = arch.new_state({.n_ctx = 128 * (k + 1), .n_batch = 16, .n_threads = 1, .kv = t});
+      ASSERT_TRUE(st.ok()) << st.message();
+      b[k] = (*st)->memory().kv_cache;
+      auto spec = arch.kv_spec_for(t);
+      ASSERT_TRUE(spec.ok()) << spec.message();
+      EXPECT_EQ(b[k], spec->bytes(128 * (k + 1), 16));
+    }
+    const double per_token = static_cast<double>(b[1] - b[0]) / 128.0;
+    std::printf("[v41 native kv] deep: %.1f B/token %s, %llu B at n_ctx 256\n", per_token,
+                native ? "native" : "f32", static_cast<unsigned long long>(b[1]));
+    EXPECT_DOUBLE_EQ(per_token, native ? 159.0 : 1152.0);
+  }
+  auto bad = arch.new_state({.n_ctx = 16, .n_batch = 16, .n_threads = 1, .kv = KvTypes{.k = KvType::q8_0}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("q8_0"), std::string::npos) << bad.message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, V41Fixture,
-                         ::testing::Values(Case{"wide", "s48"}, Case{"wide", "s160"}, Case{"sparse", "s48"},
-                                           Case{"sparse", "s160"}, Case{"deep", "s48"},
-                                           Case{"deep", "s160", 39}),
+                         ::testing::Values(Case{"wide", "s48"}, Case{"wide", "s160"},
+                                           Case{"sparse", "s48", -1, true}, Case{"sparse", "s160"},
+                                           Case{"deep", "s48", -1, true}, Case{"deep", "s160", 39}),
                          [](const auto& info) {
                            return std::string(info.param.model) + "_" + info.param.seq;
                          });

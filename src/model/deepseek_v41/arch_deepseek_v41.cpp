@@ -20,15 +20,19 @@ class DeepseekV41 : public Architecture {
   DeepseekV41(HParams hp, std::unique_ptr<v41::V41Model> m) : hp_(std::move(hp)), m_(std::move(m)) {}
   const HParams& hparams() const override { return hp_; }
   KvSpec kv_spec() const override { return v41::v41_kv_spec(m_->cfg); }
+  Result<KvSpec> kv_spec_for(const KvTypes& types) const override {
+    return v41::v41_kv_spec_for(m_->cfg, types);
+  }
   const v41::V41Model& model() const { return *m_; }
 
   Result<std::unique_ptr<ArchState>> new_state(const StateOptions& opts) const override {
     if (opts.n_ctx < 1 || opts.n_batch < 1) return err("deepseek_v41: n_ctx and n_batch must be >= 1");
-    STRATA_TRY(kv_types_f32_only(opts.kv, "deepseek_v41"));
+    STRATA_ASSIGN(const KvSpec spec, v41::v41_kv_spec_for(m_->cfg, opts.kv));
     const auto* share = static_cast<const v41::V41State*>(opts.share_scratch);
     if (share && share->n_batch != opts.n_batch)
       return err("deepseek_v41: share_scratch has another n_batch");
-    return std::unique_ptr<ArchState>(std::make_unique<v41::V41State>(*m_, opts.n_ctx, opts.n_batch, share));
+    return std::unique_ptr<ArchState>(
+        std::make_unique<v41::V41State>(*m_, opts.n_ctx, opts.n_batch, share, &spec));
   }
 
   Status forward(const Batch& b, float* logits, ThreadPool& pool) const override {

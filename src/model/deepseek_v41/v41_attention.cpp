@@ -23,6 +23,14 @@ Vec rows_of(int64_t n, int64_t w) {
   return Vec(static_cast<size_t>(n * w));
 }
 
+// Row i of a cache as f32: the row itself (f32 caches), else decoded into buf (quant/'s to_float:
+// exactly the values the forward rounded the row to before storing it, v41_forward.h).
+const float* row_f32(const RowCache& rc, int64_t i, float* buf) {
+  if (rc.type() == GgmlType::f32) return rc.row(i);
+  kv_to_f32(rc.view(), i, buf);
+  return buf;
+}
+
 // The per-row projections of layer l (every row of the batch, no cache read).
 struct Proj {
   Vec qr;      // [n][q_lora]  RMSNorm(wq_a x)
@@ -92,18 +100,19 @@ void emit_compressed(Step& sp, V41State& st, int l, int64_t j, float* latent) {
   const LayerW& L = m.w.layers[l];
   V41LayerState& s = st.layers[l];
   const int r = c.layers[l].ratio;
+  // Each row rounded to its FP4 grid, then stored in the part's type (v41_forward.h: lossless).
   if (c.layers[l].owns_index_k) {
-    float* k = s.ik->row(j);
-    Vec t(static_cast<size_t>(c.idx_dim));
+    Vec t(static_cast<size_t>(c.idx_dim)), k(static_cast<size_t>(c.idx_dim));
     lin(sp, L.i_wk, latent, 1, t.data());
-    norm_bf16(sp, t.data(), L.i_knorm.data(), c.idx_dim, c.eps, k);
-    rope_bf16(sp, true, k, 1, c.idx_dim, j * r, false);
-    fake_quant_fp4(k, c.idx_dim, 32);
+    norm_bf16(sp, t.data(), L.i_knorm.data(), c.idx_dim, c.eps, k.data());
+    rope_bf16(sp, true, k.data(), 1, c.idx_dim, j * r, false);
+    fake_quant_fp4(k.data(), c.idx_dim, 32);
+    kv_store(s.ik->view(), j, 0, k.data(), c.idx_dim);
   }
-  float* kv = s.ckv->row(j);
-  std::memcpy(kv, latent, sizeof(float) * c.head_dim);
-  rope_bf16(sp, true, kv, 1, c.head_dim, j * r, false);
-  fake_quant_fp4_e4m3(kv, c.head_dim, 16);
+  Vec kv(latent, latent + c.head_dim);
+  rope_bf16(sp, true, kv.data(), 1, c.head_dim, j * r, false);
+  fake_quant_fp4_e4m3(kv.data(), c.head_dim, 16);
+  kv_store(s.ckv->view(), j, 0, kv.data(), c.head_dim);
   s.n_comp = j + 1;
 }
 
@@ -148,18 +157,26 @@ void index_select(const Step& sp, const V41State& st, V41Scratch& sc, int l, con
   }
   Vec sco(static_cast<size_t>(lens));
   if (sp.fast()) {  // the same sums per key, the q.k products by the ops table's f32 dot
-    std::vector<const float*> keys(static_cast<size_t>(lens));
-    for (int64_t j = 0; j < lens; ++j) keys[j] = src.ik->row(j);
+    // typed keys (MXFP4) read in place: KvRowOps converts each row to f32, then dot_f32's products
+    const KvRows& kr = src.ik->view();
+    const bool f32 = kr.type == GgmlType::f32;
+    std::vector<const void*> keys(static_cast<size_t>(lens));
+    for (int64_t j = 0; j < lens; ++j) keys[j] = kr.row_ptr(j);
     Vec dots(static_cast<size_t>(lens));
     std::fill(sco.begin(), sco.end(), 0.0f);
     for (int h = 0; h < IH; ++h) {
-      ops_table().dot_f32_rows(iq + h * ID, keys.data(), lens, ID, dots.data());
+      if (f32)
+        ops_table().dot_f32_rows(iq + h * ID, reinterpret_cast<const float* const*>(keys.data()), lens, ID,
+                                 dots.data());
+      else
+        ops_table().kv_rows(kr.type).dot_rows(iq + h * ID, keys.data(), lens, ID, dots.data());
       for (int64_t j = 0; j < lens; ++j) sco[j] += bf16r(std::max(bf16r(dots[j]), 0.0f) * iw[h]);
     }
     for (float& v : sco) v = bf16r(v);
   } else {
+    Vec kbuf(static_cast<size_t>(ID));
     for (int64_t j = 0; j < lens; ++j) {
-      const float* k = src.ik->row(j);
+      const float* k = row_f32(*src.ik, j, kbuf.data());
       float acc = 0.0f;
       for (int h = 0; h < IH; ++h) {
         double dot = 0.0;
@@ -191,6 +208,8 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
   Vec o = rows_of(n, H * hd);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<const float*> keys;
+  Vec wbuf, cbuf;            // typed rows decoded for a token (oracle: window and selected; fast: selected)
+  std::vector<int32_t> seq;  // 0, 1, ...: the decoded selected rows in selection order
   // Fast: the attention core over the window ring's rows and the selected compressed rows.
   const AttnShape shape{.n_head = static_cast<int>(H),
                         .n_head_kv = 1,
@@ -205,7 +224,7 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
     V41LayerState& ls = st.layers[l];
     for (int64_t r = run.t0; r < run.t0 + run.n; ++r) {
       const int64_t pos = s.pos[r];
-      std::memcpy(ls.win->row(pos), p.kv.data() + r * hd, sizeof(float) * hd);
+      kv_store(ls.win->view(), pos, 0, p.kv.data() + r * hd, hd);
       const V41LayerState* src = nullptr;
       if (lc.ratio) {
         if (lc.kv_source)
@@ -217,21 +236,38 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
         src = &st.layers[lc.kv_src];
       }
       const std::vector<int32_t>* sel = src ? &s.sc.sel[lc.idx_src][r] : nullptr;
+      const int64_t nsel = sel ? static_cast<int64_t>(sel->size()) : 0;
       float* orow = o.data() + r * H * hd;
       if (s.fast()) {
+        // the window ring read in place (FP8 rows: KvRowOps converts them to f32); typed compressed
+        // rows (NVFP4, no in-place kernels) decoded in selection order: a list's key blocks follow
+        // its positions, so the online softmax takes the f32 cache's steps
         AttnKeys k;
         k.n_ranges = 1;
         k.ranges[0] = {&ls.win->view(), &ls.win->view(), std::max<int64_t>(0, pos - W + 1), pos + 1};
-        if (sel)
-          k.list = {&src->ckv->view(), &src->ckv->view(), sel->data(), static_cast<int64_t>(sel->size())};
+        KvRows dec;
+        if (sel && src->ckv->type() != GgmlType::f32) {
+          cbuf.resize(static_cast<size_t>(nsel * hd));
+          seq.resize(static_cast<size_t>(nsel));
+          for (int64_t i = 0; i < nsel; ++i) {
+            kv_to_f32(src->ckv->view(), (*sel)[i], cbuf.data() + i * hd);
+            seq[i] = static_cast<int32_t>(i);
+          }
+          dec = KvRows::f32(cbuf.data(), hd, std::max<int64_t>(nsel, 1), false);
+          k.list = {&dec, &dec, seq.data(), nsel};
+        } else if (sel) {
+          k.list = {&src->ckv->view(), &src->ckv->view(), sel->data(), nsel};
+        }
         attend_rows(shape, p.q.data() + r * H * hd, 0, 1, 0, static_cast<int>(H), &k, orow);
         for (int64_t i = 0; i < H * hd; ++i) orow[i] = bf16r(orow[i]);
         continue;
       }
       keys.clear();
-      for (int64_t q = std::max<int64_t>(0, pos - W + 1); q <= pos; ++q) keys.push_back(ls.win->row(q));
-      if (sel)
-        for (int32_t j : *sel) keys.push_back(src->ckv->row(j));
+      const int64_t q0 = std::max<int64_t>(0, pos - W + 1);
+      wbuf.resize(static_cast<size_t>((pos + 1 - q0) * hd));
+      for (int64_t q = q0; q <= pos; ++q) keys.push_back(row_f32(*ls.win, q, wbuf.data() + (q - q0) * hd));
+      cbuf.resize(static_cast<size_t>(nsel * hd));
+      for (int64_t i = 0; i < nsel; ++i) keys.push_back(row_f32(*src->ckv, (*sel)[i], cbuf.data() + i * hd));
       const bool small = f32_gemm_small(static_cast<int64_t>(keys.size()), hd, H);
       for (int64_t h = 0; h < H; ++h)
         attend_head(p.q.data() + r * H * hd + h * hd, keys.data(), keys.size(), static_cast<int>(hd), scale,

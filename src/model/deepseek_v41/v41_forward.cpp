@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "kernels/linear.h"
 #include "model/deepseek4/ds4_math.h"
@@ -58,8 +59,31 @@ KvSpec v41_kv_spec(const Config& c) {
   return s;
 }
 
-V41State::V41State(const V41Model& m, int n_ctx_, int n_batch_, const V41State* share_scratch)
-    : kv(v41_kv_spec(m.cfg), n_ctx_, n_batch_), n_ctx(n_ctx_), n_batch(n_batch_) {
+KvSpec v41_kv_spec_typed(KvSpec s, const KvTypes& t) {
+  if (!t.is_default) return kv_spec_typed(std::move(s), t);
+  for (KvLayerSpec& l : s.layers)
+    for (KvPartSpec& p : l.parts) p.type = p.has_native ? p.native : KvType::f32;
+  return s;
+}
+
+Result<KvSpec> v41_kv_spec_for(const Config& c, const KvTypes& t) {
+  if (!t.is_default)
+    for (KvType x : {t.k, t.index_type()})
+      if (x != KvType::f32)
+        return err(
+            "deepseek_v41: KV type %s is not supported: its caches hold the reference's own types "
+            "(FP8 window, NVFP4-like compressed KV, MXFP4 index keys: the default) or f32 (-ctk f32)",
+            kv_type_name(x));
+  KvSpec s = v41_kv_spec_typed(v41_kv_spec(c), t);
+  STRATA_TRY(kv_spec_check(s, "deepseek_v41"));
+  return s;
+}
+
+V41State::V41State(const V41Model& m, int n_ctx_, int n_batch_, const V41State* share_scratch,
+                   const KvSpec* spec)
+    : kv(spec ? *spec : v41_kv_spec(m.cfg), n_ctx_, n_batch_, /*rotate=*/false),
+      n_ctx(n_ctx_),
+      n_batch(n_batch_) {
   const Config& c = m.cfg;
   layers.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {

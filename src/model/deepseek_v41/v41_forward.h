@@ -14,6 +14,11 @@
 //     RoPE'd, FP4), and for ratio 2 "compressor_state_r2": the pending kv + score (f32) of an
 //     open group;
 //   and the token history (Engram n-grams look back max_ngram-1 tokens).
+// The rows are stored in the reference's own element types by default (v41_kv_spec_typed: the
+// window as fp8_e4m3 blocks, compressed KV as nvfp4, index keys as mxfp4, quant/'s codecs), or
+// in f32 when asked (-ctk f32). The forward rounds each row to that grid before storing it
+// (v41_quant.h fake_quant_*), so the stored bytes decode to exactly the values the f32 cache
+// holds (E2M1's -0 reads +0) and the logits are the same bits either way.
 // Step scratch (V41Scratch, lent by the step's first run): hc streams [n][hc][dim], the pre-mix
 // handed between sites (single-pass mHC), and the selections / candidate masks an index source
 // publishes to the layers after it, per batch row.
@@ -66,6 +71,12 @@ struct V41Model {
 // The KV parts of one sequence (what V41State allocates and the plan prices), with the
 // reference's own storage types as the parts' native types.
 KvSpec v41_kv_spec(const Config& c);
+// The parts at the types the caches hold under the KV types asked for: a tool's default
+// (KvTypes::is_default) gives each part its native type (the reference's; f32 state), anything
+// else kv_spec_typed's (what `strata plan` prices for a type asked for; new_state takes f32 only).
+KvSpec v41_kv_spec_typed(KvSpec s, const KvTypes& t);
+// What a V41State made with these KV types allocates; an error names a type it cannot hold.
+Result<KvSpec> v41_kv_spec_for(const Config& c, const KvTypes& t);
 
 struct V41LayerState {       // parts of V41State::kv (null: the layer owns none)
   RowCache* win = nullptr;   // [window][head_dim]
@@ -86,7 +97,9 @@ struct V41Scratch {
 class V41State : public ArchState {
  public:
   // share_scratch: borrow that state's step scratch (same model and n_batch), else own one.
-  V41State(const V41Model& m, int n_ctx, int n_batch, const V41State* share_scratch = nullptr);
+  // spec: v41_kv_spec_for's (null: every part f32).
+  V41State(const V41Model& m, int n_ctx, int n_batch, const V41State* share_scratch = nullptr,
+           const KvSpec* spec = nullptr);
   void reset() override;
   ArchMemory memory() const override { return {kv.bytes(), 0, {}}; }
 
