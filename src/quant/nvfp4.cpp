@@ -58,8 +58,9 @@ uint8_t nvfp4_pick_scale(const float* x) {
   const int base = f32_to_ue4m3(std::fmin(amax / 6.0f, 448.0f));  // fmin also stops +inf
   int best = base < 1 ? 1 : base;
   float best_err = nvfp4_sub_error(x, ue4m3_to_f32(static_cast<uint8_t>(best)));
+  if (best_err == 0.0f) return static_cast<uint8_t>(best);  // exact: no later candidate beats it
   auto consider = [&](int c) {
-    if (c < 1 || c > 0x7e || c == best) return;
+    if (best_err == 0.0f || c < 1 || c > 0x7e || c == best) return;
     const float err = nvfp4_sub_error(x, ue4m3_to_f32(static_cast<uint8_t>(c)));
     if (err < best_err) {
       best = c;

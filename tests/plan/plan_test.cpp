@@ -406,7 +406,8 @@ TEST(KvBill, DeepSeekV41FlashScheduleAnd890BytesPerToken) {
 }
 
 // The bill of a fixture model equals what the V4.1 forward allocates (model/v41_forward.h
-// V41State, all f32): both come from v41_kv_spec.
+// V41State, f32 and the reference's own types): both come from v41_kv_spec; and the plan of the
+// checkpoint's config prices the states a tool's default makes (native) and -ctk f32's.
 TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
   STRATA_REQUIRE_FIXTURES_V41(root);
   for (const char* model : {"deep", "sparse", "wide"}) {
@@ -424,10 +425,31 @@ TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
       }
       EXPECT_EQ(s->layer_index_keys[l], c.layers[l].owns_index_k) << model << " layer " << l;
     }
+    auto pm = plan_model_from_hf_config(dir + "/config.json");
+    ASSERT_TRUE(pm.ok()) << pm.message();
     for (int n_ctx : {1, 255, 256}) {
       v41::V41State st(*loaded->model, n_ctx, 64);
       const KvBill b = kv_bill_make(*s);
       EXPECT_EQ(b.total_bytes(KvType::f32, n_ctx, 64), st.memory().kv_cache) << model << " n_ctx " << n_ctx;
+      for (const bool native : {false, true}) {
+        KvTypes t{.is_default = native};
+        if (native) t.k = t.v = KvType::f16;  // run's default when not asked
+        auto ns = loaded->arch->new_state({.n_ctx = n_ctx, .n_batch = 64, .n_threads = 1, .kv = t});
+        ASSERT_TRUE(ns.ok()) << ns.message();
+        if (native) {
+          EXPECT_EQ(b.native_total_bytes(n_ctx, 64), (*ns)->memory().kv_cache) << model;
+        }
+        PlanOptions o;
+        o.n_ctx = n_ctx;
+        o.n_ubatch = 64;
+        o.kv_type = t.k;
+        o.kv_type_v = t.v;
+        o.kv_type_default = native;
+        auto pb = plan_make(*pm, o);
+        ASSERT_TRUE(pb.ok()) << pb.message();
+        EXPECT_EQ(pb->kv_cache, (*ns)->memory().kv_cache)
+            << model << " n_ctx " << n_ctx << " native " << native;
+      }
     }
   }
 }

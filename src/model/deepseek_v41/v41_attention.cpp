@@ -157,20 +157,19 @@ void index_select(const Step& sp, const V41State& st, V41Scratch& sc, int l, con
   }
   Vec sco(static_cast<size_t>(lens));
   if (sp.fast()) {  // the same sums per key, the q.k products by the ops table's f32 dot
-    // typed keys (MXFP4) read in place: KvRowOps converts each row to f32, then dot_f32's products
-    const KvRows& kr = src.ik->view();
-    const bool f32 = kr.type == GgmlType::f32;
-    std::vector<const void*> keys(static_cast<size_t>(lens));
-    for (int64_t j = 0; j < lens; ++j) keys[j] = kr.row_ptr(j);
-    Vec dots(static_cast<size_t>(lens));
+    // typed keys (MXFP4) decoded once per query, in chunks of kChunk rows, for all heads
+    constexpr int64_t kChunk = 256;
+    const bool f32 = src.ik->type() == GgmlType::f32;
+    std::vector<const float*> keys(static_cast<size_t>(std::min(lens, kChunk)));
+    Vec dec(f32 ? 0 : static_cast<size_t>(std::min(lens, kChunk) * ID)), dots(keys.size());
     std::fill(sco.begin(), sco.end(), 0.0f);
-    for (int h = 0; h < IH; ++h) {
-      if (f32)
-        ops_table().dot_f32_rows(iq + h * ID, reinterpret_cast<const float* const*>(keys.data()), lens, ID,
-                                 dots.data());
-      else
-        ops_table().kv_rows(kr.type).dot_rows(iq + h * ID, keys.data(), lens, ID, dots.data());
-      for (int64_t j = 0; j < lens; ++j) sco[j] += bf16r(std::max(bf16r(dots[j]), 0.0f) * iw[h]);
+    for (int64_t j0 = 0; j0 < lens; j0 += kChunk) {
+      const int64_t nj = std::min(kChunk, lens - j0);
+      for (int64_t j = 0; j < nj; ++j) keys[j] = row_f32(*src.ik, j0 + j, dec.data() + j * ID);
+      for (int h = 0; h < IH; ++h) {
+        ops_table().dot_f32_rows(iq + h * ID, keys.data(), nj, ID, dots.data());
+        for (int64_t j = 0; j < nj; ++j) sco[j0 + j] += bf16r(std::max(bf16r(dots[j]), 0.0f) * iw[h]);
+      }
     }
     for (float& v : sco) v = bf16r(v);
   } else {
@@ -210,6 +209,7 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
   std::vector<const float*> keys;
   Vec wbuf, cbuf;            // typed rows decoded for a token (oracle: window and selected; fast: selected)
   std::vector<int32_t> seq;  // 0, 1, ...: the decoded selected rows in selection order
+  Vec wring;                 // fast, typed window: an f32 mirror of the ring during a run
   // Fast: the attention core over the window ring's rows and the selected compressed rows.
   const AttnShape shape{.n_head = static_cast<int>(H),
                         .n_head_kv = 1,
@@ -222,9 +222,21 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
   for (const SeqRun& run : s.b.runs) {
     V41State& st = s.state(run);
     V41LayerState& ls = st.layers[l];
+    // Fast numerics over a typed (FP8) window: the ring's rows decoded into an f32 mirror of the same
+    // capacity and addressing (the window before the run, then each token's row once stored), so
+    // each row is converted once per run, not once per query head, and the attention core meets the
+    // same absolute rows in the same key blocks as over an f32 ring.
+    KvRows win = ls.win->view();
+    if (s.fast() && win.type != GgmlType::f32) {
+      wring.resize(static_cast<size_t>(ls.win->capacity() * hd));
+      win = KvRows::f32(wring.data(), hd, ls.win->capacity(), ls.win->ring());
+      for (int64_t q = std::max<int64_t>(0, run.pos0 - W + 1); q < run.pos0; ++q)
+        kv_to_f32(ls.win->view(), q, win.row(q));
+    }
     for (int64_t r = run.t0; r < run.t0 + run.n; ++r) {
       const int64_t pos = s.pos[r];
       kv_store(ls.win->view(), pos, 0, p.kv.data() + r * hd, hd);
+      if (win.data != ls.win->view().data) kv_to_f32(ls.win->view(), pos, win.row(pos));
       const V41LayerState* src = nullptr;
       if (lc.ratio) {
         if (lc.kv_source)
@@ -239,12 +251,11 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
       const int64_t nsel = sel ? static_cast<int64_t>(sel->size()) : 0;
       float* orow = o.data() + r * H * hd;
       if (s.fast()) {
-        // the window ring read in place (FP8 rows: KvRowOps converts them to f32); typed compressed
-        // rows (NVFP4, no in-place kernels) decoded in selection order: a list's key blocks follow
-        // its positions, so the online softmax takes the f32 cache's steps
+        // typed compressed rows (NVFP4) decoded in selection order: a list's key blocks follow its
+        // positions, so the online softmax takes the f32 cache's steps
         AttnKeys k;
         k.n_ranges = 1;
-        k.ranges[0] = {&ls.win->view(), &ls.win->view(), std::max<int64_t>(0, pos - W + 1), pos + 1};
+        k.ranges[0] = {&win, &win, std::max<int64_t>(0, pos - W + 1), pos + 1};
         KvRows dec;
         if (sel && src->ckv->type() != GgmlType::f32) {
           cbuf.resize(static_cast<size_t>(nsel * hd));
