@@ -35,4 +35,11 @@ AttnKeys sparse_keys(const KvRows& win, int window, const KvRows* comp, int rati
 void sparse_attention(const DeviceSparseAttnWork& w, const KvRows& win, const KvRows* comp,
                       const float* sinks, ThreadPool& pool, Arena& arena);
 
+// The most arena bytes sparse_attention carves (its own layout) for a step of n tokens at positions
+// below n_ctx: n_head heads of head_dim, window and compressed rows (ratio; 0: none) of `type`
+// (rotated: Hadamard-rotated rows), up to sel_stride selected rows per token (0: every visible
+// row). What deepseek4's arena prices (model/deepseek4/ds4_forward.h ds4_arena_bytes).
+uint64_t sparse_attention_scratch_bytes(int64_t n, int head_dim, int n_head, int window, int ratio,
+                                        int64_t sel_stride, int64_t n_ctx, GgmlType type, bool rotated);
+
 }  // namespace strata

@@ -25,7 +25,8 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 // function, fed the plan's hyper-parameters): the standard decoder's arena and residual rows
 // (model/archs/decoder.h decoder_scratch), deepseek4's arena (ds4_arena_bytes; V4.1, whose
 // reference path keeps small per-step vectors, is priced the same way as an upper bound).
-uint64_t session_scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, int n_threads) {
+uint64_t session_scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, int n_threads,
+                               const KvTypes& kv) {
   if (m.hc > 0) {
     ds4::Ds4Params p;
     p.n_embd = m.n_embd;
@@ -38,7 +39,12 @@ uint64_t session_scratch_bytes(const PlanModel& m, int64_t nb, int64_t n_ctx, in
     p.n_used = m.n_expert_used;
     p.n_ff_exp = m.n_ff_exp;
     p.hc = m.hc;
-    return ds4::ds4_arena_bytes(p, nb, n_ctx);
+    if (m.kv.family == KvFamily::deepseek4) {  // its attention op's typed-row scratch (the spec's shape)
+      p.n_layer = m.kv.n_layer;
+      p.n_swa = m.kv.n_swa;
+      p.ratios = m.kv.compress_ratios;
+    }
+    return ds4::ds4_arena_bytes(p, nb, n_ctx, kv);
   }
   HParams hp;
   hp.n_layer = m.n_layer;
@@ -176,8 +182,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   }
   // One step scratch (n_batch capped at the context) that the sequences' sessions share (an
   // engine's slots: SessionOptions::share_scratch), plus one logits row.
-  b.scratch =
-      session_scratch_bytes(m, nb, p.n_ctx, p.n_threads) + 4 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
+  b.scratch = session_scratch_bytes(m, nb, p.n_ctx, p.n_threads, p.kv_types()) +
+              4 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
   b.runtime = 16 * kMiB + 64 * static_cast<uint64_t>(std::max(m.n_vocab, 0));
 
   STRATA_TRY(plan_engram(m, p, &b));

@@ -12,6 +12,7 @@
 
 #include "kernels/attention_core.h"
 #include "kernels/kernel_test_data.h"
+#include "kernels/sparse_attention.h"
 #include "kv/row_cache.h"
 
 namespace strata {
@@ -185,6 +186,60 @@ TEST(AttentionCore, RangesAndGatheredRows) {
       for (float v : all) ASSERT_LT(std::fabs(v), 1e-20f);
     }
   }
+}
+
+// DeepSeek-V4's op over typed rows (kernels/sparse_attention.h) carves at most what
+// sparse_attention_scratch_bytes prices (deepseek4's arena adds it): an arena of exactly that
+// size does not overflow. fp8 / mxfp4 rows (converted to f32, rotated) and f32; a CSA layer with a
+// selection, an HCA layer over every visible row, a window-only layer; prefill after a prefix.
+TEST(SparseAttentionScratch, PricedBytesHoldTheStep) {
+  const int hd = 64, nh = 4, window = 8;
+  const int64_t pos0 = 40, n = 24, end = pos0 + n;
+  for (GgmlType t : {GgmlType::f32, GgmlType::fp8_e4m3, GgmlType::mxfp4})
+    for (int ratio : {0, 4, 128}) {
+      const int64_t stride = ratio == 4 ? 5 : 0, n_comp = end / std::max(ratio, 1);
+      const int64_t win_cap = window - 1 + n;
+      RowCache win(hd, win_cap, true, t), comp(hd, std::max<int64_t>(n_comp, 1), false, t);
+      const bool rot = t != GgmlType::f32;
+      win.set_hadamard(rot);
+      comp.set_hadamard(rot);
+      const std::vector<float> q = rnd(static_cast<size_t>(n * nh * hd), 1, 1.0f);
+      const std::vector<float> kv = rnd(static_cast<size_t>(n * hd), 2, 1.0f);
+      const std::vector<float> old = rnd(static_cast<size_t>((window + n_comp) * hd), 3, 1.0f);
+      for (int64_t p = pos0 - window + 1; p < pos0; ++p)
+        kv_store(win.view(), p, 0, old.data() + (p % window) * hd, hd);
+      for (int64_t j = 0; ratio && j < n_comp; ++j) kv_store(comp.view(), j, 0, old.data() + j * hd, hd);
+      std::vector<int32_t> sel(static_cast<size_t>(n * stride + 1)), sel_n(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n && stride; ++i) {
+        const int64_t vis = (pos0 + i + 1) / ratio, k = std::min(vis, stride);
+        for (int64_t j = 0; j < k; ++j) sel[i * stride + j] = static_cast<int32_t>(vis - k + j);
+        sel_n[i] = static_cast<int32_t>(k);
+      }
+      std::vector<float> out(static_cast<size_t>(n * nh * hd));
+      DeviceSparseAttnWork w;
+      w.n_head = nh;
+      w.head_dim = hd;
+      w.window = window;
+      w.ratio = ratio;
+      w.scale = 0.125f;
+      w.pos0 = pos0;
+      w.n = n;
+      w.q = q.data();
+      w.kv_new = kv.data();
+      w.out = out.data();
+      if (stride) {
+        w.sel = sel.data();
+        w.sel_n = sel_n.data();
+        w.sel_stride = stride;
+      }
+      const uint64_t price = sparse_attention_scratch_bytes(n, hd, nh, window, ratio, stride, end, t, rot);
+      Arena arena(price);
+      ThreadPool pool(1);
+      sparse_attention(w, win.view(), ratio ? &comp.view() : nullptr, nullptr, pool, arena);
+      arena.reset();
+      EXPECT_EQ(arena.capacity(), Arena::capacity_for(price))
+          << type_name(t) << " ratio " << ratio << ": the op carved more than its price " << price;
+    }
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // Test helper: one sequence through an Architecture's forward in chunks of `chunk` tokens (n: one
 // batch; 1: token by token), every row's logits [n][n_vocab]. so: the state's options (n_batch is
-// set to chunk, n_ctx raised to at least n).
+// set to chunk, n_ctx raised to at least n); keep: receives the state after the run.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -14,7 +15,8 @@
 namespace strata::testing {
 
 inline std::vector<float> forward_chunks(const Architecture& arch, const std::vector<int32_t>& tokens,
-                                         int chunk, ThreadPool& pool, StateOptions so = {}) {
+                                         int chunk, ThreadPool& pool, StateOptions so = {},
+                                         std::unique_ptr<ArchState>* keep = nullptr) {
   const int V = arch.hparams().n_vocab, n = static_cast<int>(tokens.size());
   std::vector<float> out(static_cast<size_t>(n) * V);
   so.n_ctx = std::max({so.n_ctx, 16, n});
@@ -29,6 +31,7 @@ inline std::vector<float> forward_chunks(const Architecture& arch, const std::ve
     EXPECT_TRUE(s.ok()) << s.message();
     if (!s.ok()) break;
   }
+  if (keep) *keep = std::move(*st);
   return out;
 }
 

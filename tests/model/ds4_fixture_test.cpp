@@ -21,6 +21,7 @@
 #include "kernels/cpu_device.h"
 #include "model/arch_chunks.h"
 #include "model/deepseek4/ds4_arch.h"
+#include "model/deepseek4/ds4_forward.h"
 #include "model/fixture_metrics.h"
 
 namespace strata {
@@ -202,7 +203,14 @@ TEST(Ds4FixtureKvTypes, Fp8AndMxfp4CloseToF32) {
     // fp8: the first 80 tokens (20 CSA blocks > top-k 16; f32's rows are a causal prefix)
     const size_t n = k == KvType::mxfp4 ? tokens.size() : 80;
     const std::vector<int32_t> toks(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n));
-    const std::vector<float> q = testing::forward_chunks(*l->arch, toks, static_cast<int>(n), pool, so);
+    std::unique_ptr<ArchState> st;
+    const std::vector<float> q = testing::forward_chunks(*l->arch, toks, static_cast<int>(n), pool, so, &st);
+    ASSERT_NE(st, nullptr);
+    // the typed rows' f32 conversion scratch is in the arena's price (ds4_arena_bytes): no growth
+    Arena& arena = *static_cast<ds4::Ds4State&>(*st).scratch;
+    const size_t cap = arena.capacity();
+    arena.reset();
+    EXPECT_EQ(arena.capacity(), cap) << kv_type_name(k) << ": the step overflowed its priced arena";
     const Kld d = kld(std::vector<float>(f32.begin(), f32.begin() + static_cast<std::ptrdiff_t>(q.size())), q,
                       m.n_vocab);
     std::printf("[kv types] %s[:%zu] -ctk %-8s index mxfp4: mean KLD %.6f, max %.6f, top-1 %.4f\n", fx, n,

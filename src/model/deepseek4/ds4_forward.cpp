@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/sparse_attention.h"
 #include "model/deepseek4/ds4_indexer.h"
 #include "model/deepseek4/ds4_math.h"
 #include "model/deepseek4/ds4_mhc.h"
@@ -335,7 +336,7 @@ Result<KvTypes> ds4_kv_types(const Ds4Params& p, const KvTypes& asked) {
   return t;
 }
 
-uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx) {
+uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx, const KvTypes& types) {
   const int64_t d = p.n_embd;
   const uint64_t per_tok =
       sizeof(float) * static_cast<uint64_t>(4 * p.hc * d + 8 * int64_t{p.n_head} * p.head_dim +
@@ -343,12 +344,20 @@ uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx) {
                                             2 * int64_t{p.n_used} * (d + p.n_ff_exp)) +
       sizeof(AttnKeys) + sizeof(int32_t) * static_cast<uint64_t>(p.itopk);  // a token's keys, its top-k
   // the indexer's scores (a chunk of tokens) and top-k order over a CSA layer's visible entries
-  // (at most n_ctx / 4), its f32 key block. Typed window / compressed rows converted for
-  // attention (kernels/sparse_attention.h) are not priced here (the plan does not know the
-  // window): the arena grows to them at the first typed step.
+  // (at most n_ctx / 4), its f32 key block.
   const uint64_t per_ctx = (sizeof(float) + sizeof(int32_t)) * static_cast<uint64_t>(n_ctx / 4 + 1) +
                            sizeof(float) * static_cast<uint64_t>(kIdxScores + kIdxKeys * p.ihd);
-  return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + per_ctx + (uint64_t{1} << 20));
+  // the attention op's own scratch on the layer that carves the most (rewound after each layer)
+  const KvTypes t = ds4_kv_types_resolved(types);
+  const GgmlType rows = kv_storage_type(t.k);
+  const bool rotated = t.rotate && kv_type_quantized(t.k);
+  uint64_t attn = 0;
+  for (int il = 0; il < p.n_layer && p.n_swa > 0; ++il) {
+    const int r = il < static_cast<int>(p.ratios.size()) ? p.ratios[il] : 0;
+    attn = std::max(attn, sparse_attention_scratch_bytes(n_batch, p.head_dim, p.n_head, p.n_swa, r,
+                                                         r == 4 ? p.itopk : 0, n_ctx, rows, rotated));
+  }
+  return Arena::capacity_for(per_tok * static_cast<uint64_t>(n_batch) + per_ctx + attn + (uint64_t{1} << 20));
 }
 
 Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State* share_scratch,
@@ -376,7 +385,7 @@ Ds4State::Ds4State(const Ds4Params& p, int n_ctx_, int n_batch_, const Ds4State*
   if (share_scratch) {
     scratch = share_scratch->scratch;
   } else {
-    scratch = std::make_shared<Arena>(ds4_arena_bytes(p, n_batch, n_ctx_));
+    scratch = std::make_shared<Arena>(ds4_arena_bytes(p, n_batch, n_ctx_, types_));
     owns_scratch = true;
   }
 }

@@ -41,8 +41,10 @@ Result<KvTypes> ds4_kv_types(const Ds4Params& p, const KvTypes& asked);
 KvTypes ds4_kv_types_resolved(const KvTypes& asked);  // the same without the check (the plan's)
 // The step scratch (arena) a state allocates for steps of n_batch tokens at contexts up to n_ctx: a
 // generous estimate of one step's buffers (streams, attention, indexer scores and their top-k
-// order over the visible compressed entries, MoE); the arena grows once if it is short.
-uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx);
+// order over the visible compressed entries, MoE), plus the most the attention op carves on a
+// layer (kernels/sparse_attention.h sparse_attention_scratch_bytes: typed rows converted to f32 at
+// the state's KV types, resolved as ds4_kv_types does); the arena grows once if it is short.
+uint64_t ds4_arena_bytes(const Ds4Params& p, int64_t n_batch, int64_t n_ctx, const KvTypes& types = {});
 
 class Ds4State : public ArchState {
  public:
