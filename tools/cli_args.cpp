@@ -48,7 +48,8 @@ Result<int> parse_ctx(const std::string& text) {
 void add_kv_type_flags(CLI::App& app, KvTypeFlags& f, const char* default_type) {
   const std::string names = kv_supported_names();
   app.add_option("--cache-type-k", f.k,
-                 "-ctk: KV type of K rows (" + names + "; default " + default_type + ")");
+                 "-ctk: KV type of K rows (" + names + "; default " + default_type +
+                     "; none asked: deepseek4 keeps f32, deepseek_v41 the reference's own types)");
   app.add_option("--cache-type-v", f.v,
                  "-ctv: KV type of V rows (" + names + "; default " + default_type + ")");
   app.add_option("--kv-type", f.both, "KV type of K and V rows (-ctk / -ctv win over it)");

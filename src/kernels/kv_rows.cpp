@@ -12,6 +12,8 @@ bool kv_rows_read_as_f32(GgmlType t) {
          t == GgmlType::mxfp4;
 }
 
+// nvfp4 (V4.1's compressed KV) is stored and converted (kv_store / kv_to_f32) but has no KvRowOps:
+// attention does not read it in place (V4.1 decodes the rows it attends to).
 bool kv_rows_type_ok(GgmlType t) {
   return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || t == GgmlType::q8_0 ||
          t == GgmlType::q4_0 || t == GgmlType::iq4_nl || t == GgmlType::fp8_e4m3 || t == GgmlType::mxfp4 ||
