@@ -34,7 +34,9 @@ TEST(V41Quant, Fp4BlockOnTheE2m1Grid) {
 // The rows the forward rounds (window FP8, index keys FP4, compressed KV FP4 with E4M3 scales) go
 // through the KV codecs (quant/: fp8_e4m3, mxfp4, nvfp4) and decode to the same values: bit for bit,
 // but E2M1's -0 which reads +0. Blocks span 2^-24 .. 2^12, with maxima that round down (the codec
-// may then take a smaller scale: the same values) and all-zero blocks.
+// may then take a smaller scale: the same values) and all-zero blocks. The FP8 codec picks the
+// reference's scale and rounding itself: the unrounded row decodes to fake_quant_fp8's values (the
+// window's path).
 TEST(V41Quant, RoundedRowsSurviveTheKvCodecs) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -62,6 +64,15 @@ TEST(V41Quant, RoundedRowsSurviveTheKvCodecs) {
           if (kind == 2 && i == 0) v = bf16r(0.45f * 6.0f * sc);    // FP4 max code 3 or less
           x[static_cast<size_t>(b + i)] = v;
         }
+      }
+      if (f.type == GgmlType::fp8_e4m3) {  // the unrounded row: the codec rounds as the reference does
+        std::vector<float> r = x;
+        f.round(r.data(), kW, f.block);
+        kv_store(rows, 0, 0, x.data(), kW);
+        kv_to_f32(rows, 0, y.data());
+        for (int64_t i = 0; i < kW; ++i)
+          ASSERT_EQ(f32_bits(r[static_cast<size_t>(i)]), f32_bits(y[static_cast<size_t>(i)]))
+              << "fp8 raw " << i;
       }
       f.round(x.data(), kW, f.block);
       kv_store(rows, 0, 0, x.data(), kW);

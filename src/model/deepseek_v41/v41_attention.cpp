@@ -35,7 +35,7 @@ const float* row_f32(const RowCache& rc, int64_t i, float* buf) {
 struct Proj {
   Vec qr;      // [n][q_lora]  RMSNorm(wq_a x)
   Vec q;       // [n][H*hd]    wq_b qr, RoPE'd
-  Vec kv;      // [n][hd]      window K=V row: RMSNorm(wkv x), RoPE'd, FP8-rounded
+  Vec kv;      // [n][hd]      window K=V row: RMSNorm(wkv x), RoPE'd (FP8-rounded as it is stored)
   Vec ca, cg;  // KV sources [n][hd]: ratio 1 the latent RMSNorm(c_wkv x); ratio 2 c_wkv x and c_wgate x (f32)
   Vec iq, iw;  // index sources: [n][IH*ID] indexer queries (RoPE'd, FP4) and [n][IH] head weights
 };
@@ -62,7 +62,6 @@ Proj project(Step& s, int l, const float* x) {
     float* kv = p.kv.data() + r * hd;
     norm_bf16(s, t.data() + r * hd, L.kv_norm.data(), hd, c.eps, kv);
     rope_bf16(s, comp, kv, 1, hd, s.pos[r], false);
-    fake_quant_fp8(kv, hd, 32);
   }
   if (lc.kv_source) {
     p.ca = rows_of(n, hd);
@@ -235,7 +234,12 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
     }
     for (int64_t r = run.t0; r < run.t0 + run.n; ++r) {
       const int64_t pos = s.pos[r];
-      kv_store(ls.win->view(), pos, 0, p.kv.data() + r * hd, hd);
+      // The window row FP8-rounded as the reference does: an f32 ring holds fake_quant_fp8's values;
+      // an fp8_e4m3 ring the encoder's bytes of the unrounded row (quant/'s FP8 codec picks the
+      // reference's UE8M0 scale and E4M3 rounding: the reference's own bytes, decoding to those values).
+      float* kvr = p.kv.data() + r * hd;
+      if (ls.win->type() == GgmlType::f32) fake_quant_fp8(kvr, hd, 32);
+      kv_store(ls.win->view(), pos, 0, kvr, hd);
       if (win.data != ls.win->view().data) kv_to_f32(ls.win->view(), pos, win.row(pos));
       const V41LayerState* src = nullptr;
       if (lc.ratio) {

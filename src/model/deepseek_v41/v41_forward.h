@@ -16,9 +16,10 @@
 //   and the token history (Engram n-grams look back max_ngram-1 tokens).
 // The rows are stored in the reference's own element types by default (v41_kv_spec_typed: the
 // window as fp8_e4m3 blocks, compressed KV as nvfp4, index keys as mxfp4, quant/'s codecs), or
-// in f32 when asked (-ctk f32). The forward rounds each row to that grid before storing it
-// (v41_quant.h fake_quant_*), so the stored bytes decode to exactly the values the f32 cache
-// holds (E2M1's -0 reads +0) and the logits are the same bits either way.
+// in f32 when asked (-ctk f32). FP4 rows are rounded to their grid first (v41_quant.h
+// fake_quant_fp4*; the codecs re-encode grid values exactly), FP8 window rows are encoded as they
+// are (the FP8 codec's scale and rounding are the reference's), so the stored bytes decode to
+// exactly the values the f32 cache holds (E2M1's -0 reads +0): the same logits either way.
 // Step scratch (V41Scratch, lent by the step's first run): hc streams [n][hc][dim], the pre-mix
 // handed between sites (single-pass mHC), and the selections / candidate masks an index source
 // publishes to the layers after it, per batch row.
