@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <time.h>
 
 #include "base/clock.h"
 #include "obs/bench_stats.h"
@@ -18,9 +19,29 @@ Status reserve(KvPool* pool, std::vector<Session*>& sess, int64_t n) {
   return {};
 }
 
-// One PP + TG run of npl sequences; returns (t_pp, t_tg).
-Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::unique_ptr<Session>>& sess,
-                                           KvPool* pool, int npp, int ntg, std::mt19937& rng) {
+// A sequence's sampler (a request's), under the grammar when there is one.
+std::unique_ptr<Sampler> new_sampler(const Model& m, BatchedSampling& sp, int seq) {
+  SamplerParams p = sp.params;
+  p.seed = p.seed + static_cast<uint32_t>(seq);
+  auto s = std::make_unique<Sampler>(p, m.n_vocab());
+  if (sp.grammar) s->set_constraint(std::make_unique<GrammarConstraint>(sp.grammar, sp.vocab));
+  return s;
+}
+
+struct RunTimes {
+  double t_pp = 0, t_tg = 0, t_sample = 0, cpu_sample = 0;
+};
+
+// This thread's CPU time: sampling measured so is not inflated by other processes on a busy machine.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// One PP + TG run of npl sequences.
+Result<RunTimes> run_once(const Model& m, std::vector<std::unique_ptr<Session>>& sess, KvPool* pool, int npp,
+                          int ntg, std::mt19937& rng, BatchedSampling* sp) {
   const int npl = static_cast<int>(sess.size()), V = m.n_vocab();
   std::uniform_int_distribution<int32_t> tok(0, V - 1);
   std::vector<Session*> ptrs;
@@ -44,20 +65,42 @@ Result<std::pair<double, double>> run_once(const Model& m, std::vector<std::uniq
   tokens.assign(static_cast<size_t>(npl), 0);
   seq.resize(static_cast<size_t>(npl));
   for (int i = 0; i < npl; ++i) seq[static_cast<size_t>(i)] = i;
+  std::vector<std::unique_ptr<Sampler>> samplers;
+  for (int i = 0; sp && i < npl; ++i) samplers.push_back(new_sampler(m, *sp, i));
   t0 = now_seconds();
+  double t_sample = 0, cpu_sample = 0;
   for (int step = 0; step < ntg; ++step) {
-    for (auto& t : tokens) t = tok(rng);
+    const double ts = now_seconds(), cs = thread_cpu_seconds();
+    for (int i = 0; i < npl; ++i) {
+      int32_t& t = tokens[static_cast<size_t>(i)];
+      if (!sp || (step == 0 && npp == 0)) {
+        t = tok(rng);
+        continue;
+      }
+      Sampler& s = *samplers[static_cast<size_t>(i)];
+      t = s.sample(logits.data() + static_cast<size_t>(i) * static_cast<size_t>(V));
+      const bool eog = t >= 0 && m.has_tokenizer() && m.tokenizer().is_eog(t);
+      if (t >= 0 && !eog) s.accept(t);
+      if (t < 0 || eog || (s.constraint() && s.constraint()->complete())) {
+        samplers[static_cast<size_t>(i)] = new_sampler(m, *sp, i);  // the next request
+        ++sp->restarts;
+        if (t < 0) t = tok(rng);
+      }
+    }
+    t_sample += now_seconds() - ts;
+    cpu_sample += thread_cpu_seconds() - cs;
     STRATA_TRY(reserve(pool, ptrs, 1));
     STRATA_TRY(m.forward(ptrs, TokenBatch{tokens, seq}, logits.data()));
   }
-  return std::make_pair(t_pp, now_seconds() - t0);
+  return RunTimes{t_pp, now_seconds() - t0, t_sample, cpu_sample};
 }
 
 }  // namespace
 
 Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::vector<int>& npl, int npp,
                                                    int ntg, int reps, const KvTypes& kv,
-                                                   const SeqKnobs& knobs, const EngineOptions* paged) {
+                                                   const SeqKnobs& knobs, const EngineOptions* paged,
+                                                   BatchedSampling* sampling) {
   std::vector<BatchedBenchRow> rows;
   std::mt19937 rng(1234);
   for (int b : npl) {
@@ -75,14 +118,23 @@ Result<std::vector<BatchedBenchRow>> batched_bench(const Model& m, const std::ve
       s->set_knobs(knobs);
       sess.push_back(std::move(s));
     }
-    std::vector<double> tp, tt;
+    std::vector<double> tp, tt, tsm, csm;
     for (int r = -1; r < reps; ++r) {
-      STRATA_ASSIGN(auto t, run_once(m, sess, pool.get(), npp, ntg, rng));
+      STRATA_ASSIGN(auto t, run_once(m, sess, pool.get(), npp, ntg, rng, sampling));
       if (r < 0) continue;  // warm-up
-      tp.push_back(t.first);
-      tt.push_back(t.second);
+      tp.push_back(t.t_pp);
+      tt.push_back(t.t_tg);
+      tsm.push_back(t.t_sample);
+      csm.push_back(t.cpu_sample);
     }
-    BatchedBenchRow row{npp, ntg, b, summarize(tp).median, summarize(tt).median, std::nullopt};
+    BatchedBenchRow row{npp,
+                        ntg,
+                        b,
+                        summarize(tp).median,
+                        summarize(tt).median,
+                        summarize(tsm).median,
+                        summarize(csm).median,
+                        std::nullopt};
     if (pool) row.kv = pool->stats();
     rows.push_back(std::move(row));
   }
@@ -119,6 +171,8 @@ nlohmann::json batched_bench_json(const std::vector<BatchedBenchRow>& rows) {
                  {"speed_tg", r.s_tg()},
                  {"s_pp", r.s_pp()},
                  {"s_tg", r.s_tg()},
+                 {"t_sample", r.t_sample},
+                 {"cpu_sample", r.cpu_sample},
                  {"kv", r.kv ? server::kv_json(*r.kv) : nlohmann::json(nullptr)}});
   return a;
 }

@@ -7,10 +7,13 @@
 // tiers through the serving engine with serve's KV pool flags (tools/bench_spill.h).
 //   strata bench -m model.gguf -p 64 -n 32 -t 2 -r 5 [-d 512] [--json]
 //   strata bench -m model.gguf -npl 1,4,16 -npp 16 -ntg 32 [--json]
+//   strata bench -m model.gguf -npl 1,16 --sample [--temp 0.8] [--grammar-file G.gbnf | --json-schema S.json]
 //   strata bench -m model.gguf --spill 1024 [-cram 0] [--prefix-cache-dir DIR] [--json]
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -37,6 +40,7 @@
 #include "obs/bench_stats.h"
 #include "obs/membw.h"
 #include "runtime/engine.h"
+#include "server/json_schema_grammar.h"
 #include "server/stats_json.h"
 
 namespace {
@@ -166,6 +170,33 @@ nlohmann::json stats_json(const strata::SampleStats& s, const std::vector<double
           {"max", s.max},       {"n", s.n},       {"samples_ts", samples}};
 }
 
+// -npl --sample: the sampler settings, and the grammar of --grammar-file or --json-schema.
+strata::Result<strata::cli::BatchedSampling> batched_sampling(const strata::Model& m, float temp,
+                                                              const std::string& grammar_file,
+                                                              const std::string& schema_file) {
+  strata::cli::BatchedSampling bs;
+  bs.params.temp = temp;
+  bs.params.seed = 1;
+  if (grammar_file.empty() && schema_file.empty()) return bs;
+  if (!grammar_file.empty() && !schema_file.empty())
+    return strata::err("give --grammar-file or --json-schema, not both");
+  if (!m.has_tokenizer()) return strata::err("a grammar needs the model's tokenizer");
+  const std::string& path = grammar_file.empty() ? schema_file : grammar_file;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return strata::err("cannot read '%s'", path.c_str());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!schema_file.empty()) {
+    auto schema = nlohmann::json::parse(text, nullptr, false);
+    if (schema.is_discarded()) return strata::err("--json-schema: '%s' is not JSON", path.c_str());
+    STRATA_ASSIGN(text, strata::server::json_schema_to_grammar(schema));
+  }
+  auto g = strata::Grammar::parse(text);
+  if (!g.ok()) return strata::err("%s: %s", path.c_str(), g.message().c_str());
+  bs.grammar = std::make_shared<const strata::Grammar>(std::move(*g));
+  bs.vocab = std::make_shared<const strata::GrammarVocab>(m.tokenizer());
+  return bs;
+}
+
 int cmd_bench(int argc, char** argv) {
   std::string model_path, membw_size = "auto", npl_list;
   int n_prompt = 64, n_gen = 32, threads = 0, reps = 5, depth = 0, npp = 128, ntg = 128;
@@ -185,6 +216,16 @@ int cmd_bench(int argc, char** argv) {
       "decode -ntg steps of B tokens");
   app.add_option("--npp", npp, "-npp: prompt tokens per sequence (with -npl)")->capture_default_str();
   app.add_option("--ntg", ntg, "-ntg: decode steps (with -npl)")->capture_default_str();
+  bool sample = false;
+  float temp = 0.0f;
+  std::string grammar_file, schema_file;
+  app.add_flag("--sample", sample, "-npl: draw each decode token from the logits (else random tokens)");
+  app.add_option("--temp", temp, "--sample: temperature (0: greedy; top-k 40, top-p 0.95, min-p 0.05)")
+      ->capture_default_str();
+  app.add_option("--grammar-file", grammar_file,
+                 "--sample under this GBNF grammar (a fresh one per sequence "
+                 "whenever it is done)");
+  app.add_option("--json-schema", schema_file, "--sample under the grammar of this JSON Schema file");
   int itl_prompt = 0, itl_decoders = 4;
   std::string itl_ctx = "4096";
   app.add_option("--itl", itl_prompt,
@@ -328,18 +369,35 @@ int cmd_bench(int argc, char** argv) {
       a = b + 1;
     }
     if (npp < 0 || ntg < 1) return fail("-npp must be >= 0 and -ntg >= 1", 2);
-    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps, *kv, *knobs, contiguous ? nullptr : &eo);
+    std::optional<strata::cli::BatchedSampling> bs;
+    if (sample || !grammar_file.empty() || !schema_file.empty()) {
+      auto st = batched_sampling(m, temp, grammar_file, schema_file);
+      if (!st.ok()) return fail(st.message(), 2);
+      bs = std::move(*st);
+    }
+    auto rows = strata::cli::batched_bench(m, npl, npp, ntg, reps, *kv, *knobs, contiguous ? nullptr : &eo,
+                                           bs ? &*bs : nullptr);
     if (!rows.ok()) return fail(rows.message());
     if (json) {
       j["model"] = model_path;
       j["threads"] = m.pool().size();
       j["reps"] = reps;
       j["batched"] = strata::cli::batched_bench_json(*rows);
+      if (bs)
+        j["sampling"] = {{"temp", temp},
+                         {"grammar", grammar_file},
+                         {"json_schema", schema_file},
+                         {"restarts", bs->restarts}};
       j["paged_kv"] = !contiguous && m.arch().paged_kv();
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("threads %d, median of %d repetitions after one warm-up\n\n%s", m.pool().size(), reps,
                   strata::cli::batched_bench_table(*rows).c_str());
+      for (const auto& r : *rows)
+        if (bs)
+          std::printf("B %d: sampling %.3f s of T_TG (%.1f us per token; CPU %.1f us)\n", r.npl, r.t_sample,
+                      1e6 * r.t_sample / (double(r.ntg) * r.npl),
+                      1e6 * r.cpu_sample / (double(r.ntg) * r.npl));
     }
     return 0;
   }

@@ -111,18 +111,26 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> g,
 
 bool GrammarConstraint::allows(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return false;
-  if (const auto* m = mask_of(cur_)) return (*m)[static_cast<size_t>(token)] != 0;
+  if (const auto* m = mask_of(cur_)) return ((*m)[static_cast<size_t>(token) >> 6] >> (token & 63)) & 1;
   if (token_step(token) >= 0) return true;
   if (vocab_->is_eog(token)) return can_end();
   return vocab_->has_text(token) && dfa_.walk(cur_, vocab_->piece(token)) >= 0;
 }
 
 void GrammarConstraint::allowed_tokens(std::vector<uint8_t>* allowed) {
+  std::vector<uint64_t> bits;
+  allowed_bits(&bits);
+  allowed->assign(static_cast<size_t>(vocab_->n_vocab()), 0);
+  for (size_t t = 0; t < allowed->size(); ++t) (*allowed)[t] = (bits[t >> 6] >> (t & 63)) & 1;
+}
+
+void GrammarConstraint::allowed_bits(std::vector<uint64_t>* allowed) {
   const GrammarVocab& v = *vocab_;
-  allowed->assign(static_cast<size_t>(v.n_vocab()), 0);
-  uint8_t* out = allowed->data();
+  allowed->assign((static_cast<size_t>(v.n_vocab()) + 63) / 64, 0);
+  uint64_t* out = allowed->data();
+  auto set = [out](int32_t t) { out[t >> 6] |= uint64_t{1} << (t & 63); };
   if (can_end())
-    for (int32_t id : v.eog_ids()) out[id] = 1;
+    for (int32_t id : v.eog_ids()) set(id);
   const std::vector<GrammarVocab::TrieNode>& trie = v.trie();
   const int32_t* toks = v.trie_tokens().data();
   walk_.resize(v.max_len() + 1);
@@ -136,25 +144,31 @@ void GrammarConstraint::allowed_tokens(std::vector<uint8_t>* allowed) {
       continue;
     }
     walk_[node.depth + 1u] = s;
-    for (uint32_t k = node.tok_begin; k < node.tok_end; ++k) out[toks[k]] = 1;
+    for (uint32_t k = node.tok_begin; k < node.tok_end; ++k) set(toks[k]);
     ++i;
   }
   for (int32_t t : tokens_)
-    if (dfa_.next_token(cur_, t) >= 0) out[t] = 1;
+    if (dfa_.next_token(cur_, t) >= 0) set(t);
+}
+
+std::span<const uint64_t> GrammarConstraint::mask_bits() {
+  const std::vector<uint64_t>* mask = mask_of(cur_);
+  if (mask == nullptr) {
+    const size_t bytes = 8 * ((static_cast<size_t>(vocab_->n_vocab()) + 63) / 64);
+    if ((masks_.size() + 1) * std::max<size_t>(bytes, 1) > kMaskCacheBytes) masks_.clear();
+    std::vector<uint64_t> m;
+    allowed_bits(&m);
+    mask = &(masks_[cur_] = std::move(m));
+  }
+  return *mask;
 }
 
 void GrammarConstraint::filter(Candidates* c) {
-  const std::vector<uint8_t>* mask = mask_of(cur_);
-  if (mask == nullptr) {
-    const size_t n = static_cast<size_t>(vocab_->n_vocab());
-    if ((masks_.size() + 1) * std::max<size_t>(n, 1) > kMaskCacheBytes) masks_.clear();
-    std::vector<uint8_t> m;
-    allowed_tokens(&m);
-    mask = &(masks_[cur_] = std::move(m));
-  }
-  const uint8_t* m = mask->data();
+  const std::span<const uint64_t> m = mask_bits();
   const int32_t n = vocab_->n_vocab();
-  std::erase_if(c->data, [&](const Candidate& cd) { return cd.id < 0 || cd.id >= n || !m[cd.id]; });
+  std::erase_if(c->data, [&](const Candidate& cd) {
+    return cd.id < 0 || cd.id >= n || !((m[static_cast<size_t>(cd.id) >> 6] >> (cd.id & 63)) & 1);
+  });
 }
 
 void GrammarConstraint::accept(int32_t token) {

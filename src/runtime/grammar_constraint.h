@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -83,11 +84,14 @@ class GrammarConstraint : public TokenConstraint {
   void filter(Candidates* c) override;
   void accept(int32_t token) override;
   bool mask_ready() override { return mask_of(cur_) != nullptr; }
+  std::span<const uint64_t> mask_bits() override;
   bool can_end() const override { return grammar_can_end(dfa_.state(cur_)); }
   bool complete() const override { return grammar_complete(dfa_.state(cur_)); }
 
   // Marks in *allowed (n_vocab entries) every token allowed now: one walk over the vocabulary trie.
   void allowed_tokens(std::vector<uint8_t>* allowed);
+  // The same as bits (token t: bit t % 64 of word t / 64; (n_vocab + 63) / 64 words).
+  void allowed_bits(std::vector<uint64_t>* allowed);
 
   static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
   // Beyond this many automaton states (1 KiB of transitions each) the automaton and the masks are
@@ -97,15 +101,15 @@ class GrammarConstraint : public TokenConstraint {
  private:
   std::shared_ptr<const GrammarVocab> vocab_;
   GrammarDfa dfa_;
-  int32_t cur_;                                              // the current state
-  std::vector<int32_t> walk_;                                // the walk's state per trie depth (reused)
-  std::unordered_map<int32_t, std::vector<uint8_t>> masks_;  // state -> allowed tokens
-  std::vector<int32_t> tokens_;                              // the grammar's `<[id]>` tokens in the vocab
+  int32_t cur_;                                               // the current state
+  std::vector<int32_t> walk_;                                 // the walk's state per trie depth (reused)
+  std::unordered_map<int32_t, std::vector<uint64_t>> masks_;  // state -> allowed tokens (bits)
+  std::vector<int32_t> tokens_;                               // the grammar's `<[id]>` tokens in the vocab
   // The state after the grammar's token `token`; GrammarDfa::kReject when it is not one or not here.
   int32_t token_step(int32_t token) {
     return dfa_.grammar().names_token(token) ? dfa_.next_token(cur_, token) : GrammarDfa::kReject;
   }
-  const std::vector<uint8_t>* mask_of(int32_t state) const {
+  const std::vector<uint64_t>* mask_of(int32_t state) const {
     auto it = masks_.find(state);
     return it == masks_.end() ? nullptr : &it->second;
   }

@@ -30,6 +30,9 @@ class LazyGrammarConstraint : public TokenConstraint {
   bool allows(int32_t token) override;
   void filter(Candidates* c) override;
   bool mask_ready() override { return inner_ && inner_->mask_ready(); }
+  std::span<const uint64_t> mask_bits() override {
+    return inner_ ? inner_->mask_bits() : std::span<const uint64_t>();
+  }
   void accept(int32_t token) override;
   bool can_end() const override { return !inner_ || inner_->can_end(); }
   bool complete() const override { return inner_ && inner_->complete(); }

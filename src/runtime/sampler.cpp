@@ -1,6 +1,7 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -38,8 +39,9 @@ static void sort_prefix(Candidates* c, size_t k) {
 }
 
 void candidates_from_logits(const float* logits, int32_t n_vocab, Candidates* c) {
-  c->data.resize(static_cast<size_t>(n_vocab));
-  for (int32_t i = 0; i < n_vocab; ++i) c->data[static_cast<size_t>(i)] = {i, logits[i], 0.0f};
+  c->data.clear();  // no resize: a greedy draw leaves one candidate, and growing would zero the rest
+  c->data.reserve(static_cast<size_t>(n_vocab));
+  for (int32_t i = 0; i < n_vocab; ++i) c->data.push_back({i, logits[i], 0.0f});
   c->sorted = false;
 }
 
@@ -206,9 +208,25 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
   if (params_.min_keep == 0) params_.min_keep = 1;
 }
 
-void Sampler::prepare(const float* logits) {
-  candidates_from_logits(logits, n_vocab_, &cands_);
-  sample_logit_bias(&cands_, params_.logit_bias);
+void Sampler::prepare(const float* logits, std::span<const uint64_t> allowed) {
+  auto is_allowed = [&](int32_t id) {
+    return static_cast<size_t>(id >> 6) < allowed.size() &&
+           ((allowed[static_cast<size_t>(id >> 6)] >> (id & 63)) & 1);
+  };
+  if (!allowed.empty() && params_.logit_bias.empty()) {  // the allowed tokens only, in id order
+    cands_.data.clear();
+    const int32_t n_words = std::min((n_vocab_ + 63) / 64, static_cast<int32_t>(allowed.size()));
+    for (int32_t w = 0; w < n_words; ++w)
+      for (uint64_t m = allowed[static_cast<size_t>(w)]; m != 0; m &= m - 1) {
+        const int32_t id = w * 64 + std::countr_zero(m);
+        if (id < n_vocab_) cands_.data.push_back({id, logits[id], 0.0f});
+      }
+    cands_.sorted = false;
+  } else {
+    candidates_from_logits(logits, n_vocab_, &cands_);
+    sample_logit_bias(&cands_, params_.logit_bias);  // indexed by id: before filtering
+    if (!allowed.empty()) std::erase_if(cands_.data, [&](const Candidate& cd) { return !is_allowed(cd.id); });
+  }
   sample_penalties(&cands_, counts_, params_.repeat_penalty);
   sample_presence_frequency(&cands_, gen_counts_, params_.presence_penalty, params_.frequency_penalty);
 }
@@ -225,24 +243,43 @@ int32_t Sampler::draw() {
   return sample_dist(&cands_, &rng_);
 }
 
-int32_t Sampler::sample(const float* logits) {
+void Sampler::prepare_constrained(const float* logits) {
+  if (const std::span<const uint64_t> bits = constraint_->mask_bits(); !bits.empty())
+    return prepare(logits, bits);
   prepare(logits);
+  constraint_->filter(&cands_);
+}
+
+int32_t Sampler::sample(const float* logits) {
   if (constraint_ && constraint_->mask_ready()) {
-    constraint_->filter(&cands_);
+    prepare_constrained(logits);
     return cands_.data.empty() ? -1 : draw();
   }
-  const int32_t tok = draw();
-  if (!constraint_ || constraint_->allows(tok)) return tok;
   prepare(logits);
-  if (params_.temp <= 0.0f) {  // greedy: the best few allowed one by one, in order
-    constexpr size_t kTry = 16;
-    const size_t n = std::min(kTry, cands_.data.size());
-    sort_prefix(&cands_, n);
-    for (size_t i = 1; i < n; ++i)
-      if (constraint_->allows(cands_.data[i].id)) return cands_.data[i].id;
-    cands_.sorted = false;
+  if (!constraint_) return draw();
+  if (params_.temp <= 0.0f) {  // greedy: the best allowed token, whichever way it is found
+    size_t best = 0;           // the list stays whole for the tries below
+    for (size_t i = 1; i < cands_.data.size(); ++i)
+      if (cand_greater(cands_.data[i], cands_.data[best])) best = i;
+    if (constraint_->allows(cands_.data[best].id)) {
+      const Candidate keep = cands_.data[best];
+      cands_.data.assign(1, keep);
+      cands_.sorted = true;
+      return keep.id;
+    }
+    // The state's mask (one walk of the vocabulary's trie, kept for the state) costs less than
+    // sorting the best few of a large list; without one, the best few are tried one by one first.
+    if (constraint_->mask_bits().empty()) {
+      constexpr size_t kTry = 16;
+      const size_t n = std::min(kTry, cands_.data.size());
+      sort_prefix(&cands_, n);
+      for (size_t i = 1; i < n; ++i)
+        if (constraint_->allows(cands_.data[i].id)) return cands_.data[i].id;
+    }
+  } else if (const int32_t tok = draw(); constraint_->allows(tok)) {
+    return tok;
   }
-  constraint_->filter(&cands_);
+  prepare_constrained(logits);  // a rejected draw: again from the allowed tokens
   if (cands_.data.empty()) return -1;
   return draw();
 }

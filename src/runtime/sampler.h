@@ -79,10 +79,11 @@ int32_t sample_dist(Candidates* c, std::mt19937* rng);
 int32_t sample_greedy(const float* logits, int32_t n_vocab);
 
 // Limits which tokens may come next (a grammar: runtime/grammar_constraint.h). When the
-// constraint's mask for its state is at hand (mask_ready()), the sampler removes the tokens filter()
-// rejects from the biased, penalised list and draws once. Otherwise it first draws as if
-// unconstrained and keeps the token when allows() says so; else (llama.cpp's order) it filters the
-// list and draws again (greedy: it tries the best few candidates one by one first). Both draw from
+// constraint's mask for its state is at hand (mask_ready()), the sampler draws once from the
+// biased, penalised list of the allowed tokens (built from mask_bits(), or the whole list through
+// filter()). Otherwise it first draws as if unconstrained and keeps the token when allows() says so;
+// else (llama.cpp's order) it draws again from the allowed tokens (greedy: the best allowed; a
+// constraint without mask bits has the best few candidates tried one by one first). Both draw from
 // the same distribution (a rejected draw is redrawn from the allowed tokens).
 class TokenConstraint {
  public:
@@ -90,6 +91,10 @@ class TokenConstraint {
   virtual bool allows(int32_t token) = 0;
   virtual void filter(Candidates* c) = 0;  // keeps only allowed candidates (maybe none)
   virtual bool mask_ready() = 0;           // filter() is a lookup now
+  // The tokens allowed now as bits (token t: bit t % 64 of word t / 64; tokens past the words are not
+  // allowed), computed when not at hand; empty when the constraint has no mask (the sampler then
+  // filters its full list with filter()).
+  virtual std::span<const uint64_t> mask_bits() { return {}; }
   virtual void accept(int32_t token) = 0;  // the sampled token (an allowed one)
   virtual bool can_end() const = 0;        // end of generation is allowed now
   virtual bool complete() const = 0;       // nothing but the end can follow
@@ -127,9 +132,11 @@ class Sampler {
   std::unordered_map<int32_t, int> gen_counts_;  // generated tokens (presence / frequency)
   Candidates cands_;
   std::unique_ptr<TokenConstraint> constraint_;
-  void remember(int32_t token);       // history_ and counts_
-  void prepare(const float* logits);  // candidates with bias and penalties applied
-  int32_t draw();                     // the rest of the chain over cands_
+  void remember(int32_t token);  // history_ and counts_
+  // Candidates with bias and penalties applied; only the tokens set in `allowed` when given.
+  void prepare(const float* logits, std::span<const uint64_t> allowed = {});
+  void prepare_constrained(const float* logits);  // the constraint's tokens only
+  int32_t draw();                                 // the rest of the chain over cands_
 };
 
 }  // namespace strata

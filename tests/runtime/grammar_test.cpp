@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 
 #include "runtime/fake_session.h"
 #include "runtime/grammar_constraint.h"
 #include "runtime/grammar_matcher.h"
+#include "runtime/sampler.h"
 
 namespace strata {
 namespace {
@@ -155,11 +157,10 @@ TEST(Grammar, VocabularyMaskEqualsPerTokenChecks) {
 // Parity on a vocabulary of multi-byte tokens (shared prefixes, identical pieces, tokens ending
 // inside a UTF-8 character): in every state of random walks through several grammars, the trie
 // walk's mask and the automaton's check of one token both equal the matcher's per-token check.
-TEST(Grammar, TrieMaskEqualsMatcherOnManyGrammarsAndStates) {
+std::vector<std::string> random_pieces(std::mt19937& rng) {
   const std::vector<std::string> frags = {
       "{", "}", "\"",   ":",  ",",  " ",  "[", "]", "a",    "b",    "ab", "1",  "12", "0",        "-",
       ".", "e", "true", "nu", "ll", "\\", "n", "u", "\xC3", "\xA9", "é",  "中", "\n", "\xE4\xB8", "\xAD"};
-  std::mt19937 rng(42);
   std::vector<std::string> pieces;
   for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
   for (int i = 0; i < 3000; ++i) {
@@ -169,14 +170,23 @@ TEST(Grammar, TrieMaskEqualsMatcherOnManyGrammarsAndStates) {
   }
   pieces.push_back("");  // a control token
   pieces.push_back("");  // end of generation
-  const int32_t eog = static_cast<int32_t>(pieces.size()) - 1;
-  auto vocab = std::make_shared<GrammarVocab>(pieces, std::vector<int32_t>{eog});
-  const std::vector<std::string> grammars = {
-      R"(root ::= "{" ws (string ws ":" ws value ws ("," ws string ws ":" ws value ws)*)? "}"
+  return pieces;
+}
+
+const char* const kJsonObjectGrammar =
+    R"(root ::= "{" ws (string ws ":" ws value ws ("," ws string ws ":" ws value ws)*)? "}"
 value ::= string | num | "true" | "null" | "[" ws (value ws ("," ws value ws)*)? "]"
 string ::= "\"" ([^"\\\x00-\x1f] | "\\" ["\\nu])* "\""
 num ::= "-"? ("0" | [1-9] [0-9]{0,3}) ("." [0-9]+)?
-ws ::= " "?)",
+ws ::= " "?)";
+
+TEST(Grammar, TrieMaskEqualsMatcherOnManyGrammarsAndStates) {
+  std::mt19937 rng(42);
+  const std::vector<std::string> pieces = random_pieces(rng);
+  const int32_t eog = static_cast<int32_t>(pieces.size()) - 1;
+  auto vocab = std::make_shared<GrammarVocab>(pieces, std::vector<int32_t>{eog});
+  const std::vector<std::string> grammars = {
+      kJsonObjectGrammar,
       "root ::= ([a-b] | \"\xC3\xA9\" | [\xE4\xB8\x80-\xE4\xB8\xAD])+ (\",\" root)?",
       "root ::= [^\\x00-\\x2f]{1,6} \"\\n\" | \"ab\"* \"1\"{2,3}",
       "root ::= (\"true\" | \"null\" | \"n\" \"u\"+) (\" \" root)?",
@@ -197,11 +207,79 @@ ws ::= " "?)",
           if (want && id != eog) allowed.push_back(id);
         }
         EXPECT_EQ(c.can_end(), ref.can_end());
+        const std::span<const uint64_t> bits = c.mask_bits();  // the sampler's form, cached
+        ASSERT_EQ(bits.size(), (mask.size() + 63) / 64);
+        for (size_t id = 0; id < mask.size(); ++id)
+          ASSERT_EQ((bits[id / 64] >> (id % 64)) & 1, mask[id]) << gi << " " << step << " " << id;
         if (allowed.empty()) break;
         const int32_t tok = allowed[rng() % allowed.size()];
         c.accept(tok);
         ASSERT_TRUE(ref.accept(pieces[tok]));
       }
+    }
+  }
+}
+
+// A constraint that gives the sampler no mask bits: it filters the sampler's whole list with the
+// per-token check (caching the state's mask when the grammar's constraint would, so both sample
+// along the same path), for the sampler's parity test.
+class CheckOnly : public TokenConstraint {
+ public:
+  explicit CheckOnly(std::unique_ptr<GrammarConstraint> c) : c_(std::move(c)) {}
+  bool allows(int32_t t) override { return c_->allows(t); }
+  void filter(Candidates* c) override {
+    std::vector<bool> ok;
+    for (const Candidate& cd : c->data) ok.push_back(c_->allows(cd.id));  // before any mask
+    Candidates none;
+    c_->filter(&none);
+    size_t i = 0;
+    std::erase_if(c->data, [&](const Candidate&) { return !ok[i++]; });
+  }
+  bool mask_ready() override { return c_->mask_ready(); }
+  void accept(int32_t t) override { c_->accept(t); }
+  bool can_end() const override { return c_->can_end(); }
+  bool complete() const override { return c_->complete(); }
+
+ private:
+  std::unique_ptr<GrammarConstraint> c_;
+};
+
+// The sampler under a grammar draws from the allowed tokens built from the mask's bits (and tries the
+// best few one by one when greedy): every draw equals the one from the whole list filtered token by
+// token, greedy and sampled, with and without bias and penalties, over random logits.
+TEST(Grammar, SamplingFromTheMaskEqualsFilteringEveryToken) {
+  std::mt19937 rng(7);
+  std::vector<std::string> pieces = random_pieces(rng);
+  const int32_t eog = static_cast<int32_t>(pieces.size()) - 1;
+  auto vocab = std::make_shared<GrammarVocab>(pieces, std::vector<int32_t>{eog});
+  auto g = std::make_shared<Grammar>(must_parse(kJsonObjectGrammar));
+  const int32_t n_vocab = vocab->n_vocab() + 5;  // a model's padded rows: never allowed
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  for (int variant = 0; variant < 6; ++variant) {  // greedy / sampled x plain, penalties, bias too
+    SamplerParams p;
+    p.temp = variant % 2 == 0 ? 0.0f : 0.8f;
+    p.seed = 11 + static_cast<uint32_t>(variant);
+    if (variant >= 2) {
+      p.presence_penalty = 0.5f;
+      p.repeat_penalty = 1.3f;
+    }
+    if (variant >= 4) p.logit_bias = {{'{', 2.0f}, {'"', -1.0f}};
+    Sampler masked(p, n_vocab), checked(p, n_vocab);
+    masked.set_constraint(std::make_unique<GrammarConstraint>(g, vocab));
+    checked.set_constraint(std::make_unique<CheckOnly>(std::make_unique<GrammarConstraint>(g, vocab)));
+    for (int step = 0; step < 100; ++step) {
+      for (float& x : logits) x = normal(rng);
+      if (step % 3 == 0) logits[static_cast<size_t>(eog)] += 4.0f;  // an end now and then
+      const int32_t a = masked.sample(logits.data()), b = checked.sample(logits.data());
+      ASSERT_EQ(a, b) << variant << " " << step;
+      if (a < 0 || a == eog || masked.constraint()->complete()) {  // the next request
+        masked.set_constraint(std::make_unique<GrammarConstraint>(g, vocab));
+        checked.set_constraint(std::make_unique<CheckOnly>(std::make_unique<GrammarConstraint>(g, vocab)));
+        continue;
+      }
+      masked.accept(a);
+      checked.accept(b);
     }
   }
 }

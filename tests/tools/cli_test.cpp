@@ -267,6 +267,16 @@ TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
   EXPECT_EQ(j["paged_kv"], true);
   EXPECT_EQ(j["batched"][1]["kv"]["blocks"]["used"], 3);
   EXPECT_EQ(j["batched"][1]["kv"]["unused_rows"], 3 * (16 - 7));
+  // Decode tokens sampled under a grammar (its cost: bench/grammars); a bad grammar file is named.
+  Proc g = strata("bench -m " + m + " -npl 2 -npp 4 -ntg 6 -r 1 -t 1 --membw-size 4M --json --grammar-file " +
+                  std::string(STRATA_SOURCE_DIR) + "/bench/grammars/json.gbnf");
+  ASSERT_EQ(g.code, 0) << g.err;
+  const auto gj = nlohmann::json::parse(g.out);
+  EXPECT_GT(gj["batched"][0]["t_sample"].get<double>(), 0.0);
+  EXPECT_NE(gj["sampling"]["grammar"].get<std::string>().find("json.gbnf"), std::string::npos);
+  Proc bad = strata("bench -m " + m + " -npl 1 --json-schema /nonexistent.json --membw-size 4M");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("cannot read '/nonexistent.json'"), std::string::npos) << bad.err;
   // -c 1024: the decoders (up to c - 17 tokens each) must still be decoding when bench's poll sees
   // their 8th tokens; at -c 96 a tiny model's 79 tokens could all land within one poll on a busy
   // machine ("a decoder ended ... before its 8-th token").
