@@ -181,7 +181,7 @@ SynthVocab synth_vocab(int n_vocab, const std::string& arch) {
   const int32_t eot = n_vocab - 3, im_end = n_vocab - 1;
   v.bos = eot;
   v.eos = arch == "llama" ? eot : im_end;
-  v.pre = arch == "llama" ? "default" : "qwen2";
+  v.pre = arch == "llama" ? "default" : (arch == "deepseek4" ? "joyai-llm" : "qwen2");
   return v;
 }
 
