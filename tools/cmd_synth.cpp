@@ -66,6 +66,7 @@ int cmd_synth(int argc, char** argv) {
          "(llama.cpp's Q4_K_M mix of Q4_K and Q6_K)")
       ->capture_default_str();
   app.add_option("--seed", s.seed, "RNG seed")->capture_default_str();
+  app.add_flag("--fim", s.fim, "add fill-in-the-middle tokens (<|fim_prefix|> ...) for infill tests");
   app.add_option("--router-skew", s.router_skew, "Zipf exponent of expert popularity (0 = none)");
   app.add_option("--ctx", ctx, "context_length metadata (K suffix ok)")->capture_default_str();
   app.add_option("--rope-base", s.rope_base, "rope.freq_base")->capture_default_str();

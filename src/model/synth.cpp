@@ -145,6 +145,8 @@ Status synth_validate(const SynthSpec& s) {
                s.type.c_str());
   }
   if (s.n_layer < 1) return err("--layers must be >= 1 (got %d)", s.n_layer);
+  if (s.fim && s.n_vocab < 265)
+    return err("--fim needs --vocab >= 265 (6 more control tokens), got %d", s.n_vocab);
   if (s.n_embd < 2 || s.n_embd % 2) return err("--embd must be even and >= 2 (got %d)", s.n_embd);
   if (s.n_head < 1) return err("--heads must be >= 1 (got %d)", s.n_head);
   if (s.arch == "deepseek4") {
@@ -384,7 +386,7 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
 
   GgufWriter w;
   const std::string& a = s.arch;
-  SynthVocab vocab = synth_vocab(s.n_vocab, s.arch);
+  SynthVocab vocab = synth_vocab(s.n_vocab, s.arch, s.fim);
   w.set_string("general.architecture", a);
   w.set_string("general.name",
                "synth-" + a + "-L" + std::to_string(s.n_layer) + "-d" + std::to_string(d) +
@@ -426,6 +428,13 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(vocab.eos));
   w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(vocab.bos));
   w.set_bool("tokenizer.ggml.add_bos_token", false);
+  if (s.fim) {
+    const std::pair<const char*, int32_t> fim[] = {{"pre", vocab.fim_pre}, {"suf", vocab.fim_suf},
+                                                   {"mid", vocab.fim_mid}, {"pad", vocab.fim_pad},
+                                                   {"rep", vocab.fim_rep}, {"sep", vocab.fim_sep}};
+    for (const auto& [k, id] : fim)
+      w.set_u32(std::string("tokenizer.ggml.fim_") + k + "_token_id", static_cast<uint32_t>(id));
+  }
   w.set_string(
       "tokenizer.chat_template",
       "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "

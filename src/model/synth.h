@@ -54,6 +54,7 @@ struct SynthSpec {
   int hash_layers = 0;               // the first N layers route by token id
   int indexer_heads = 0, indexer_dim = 0, indexer_topk = 0;
   float swiglu_clamp = 10.0f;
+  bool fim = false;  // fill-in-the-middle tokens in the vocabulary (Qwen2.5-Coder's six), for infill tests
 };
 
 // DeepSeek-V4-Flash's widths (d 4096, 64 heads of 512, q_lora 1024, 8 output groups of 1024, 256
@@ -81,10 +82,12 @@ struct SynthVocab {
   std::vector<std::string> merges;  // "left right", rank order
   std::string pre;                  // pre-tokenizer name
   int32_t bos = -1, eos = -1;
+  // fim: <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>, <|fim_pad|>, <|repo_name|>, <|file_sep|>
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
 };
-// n_vocab >= 259: ids 0..255 are the bytes, then merges, then <|endoftext|>, <|im_start|>,
-// <|im_end|>. Deterministic per (n_vocab, arch); eos is <|im_end|> for qwen archs and
-// <|endoftext|> for llama.
-SynthVocab synth_vocab(int n_vocab, const std::string& arch);
+// n_vocab >= 259 (265 with fim): ids 0..255 are the bytes, then merges, then (fim) the six FIM
+// control tokens, then <|endoftext|>, <|im_start|>, <|im_end|>. Deterministic per (n_vocab, arch,
+// fim); eos is <|im_end|> for qwen archs and deepseek4 and <|endoftext|> for llama.
+SynthVocab synth_vocab(int n_vocab, const std::string& arch, bool fim = false);
 
 }  // namespace strata
