@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -13,26 +14,64 @@
 #include "format/gguf.h"
 #include "format/tensor_names.h"
 #include "kernels/traits.h"
+#include "model/synth_plan.h"
 
 namespace strata {
+namespace synth_detail {
+
+TypeMix parse_type(const std::string& t) {
+  TypeMix m;
+  if (t == "f32") m.dense = GgmlType::f32;
+  if (t == "f16") m.dense = GgmlType::f16;
+  if (t == "q8_0" || t == "mxfp4" || t == "nvfp4") m.dense = GgmlType::q8_0;
+  if (t == "q4_0") m.dense = GgmlType::q4_0;
+  if (t == "q4_k" || t == "q4_k_m") m.dense = GgmlType::q4_k;
+  if (t == "q6_k") m.dense = GgmlType::q6_k;
+  m.experts = t == "mxfp4" ? GgmlType::mxfp4 : (t == "nvfp4" ? GgmlType::nvfp4 : m.dense);
+  m.k_m = t == "q4_k_m";
+  return m;
+}
+
+// The layers Q4_K_M gives Q6_K attn_v / ffn_down: the first and last eighth, and every third
+// layer in between.
+static bool more_bits(int layer, int n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+GgmlType matrix_type(const TypeMix& m, bool expert, const std::string& role, int layer, int n_layer) {
+  if (!m.k_m) return expert ? m.experts : m.dense;
+  if (role == "output") return GgmlType::q6_k;
+  if ((role == "attn_v" || role == "ffn_down") && more_bits(layer, n_layer)) return GgmlType::q6_k;
+  return GgmlType::q4_k;
+}
+
+int64_t mix_block(const TypeMix& m) {
+  return std::max({type_info(m.dense).block_size, type_info(m.experts).block_size,
+                   m.k_m ? type_info(GgmlType::q6_k).block_size : int64_t{1}});
+}
+
+void PlanBuilder::mat(std::string name, GgmlType t, std::vector<int64_t> ne, int layer) {
+  const float sc = 1.0f / std::sqrt(static_cast<float>(ne[0]));
+  plan->push_back({std::move(name), t, std::move(ne), Init::normal, sc, 0, 0, layer});
+}
+void PlanBuilder::norm(std::string name, int64_t n, int layer) {
+  uniform(std::move(name), {n}, 0.5f, 1.5f, layer);
+}
+void PlanBuilder::vec(std::string name, std::vector<int64_t> ne, float scale, int layer) {
+  plan->push_back({std::move(name), GgmlType::f32, std::move(ne), Init::normal, scale, 0, 0, layer});
+}
+void PlanBuilder::uniform(std::string name, std::vector<int64_t> ne, float lo, float hi, int layer) {
+  plan->push_back({std::move(name), GgmlType::f32, std::move(ne), Init::uniform, 0, lo, hi, layer});
+}
+
+}  // namespace synth_detail
+
 namespace {
 
-enum class Init {
-  normal,     // N(0, scale²)
-  uniform,    // U(lo, hi)
-  embedding,  // N(0, 1) + (skew ? 0.5·sqrt(d)·u : 0)
-  router,     // N(0, scale²) + strength(rank(e))·u
-};
-
-struct TensorPlan {
-  std::string name;
-  GgmlType type;
-  std::vector<int64_t> ne;
-  Init init;
-  float scale = 1.0f, lo = 0.0f, hi = 0.0f;
-  int layer = -1;
-  std::vector<uint8_t> data;  // filled by generation
-};
+using synth_detail::Init;
+using synth_detail::parse_type;
+using synth_detail::TensorPlan;
+using synth_detail::TypeMix;
 
 // splitmix64 for seeding, xoshiro-style stream for values.
 uint64_t mix64(uint64_t z) {
@@ -77,49 +116,6 @@ struct Rng {
   bool has_spare = false;
 };
 
-// The matrix types of a --type: one type for every matrix, "mxfp4" / "nvfp4" (routed experts
-// MXFP4 / NVFP4, the rest Q8_0), or "q4_k_m" (llama.cpp's Q4_K_M layer rule, in its own words: output.weight,
-// and attn_v / ffn_down of the layers that get more bits, in Q6_K; everything else Q4_K).
-struct TypeMix {
-  GgmlType dense = GgmlType::count;    // matrices other than routed experts
-  GgmlType experts = GgmlType::count;  // routed experts
-  bool k_m = false;
-  bool ok() const { return dense != GgmlType::count; }
-};
-
-TypeMix parse_type(const std::string& t) {
-  TypeMix m;
-  if (t == "f32") m.dense = GgmlType::f32;
-  if (t == "f16") m.dense = GgmlType::f16;
-  if (t == "q8_0" || t == "mxfp4" || t == "nvfp4") m.dense = GgmlType::q8_0;
-  if (t == "q4_0") m.dense = GgmlType::q4_0;
-  if (t == "q4_k" || t == "q4_k_m") m.dense = GgmlType::q4_k;
-  if (t == "q6_k") m.dense = GgmlType::q6_k;
-  m.experts = t == "mxfp4" ? GgmlType::mxfp4 : (t == "nvfp4" ? GgmlType::nvfp4 : m.dense);
-  m.k_m = t == "q4_k_m";
-  return m;
-}
-
-// The layers Q4_K_M gives Q6_K attn_v / ffn_down: the first and last eighth, and every third
-// layer in between.
-bool more_bits(int layer, int n_layer) {
-  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
-}
-
-// The type of one matrix; role: "attn_v", "ffn_down", "output" or any other matrix.
-GgmlType matrix_type(const TypeMix& m, bool expert, const std::string& role, int layer, int n_layer) {
-  if (!m.k_m) return expert ? m.experts : m.dense;
-  if (role == "output") return GgmlType::q6_k;
-  if ((role == "attn_v" || role == "ffn_down") && more_bits(layer, n_layer)) return GgmlType::q6_k;
-  return GgmlType::q4_k;
-}
-
-// Elements per block of the mix's matrices (rows must be whole blocks).
-int64_t mix_block(const TypeMix& m) {
-  return std::max({type_info(m.dense).block_size, type_info(m.experts).block_size,
-                   m.k_m ? type_info(GgmlType::q6_k).block_size : int64_t{1}});
-}
-
 int head_dim_of(const SynthSpec& s) {
   return s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
 }
@@ -140,8 +136,8 @@ uint32_t file_type_of(const std::string& t) {
 }  // namespace
 
 Status synth_validate(const SynthSpec& s) {
-  if (s.arch != "qwen3moe" && s.arch != "llama" && s.arch != "qwen2moe") {
-    return err("--arch '%s' is not supported (use qwen3moe, llama or qwen2moe)", s.arch.c_str());
+  if (s.arch != "qwen3moe" && s.arch != "llama" && s.arch != "qwen2moe" && s.arch != "deepseek4") {
+    return err("--arch '%s' is not supported (use qwen3moe, llama, qwen2moe or deepseek4)", s.arch.c_str());
   }
   const TypeMix mix = parse_type(s.type);
   if (!mix.ok()) {
@@ -149,8 +145,20 @@ Status synth_validate(const SynthSpec& s) {
                s.type.c_str());
   }
   if (s.n_layer < 1) return err("--layers must be >= 1 (got %d)", s.n_layer);
+  if (s.fim && s.n_vocab < 265)
+    return err("--fim needs --vocab >= 265 (6 more control tokens), got %d", s.n_vocab);
   if (s.n_embd < 2 || s.n_embd % 2) return err("--embd must be even and >= 2 (got %d)", s.n_embd);
   if (s.n_head < 1) return err("--heads must be >= 1 (got %d)", s.n_head);
+  if (s.arch == "deepseek4") {
+    if (s.n_vocab < 259)
+      return err("--vocab must be >= 259 (256 bytes + 3 control tokens), got %d", s.n_vocab);
+    if (s.n_vocab > (1 << 21)) return err("--vocab %d is too large", s.n_vocab);
+    if (s.n_ctx < 1) return err("--ctx must be >= 1 (got %d)", s.n_ctx);
+    if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
+      return err("--top-k %d must be in [1, --experts %d]", s.n_expert_used, s.n_expert);
+    if (s.expert_ffn < 1) return err("--expert-ffn must be >= 1 (got %d)", s.expert_ffn);
+    return synth_validate_deepseek4(s);
+  }
   if (s.n_head_kv < 1 || s.n_head % s.n_head_kv) {
     return err("--kv-heads %d must be >= 1 and divide --heads %d", s.n_head_kv, s.n_head);
   }
@@ -211,21 +219,23 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   const bool skew = s.router_skew > 0 && E > 0;
 
   std::vector<TensorPlan> plan;
+  const bool ds4 = s.arch == "deepseek4";
+  synth_detail::PlanBuilder pb{&plan};
   auto mat = [&](std::string name, GgmlType t, std::vector<int64_t> ne, int layer) {
-    const float sc = 1.0f / std::sqrt(static_cast<float>(ne[0]));
-    plan.push_back({std::move(name), t, std::move(ne), Init::normal, sc, 0, 0, layer, {}});
+    pb.mat(std::move(name), t, std::move(ne), layer);
   };
-  auto norm = [&](std::string name, int64_t n, int layer) {
-    plan.push_back({std::move(name), GgmlType::f32, {n}, Init::uniform, 0, 0.5f, 1.5f, layer, {}});
-  };
+  auto norm = [&](std::string name, int64_t n, int layer) { pb.norm(std::move(name), n, layer); };
   auto vec = [&](std::string name, int64_t n, float sc, int layer) {
-    plan.push_back({std::move(name), GgmlType::f32, {n}, Init::normal, sc, 0, 0, layer, {}});
+    pb.vec(std::move(name), {n}, sc, layer);
   };
-  plan.push_back(
-      {"token_embd.weight", type_of("token_embd", -1), {d, V}, Init::embedding, 1.0f, 0, 0, -1, {}});
-  norm("output_norm.weight", d, -1);
-  mat("output.weight", type_of("output", -1), {d, V}, -1);
-  for (int il = 0; il < s.n_layer; ++il) {
+  if (ds4) {
+    synth_plan_deepseek4(s, &plan);
+  } else {
+    plan.push_back({"token_embd.weight", type_of("token_embd", -1), {d, V}, Init::embedding, 1.0f, 0, 0, -1});
+    norm("output_norm.weight", d, -1);
+    mat("output.weight", type_of("output", -1), {d, V}, -1);
+  }
+  for (int il = 0; il < (ds4 ? 0 : s.n_layer); ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     norm(b + "attn_norm.weight", d, il);
     mat(b + "attn_q.weight", type_of("attn_q", il), {d, H * hd}, il);
@@ -255,8 +265,7 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
                     1.0f / std::sqrt(static_cast<float>(d)),
                     0,
                     0,
-                    il,
-                    {}});
+                    il});
     mat(b + kRoutedExpertPartNames[routed_expert_gate], type_of("ffn_gate", il, true), {d, F, E}, il);
     mat(b + kRoutedExpertPartNames[routed_expert_up], type_of("ffn_up", il, true), {d, F, E}, il);
     mat(b + kRoutedExpertPartNames[routed_expert_down], type_of("ffn_down", il, true), {F, d, E}, il);
@@ -302,76 +311,82 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
     }
   }
 
-  // Chunks of rows over all tensors, generated in parallel.
-  struct Chunk {
-    size_t tensor;
-    int64_t row0, row1;
-  };
-  std::vector<Chunk> chunks;
+  // Each tensor is generated when the writer reaches it (one tensor in memory at a time, so a
+  // model larger than RAM can be written), its chunks of rows in parallel; every chunk has its own
+  // RNG stream, so the bytes do not depend on the thread count.
   uint64_t n_params = 0;
-  for (size_t ti = 0; ti < plan.size(); ++ti) {
-    auto& tp = plan[ti];
+  for (const auto& tp : plan) {
+    int64_t n = 1;
+    for (int64_t x : tp.ne) n *= x;
+    n_params += static_cast<uint64_t>(n);
+    if (tp.init != Init::expert_ids && !kernel_traits(tp.type).from_float)
+      return err("no quantizer for type %s", type_name(tp.type));
+  }
+  ThreadPool pool(s.n_threads);
+  const float emb_offset = skew ? 0.5f * std::sqrt(static_cast<float>(d)) : 0.0f;
+  auto generate = [&](const TensorPlan& tp, uint8_t* data) {
     const int64_t ne0 = tp.ne[0];
     int64_t rows = 1;
     for (size_t k = 1; k < tp.ne.size(); ++k) rows *= tp.ne[k];
-    n_params += static_cast<uint64_t>(ne0 * rows);
-    tp.data.resize(row_bytes(tp.type, ne0) * static_cast<size_t>(rows));
     const int64_t per = std::max<int64_t>(1, 65536 / ne0);
-    for (int64_t r = 0; r < rows; r += per) chunks.push_back({ti, r, std::min(rows, r + per)});
-  }
-  for (auto& tp : plan) {
-    if (!kernel_traits(tp.type).from_float) return err("no quantizer for type %s", type_name(tp.type));
-  }
-
-  ThreadPool pool(s.n_threads);
-  const float emb_offset = skew ? 0.5f * std::sqrt(static_cast<float>(d)) : 0.0f;
-  pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t c0, int64_t c1) {
-    std::vector<float> tmp;
-    for (int64_t ci = c0; ci < c1; ++ci) {
-      const Chunk& ch = chunks[static_cast<size_t>(ci)];
-      TensorPlan& tp = plan[ch.tensor];
-      const int64_t ne0 = tp.ne[0];
-      Rng rng(s.seed ^ mix64(hash_str(tp.name)) ^ mix64(static_cast<uint64_t>(ch.row0) + 0x1234567ull));
-      tmp.resize(static_cast<size_t>(ne0));
+    const int64_t n_chunks = (rows + per - 1) / per;
+    pool.parallel_for(n_chunks, [&](int64_t c0, int64_t c1) {
+      std::vector<float> tmp(static_cast<size_t>(ne0));
+      std::vector<int32_t> ids;
       const size_t rb = row_bytes(tp.type, ne0);
-      const auto from_float = kernel_traits(tp.type).from_float;
-      for (int64_t r = ch.row0; r < ch.row1; ++r) {
-        for (int64_t i = 0; i < ne0; ++i) {
-          float v = 0;
-          switch (tp.init) {
-            case Init::normal:
-              v = tp.scale * rng.normal();
-              break;
-            case Init::uniform:
-              v = tp.lo + (tp.hi - tp.lo) * rng.uniform();
-              break;
-            case Init::embedding:
-              v = rng.normal() + emb_offset * u[static_cast<size_t>(i)];
-              break;
-            case Init::router:
-              v = tp.scale * rng.normal();
-              break;
+      for (int64_t ci = c0; ci < c1; ++ci) {
+        const int64_t row0 = ci * per, row1 = std::min(rows, row0 + per);
+        Rng rng(s.seed ^ mix64(hash_str(tp.name)) ^ mix64(static_cast<uint64_t>(row0) + 0x1234567ull));
+        for (int64_t r = row0; r < row1; ++r) {
+          uint8_t* dst = data + static_cast<size_t>(r) * rb;
+          if (tp.init == Init::expert_ids) {  // ne0 distinct ids of [0, scale): a partial shuffle
+            const auto n_ids = static_cast<int32_t>(tp.scale);
+            ids.resize(static_cast<size_t>(n_ids));
+            for (int32_t i = 0; i < n_ids; ++i) ids[static_cast<size_t>(i)] = i;
+            for (int64_t i = 0; i < ne0; ++i) {
+              const auto j = i + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(n_ids - i));
+              std::swap(ids[static_cast<size_t>(i)], ids[static_cast<size_t>(j)]);
+            }
+            std::memcpy(dst, ids.data(), static_cast<size_t>(ne0) * sizeof(int32_t));
+            continue;
           }
-          tmp[static_cast<size_t>(i)] = v;
+          for (int64_t i = 0; i < ne0; ++i) {
+            float v = 0;
+            switch (tp.init) {
+              case Init::normal:
+              case Init::router:
+                v = tp.scale * rng.normal();
+                break;
+              case Init::uniform:
+                v = tp.lo + (tp.hi - tp.lo) * rng.uniform();
+                break;
+              case Init::embedding:
+                v = rng.normal() + emb_offset * u[static_cast<size_t>(i)];
+                break;
+              case Init::expert_ids:
+                break;
+            }
+            tmp[static_cast<size_t>(i)] = v;
+          }
+          if (tp.init == Init::router && skew) {
+            // Remove the row's random component along u, so the only u-dependence (and with it the
+            // only shared per-expert bias) is the rank strength.
+            double dot = 0;
+            for (int64_t i = 0; i < ne0; ++i)
+              dot += static_cast<double>(tmp[static_cast<size_t>(i)]) * u[static_cast<size_t>(i)];
+            const float k =
+                strength[static_cast<size_t>(tp.layer)][static_cast<size_t>(r % E)] - static_cast<float>(dot);
+            for (int64_t i = 0; i < ne0; ++i) tmp[static_cast<size_t>(i)] += k * u[static_cast<size_t>(i)];
+          }
+          kernel_traits(tp.type).from_float(tmp.data(), dst, ne0);
         }
-        if (tp.init == Init::router && skew) {
-          // Remove the row's random component along u, so the only u-dependence (and with it the
-          // only shared per-expert bias) is the rank strength.
-          double dot = 0;
-          for (int64_t i = 0; i < ne0; ++i)
-            dot += static_cast<double>(tmp[static_cast<size_t>(i)]) * u[static_cast<size_t>(i)];
-          const float k =
-              strength[static_cast<size_t>(tp.layer)][static_cast<size_t>(r % E)] - static_cast<float>(dot);
-          for (int64_t i = 0; i < ne0; ++i) tmp[static_cast<size_t>(i)] += k * u[static_cast<size_t>(i)];
-        }
-        from_float(tmp.data(), tp.data.data() + static_cast<size_t>(r) * rb, ne0);
       }
-    }
-  });
+    });
+  };
 
   GgufWriter w;
   const std::string& a = s.arch;
-  SynthVocab vocab = synth_vocab(s.n_vocab, s.arch);
+  SynthVocab vocab = synth_vocab(s.n_vocab, s.arch, s.fim);
   w.set_string("general.architecture", a);
   w.set_string("general.name",
                "synth-" + a + "-L" + std::to_string(s.n_layer) + "-d" + std::to_string(d) +
@@ -387,10 +402,14 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
   w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(E ? (a == "llama" ? F : S > 0 ? S : F) : F));
   w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(H));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(KV));
-  w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
-  w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  if (ds4) {
+    synth_meta_deepseek4(s, w);
+  } else {
+    w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(KV));
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  }
   w.set_f32(a + ".rope.freq_base", s.rope_base);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
   if (E > 0) {
@@ -409,12 +428,24 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(vocab.eos));
   w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(vocab.bos));
   w.set_bool("tokenizer.ggml.add_bos_token", false);
+  if (s.fim) {
+    const std::pair<const char*, int32_t> fim[] = {{"pre", vocab.fim_pre}, {"suf", vocab.fim_suf},
+                                                   {"mid", vocab.fim_mid}, {"pad", vocab.fim_pad},
+                                                   {"rep", vocab.fim_rep}, {"sep", vocab.fim_sep}};
+    for (const auto& [k, id] : fim)
+      w.set_u32(std::string("tokenizer.ggml.fim_") + k + "_token_id", static_cast<uint32_t>(id));
+  }
   w.set_string(
       "tokenizer.chat_template",
       "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
       "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
       "{% endif %}");
-  for (auto& tp : plan) STRATA_TRY(w.add_tensor(tp.name, tp.type, tp.ne, tp.data.data()));
+  for (const TensorPlan& tp : plan) {
+    STRATA_TRY(w.add_tensor(tp.name, tp.type, tp.ne, [&generate, &tp](uint8_t* dst, size_t) -> Status {
+      generate(tp, dst);
+      return {};
+    }));
+  }
   STRATA_TRY(w.write(path));
 
   SynthInfo info;

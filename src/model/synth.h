@@ -20,7 +20,7 @@
 namespace strata {
 
 struct SynthSpec {
-  std::string arch = "qwen3moe";  // qwen3moe | llama | qwen2moe
+  std::string arch = "qwen3moe";  // qwen3moe | llama | qwen2moe | deepseek4
   int n_layer = 2;
   int n_embd = 64;
   int n_head = 4;
@@ -43,7 +43,24 @@ struct SynthSpec {
   float rope_base = 1e6f;
   float rms_eps = 1e-6f;
   int n_threads = 0;  // <= 0: all cores
+  // deepseek4 only (docs: ../shared/docs/deepseek-v4.md §6; synth_preset_v4_flash gives the real
+  // widths). n_head_kv must be 1 and head_dim is the K = V width; expert_ffn is also the shared
+  // expert's width; routed experts / dense matrices follow --type as above.
+  int rope_dim = 0;                  // rotated tail of each head (rope.dimension_count)
+  int q_lora = 0;                    // attention.q_lora_rank
+  int out_groups = 0, out_lora = 0;  // grouped output projection
+  int window = 128;                  // sliding window
+  std::vector<int> compress_ratios;  // per layer 0 / 4 / 128 (empty: 0, 0, then 4, 128 alternating)
+  int hash_layers = 0;               // the first N layers route by token id
+  int indexer_heads = 0, indexer_dim = 0, indexer_topk = 0;
+  float swiglu_clamp = 10.0f;
+  bool fim = false;  // fill-in-the-middle tokens in the vocabulary (Qwen2.5-Coder's six), for infill tests
 };
+
+// DeepSeek-V4-Flash's widths (d 4096, 64 heads of 512, q_lora 1024, 8 output groups of 1024, 256
+// experts top-6 of 2048 + 1 shared, indexer 64 x 128 top-512, window 128, vocab 129,280, 3 hash
+// layers at most) with n_layer layers; compress ratios [0, 0, 4, 128, 4, ...] unless set after.
+SynthSpec synth_preset_v4_flash(int n_layer);
 
 // Every problem with a spec, as one message naming the flag ("--embd 70 must be a multiple of 32
 // for q8_0").
@@ -65,10 +82,12 @@ struct SynthVocab {
   std::vector<std::string> merges;  // "left right", rank order
   std::string pre;                  // pre-tokenizer name
   int32_t bos = -1, eos = -1;
+  // fim: <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>, <|fim_pad|>, <|repo_name|>, <|file_sep|>
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
 };
-// n_vocab >= 259: ids 0..255 are the bytes, then merges, then <|endoftext|>, <|im_start|>,
-// <|im_end|>. Deterministic per (n_vocab, arch); eos is <|im_end|> for qwen archs and
-// <|endoftext|> for llama.
-SynthVocab synth_vocab(int n_vocab, const std::string& arch);
+// n_vocab >= 259 (265 with fim): ids 0..255 are the bytes, then merges, then (fim) the six FIM
+// control tokens, then <|endoftext|>, <|im_start|>, <|im_end|>. Deterministic per (n_vocab, arch,
+// fim); eos is <|im_end|> for qwen archs and deepseek4 and <|endoftext|> for llama.
+SynthVocab synth_vocab(int n_vocab, const std::string& arch, bool fim = false);
 
 }  // namespace strata

@@ -123,14 +123,16 @@ std::vector<std::pair<std::string, std::string>> english_merges(const std::strin
 
 }  // namespace
 
-SynthVocab synth_vocab(int n_vocab, const std::string& arch) {
+SynthVocab synth_vocab(int n_vocab, const std::string& arch, bool fim) {
   SynthVocab v;
   const auto bytes = byte_token_texts();
   for (auto& t : bytes) {
     v.tokens.push_back(t);
     v.types.push_back(1);
   }
-  const int n_control = 3;
+  static constexpr const char* kFim[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                         "<|fim_pad|>",    "<|repo_name|>",  "<|file_sep|>"};
+  const int n_control = 3 + (fim ? 6 : 0);
   const int n_merges = n_vocab - 256 - n_control;
 
   // Letters repeated by rough English frequency: drawing from this string favours common letters.
@@ -174,6 +176,15 @@ SynthVocab synth_vocab(int n_vocab, const std::string& arch) {
     if (n_chars > std::min<size_t>(max_len, 10) || known.count(joined)) continue;
     add_merge(l, r);
   }
+  if (fim) {
+    const auto first = static_cast<int32_t>(v.tokens.size());
+    for (const char* c : kFim) {
+      v.tokens.emplace_back(c);
+      v.types.push_back(3);
+    }
+    v.fim_pre = first, v.fim_suf = first + 1, v.fim_mid = first + 2;
+    v.fim_pad = first + 3, v.fim_rep = first + 4, v.fim_sep = first + 5;
+  }
   for (const char* c : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
     v.tokens.emplace_back(c);
     v.types.push_back(3);
@@ -181,7 +192,7 @@ SynthVocab synth_vocab(int n_vocab, const std::string& arch) {
   const int32_t eot = n_vocab - 3, im_end = n_vocab - 1;
   v.bos = eot;
   v.eos = arch == "llama" ? eot : im_end;
-  v.pre = arch == "llama" ? "default" : "qwen2";
+  v.pre = arch == "llama" ? "default" : (arch == "deepseek4" ? "joyai-llm" : "qwen2");
   return v;
 }
 

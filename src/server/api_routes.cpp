@@ -123,6 +123,9 @@ std::vector<Route> Api::routes() {
   auto chat = [this](const std::shared_ptr<Exchange>& ex) {
     CompletionJob::start(ctx_, next_id_++, ex, true);
   };
+  auto infill = [this](const std::shared_ptr<Exchange>& ex) {
+    CompletionJob::start(ctx_, next_id_++, ex, false, /*infill=*/true);
+  };
   // {method, path, prefix (the rest of the path is a parameter), needs the API key, runs on a
   // worker, handler}
   return {
@@ -143,6 +146,7 @@ std::vector<Route> Api::routes() {
       {"POST", "/completions", false, true, true, text},
       {"POST", "/v1/chat/completions", false, true, true, chat},
       {"POST", "/chat/completions", false, true, true, chat},
+      {"POST", "/infill", false, true, true, infill},
   };
 }
 

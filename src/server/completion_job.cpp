@@ -220,10 +220,10 @@ Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::ve
   return chat_apply_inserts(*format, messages, inserts, opts);
 }
 
-void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex,
-                          bool chat) {
+void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex, bool chat,
+                          bool infill) {
   const HttpRequest& req = ex->request();
-  auto parsed = parse_request(req.body, chat);
+  auto parsed = infill ? parse_infill_request(req.body) : parse_request(req.body, chat);
   if (!parsed.ok()) return ex->respond(error_response(400, parsed.message()));
   ApiRequest& r = *parsed;
   if (chat) {
@@ -237,6 +237,17 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }
   if (auto bad = over_limits(ctx, r)) return ex->respond(error_response(400, *bad));
+  if (r.fim) {  // each prompt is the code before the hole; room is left for the reply
+    const int64_t n_ctx = ctx.engine.n_ctx();
+    const int64_t reserve =
+        r.params.n_predict >= 0 ? std::min<int64_t>(r.params.n_predict, n_ctx / 2) : n_ctx / 4;
+    for (ApiPrompt& p : r.prompts) {
+      r.fim->prefix = p.tokens.empty() ? ctx.tok.encode(p.text, false, false) : p.tokens;
+      auto toks = fim_prompt(ctx.tok, *r.fim, n_ctx - reserve);
+      if (!toks.ok()) return ex->respond(error_response(400, toks.message()));
+      p.tokens = std::move(*toks);
+    }
+  }
   for (ApiPrompt& p : r.prompts)
     if (p.tokens.empty()) p.tokens = ctx.tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true);
   std::vector<uint32_t> seeds = choice_seeds(r);
@@ -244,6 +255,7 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   r.params.knobs = profile_knobs(r.profile.value_or(ctx.profile));
   ApiResponseHead head;
   head.chat = chat;
+  head.native = r.native;
   head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
   head.model = ctx.model_name;
   head.created = static_cast<int64_t>(std::time(nullptr));

@@ -50,7 +50,9 @@ class CompletionJob {
  public:
   // Answers ex's request (its body; waiting counted from its t_arrival): a 400 when it is bad, a
   // 503 with Retry-After when the engine's queue is full, else the completion, streamed or not.
-  static void start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex, bool chat);
+  // infill: llama-server's /infill body and response shape (parse_infill_request).
+  static void start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex, bool chat,
+                    bool infill = false);
 };
 
 }  // namespace strata::server

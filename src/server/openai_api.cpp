@@ -424,7 +424,17 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   }
   STRATA_TRY(parse_logprobs(body, chat, &r));
   STRATA_TRY(parse_penalties(body, &s));
+  if (auto sf = body.find("suffix"); !chat && sf != body.end() && !sf->is_null()) {
+    if (!sf->is_string()) return err("'suffix' must be a string, got %s", kind(*sf));
+    if (!sf->get<std::string>().empty()) {
+      r.fim.emplace();
+      r.fim->suffix = sf->get<std::string>();
+    }
+    if (r.fim && r.echo)
+      return err("'echo' with 'suffix' is not supported (the prompt is rewritten for infill)");
+  }
   for (const char* key : {"best_of", "tools", "suffix"}) {
+    if (!chat && std::string(key) == "suffix") continue;
     if (chat && std::string(key) == "tools") continue;  // parse_tools
     if (std::string(key) == "best_of" && body.contains(key) && body[key].is_number_integer() &&
         body[key].get<int64_t>() == 1)

@@ -16,8 +16,11 @@
 // rendered in the model's native syntax, its calls parsed back, server/tool_calls.h) / required / a
 // named function (the same, the whole reply grammar-constrained to calls; a named function's only),
 // parallel_tool_calls, assistant messages with
-// tool_calls and tool messages in the history. Anything that would change the output but is not
-// supported (suffix) is an error that names the field, never silently ignored.
+// tool_calls and tool messages in the history; suffix (completions, a non-empty string: the prompt is
+// the code before the hole, text/fim.h; a model without fill-in-the-middle tokens answers 400).
+// /infill takes llama-server's fields (input_prefix, input_suffix, input_extra, prompt) and answers
+// in llama-server's /completion shape. Anything that would change the output but is not supported
+// is an error that names the field, never silently ignored.
 #pragma once
 
 #include <optional>
@@ -31,6 +34,7 @@
 #include "server/json_schema_grammar.h"
 #include "server/tool_calls.h"
 #include "text/chat_template.h"
+#include "text/fim.h"
 
 namespace strata::server {
 
@@ -66,6 +70,9 @@ struct ApiRequest {
   ChatTools tools;  // the request's tools and the history's tool calls, in the body's key order
   int n = 1;        // choices per prompt
   bool seeded = false;
+  std::optional<FimInput>
+      fim;              // suffix / infill: each prompt is the prefix (FimInput::prefix set by the job)
+  bool native = false;  // /infill: llama-server's response shape (ApiResponseHead::native)
   std::optional<Profile> profile;  // "profile": "accurate" | "fast" (runtime/profile.h); absent: the server's
   std::string model;
 };
@@ -81,6 +88,9 @@ Result<bool> parse_chat_thinking(const nlohmann::json& body);
 
 // Parses a request body. Errors name the field and what was expected.
 Result<ApiRequest> parse_request(const std::string& body, bool chat);
+// llama-server's /infill body: input_prefix, input_suffix (strings), input_extra ([{text,
+// filename}]), prompt (a string, the start of the middle), and the completion fields above.
+Result<ApiRequest> parse_infill_request(const std::string& body);
 
 // The shared identity of one response's chunks.
 struct ApiResponseHead {
@@ -88,6 +98,9 @@ struct ApiResponseHead {
   std::string model;  // echoed as the model name
   int64_t created = 0;
   bool chat = false;
+  // llama-server's native shape (/infill): {content, stop, stop_type, tokens_predicted,
+  // tokens_evaluated, timings, ...}; streamed, one such object per event and no [DONE].
+  bool native = false;
 };
 
 // One choice of a non-streamed body: its whole text, finish reason, logprobs (null when not asked).

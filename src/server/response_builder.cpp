@@ -40,6 +40,23 @@ void with_calls(const ApiResponseHead& h, int choice, const ToolCallDelta& d, Fi
   if (finish == FinishReason::stop) (*body)["finish_reason"] = "tool_calls";
 }
 
+// llama-server's /completion object (/infill): the text, whether it is the last, and on the last
+// its counters and timings.
+json native_body(const ApiResponseHead& h, const std::string& text, bool stop, FinishReason finish,
+                 const CompletionEvent& totals, bool has_new_line) {
+  json j{{"index", 0}, {"content", text}, {"stop", stop}, {"id_slot", -1}, {"model", h.model}};
+  if (!stop) return j;
+  j["stop_type"] = finish == FinishReason::length ? "limit" : "eos";
+  j["stopping_word"] = "";
+  j["tokens_predicted"] = totals.n_gen;
+  j["tokens_evaluated"] = totals.n_prompt;
+  j["tokens_cached"] = totals.n_cached;
+  j["truncated"] = false;
+  j["has_new_line"] = has_new_line;
+  j["timings"] = timings_body(totals);
+  return j;
+}
+
 }  // namespace
 
 ResponseBuilder::ResponseBuilder(ApiResponseHead head, const ApiRequest& r, const Tokenizer& tok)
@@ -96,6 +113,10 @@ void ResponseBuilder::add(int choice, const CompletionEvent& ev) {
 }
 
 json ResponseBuilder::body() {
+  if (head_.native) {
+    const Choice& c = choices_[0];
+    return native_body(head_, c.text, true, c.finish, totals_, c.text.find('\n') != std::string::npos);
+  }
   json choices = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = choices_[i];
@@ -153,6 +174,16 @@ std::string ResponseBuilder::sse(int choice, const CompletionEvent& ev) {
     }
   } else {
     d.content = std::exchange(c.text, std::string()) + ev.text;
+  }
+  if (head_.native) {  // one object per event; the last carries the counters
+    c.new_line = c.new_line || d.content.find('\n') != std::string::npos;
+    if (!ev.done)
+      return d.content.empty()
+                 ? ""
+                 : sse_line(native_body(head_, d.content, false, c.finish, totals_, c.new_line));
+    finish(choice, c, ev);
+    if (ev.finish == FinishReason::error) return sse_line(error_body(ev.error, 500));
+    return sse_line(native_body(head_, d.content, true, ev.finish, totals_, c.new_line));
   }
   std::string out;
   if (!d.content.empty() || (c.lp && !c.lp->empty())) {

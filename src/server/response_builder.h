@@ -43,6 +43,7 @@ class ResponseBuilder {
     std::optional<ToolCallParser> tools;  // streamed, with tools: the reply's calls as they close
     int n_calls = 0;                      // streamed: tool calls sent
     bool first = true;                    // streamed: no chunk of this choice sent yet
+    bool new_line = false;                // streamed, native: a newline was sent
     bool done = false;
     FinishReason finish = FinishReason::stop;
   };

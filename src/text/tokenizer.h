@@ -19,6 +19,13 @@
 
 namespace strata {
 
+// A vocabulary's fill-in-the-middle tokens (-1: none). Infill needs pre, suf and mid; rep and
+// sep mark repository-level context (project name, file names) where the model has them.
+struct FimTokens {
+  int32_t pre = -1, suf = -1, mid = -1, pad = -1, rep = -1, sep = -1;
+  bool usable() const { return pre >= 0 && suf >= 0 && mid >= 0; }
+};
+
 class Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& file);
@@ -65,6 +72,7 @@ class Tokenizer {
   virtual text::TokenType token_type(int32_t id) const = 0;     // as in the file (or derived)
   virtual const std::string& token_text(int32_t id) const = 0;  // raw vocab text; "" when out of range
   virtual int32_t find_token(std::string_view text) const = 0;  // exact vocab text -> id, -1 if none
+  virtual FimTokens fim_tokens() const { return {}; }
 };
 
 // The tokenizer.ggml.* metadata of a GGUF as plain data (what from_gguf builds from).

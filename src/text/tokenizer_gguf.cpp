@@ -40,6 +40,9 @@ Result<text::VocabData> read_vocab_data(const GgufFile& f) {
   STRATA_TRY(read_opt_int(f, "tokenizer.ggml.eom_token_id", &d.eom_id));
   STRATA_TRY(read_opt_int(f, "tokenizer.ggml.unknown_token_id", &d.unk_id));
   STRATA_TRY(read_opt_int(f, "tokenizer.ggml.padding_token_id", &d.pad_id));
+  STRATA_TRY(read_opt_int(f, "tokenizer.ggml.fim_pre_token_id", &d.fim_pre_id));
+  STRATA_TRY(read_opt_int(f, "tokenizer.ggml.fim_suf_token_id", &d.fim_suf_id));
+  STRATA_TRY(read_opt_int(f, "tokenizer.ggml.fim_mid_token_id", &d.fim_mid_id));
   STRATA_TRY(read_opt_int(f, "tokenizer.ggml.fim_pad_token_id", &d.fim_pad_id));
   STRATA_TRY(read_opt_int(f, "tokenizer.ggml.fim_rep_token_id", &d.fim_rep_id));
   STRATA_TRY(read_opt_int(f, "tokenizer.ggml.fim_sep_token_id", &d.fim_sep_id));

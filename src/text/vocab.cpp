@@ -74,6 +74,34 @@ constexpr std::initializer_list<const char*> kEogTexts = {
     "<\xef\xbd\x9c"
     "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
     "[e~["};
+// The fill-in-the-middle tokens' usual texts: Qwen / StarCoder / DeepSeek-Coder / CodeLlama / GLM.
+constexpr std::initializer_list<const char*> kFimPreTexts = {"<|fim_prefix|>",
+                                                             "<fim-prefix>",
+                                                             "<fim_prefix>",
+                                                             "<\xef\xbd\x9c"
+                                                             "fim\xe2\x96\x81"
+                                                             "begin\xef\xbd\x9c>",
+                                                             "<PRE>",
+                                                             "\xe2\x96\x81<PRE>",
+                                                             "<|code_prefix|>"};
+constexpr std::initializer_list<const char*> kFimSufTexts = {"<|fim_suffix|>",
+                                                             "<fim-suffix>",
+                                                             "<fim_suffix>",
+                                                             "<\xef\xbd\x9c"
+                                                             "fim\xe2\x96\x81"
+                                                             "hole\xef\xbd\x9c>",
+                                                             "<SUF>",
+                                                             "\xe2\x96\x81<SUF>",
+                                                             "<|code_suffix|>"};
+constexpr std::initializer_list<const char*> kFimMidTexts = {"<|fim_middle|>",
+                                                             "<fim-middle>",
+                                                             "<fim_middle>",
+                                                             "<\xef\xbd\x9c"
+                                                             "fim\xe2\x96\x81"
+                                                             "end\xef\xbd\x9c>",
+                                                             "<MID>",
+                                                             "\xe2\x96\x81<MID>",
+                                                             "<|code_middle|>"};
 constexpr std::initializer_list<const char*> kFimPadTexts = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
                                                              "[PAD]"};
 constexpr std::initializer_list<const char*> kFimRepTexts = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
@@ -162,9 +190,12 @@ Status Vocab::finish_specials(const VocabData& d, int32_t default_bos, int32_t d
   pad = pick(d.pad_id, -1);
   eot = pick(d.eot_id, -1);
   eom = pick(d.eom_id, -1);
-  int32_t fim_pad = pick(d.fim_pad_id, -1);
-  int32_t fim_rep = pick(d.fim_rep_id, -1);
-  int32_t fim_sep = pick(d.fim_sep_id, -1);
+  fim_pre = pick(d.fim_pre_id, -1);
+  fim_suf = pick(d.fim_suf_id, -1);
+  fim_mid = pick(d.fim_mid_id, -1);
+  fim_pad = pick(d.fim_pad_id, -1);
+  fim_rep = pick(d.fim_rep_id, -1);
+  fim_sep = pick(d.fim_sep_id, -1);
   add_bos = d.add_bos.value_or(default_add_bos);
   add_eos = d.add_eos.value_or(false);
   if (add_bos && bos < 0)
@@ -181,6 +212,9 @@ Status Vocab::finish_specials(const VocabData& d, int32_t default_bos, int32_t d
   };
   by_text(&eot, kEotTexts);
   by_text(&eom, {"<|eom_id|>"});
+  by_text(&fim_pre, kFimPreTexts);
+  by_text(&fim_suf, kFimSufTexts);
+  by_text(&fim_mid, kFimMidTexts);
   by_text(&fim_pad, kFimPadTexts);
   by_text(&fim_rep, kFimRepTexts);
   by_text(&fim_sep, kFimSepTexts);

@@ -53,7 +53,7 @@ struct VocabData {
   std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (empty = all normal)
   std::vector<std::string> merges;   // tokenizer.ggml.merges, "left right", rank = index
   std::optional<int64_t> bos_id, eos_id, eot_id, eom_id, unk_id, pad_id;
-  std::optional<int64_t> fim_pad_id, fim_rep_id, fim_sep_id;
+  std::optional<int64_t> fim_pre_id, fim_suf_id, fim_mid_id, fim_pad_id, fim_rep_id, fim_sep_id;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
   std::vector<uint8_t> token_strip;  // StripBits per token (tokenizer.json only; empty = none)
   // Special tokens match leftmost-longest in the text (HF tokenizers) instead of longest token
@@ -69,6 +69,8 @@ struct Vocab {
   TokenIndex index;               // text -> id over `text`
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
+  // Fill-in-the-middle tokens (metadata ids, else found by their usual texts), -1 if none.
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   bool add_bos = false;
   bool add_eos = false;
   std::set<int32_t> eog;

@@ -28,6 +28,9 @@ class VocabTokenizer : public Tokenizer {
   const std::string& pre_name() const override { return pre_; }
   int32_t eot_id() const override { return vocab_.eot; }
   int32_t eom_id() const override { return vocab_.eom; }
+  FimTokens fim_tokens() const override {
+    return {vocab_.fim_pre, vocab_.fim_suf, vocab_.fim_mid, vocab_.fim_pad, vocab_.fim_rep, vocab_.fim_sep};
+  }
   int32_t unk_id() const override { return vocab_.unk; }
   int32_t pad_id() const override { return vocab_.pad; }
   bool is_control(int32_t id) const override { return vocab_.has(id, kAttrControl | kAttrUnknown); }
