@@ -7,7 +7,9 @@
 
 #include "cli_args.h"
 #include "command.h"
+#include "model/model.h"
 #include "runtime/kl_divergence.h"
+#include "runtime/kld_base.h"
 #include "runtime/perplexity.h"
 
 namespace {
@@ -18,7 +20,7 @@ int fail(const std::string& msg, int code = 1) {
 }
 
 int cmd_kld(int argc, char** argv) {
-  std::string quant_path, ref_path, text_path;
+  std::string quant_path, ref_path, text_path, base_path;
   int threads = 0;
   bool json = false, quiet = false;
   strata::KldOptions o;
@@ -26,8 +28,12 @@ int cmd_kld(int argc, char** argv) {
       "KL divergence, top-1 agreement, dPPL and routing consistency of a quantized model vs a reference",
       "strata kld"};
   app.add_option("-m,--model", quant_path, "quantized GGUF model")->required();
-  app.add_option("--ref", ref_path, "reference GGUF model (same vocabulary)")->required();
-  app.add_option("-f,--file", text_path, "text file (tokenized whole, no BOS)")->required();
+  app.add_option("--ref", ref_path, "reference GGUF model (same vocabulary)");
+  app.add_option("-f,--file", text_path, "text file (tokenized whole, no BOS)");
+  app.add_option(
+      "--kl-divergence-base", base_path,
+      "instead of --ref and -f: reference log-probs saved by llama-perplexity --kl-divergence-base "
+      "(its tokens, window and second halves; routing not measured)");
   app.add_option("-c,--ctx-size", o.n_ctx, "window length (0: the reference's context_length, at most 4096)")
       ->capture_default_str();
   app.add_option("-b,--batch-size", o.n_batch, "max tokens per eval step")->capture_default_str();
@@ -54,15 +60,30 @@ int cmd_kld(int argc, char** argv) {
   if (o.n_ctx < 0 || o.n_ctx == 1 || o.n_ctx > (1 << 24)) return fail("-c must be 0 or in 2..2^24", 2);
   if (o.n_batch < 1) return fail("-b must be >= 1", 2);
   if (threads < 0) return fail("-t must be >= 0", 2);
-  auto text = strata::read_text_file(text_path);
-  if (!text.ok()) return fail(text.message());
+  if (base_path.empty() && (ref_path.empty() || text_path.empty()))
+    return fail("give --ref and -f, or --kl-divergence-base", 2);
+  if (!base_path.empty() && (!ref_path.empty() || !text_path.empty()))
+    return fail("--kl-divergence-base replaces --ref and -f (its file holds the tokens and the reference)",
+                2);
   strata::KldProgress progress;
   if (!quiet) {
     progress = [](int w, int n, double kld) {
       std::fprintf(stderr, "[%d/%d] mean KLD %.6f\n", w + 1, n, kld);
     };
   }
-  auto r = strata::kl_divergence_of_files(quant_path, ref_path, *text, o, threads, progress);
+  strata::Result<strata::KldResult> r = strata::err("no run");
+  if (!base_path.empty()) {
+    auto base = strata::read_kld_base(base_path);
+    if (!base.ok()) return fail(base.message());
+    auto m = strata::Model::load(quant_path, {.n_threads = threads});
+    if (!m.ok()) return fail(quant_path + ": " + m.message());
+    o.second_half = true;  // the file holds the second halves only
+    r = strata::kl_divergence_vs_base(**m, *base, o, progress);
+  } else {
+    auto text = strata::read_text_file(text_path);
+    if (!text.ok()) return fail(text.message());
+    r = strata::kl_divergence_of_files(quant_path, ref_path, *text, o, threads, progress);
+  }
   if (!r.ok()) return fail(r.message());
   double route_mean = 0;
   int route_n = 0;

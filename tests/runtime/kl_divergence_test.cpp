@@ -2,6 +2,7 @@
 // weights in Q4_0 vs F32) costs something measurable and its reference PPL equals perplexity's,
 // routing is captured per layer through the expert store's observer, bad input is refused.
 #include "runtime/kl_divergence.h"
+#include "runtime/kld_base.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -125,6 +126,72 @@ TEST_F(Kld, BadInput) {
   auto m = strata::kl_divergence_of_files(path("missing"), path("f32"), kText, strata::KldOptions{}, 1);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.message().find("missing.gguf"), std::string::npos) << m.message();
+}
+
+// llama-perplexity's --kl-divergence-base file: the f32 synth's own logits saved in its layout give
+// ~0 against the f32 model (only the file's 16-bit log-probs differ) and, against the Q4_0 copy,
+// the KLD that --ref measures over the same second halves; a bad or truncated file is named.
+TEST_F(Kld, AgainstASavedBaseFile) {
+  auto ref = strata::Model::load(path("f32"), {.n_threads = 1});
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  const int ctx = 16, V = (*ref)->n_vocab();
+  std::vector<int32_t> toks = (*ref)->tokenizer().encode(kText, false, false);
+  const int n_chunk = static_cast<int>(toks.size()) / ctx;
+  ASSERT_GE(n_chunk, 2);
+  toks.resize(static_cast<size_t>(n_chunk) * ctx);
+  std::vector<float> rows;
+  {
+    auto s = (*ref)->new_session({.n_ctx = ctx});
+    ASSERT_TRUE(s.ok());
+    std::vector<float> all(static_cast<size_t>(ctx) * V);
+    const int32_t bos = (*ref)->tokenizer().add_bos() ? (*ref)->tokenizer().bos_id() : -1;
+    for (int c = 0; c < n_chunk; ++c) {
+      std::vector<int32_t> win(toks.begin() + c * ctx, toks.begin() + (c + 1) * ctx);
+      if (bos >= 0) win[0] = bos;
+      (*s)->reset();
+      ASSERT_TRUE((*s)->eval(win, all.data(), true).ok());
+      rows.insert(rows.end(), all.begin() + static_cast<ptrdiff_t>(ctx / 2) * V,
+                  all.begin() + static_cast<ptrdiff_t>(ctx - 1) * V);
+    }
+  }
+  const std::string file = (dir_ / "base.kld").string();
+  ASSERT_TRUE(strata::write_kld_base(file, ctx, V, toks, rows).ok());
+  auto base = strata::read_kld_base(file);
+  ASSERT_TRUE(base.ok()) << base.message();
+  EXPECT_EQ(base->n_chunk, n_chunk);
+  strata::KldOptions o;
+  auto self = strata::kl_divergence_vs_base(**ref, *base, o);
+  ASSERT_TRUE(self.ok()) << self.message();
+  EXPECT_EQ(self->scored, int64_t{n_chunk} * (ctx - 1 - ctx / 2));
+  EXPECT_LT(self->kld_max, 1e-6);
+  EXPECT_EQ(self->top1_agree, 1.0);
+  EXPECT_NEAR(self->ppl_quant, self->ppl_ref, 1e-3 * self->ppl_ref);
+
+  auto q = strata::Model::load(path("q4_0"), {.n_threads = 1});
+  ASSERT_TRUE(q.ok());
+  auto vs_file = strata::kl_divergence_vs_base(**q, *base, o);
+  ASSERT_TRUE(vs_file.ok()) << vs_file.message();
+  o.n_ctx = ctx;
+  o.second_half = true;
+  auto vs_ref = strata::kl_divergence(**q, **ref, toks, o, nullptr, nullptr);
+  ASSERT_TRUE(vs_ref.ok()) << vs_ref.message();
+  EXPECT_GT(vs_file->kld_mean, 1e-4);
+  EXPECT_NEAR(vs_file->kld_mean, vs_ref->kld_mean, 0.02 * vs_ref->kld_mean + 1e-6);
+  EXPECT_EQ(vs_file->top1_agree, vs_ref->top1_agree);
+
+  // Bad files: another vocabulary, a truncated file, not a base file at all.
+  auto other = strata::Model::load(path("vocab400"), {.n_threads = 1});
+  ASSERT_TRUE(other.ok());
+  auto e = strata::kl_divergence_vs_base(**other, *base, o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("vocabulary has 300 tokens, the model's 400"), std::string::npos) << e.message();
+  fs::resize_file(file, fs::file_size(file) - 10);
+  auto t = strata::read_kld_base(file);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("truncated"), std::string::npos) << t.message();
+  auto g = strata::read_kld_base(path("f32"));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.message().find("no \"_logits_\" header"), std::string::npos) << g.message();
 }
 
 }  // namespace
