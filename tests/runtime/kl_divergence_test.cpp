@@ -163,7 +163,7 @@ TEST_F(Kld, AgainstASavedBaseFile) {
   auto self = strata::kl_divergence_vs_base(**ref, *base, o);
   ASSERT_TRUE(self.ok()) << self.message();
   EXPECT_EQ(self->scored, int64_t{n_chunk} * (ctx - 1 - ctx / 2));
-  EXPECT_LT(self->kld_max, 1e-6);
+  EXPECT_LT(self->kld_max, 2e-5);  // the file's 16-bit log-probs (steps of 16 / 65535)
   EXPECT_EQ(self->top1_agree, 1.0);
   EXPECT_NEAR(self->ppl_quant, self->ppl_ref, 1e-3 * self->ppl_ref);
 
