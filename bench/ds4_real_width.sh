@@ -65,5 +65,5 @@ in_cg "$STRATA" bench -m "$MODEL" -c "$CTX" -p 0 -n 8 -r 1 -t "$THREADS" --exper
 echo "strata: cgroup peak $(peak) B of $limit"
 sync
 echo 1 > /proc/sys/vm/drop_caches || true
-in_cg timeout 1800 "$LLAMA/llama-bench" -m "$MODEL" -p 0 -n 4 -r 1 -t "$THREADS" 2>&1 | grep -E 'tg|error' || true
+in_cg timeout 900 "$LLAMA/llama-bench" -m "$MODEL" -p 0 -n 2 -r 1 -t "$THREADS" 2>&1 | grep -E 'tg|error' || true
 echo "llama.cpp: cgroup peak $(peak) B of $limit"
