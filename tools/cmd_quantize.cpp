@@ -223,6 +223,7 @@ int cmd_quantize(int argc, char** argv) {
     if (!m.ok()) return fail(m.message());
     imatrix = std::move(m).value();
     opts.imatrix = &imatrix;
+    opts.imatrix_file = imatrix_path;
     opts.policy.has_imatrix = true;
   }
   auto parse_type = [](const std::string& flag, const std::string& v, std::optional<GgmlType>* out) {

@@ -113,6 +113,13 @@ Status write_quantized(const GgufFile& in, const QuantizePlan& plan, const Quant
   }
   w.set_u32("general.quantization_version", 2);
   w.set_u32("general.file_type", opts.policy.ftype->llama_ftype);
+  if (opts.imatrix) {  // as llama-quantize records its --imatrix (strings cut at 127 bytes as there)
+    w.set_string("quantize.imatrix.file", opts.imatrix_file.substr(0, 127));
+    if (!opts.imatrix->datasets.empty())
+      w.set_string("quantize.imatrix.dataset", opts.imatrix->datasets[0].substr(0, 127));
+    w.set_u32("quantize.imatrix.entries_count", static_cast<uint32_t>(opts.imatrix->entries.size()));
+    if (opts.imatrix->chunk_count > 0) w.set_u32("quantize.imatrix.chunks_count", opts.imatrix->chunk_count);
+  }
 
   ThreadPool pool(opts.n_threads);
   const size_t total = plan.tensors.size();

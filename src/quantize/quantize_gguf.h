@@ -35,6 +35,9 @@ struct QuantizeOptions {
   // --imatrix: tensors it covers whose type has an importance-weighted quantizer
   // (quant/weighted_quant.h) are quantized with it; its shapes must match the model's.
   const Imatrix* imatrix = nullptr;
+  // The --imatrix path as given: with imatrix, the output gets llama-quantize's
+  // quantize.imatrix.{file,dataset,entries_count,chunks_count} keys.
+  std::string imatrix_file;
 };
 
 struct TensorPlan {

@@ -218,6 +218,21 @@ TEST_F(KQuant, ImatrixRoundTripAndWeightedQuantization) {
   auto plan = plan_quantize(**f, o);
   ASSERT_TRUE(plan.ok()) << plan.message();
   EXPECT_EQ(plan->n_weighted, 1);  // blk.1.ffn_down_exps (Q5_0)
+  // The output records the imatrix under llama-quantize's keys.
+  o.imatrix_file = path;
+  const std::string out = (dir_ / "out.gguf").string();
+  ASSERT_TRUE(write_quantized(**f, *plan, o, out).ok());
+  auto q = GgufFile::open(out);
+  ASSERT_TRUE(q.ok());
+  auto file = (*q)->get_string_or("quantize.imatrix.file", "");
+  auto dataset = (*q)->get_string_or("quantize.imatrix.dataset", "");
+  auto entries = (*q)->get_int_or("quantize.imatrix.entries_count", -1);
+  auto chunks = (*q)->get_int_or("quantize.imatrix.chunks_count", -1);
+  ASSERT_TRUE(file.ok() && dataset.ok() && entries.ok() && chunks.ok());
+  EXPECT_EQ(*file, path);
+  EXPECT_EQ(*dataset, "valid.txt");
+  EXPECT_EQ(*entries, 1);
+  EXPECT_EQ(*chunks, 3);
   // A shape that disagrees is refused naming the tensor.
   Imatrix bad = *r;
   bad.entries["blk.0.attn_q.weight"] = e;
