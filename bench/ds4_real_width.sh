@@ -9,7 +9,8 @@
 # LLAMA_BIN_DIR holds llama-bench (llama.cpp v0.5.0 built for this CPU). MODEL defaults to
 # build/big/v4flash-L4-mxfp4.gguf and is written first when absent (`strata synth --preset v4-flash`,
 # ~15.5 GB on disk; minutes). Environment: THREADS (2), ROUNDS (3), STRATA (strata binary; default
-# build/release/tools/strata), CTX (4096, the budget run's context). Needs root for the cgroup step
+# build/release/tools/strata), CTX (4096, the budget run's context), SKIP_RESIDENT (set: step 2 only).
+# Needs root for the cgroup step
 # (cgroup v1 memory controller or cgroup v2).
 set -euo pipefail
 if [[ $# -lt 1 ]]; then
@@ -33,11 +34,13 @@ if [[ ! -f $MODEL ]]; then
   "$STRATA" synth --preset v4-flash --layers 4 --compress-ratios 0,4,128,4 --hash-layers 1 -o "$MODEL"
 fi
 
+if [[ -z ${SKIP_RESIDENT:-} ]]; then
 echo "## 1. resident"
 STRATA=$STRATA THREADS=$THREADS ROUNDS=$ROUNDS REPS=2 N_PROMPT=512 N_GEN=0 "$here/bench/compare.sh" \
   "$LLAMA/llama-bench" "$MODEL" | grep -v '^(t/s'
 STRATA=$STRATA THREADS=$THREADS ROUNDS=$ROUNDS REPS=3 N_PROMPT=64 N_GEN=32 "$here/bench/compare.sh" \
   "$LLAMA/llama-bench" "$MODEL"
+fi
 
 echo "## 2. experts over budget, both in a memory cgroup of the plan's total"
 experts=$("$STRATA" plan -m "$MODEL" -c "$CTX" --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["expert_weights_total"])')
@@ -57,13 +60,13 @@ else
   peak() { cat "$cg/memory.peak" 2>/dev/null || echo "?"; }
 fi
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
-in_cg() { sh -c 'echo $$ > "$0/cgroup.procs" && shift && exec "$@"' "$cg" "$@"; }
+in_cg() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"; }
 sync
 echo 1 > /proc/sys/vm/drop_caches || true
 in_cg "$STRATA" bench -m "$MODEL" -c "$CTX" -p 0 -n 8 -r 1 -t "$THREADS" --expert-budget "$budget" 2>&1 |
-  grep -E 'tg|expert|peak' || true
+  tail -n 25 || true
 echo "strata: cgroup peak $(peak) B of $limit"
 sync
 echo 1 > /proc/sys/vm/drop_caches || true
-in_cg timeout 900 "$LLAMA/llama-bench" -m "$MODEL" -p 0 -n 2 -r 1 -t "$THREADS" 2>&1 | grep -E 'tg|error' || true
+in_cg timeout 900 "$LLAMA/llama-bench" -m "$MODEL" -p 0 -n 2 -r 1 -t "$THREADS" 2>&1 | tail -n 6 || true
 echo "llama.cpp: cgroup peak $(peak) B of $limit"
