@@ -68,19 +68,23 @@ TEST(SynthVocab, EnglishTokenizesIntoWords) {
   std::filesystem::remove(path);
 }
 
+// `s` changed by `mutate` fails validation with a message containing `needle`.
+template <typename F>
+void expect_invalid(const SynthSpec& s, F mutate, const char* needle) {
+  SynthSpec t = s;
+  mutate(t);
+  Status st = synth_validate(t);
+  ASSERT_FALSE(st.ok()) << needle;
+  EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+}
+
 TEST(SynthSpec, ValidationNamesTheFlag) {
   SynthSpec s;
   s.n_expert = 4;
   s.n_expert_used = 2;
   s.expert_ffn = 64;
   EXPECT_TRUE(synth_validate(s).ok());
-  auto bad = [&](auto mutate, const char* needle) {
-    SynthSpec t = s;
-    mutate(t);
-    Status st = synth_validate(t);
-    ASSERT_FALSE(st.ok()) << needle;
-    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
-  };
+  auto bad = [&](auto mutate, const char* needle) { expect_invalid(s, mutate, needle); };
   bad([](SynthSpec& t) { t.n_expert_used = 5; }, "--top-k");
   bad([](SynthSpec& t) { t.expert_ffn = 48, t.type = "q4_0"; }, "--expert-ffn 48");
   bad([](SynthSpec& t) { t.n_head_kv = 3; }, "--kv-heads");
@@ -295,13 +299,7 @@ TEST(SynthDeepseek4, LoadsRunsAndIsDeterministic) {
   std::filesystem::remove(p1);
   std::filesystem::remove(p2);
 
-  auto bad = [&](auto mutate, const char* needle) {
-    SynthSpec t = s;
-    mutate(t);
-    Status st = synth_validate(t);
-    ASSERT_FALSE(st.ok()) << needle;
-    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
-  };
+  auto bad = [&](auto mutate, const char* needle) { expect_invalid(s, mutate, needle); };
   bad([](SynthSpec& t) { t.n_head_kv = 2; }, "--kv-heads");
   bad([](SynthSpec& t) { t.compress_ratios = {0, 4}; }, "--compress-ratios has 2 entries");
   bad([](SynthSpec& t) { t.compress_ratios = {0, 4, 8, 4}; }, "--compress-ratios: 8");
