@@ -78,9 +78,10 @@ struct SeqKnobs {
   // of a choice (1/k of the k weights' sum) are not run (its heaviest always is); the kept
   // weights are rescaled to the sum of all k (model/blocks/moe.h).
   float expert_min_share = 0.0f;
-  // In (0, 1): DeepSeek sparse attention (deepseek4's lightning indexer) keeps this fraction of the
-  // model's indexer top-k compressed entries per query (rounded up, at least 1): fewer keys read,
-  // a coarser attention. 0 (or >= 1): the model's top-k. Other architectures ignore it.
+  // In (0, 1): DeepSeek sparse attention (deepseek4's lightning indexer, deepseek_v41's index
+  // sources) keeps this fraction of the model's indexer top-k compressed entries per query (rounded
+  // up, at least 1): fewer keys read, a coarser attention. 0 (or >= 1): the model's top-k. Other
+  // architectures ignore it.
   float index_topk_share = 0.0f;
   // The indexer top-k this sequence uses for a model whose top-k is model_topk.
   int64_t index_topk(int64_t model_topk) const;

@@ -7,10 +7,10 @@
 //   fast      routed experts whose router weight is below half the mean weight of a token's
 //             choices (SeqKnobs::expert_min_share 0.5) are not run; the token's heaviest expert
 //             always is; the kept weights are rescaled to the routing's total. DeepSeek sparse
-//             attention (deepseek4) attends half the model's indexer top-k compressed entries per
-//             query (SeqKnobs::index_topk_share 0.5, rounded up): it changes only queries that see
-//             more entries than that (past 2 x top-k tokens: one entry per 4 tokens). Dense models are
-//             unchanged by it.
+//             attention (deepseek4, deepseek_v41) attends half the model's indexer top-k compressed entries
+//             per query (SeqKnobs::index_topk_share 0.5, rounded up): it changes only queries that see more
+//             entries than that (past 2 x top-k tokens: one entry per 4 tokens). Dense models are unchanged
+//             by it.
 #pragma once
 
 #include <string>

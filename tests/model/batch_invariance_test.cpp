@@ -199,6 +199,16 @@ TEST(BatchInvariance, FixtureIndexTopK) {
   check_profiles(dir + "/models/tiny-deepseek4-f32.gguf", half, 40);
 }
 
+// deepseek_v41's index sources take the same per-sequence top-k (sparse fixture: 4 -> 2; a 40-token
+// prompt's ratio-2 queries see up to 20 compressed entries): a V4.1 sequence with half the top-k,
+// beside others of both, gives the bits it gives alone, and the knob changes its logits.
+TEST(BatchInvariance, V41IndexTopK) {
+  STRATA_REQUIRE_FIXTURES_V41(dir);
+  SeqKnobs half;
+  half.index_topk_share = 0.5f;
+  check_profiles(dir + "/sparse", half, 40);
+}
+
 TEST(BatchInvariance, FixtureArchitectures) {
   STRATA_REQUIRE_FIXTURES(dir);
   for (const char* name : {"tiny-qwen3moe-f32", "tiny-llama-moe-f32", "tiny-qwen2moe-f32", "tiny-gpt-oss-f32",

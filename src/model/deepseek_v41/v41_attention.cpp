@@ -139,9 +139,10 @@ void compress(Step& sp, V41State& st, int l, float* a, const float* g, int64_t p
 
 // Index source l scores the index keys of its KV source for the query at `pos` (batch row `row`;
 // iq / iw: its indexer query and head weights) and publishes the selection (and, on the candidate
-// layer, the candidate mask) for that row.
+// layer, the candidate mask) for that row. topk: the row's sequence's own (SeqKnobs::index_topk of
+// the model's; the candidate blocks stay the model's).
 void index_select(const Step& sp, const V41State& st, V41Scratch& sc, int l, const float* iq, const float* iw,
-                  int64_t pos, int64_t row) {
+                  int64_t pos, int64_t row, int topk) {
   const Config& c = sp.m.cfg;
   const LayerCfg& lc = c.layers[l];
   const V41LayerState& src = st.layers[lc.kv_src];
@@ -192,7 +193,7 @@ void index_select(const Step& sp, const V41State& st, V41Scratch& sc, int l, con
     STRATA_ASSERT(static_cast<int64_t>(cand.size()) == lens);
     mask = cand.data();
   }
-  select_topk(sco.data(), mask, lens, c.idx_topk, &out);
+  select_topk(sco.data(), mask, lens, topk, &out);
 }
 
 }  // namespace
@@ -247,7 +248,8 @@ void attention_layer(Step& s, int l, const float* x, float* y) {
           compress(s, st, l, p.ca.data() + r * hd, lc.ratio > 1 ? p.cg.data() + r * hd : nullptr, pos);
         if (lc.index_source) {
           const int64_t iqw = int64_t{c.idx_heads} * c.idx_dim;
-          index_select(s, st, s.sc, l, p.iq.data() + r * iqw, p.iw.data() + r * c.idx_heads, pos, r);
+          index_select(s, st, s.sc, l, p.iq.data() + r * iqw, p.iw.data() + r * c.idx_heads, pos, r,
+                       static_cast<int>(run.knobs.index_topk(c.idx_topk)));
         }
         src = &st.layers[lc.kv_src];
       }
