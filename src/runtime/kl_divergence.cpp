@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/clock.h"
 #include "runtime/generate.h"
+#include "runtime/kld_base.h"
 #include "runtime/perplexity.h"
 
 namespace strata {
@@ -74,6 +76,32 @@ double nearest_rank(const std::vector<double>& sorted, double q) {
   return sorted[std::min(sorted.size() - 1, i > 0 ? i - 1 : 0)];
 }
 
+// The per-position numbers both comparisons gather, and the result they give.
+struct KldTally {
+  std::vector<double> klds;
+  double kl_sum = 0, nll_q = 0, nll_r = 0;
+  int64_t agree = 0;
+  void add(double kl, bool same_top, double nll_quant, double nll_ref) {
+    klds.push_back(kl);
+    kl_sum += kl;
+    agree += same_top;
+    nll_q += nll_quant;
+    nll_r += nll_ref;
+  }
+  double mean() const { return kl_sum / double(klds.size()); }
+  void into(KldResult* r) {
+    r->scored = static_cast<int64_t>(klds.size());
+    r->kld_mean = mean();
+    r->top1_agree = double(agree) / double(r->scored);
+    r->ppl_quant = std::exp(nll_q / double(r->scored));
+    r->ppl_ref = std::exp(nll_r / double(r->scored));
+    std::sort(klds.begin(), klds.end());
+    r->kld_max = klds.back();
+    r->kld_p99 = nearest_rank(klds, 0.99);
+    r->kld_median = nearest_rank(klds, 0.5);
+  }
+};
+
 }  // namespace
 
 Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<const int32_t> tokens,
@@ -115,10 +143,9 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
   std::vector<float> ref_logits(static_cast<size_t>(n_scored) * V);
   std::vector<double> ref_lse(static_cast<size_t>(n_scored));
   std::vector<int> ref_top(static_cast<size_t>(n_scored));
-  std::vector<double> klds;
-  klds.reserve(static_cast<size_t>(n_win * n_scored));
-  double nll_q = 0, nll_r = 0, kl_sum = 0;
-  int64_t agree = 0;
+  KldTally tally;
+  tally.klds.reserve(static_cast<size_t>(n_win * n_scored));
+  std::vector<double> ref_nll(static_cast<size_t>(n_scored));
   std::vector<double> route_sum;
   std::vector<int64_t> route_n;
   KldResult r;
@@ -155,7 +182,7 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
                         std::copy(row, row + V, ref_logits.begin() + static_cast<ptrdiff_t>(i) * V);
                         ref_lse[static_cast<size_t>(i)] = lse;
                         ref_top[static_cast<size_t>(i)] = argmax(row, V);
-                        nll_r += lse - double(row[tgt]);
+                        ref_nll[static_cast<size_t>(i)] = lse - double(row[tgt]);
                       }));
     if (!problem.empty()) return err("kld: %s", problem.c_str());
     if (!st.ok())
@@ -170,10 +197,8 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
                    kl += std::exp(a) * (a - b);
                  }
                  kl = std::max(kl, 0.0);  // rounding can leave a tiny negative sum
-                 klds.push_back(kl);
-                 kl_sum += kl;
-                 agree += argmax(row, V) == ref_top[static_cast<size_t>(i)];
-                 nll_q += lse - double(row[tgt]);
+                 tally.add(kl, argmax(row, V) == ref_top[static_cast<size_t>(i)], lse - double(row[tgt]),
+                           ref_nll[static_cast<size_t>(i)]);
                }));
     if (!problem.empty()) return err("kld: %s", problem.c_str());
     if (!st.ok())
@@ -193,20 +218,76 @@ Result<KldResult> kl_divergence(const Model& quant, const Model& ref, std::span<
         }
       }
     }
-    if (progress) progress(static_cast<int>(w), r.windows, kl_sum / double(klds.size()));
+    if (progress) progress(static_cast<int>(w), r.windows, tally.mean());
   }
   r.seconds = now_seconds() - t0;
-  r.scored = static_cast<int64_t>(klds.size());
-  r.kld_mean = kl_sum / double(r.scored);
-  r.top1_agree = double(agree) / double(r.scored);
-  r.ppl_quant = std::exp(nll_q / double(r.scored));
-  r.ppl_ref = std::exp(nll_r / double(r.scored));
-  std::sort(klds.begin(), klds.end());
-  r.kld_max = klds.back();
-  r.kld_p99 = nearest_rank(klds, 0.99);
-  r.kld_median = nearest_rank(klds, 0.5);
+  tally.into(&r);
   for (size_t l = 0; l < route_sum.size(); ++l)
     r.routing.push_back(route_n[l] ? route_sum[l] / double(route_n[l]) : -1.0);
+  return r;
+}
+
+Result<KldResult> kl_divergence_vs_base(const Model& m, const KldBase& base, const KldOptions& opts,
+                                        const KldProgress& progress) {
+  const int V = m.n_vocab(), ctx = base.n_ctx, first = ctx / 2;
+  if (base.n_vocab != V)
+    return err("kld: the base file's vocabulary has %d tokens, the model's %d", base.n_vocab, V);
+  for (size_t i = 0; i < base.tokens.size(); ++i)
+    if (base.tokens[i] < 0 || base.tokens[i] >= V)
+      return err("kld: the base file's token %zu (id %d) is outside the vocabulary (%d)", i, base.tokens[i],
+                 V);
+  SessionOptions so;
+  so.n_ctx = ctx;
+  so.n_batch = std::clamp(opts.n_batch, 1, ctx);
+  so.kv = opts.kv;
+  STRATA_ASSIGN(auto s, m.new_session(so));
+  s->set_knobs(opts.knobs);
+  const Tokenizer& tok = m.tokenizer();
+  const int32_t bos = tok.add_bos() ? tok.bos_id() : -1;
+  KldTally tally;
+  KldResult r;
+  r.n_ctx = ctx;
+  r.windows = base.n_chunk;
+  const double t0 = now_seconds();
+  for (int c = 0; c < base.n_chunk; ++c) {
+    std::vector<int32_t> win(base.tokens.begin() + static_cast<ptrdiff_t>(c) * ctx,
+                             base.tokens.begin() + static_cast<ptrdiff_t>(c + 1) * ctx);
+    if (bos >= 0) win[0] = bos;  // as llama-perplexity evaluates a chunk
+    std::string problem;
+    const Status st = score(m, *s, V, win, so.n_batch, [&](int64_t s0, std::span<const float> rows) {
+      const int64_t n = static_cast<int64_t>(rows.size()) / V;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t p = s0 + j;
+        if (p < first || p > ctx - 2) continue;
+        const float* x = rows.data() + static_cast<size_t>(j) * V;
+        const double lse = log_sum_exp(x, V);
+        if (!std::isfinite(lse) || !all_finite(x, V)) {
+          problem = "non-finite logits at position " + std::to_string(p) + " of chunk " + std::to_string(c);
+          return false;
+        }
+        // The base's row: log P(v) = min_log_prob + scale * q; KL over entries above e^-16 (llama.cpp's).
+        const uint16_t* b = base.row(c, static_cast<int>(p - first));
+        float scale, min_lp;
+        std::memcpy(&scale, b, sizeof scale);
+        std::memcpy(&min_lp, b + 2, sizeof min_lp);
+        b += 4;
+        double kl = 0;
+        const int top_base = static_cast<int>(std::max_element(b, b + V) - b);
+        for (int v = 0; v < V; ++v) {
+          const double lb = double(scale) * b[v] + min_lp;
+          if (lb > -16.0) kl += std::exp(lb) * (lb - (double(x[v]) - lse));
+        }
+        const int32_t next = win[static_cast<size_t>(p) + 1];
+        tally.add(kl, argmax(x, V) == top_base, lse - double(x[next]), -(double(scale) * b[next] + min_lp));
+      }
+      return true;
+    });
+    if (!problem.empty()) return err("kld: %s", problem.c_str());
+    if (!st.ok()) return err("kld: chunk %d: %s", c, st.message().c_str());
+    if (progress) progress(c, base.n_chunk, tally.mean());
+  }
+  r.seconds = now_seconds() - t0;
+  tally.into(&r);
   return r;
 }
 

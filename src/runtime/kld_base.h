@@ -35,7 +35,8 @@ Result<KldBase> read_kld_base(const std::string& path);
 Status write_kld_base(const std::string& path, int n_ctx, int n_vocab, const std::vector<int32_t>& tokens,
                       const std::vector<float>& logits);
 
-// `m` against the base, chunk by chunk from a fresh session (its first token replaced by the
+// `m` against the base (kl_divergence.cpp: the same engine scoring and summary as kl_divergence),
+// chunk by chunk from a fresh session (its first token replaced by the
 // model's BOS when it adds one, as llama-perplexity evaluates), positions n_ctx/2 .. n_ctx-2:
 // KLD over the base's entries above e^-16 (llama.cpp's rule), top-1 agreement, PPL of both.
 // opts.n_ctx is ignored (the file's); routing stays empty. Errors: another vocabulary size, a
