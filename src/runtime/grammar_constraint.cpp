@@ -111,7 +111,7 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> g,
 
 bool GrammarConstraint::allows(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return false;
-  if (const auto* m = mask_of(cur_)) return ((*m)[static_cast<size_t>(token) >> 6] >> (token & 63)) & 1;
+  if (const auto* m = mask_of(cur_)) return mask_allows(*m, token);
   if (token_step(token) >= 0) return true;
   if (vocab_->is_eog(token)) return can_end();
   return vocab_->has_text(token) && dfa_.walk(cur_, vocab_->piece(token)) >= 0;
@@ -121,7 +121,7 @@ void GrammarConstraint::allowed_tokens(std::vector<uint8_t>* allowed) {
   std::vector<uint64_t> bits;
   allowed_bits(&bits);
   allowed->assign(static_cast<size_t>(vocab_->n_vocab()), 0);
-  for (size_t t = 0; t < allowed->size(); ++t) (*allowed)[t] = (bits[t >> 6] >> (t & 63)) & 1;
+  for (size_t t = 0; t < allowed->size(); ++t) (*allowed)[t] = mask_allows(bits, static_cast<int32_t>(t));
 }
 
 void GrammarConstraint::allowed_bits(std::vector<uint64_t>* allowed) {
@@ -166,9 +166,7 @@ std::span<const uint64_t> GrammarConstraint::mask_bits() {
 void GrammarConstraint::filter(Candidates* c) {
   const std::span<const uint64_t> m = mask_bits();
   const int32_t n = vocab_->n_vocab();
-  std::erase_if(c->data, [&](const Candidate& cd) {
-    return cd.id < 0 || cd.id >= n || !((m[static_cast<size_t>(cd.id) >> 6] >> (cd.id & 63)) & 1);
-  });
+  std::erase_if(c->data, [&](const Candidate& cd) { return cd.id >= n || !mask_allows(m, cd.id); });
 }
 
 void GrammarConstraint::accept(int32_t token) {

@@ -209,10 +209,6 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
 }
 
 void Sampler::prepare(const float* logits, std::span<const uint64_t> allowed) {
-  auto is_allowed = [&](int32_t id) {
-    return static_cast<size_t>(id >> 6) < allowed.size() &&
-           ((allowed[static_cast<size_t>(id >> 6)] >> (id & 63)) & 1);
-  };
   if (!allowed.empty() && params_.logit_bias.empty()) {  // the allowed tokens only, in id order
     cands_.data.clear();
     const int32_t n_words = std::min((n_vocab_ + 63) / 64, static_cast<int32_t>(allowed.size()));
@@ -225,7 +221,8 @@ void Sampler::prepare(const float* logits, std::span<const uint64_t> allowed) {
   } else {
     candidates_from_logits(logits, n_vocab_, &cands_);
     sample_logit_bias(&cands_, params_.logit_bias);  // indexed by id: before filtering
-    if (!allowed.empty()) std::erase_if(cands_.data, [&](const Candidate& cd) { return !is_allowed(cd.id); });
+    if (!allowed.empty())
+      std::erase_if(cands_.data, [&](const Candidate& cd) { return !mask_allows(allowed, cd.id); });
   }
   sample_penalties(&cands_, counts_, params_.repeat_penalty);
   sample_presence_frequency(&cands_, gen_counts_, params_.presence_penalty, params_.frequency_penalty);

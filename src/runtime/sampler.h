@@ -85,6 +85,12 @@ int32_t sample_greedy(const float* logits, int32_t n_vocab);
 // else (llama.cpp's order) it draws again from the allowed tokens (greedy: the best allowed; a
 // constraint without mask bits has the best few candidates tried one by one first). Both draw from
 // the same distribution (a rejected draw is redrawn from the allowed tokens).
+// Whether token `id` is set in a constraint's mask bits (TokenConstraint::mask_bits's layout).
+inline bool mask_allows(std::span<const uint64_t> bits, int32_t id) {
+  const auto w = static_cast<size_t>(id) >> 6;
+  return id >= 0 && w < bits.size() && ((bits[w] >> (id & 63)) & 1);
+}
+
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
