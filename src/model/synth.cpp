@@ -120,6 +120,61 @@ int head_dim_of(const SynthSpec& s) {
   return s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
 }
 
+// The tensors of the llama-class architectures (qwen3moe, llama, qwen2moe).
+void plan_decoder(const SynthSpec& s, const TypeMix& mix, std::vector<TensorPlan>* plan) {
+  auto type_of = [&](const std::string& role, int layer, bool expert = false) {
+    return matrix_type(mix, expert, role, layer, s.n_layer);
+  };
+  const int64_t d = s.n_embd, hd = head_dim_of(s), H = s.n_head, KV = s.n_head_kv, V = s.n_vocab;
+  const int64_t E = s.n_expert, F = s.arch == "llama" && E == 0 ? s.ffn : s.expert_ffn;
+  const int64_t S = s.arch == "qwen2moe" ? (s.shared_ffn > 0 ? s.shared_ffn : s.expert_ffn) : 0;
+  synth_detail::PlanBuilder pb{plan};
+  plan->push_back({"token_embd.weight", type_of("token_embd", -1), {d, V}, Init::embedding, 1.0f, 0, 0, -1});
+  pb.norm("output_norm.weight", d, -1);
+  pb.mat("output.weight", type_of("output", -1), {d, V}, -1);
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    pb.norm(b + "attn_norm.weight", d, il);
+    pb.mat(b + "attn_q.weight", type_of("attn_q", il), {d, H * hd}, il);
+    pb.mat(b + "attn_k.weight", type_of("attn_k", il), {d, KV * hd}, il);
+    pb.mat(b + "attn_v.weight", type_of("attn_v", il), {d, KV * hd}, il);
+    if (s.arch == "qwen2moe") {
+      pb.vec(b + "attn_q.bias", {H * hd}, 0.5f, il);
+      pb.vec(b + "attn_k.bias", {KV * hd}, 0.5f, il);
+      pb.vec(b + "attn_v.bias", {KV * hd}, 0.5f, il);
+    }
+    pb.mat(b + "attn_output.weight", type_of("attn_output", il), {H * hd, d}, il);
+    if (s.arch == "qwen3moe") {
+      pb.norm(b + "attn_q_norm.weight", hd, il);
+      pb.norm(b + "attn_k_norm.weight", hd, il);
+    }
+    pb.norm(b + "ffn_norm.weight", d, il);
+    if (E == 0) {
+      pb.mat(b + "ffn_gate.weight", type_of("ffn_gate", il), {d, F}, il);
+      pb.mat(b + "ffn_up.weight", type_of("ffn_up", il), {d, F}, il);
+      pb.mat(b + "ffn_down.weight", type_of("ffn_down", il), {F, d}, il);
+      continue;
+    }
+    plan->push_back({b + kRouterWeight,
+                     GgmlType::f32,
+                     {d, E},
+                     Init::router,
+                     1.0f / std::sqrt(static_cast<float>(d)),
+                     0,
+                     0,
+                     il});
+    pb.mat(b + kRoutedExpertPartNames[routed_expert_gate], type_of("ffn_gate", il, true), {d, F, E}, il);
+    pb.mat(b + kRoutedExpertPartNames[routed_expert_up], type_of("ffn_up", il, true), {d, F, E}, il);
+    pb.mat(b + kRoutedExpertPartNames[routed_expert_down], type_of("ffn_down", il, true), {F, d, E}, il);
+    if (S > 0) {
+      pb.vec(b + "ffn_gate_inp_shexp.weight", {d}, 1.0f / std::sqrt(static_cast<float>(d)), il);
+      pb.mat(b + "ffn_gate_shexp.weight", type_of("ffn_gate", il), {d, S}, il);
+      pb.mat(b + "ffn_up_shexp.weight", type_of("ffn_up", il), {d, S}, il);
+      pb.mat(b + "ffn_down_shexp.weight", type_of("ffn_down", il), {S, d}, il);
+    }
+  }
+}
+
 // general.file_type as llama.cpp numbers it (LLAMA_FTYPE_*); pure Q4_K is its Q4_K_S id.
 uint32_t file_type_of(const std::string& t) {
   if (t == "f32") return 0;
@@ -209,10 +264,6 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   STRATA_TRY(synth_validate(s));
   const double t0 = now_seconds();
   const TypeMix mix = parse_type(s.type);
-  // The type of a matrix by role ("attn_v", "ffn_down", "output", else any name) and layer.
-  auto type_of = [&](const std::string& role, int layer, bool expert = false) {
-    return matrix_type(mix, expert, role, layer, s.n_layer);
-  };
   const int64_t d = s.n_embd, hd = head_dim_of(s), H = s.n_head, KV = s.n_head_kv, V = s.n_vocab;
   const int64_t E = s.n_expert, F = s.arch == "llama" && E == 0 ? s.ffn : s.expert_ffn;
   const int64_t S = s.arch == "qwen2moe" ? (s.shared_ffn > 0 ? s.shared_ffn : s.expert_ffn) : 0;
@@ -220,62 +271,10 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
 
   std::vector<TensorPlan> plan;
   const bool ds4 = s.arch == "deepseek4";
-  synth_detail::PlanBuilder pb{&plan};
-  auto mat = [&](std::string name, GgmlType t, std::vector<int64_t> ne, int layer) {
-    pb.mat(std::move(name), t, std::move(ne), layer);
-  };
-  auto norm = [&](std::string name, int64_t n, int layer) { pb.norm(std::move(name), n, layer); };
-  auto vec = [&](std::string name, int64_t n, float sc, int layer) {
-    pb.vec(std::move(name), {n}, sc, layer);
-  };
-  if (ds4) {
+  if (ds4)
     synth_plan_deepseek4(s, &plan);
-  } else {
-    plan.push_back({"token_embd.weight", type_of("token_embd", -1), {d, V}, Init::embedding, 1.0f, 0, 0, -1});
-    norm("output_norm.weight", d, -1);
-    mat("output.weight", type_of("output", -1), {d, V}, -1);
-  }
-  for (int il = 0; il < (ds4 ? 0 : s.n_layer); ++il) {
-    const std::string b = "blk." + std::to_string(il) + ".";
-    norm(b + "attn_norm.weight", d, il);
-    mat(b + "attn_q.weight", type_of("attn_q", il), {d, H * hd}, il);
-    mat(b + "attn_k.weight", type_of("attn_k", il), {d, KV * hd}, il);
-    mat(b + "attn_v.weight", type_of("attn_v", il), {d, KV * hd}, il);
-    if (s.arch == "qwen2moe") {
-      vec(b + "attn_q.bias", H * hd, 0.5f, il);
-      vec(b + "attn_k.bias", KV * hd, 0.5f, il);
-      vec(b + "attn_v.bias", KV * hd, 0.5f, il);
-    }
-    mat(b + "attn_output.weight", type_of("attn_output", il), {H * hd, d}, il);
-    if (s.arch == "qwen3moe") {
-      norm(b + "attn_q_norm.weight", hd, il);
-      norm(b + "attn_k_norm.weight", hd, il);
-    }
-    norm(b + "ffn_norm.weight", d, il);
-    if (E == 0) {
-      mat(b + "ffn_gate.weight", type_of("ffn_gate", il), {d, F}, il);
-      mat(b + "ffn_up.weight", type_of("ffn_up", il), {d, F}, il);
-      mat(b + "ffn_down.weight", type_of("ffn_down", il), {F, d}, il);
-      continue;
-    }
-    plan.push_back({b + kRouterWeight,
-                    GgmlType::f32,
-                    {d, E},
-                    Init::router,
-                    1.0f / std::sqrt(static_cast<float>(d)),
-                    0,
-                    0,
-                    il});
-    mat(b + kRoutedExpertPartNames[routed_expert_gate], type_of("ffn_gate", il, true), {d, F, E}, il);
-    mat(b + kRoutedExpertPartNames[routed_expert_up], type_of("ffn_up", il, true), {d, F, E}, il);
-    mat(b + kRoutedExpertPartNames[routed_expert_down], type_of("ffn_down", il, true), {F, d, E}, il);
-    if (S > 0) {
-      vec(b + "ffn_gate_inp_shexp.weight", d, 1.0f / std::sqrt(static_cast<float>(d)), il);
-      mat(b + "ffn_gate_shexp.weight", type_of("ffn_gate", il), {d, S}, il);
-      mat(b + "ffn_up_shexp.weight", type_of("ffn_up", il), {d, S}, il);
-      mat(b + "ffn_down_shexp.weight", type_of("ffn_down", il), {S, d}, il);
-    }
-  }
+  else
+    plan_decoder(s, mix, &plan);
 
   // The shared direction u (unit vector) and per-layer router strengths.
   std::vector<float> u(static_cast<size_t>(d));

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "format/gguf.h"
+#include "format/tensor_names.h"
 #include "model/synth_plan.h"
 
 namespace strata {
@@ -155,7 +156,7 @@ void synth_plan_deepseek4(const SynthSpec& s, std::vector<TensorPlan>* plan) {
       compressor("indexer_compressor", s.indexer_dim, 2, 4);
     }
     pb.norm(b + "ffn_norm.weight", d, il);
-    pb.mat(b + "ffn_gate_inp.weight", GgmlType::f32, {d, E}, il);
+    pb.mat(b + kRouterWeight, GgmlType::f32, {d, E}, il);
     if (il < n_hash_of(s))
       plan->push_back({b + "ffn_gate_tid2eid.weight",
                        GgmlType::i32,
@@ -167,9 +168,9 @@ void synth_plan_deepseek4(const SynthSpec& s, std::vector<TensorPlan>* plan) {
                        il});
     else
       pb.vec(b + "exp_probs_b.bias", {E}, 0.1f, il);
-    pb.mat(b + "ffn_gate_exps.weight", type_of("ffn_gate", il, true), {d, F, E}, il);
-    pb.mat(b + "ffn_up_exps.weight", type_of("ffn_up", il, true), {d, F, E}, il);
-    pb.mat(b + "ffn_down_exps.weight", type_of("ffn_down", il, true), {F, d, E}, il);
+    pb.mat(b + kRoutedExpertPartNames[routed_expert_gate], type_of("ffn_gate", il, true), {d, F, E}, il);
+    pb.mat(b + kRoutedExpertPartNames[routed_expert_up], type_of("ffn_up", il, true), {d, F, E}, il);
+    pb.mat(b + kRoutedExpertPartNames[routed_expert_down], type_of("ffn_down", il, true), {F, d, E}, il);
     pb.mat(b + "ffn_gate_shexp.weight", type_of("ffn_gate", il), {d, F}, il);
     pb.mat(b + "ffn_up_shexp.weight", type_of("ffn_up", il), {d, F}, il);
     pb.mat(b + "ffn_down_shexp.weight", type_of("ffn_down", il), {F, d}, il);
