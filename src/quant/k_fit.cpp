@@ -75,32 +75,102 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
   return scale;
 }
 
-void k_pack_scales_and_levels(const float* x, const float scales[8], const float mins[8], int nmax,
-                              uint16_t* d, uint16_t* dmin, uint8_t packed[12], uint8_t L[256]) {
-  float max_scale = 0, max_min = 0;
+namespace {
+
+// The 6-bit levels of the 8 sub-block scales (or mins) against the largest one (llama-quantize's
+// rule without an importance matrix); returns the grid step.
+float grid_levels_max(const float v[8], uint8_t lv[8]) {
+  float vmax = 0;
+  for (int j = 0; j < 8; ++j) vmax = v[j] > vmax ? v[j] : vmax;
+  const float inv = vmax > 0 ? 63.f / vmax : 0.f;
   for (int j = 0; j < 8; ++j) {
-    max_scale = scales[j] > max_scale ? scales[j] : max_scale;
-    max_min = mins[j] > max_min ? mins[j] : max_min;
+    const uint8_t l = static_cast<uint8_t>(round_half_even(inv * v[j]));
+    lv[j] = l < 63 ? l : 63;
   }
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  std::memset(packed, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t ls = static_cast<uint8_t>(round_half_even(inv_scale * scales[j]));
-    uint8_t lm = static_cast<uint8_t>(round_half_even(inv_min * mins[j]));
-    ls = ls < 63 ? ls : 63;
-    lm = lm < 63 ? lm : 63;
-    if (j < 4) {
-      packed[j] = ls;
-      packed[j + 4] = lm;
-    } else {
-      packed[j + 4] = static_cast<uint8_t>((ls & 0x0f) | ((lm & 0x0f) << 4));
-      packed[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-      packed[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+  return vmax / 63.f;
+}
+
+// The 6-bit levels of v[0..8) (>= 0) weighted by sw (the sub-blocks' total importance): the grid
+// of smallest weighted error among 63 ± 0.1·k (k = 0, ±1 .. ±4) steps over the largest value, then
+// single levels moved while that raises Σwvl² / Σwl² (5 passes at most); returns the
+// least-squares step of the final levels.
+float grid_levels_weighted(const float v[8], const float sw[8], uint8_t lv[8]) {
+  float vmax = 0;
+  for (int j = 0; j < 8; ++j) vmax = v[j] > vmax ? v[j] : vmax;
+  if (!(vmax > 0)) {
+    std::memset(lv, 0, 8);
+    return 0.f;
+  }
+  auto level = [](float t) {
+    const int l = round_half_even(t);
+    return l < 0 ? 0 : (l > 63 ? 63 : l);
+  };
+  auto grid_error = [&](float inv) {
+    const float step = 1 / inv;
+    float e = 0;
+    for (int j = 0; j < 8; ++j) {
+      const float diff = v[j] - step * static_cast<float>(level(inv * v[j]));
+      e += sw[j] * diff * diff;
+    }
+    return e;
+  };
+  float best_inv = 63.f / vmax, best = grid_error(best_inv);
+  for (int k = -4; k <= 4; ++k) {
+    if (k == 0) continue;
+    const float inv = (63.f + 0.1f * static_cast<float>(k)) / vmax;
+    const float e = grid_error(inv);
+    if (e < best) {
+      best = e;
+      best_inv = inv;
     }
   }
-  *d = f32_to_fp16(max_scale / 63.f);
-  *dmin = f32_to_fp16(max_min / 63.f);
+  int l[8];
+  float sumlx = 0, suml2 = 0;
+  for (int j = 0; j < 8; ++j) {
+    l[j] = level(best_inv * v[j]);
+    sumlx += sw[j] * v[j] * static_cast<float>(l[j]);
+    suml2 += sw[j] * static_cast<float>(l[j]) * static_cast<float>(l[j]);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    bool moved = false;
+    for (int j = 0; j < 8; ++j) {
+      const float slx = sumlx - sw[j] * v[j] * static_cast<float>(l[j]);
+      const float sl2 = suml2 - sw[j] * static_cast<float>(l[j]) * static_cast<float>(l[j]);
+      if (!(slx > 0 && sl2 > 0)) continue;
+      const int nl = level(v[j] * sl2 / slx);
+      if (nl == l[j]) continue;
+      const float nlx = slx + sw[j] * v[j] * static_cast<float>(nl);
+      const float nl2 = sl2 + sw[j] * static_cast<float>(nl) * static_cast<float>(nl);
+      if (nlx * nlx * suml2 > sumlx * sumlx * nl2) {
+        l[j] = nl;
+        sumlx = nlx;
+        suml2 = nl2;
+        moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+  for (int j = 0; j < 8; ++j) lv[j] = static_cast<uint8_t>(l[j]);
+  return suml2 > 0 ? sumlx / suml2 : 0.f;
+}
+
+// Packs the 6-bit scale / min levels, stores the steps as fp16 and re-rounds every level of x to
+// the stored scale and min (sub-blocks whose stored scale is 0 keep their fitted levels).
+void k_pack_levels(const float* x, const uint8_t ls[8], const uint8_t lm[8], float d_step, float m_step,
+                   int nmax, uint16_t* d, uint16_t* dmin, uint8_t packed[12], uint8_t L[256]) {
+  std::memset(packed, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      packed[j] = ls[j];
+      packed[j + 4] = lm[j];
+    } else {
+      packed[j + 4] = static_cast<uint8_t>((ls[j] & 0x0f) | ((lm[j] & 0x0f) << 4));
+      packed[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      packed[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+  *d = f32_to_fp16(d_step);
+  *dmin = f32_to_fp16(m_step);
   uint8_t sc[8], m[8];
   q4_k_unpack_scales(packed, sc, m);
   const float df = fp16_to_f32(*d), dminf = fp16_to_f32(*dmin);
@@ -113,6 +183,16 @@ void k_pack_scales_and_levels(const float* x, const float scales[8], const float
       L[32 * j + l] = static_cast<uint8_t>(q < 0 ? 0 : (q > nmax ? nmax : q));
     }
   }
+}
+
+}  // namespace
+
+void k_pack_scales_and_levels(const float* x, const float scales[8], const float mins[8], int nmax,
+                              uint16_t* d, uint16_t* dmin, uint8_t packed[12], uint8_t L[256]) {
+  uint8_t ls[8], lm[8];
+  const float d_step = grid_levels_max(scales, ls);
+  const float m_step = grid_levels_max(mins, lm);
+  k_pack_levels(x, ls, lm, d_step, m_step, nmax, d, dmin, packed, L);
 }
 
 namespace {
@@ -160,11 +240,13 @@ void pack_q5_k(const uint8_t L[256], BlockQ5_K* b) {
 // One super-block: fit each sub-block (plain weights when qw is null), pack.
 template <typename Block>
 void k_block(const float* x, const float* qw, int nmax, Block* b) {
-  float scales[8], mins[8], w[32];
+  float scales[8], mins[8], w[32], sw[8];
   uint8_t L[256];
   for (int j = 0; j < 8; ++j) {
     if (qw) {
       imatrix_weights(x, x + 32 * j, qw + 32 * j, w);
+      sw[j] = 0;
+      for (int l = 0; l < 32; ++l) sw[j] += w[l];
       scales[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36);
     } else {
       plain_weights(x + 32 * j, w);
@@ -172,7 +254,14 @@ void k_block(const float* x, const float* qw, int nmax, Block* b) {
                              : fit_scale_min(32, 31, x + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15);
     }
   }
-  k_pack_scales_and_levels(x, scales, mins, nmax, &b->d, &b->dmin, b->scales, L);
+  if (qw) {  // the 6-bit scales and mins fitted under the sub-blocks' importance
+    uint8_t ls[8], lm[8];
+    const float d_step = grid_levels_weighted(scales, sw, ls);
+    const float m_step = grid_levels_weighted(mins, sw, lm);
+    k_pack_levels(x, ls, lm, d_step, m_step, nmax, &b->d, &b->dmin, b->scales, L);
+  } else {
+    k_pack_scales_and_levels(x, scales, mins, nmax, &b->d, &b->dmin, b->scales, L);
+  }
   if constexpr (sizeof(Block) == sizeof(BlockQ4_K)) {
     pack_q4_k(L, b);
   } else {

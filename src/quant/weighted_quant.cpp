@@ -13,9 +13,9 @@ namespace strata {
 namespace {
 
 float row_sigma2(const float* x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double{x[i]} * x[i];
-  return static_cast<float>(s / static_cast<double>(n));
+  float s = 0;  // f32 in row order: the rounding llama-quantize's importance weights have
+  for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
+  return s / static_cast<float>(n);
 }
 
 // Element weights of a block of m: qw·sqrt(σ² + x²); all ones when the block's qw is all zero
@@ -30,8 +30,22 @@ void element_weights(const float* x, const float* qw, int m, float sigma2, float
     for (int i = 0; i < m; ++i) w[i] = 1.0f;
 }
 
-// x ≈ scale·l with l in [-nmax, nmax-1], searching the grids -(nmax + 0.1k)/max, k = -9..9, for
-// the least-squares scale of smallest weighted error. L: l + nmax. Returns the scale.
+// Element weights of a block of m: its columns' importance qw; all ones when it is all zero.
+void column_weights(const float* qw, int m, float* w) {
+  float total = 0;
+  for (int i = 0; i < m; ++i) {
+    w[i] = qw[i];
+    total += w[i];
+  }
+  if (!(total > 0))
+    for (int i = 0; i < m; ++i) w[i] = 1.0f;
+}
+
+// x ≈ scale·l with l in [-nmax, nmax-1]: the absmax grid -nmax/max, then the grids
+// -(nmax + 0.1k)/max, k = ±1..±9, each with its least-squares scale; a grid replaces the best so
+// far when its error Σw·x² − sumlx²/suml2 is smaller (compared as sumlx² > best·suml2, f32 in this
+// order: the same levels as llama-quantize --imatrix). L: l + nmax (all 0 for an all-zero block).
+// Returns the scale.
 float fit_symmetric(const float* x, const float* w, int m, int nmax, int8_t* L) {
   float amax = 0, max = 0;
   for (int i = 0; i < m; ++i) {
@@ -41,30 +55,41 @@ float fit_symmetric(const float* x, const float* w, int m, int nmax, int8_t* L) 
     }
   }
   if (amax < 1e-15f) {
-    for (int i = 0; i < m; ++i) L[i] = static_cast<int8_t>(nmax);
+    for (int i = 0; i < m; ++i) L[i] = 0;
     return 0.0f;
   }
-  float best_scale = 0, best = -1;
-  int8_t cand[32];
-  for (int k = -9; k <= 9; ++k) {
-    const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / max;
-    float sumlx = 0, suml2 = 0;
+  auto level = [nmax](float t) {
+    const int l = round_half_even(t);
+    return l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l);
+  };
+  auto sums = [&](float iscale, float* sumlx, float* suml2) {
+    *sumlx = *suml2 = 0;
     for (int i = 0; i < m; ++i) {
-      int l = round_half_even(iscale * x[i]);
-      l = l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l);
-      cand[i] = static_cast<int8_t>(l);
-      sumlx += w[i] * x[i] * static_cast<float>(l);
-      suml2 += w[i] * static_cast<float>(l * l);
+      const float l = static_cast<float>(level(iscale * x[i]));
+      *sumlx += w[i] * x[i] * l;
+      *suml2 += w[i] * l * l;
     }
-    // Error at the least-squares scale = Σw·x² − sumlx²/suml2: maximise sumlx²/suml2.
-    const float gain = suml2 > 0 ? sumlx * sumlx / suml2 : 0;
-    if (suml2 > 0 && gain > best) {
-      best = gain;
-      best_scale = sumlx / suml2;
-      for (int i = 0; i < m; ++i) L[i] = static_cast<int8_t>(cand[i] + nmax);
+  };
+  auto keep = [&](float iscale) {
+    for (int i = 0; i < m; ++i) L[i] = static_cast<int8_t>(level(iscale * x[i]) + nmax);
+  };
+  float sumlx, suml2;
+  float iscale = static_cast<float>(-nmax) / max;
+  sums(iscale, &sumlx, &suml2);
+  keep(iscale);
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int k = -9; k <= 9; ++k) {
+    if (k == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / max;
+    sums(iscale, &sumlx, &suml2);
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      keep(iscale);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
     }
   }
-  return best_scale;
+  return scale;
 }
 
 // Re-rounds a block's levels to its stored scale d (the fp16 of the fitted one).
@@ -86,7 +111,6 @@ void q4_0_weighted(const float* src, void* dst, int64_t n, const float* qw) {
     const float* x = src + i * QK4_0;
     element_weights(x, qw + i * QK4_0, QK4_0, sigma2, w);
     b[i].d = f32_to_fp16(fit_symmetric(x, w, QK4_0, 8, L));
-    reround(x, QK4_0, 8, fp16_to_f32(b[i].d), L);
     for (int j = 0; j < QK4_0 / 2; ++j) b[i].qs[j] = static_cast<uint8_t>(L[j] | (L[j + QK4_0 / 2] << 4));
   }
 }
@@ -100,7 +124,6 @@ void q5_0_weighted(const float* src, void* dst, int64_t n, const float* qw) {
     const float* x = src + i * QK4_0;
     element_weights(x, qw + i * QK4_0, QK4_0, sigma2, w);
     b[i].d = f32_to_fp16(fit_symmetric(x, w, QK4_0, 16, L));
-    reround(x, QK4_0, 16, fp16_to_f32(b[i].d), L);
     uint32_t qh = 0;
     for (int j = 0; j < QK4_0 / 2; ++j) {
       const int q0 = L[j], q1 = L[j + QK4_0 / 2];
@@ -112,16 +135,43 @@ void q5_0_weighted(const float* src, void* dst, int64_t n, const float* qw) {
   }
 }
 
+// Q5_1 (the fallback of Q5_K rows whose width is not a multiple of 256): each block's scale and
+// min by the K-quants' weighted scale-and-min fit (37 grids), its levels as fitted (the same
+// bytes as llama-quantize --imatrix gives).
+void q5_1_weighted(const float* src, void* dst, int64_t n, const float* qw) {
+  BlockQ5_1* b = static_cast<BlockQ5_1*>(dst);
+  const float sigma2 = row_sigma2(src, n);
+  float w[QK4_0];
+  uint8_t L[QK4_0];
+  for (int64_t i = 0; i < n / QK4_0; ++i) {
+    const float* x = src + i * QK4_0;
+    element_weights(x, qw + i * QK4_0, QK4_0, sigma2, w);
+    float neg_min = 0;
+    const float scale = fit_scale_min(QK4_0, 31, x, w, L, &neg_min, -0.9f, 0.05f, 36);
+    b[i].d = f32_to_fp16(scale);
+    b[i].m = f32_to_fp16(-neg_min);
+    uint32_t qh = 0;
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      const int q0 = L[j], q1 = L[j + QK4_0 / 2];
+      b[i].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+      qh |= static_cast<uint32_t>(q0 >> 4) << j;
+      qh |= static_cast<uint32_t>(q1 >> 4) << (j + QK4_0 / 2);
+    }
+    std::memcpy(b[i].qh, &qh, 4);
+  }
+}
+
+// Q6_K's groups of 16 weigh each element's error by its column's importance alone (no σ² + x²
+// term, as llama-quantize does for this type).
 void q6_k_weighted(const float* src, void* dst, int64_t n, const float* qw) {
   BlockQ6_K* b = static_cast<BlockQ6_K*>(dst);
-  const float sigma2 = row_sigma2(src, n);
   float w[16], scales[QK_K / 16];
   int8_t L[QK_K];
   for (int64_t i = 0; i < n / QK_K; ++i) {
     const float* x = src + i * QK_K;
     float max_scale = 0, max_abs = 0;
     for (int g = 0; g < QK_K / 16; ++g) {
-      element_weights(x + 16 * g, qw + i * QK_K + 16 * g, 16, sigma2, w);
+      column_weights(qw + i * QK_K + 16 * g, 16, w);
       scales[g] = fit_symmetric(x + 16 * g, w, 16, 32, L + 16 * g);
       if (std::fabs(scales[g]) > max_abs) {
         max_abs = std::fabs(scales[g]);
@@ -221,6 +271,8 @@ WeightedQuantFn weighted_quantizer(GgmlType t) {
       return q4_0_weighted;
     case GgmlType::q5_0:
       return q5_0_weighted;
+    case GgmlType::q5_1:
+      return q5_1_weighted;
     case GgmlType::q4_k:
       return q4_k_weighted;
     case GgmlType::q5_k:

@@ -254,7 +254,7 @@ TEST(WeightedQuant, BeatsThePlainQuantizerOnTheWeightedError) {
     x[i] = 0.02f * st(rng);
     qw[i] = u(rng) < 0.1f ? 50.0f : u(rng);
   }
-  for (T t : {T::q4_0, T::q5_0, T::q4_k, T::q5_k, T::q6_k, T::mxfp4}) {
+  for (T t : {T::q4_0, T::q5_0, T::q5_1, T::q4_k, T::q5_k, T::q6_k, T::mxfp4}) {
     std::vector<uint8_t> a(row_bytes(t, n)), b(a.size());
     weight_quantizer(t)(x.data(), a.data(), n);
     weighted_quantizer(t)(x.data(), b.data(), n, qw.data());
