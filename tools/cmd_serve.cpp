@@ -114,7 +114,7 @@ int cmd_serve(int argc, char** argv) {
   std::string profile = "accurate";
   app.add_option("--profile", profile,
                  "accurate | fast: the profile of requests that name none (\"profile\" in the request body; "
-                 "fast skips routed experts weighing less than half a token's mean choice and keeps half of "
+                 "fast skips routed experts weighing less than 0.7 of a token's mean choice and keeps half of "
                  "DeepSeek sparse attention's indexer top-k)")
       ->capture_default_str();
   app.add_option("--ssl-key-file", so.ssl_key_file, "PEM private key: serve HTTPS (with --ssl-cert-file)");

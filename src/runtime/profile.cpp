@@ -16,7 +16,7 @@ const char* profile_name(Profile p) {
 SeqKnobs profile_knobs(Profile p) {
   SeqKnobs k;
   if (p == Profile::fast) {
-    k.expert_min_share = 0.5f;
+    k.expert_min_share = 0.7f;
     k.index_topk_share = 0.5f;
   }
   return k;
@@ -24,7 +24,7 @@ SeqKnobs profile_knobs(Profile p) {
 
 std::string profile_description(Profile p) {
   if (p == Profile::fast)
-    return "fast: routed experts weighing less than half a token's mean choice are skipped (the heaviest "
+    return "fast: routed experts weighing less than 0.7 of a token's mean choice are skipped (the heaviest "
            "always runs; kept weights rescaled); DeepSeek sparse attention keeps half the model's indexer "
            "top-k";
   return "accurate: no approximation (bit-identical to no profile)";

@@ -4,8 +4,8 @@
 // knobs belong here, so one request's profile never changes another's bits; engine-wide settings
 // (KV types, budgets, threads) stay flags.
 //   accurate  nothing changed: bit-identical to running without a profile (the default).
-//   fast      routed experts whose router weight is below half the mean weight of a token's
-//             choices (SeqKnobs::expert_min_share 0.5) are not run; the token's heaviest expert
+//   fast      routed experts whose router weight is below 0.7 of the mean weight of a token's
+//             choices (SeqKnobs::expert_min_share 0.7) are not run; the token's heaviest expert
 //             always is; the kept weights are rescaled to the routing's total. DeepSeek sparse
 //             attention (deepseek4, deepseek_v41) attends half the model's indexer top-k compressed entries
 //             per query (SeqKnobs::index_topk_share 0.5, rounded up): it changes only queries that see more
