@@ -101,12 +101,16 @@ Result<ApiReply> detokenize(const ApiContext& ctx, const std::string& text) {
   return ApiReply{200, json{{"content", content}, {"prompt", content}}};
 }
 
+// The prompt a chat completion with this body would run: its tools (tool_choice auto / required),
+// the history's tool calls and results written as the chat route writes them.
 Result<ApiReply> apply_template(const ApiContext& ctx, const std::string& text) {
-  STRATA_ASSIGN(json body, parse_object(text));
-  STRATA_ASSIGN(std::vector<ChatMessage> msgs, parse_chat_messages(body));
-  STRATA_ASSIGN(bool thinking, parse_chat_thinking(body));
-  STRATA_ASSIGN(std::string prompt,
-                render_chat(ctx.chat, std::move(msgs), ChatOptions{.thinking = thinking}));
+  STRATA_ASSIGN(ApiRequest r, parse_request(text, /*chat=*/true));
+  ChatInserts inserts;
+  if (ctx.chat && !r.tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r.tools, &r.messages, &inserts));
+  STRATA_ASSIGN(
+      std::string prompt,
+      render_chat(ctx.chat, std::move(r.messages),
+                  ChatOptions{.thinking = r.thinking, .has_tools = !r.tools.tools.empty()}, inserts));
   return ApiReply{200, json{{"prompt", prompt}}};
 }
 
