@@ -251,6 +251,24 @@ TEST(ToolCallGrammar, LazyGrammarIsTheHermesCallsOfTheTools) {
   EXPECT_FALSE(tool_calls_grammar(ToolSyntax::dsml, {}, {}).ok());
 }
 
+// DSML: an invoke whose parameters may all be left out may hold the empty line the template writes
+// for a call without arguments; one with a required parameter may not be empty.
+TEST(ToolCallGrammar, DsmlInvokeWithoutArguments) {
+  ToolFunction now{"now", json::parse(R"({"type": "object", "properties": {"tz": {"type": "string"}}})")};
+  ToolFunction w{"get_weather", json::parse(kTools)[0]["function"]["parameters"]};
+  auto gbnf = tool_calls_grammar(ToolSyntax::dsml, {now, w}, ToolGrammarOptions{.required = true});
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = Grammar::parse(*gbnf);
+  ASSERT_TRUE(g.ok()) << g.message();
+  const std::string open = "\n\n<｜DSML｜tool_calls>\n", close = "</｜DSML｜tool_calls>";
+  for (const char* body : {"\n", "\n\n"})
+    EXPECT_TRUE(
+        grammar_matches(*g, open + "<｜DSML｜invoke name=\"now\">" + body + "</｜DSML｜invoke>\n" + close))
+        << *gbnf;
+  EXPECT_FALSE(
+      grammar_matches(*g, open + "<｜DSML｜invoke name=\"get_weather\">\n\n</｜DSML｜invoke>\n" + close));
+}
+
 // The data chunks of an SSE body, each parsed.
 std::vector<json> sse_chunks(const std::string& body) {
   std::vector<json> out;
