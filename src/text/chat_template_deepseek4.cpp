@@ -11,6 +11,8 @@
 //   opens with "<｜Assistant｜></think>" (thinking off: a bare "</think>", not V3.2's empty pair) or
 //   "<｜Assistant｜><think>".
 // Checked against @huggingface/jinja rendering the template (tests/server/deepseek4_npm.mjs).
+// With thinking on and chat_template_kwargs.reasoning_effort "max", the template's maximum-effort
+// preamble comes first.
 // As with every format here the BOS is left to the tokenizer (add_special = true): DeepSeek's
 // tokenizers add <｜begin▁of▁sentence｜>.
 #include "text/chat_template_spec.h"
@@ -19,6 +21,14 @@ namespace strata::chat_detail {
 
 void render_deepseek4(ChatFormat, std::span<const ChatMessage> messages, const ChatOptions& opts,
                       std::string* out) {
+  if (opts.thinking && opts.reasoning_max && !messages.empty())
+    *out +=
+        "Reasoning Effort: Absolute maximum with no shortcuts permitted.\nYou MUST be very thorough in your "
+        "thinking and comprehensively decompose the problem to resolve the root cause, rigorously "
+        "stress-testing your logic against all potential paths, edge cases, and adversarial scenarios.\n"
+        "Explicitly write out your entire deliberation process, documenting every intermediate step, "
+        "considered alternative, and rejected hypothesis to ensure absolutely no assumption is left "
+        "unchecked.\n\n";
   bool first_system = true;
   size_t last_user = messages.size();  // none
   bool has_tool_results = false;       // the template's ns.has_tool_calls

@@ -133,6 +133,10 @@ const convs = [
     { role: "assistant", content: "a", reasoning_content: "r" }] },
   { name: "unicode and markup", messages: [{ role: "system", content: "中文系统 🚀" },
     { role: "user", content: "Ünïcödé <think> </think> <｜User｜> \t tabs\r\n" }] },
+  { name: "maximum reasoning effort, thinking", thinking: true, effort: "max",
+    messages: [{ role: "system", content: "S" }, { role: "user", content: "Prove it." }] },
+  { name: "maximum reasoning effort, thinking off", effort: "max", messages: [{ role: "user", content: "Prove it." }] },
+  { name: "high reasoning effort, thinking", thinking: true, effort: "high", messages: [{ role: "user", content: "Q" }] },
   { name: "tools, calls and thinking together", thinking: true, tools: [weather, now], messages: [
     { role: "user", content: "Plan" }, { role: "assistant", content: "", reasoning_content: "need time", tool_calls: [call("t", "now", {})] },
     { role: "tool", content: "9:00" }, { role: "assistant", content: "", reasoning_content: "and weather",
@@ -143,12 +147,15 @@ let same = 0;
 for (const c of convs) {
   // The template reads arguments as objects (its from_json branch turns strings into them); the
   // server gets them as OpenAI sends them, JSON strings.
-  const want = template.render({ messages: c.messages, tools: c.tools, thinking: !!c.thinking, add_generation_prompt: true, bos_token: "" });
+  const ctx = { messages: c.messages, tools: c.tools, thinking: !!c.thinking, add_generation_prompt: true, bos_token: "" };
+  if (c.effort) ctx.reasoning_effort = c.effort;
+  const want = template.render(ctx);
   const body = {
     messages: c.messages.map((m) => m.tool_calls ? { ...m, tool_calls: m.tool_calls.map((t) =>
       ({ ...t, function: { ...t.function, arguments: JSON.stringify(t.function.arguments) } })) } : m),
     chat_template_kwargs: { thinking: !!c.thinking },
   };
+  if (c.effort) body.chat_template_kwargs.reasoning_effort = c.effort;
   if (c.tools) body.tools = c.tools;
   const got = await post("/apply-template", body);
   if (got.status !== 200) { fail(`${c.name}: /apply-template answered ${got.status}: ${JSON.stringify(got.body)}`); continue; }

@@ -59,6 +59,19 @@ TEST(ChatTemplateDeepseek4, ThinkingOpensTheReplyAndKeepsOnlyTheLastReasoning) {
             "<｜Assistant｜><think>r</think>a<｜end▁of▁sentence｜>");
 }
 
+TEST(ChatTemplateDeepseek4, MaximumReasoningEffortPreamble) {
+  const Msgs conv = {{"system", "S"}, {"user", "Q"}};
+  const ChatOptions max{.thinking = true, .reasoning_max = true};
+  auto r = chat_apply(ChatFormat::deepseek4, conv, max);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->rfind("Reasoning Effort: Absolute maximum with no shortcuts permitted.\nYou MUST", 0), 0u)
+      << *r;
+  EXPECT_NE(r->find("is left unchecked.\n\nS<｜User｜>Q<｜Assistant｜><think>"), std::string::npos) << *r;
+  // Only with thinking on.
+  EXPECT_EQ(chat_apply(ChatFormat::deepseek4, conv, ChatOptions{.reasoning_max = true}).value(),
+            "S<｜User｜>Q<｜Assistant｜></think>");
+}
+
 TEST(ChatTemplateDeepseek4, SystemMessagesGoFirstAndUserRunsMerge) {
   const Msgs conv = {{"user", "a"},      {"system", "S1"}, {"developer", "b"}, {"tool", "{\"t\": 21}"},
                      {"assistant", "c"}, {"system", ""},   {"system", "S3"},   {"user", "d"}};
