@@ -4,11 +4,16 @@
 # layer) are optional for a build: without them the Vulkan device is left out and its tests say so.
 # libssl-dev: TLS for `strata serve` (optional too); openssl: the TLS test's self-signed certificate;
 # chromium: the dashboard's headless browser test (skipped without it, except with CI=true).
+# nodejs, npm, git: the tests that check strata against npm packages fetched at test time
+# (tests/npm_fetch.sh; a node / npm already on PATH, e.g. NodeSource's, is used as it is).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev clang-format-14 clang-14 libclang-rt-14-dev
       libpcre2-dev libicu-dev liburing-dev nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libfmt-dev python3-numpy
       libssl-dev openssl chromium
       libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers)
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+command -v git >/dev/null 2>&1 || pkgs+=(git)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

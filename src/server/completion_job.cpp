@@ -230,9 +230,11 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
     ChatInserts inserts;
     if (auto bad = use_tools(ctx, &r, &inserts); !bad.ok())
       return ex->respond(error_response(400, bad.message()));
-    auto text =
-        render_chat(ctx.chat, std::move(r.messages),
-                    ChatOptions{.thinking = r.thinking, .has_tools = !r.tools.tools.empty()}, inserts);
+    auto text = render_chat(
+        ctx.chat, std::move(r.messages),
+        ChatOptions{
+            .thinking = r.thinking, .reasoning_max = r.reasoning_max, .has_tools = !r.tools.tools.empty()},
+        inserts);
     if (!text.ok()) return ex->respond(error_response(400, text.message()));
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }

@@ -353,6 +353,16 @@ Result<bool> parse_chat_thinking(const json& body) {
   return thinking;
 }
 
+Result<bool> parse_chat_reasoning_max(const json& body) {
+  auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || !it->is_object()) return false;  // parse_chat_thinking says what is wrong
+  auto k = it->find("reasoning_effort");
+  if (k == it->end() || k->is_null()) return false;
+  if (!k->is_string())
+    return err("'chat_template_kwargs.reasoning_effort' must be a string, got %s", kind(*k));
+  return k->get<std::string>() == "max";
+}
+
 Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return err("request body is not valid JSON");
@@ -362,6 +372,7 @@ Result<ApiRequest> parse_request(const std::string& text, bool chat) {
   if (chat) {
     STRATA_ASSIGN(r.messages, parse_chat_messages(body));
     STRATA_ASSIGN(r.thinking, parse_chat_thinking(body));
+    STRATA_ASSIGN(r.reasoning_max, parse_chat_reasoning_max(body));
   } else {
     STRATA_TRY(parse_prompt(body, &r));
   }

@@ -55,6 +55,7 @@ struct ApiRequest {
   std::vector<ApiPrompt> prompts;     // completions: one per choice; chat: filled from messages
   std::vector<ChatMessage> messages;  // chat
   bool thinking = false;              // chat: chat_template_kwargs.enable_thinking (parse_chat_thinking)
+  bool reasoning_max = false;         // chat: chat_template_kwargs.reasoning_effort "max"
   CompletionParams params;            // prompt filled by the caller after tokenizing
   bool stream = false;
   bool include_usage = false;
@@ -85,6 +86,9 @@ Result<ChatTools> parse_chat_tools(const std::string& body, bool with_tools);
 // A body's thinking switch for formats with a thinking mode (deepseek4): chat_template_kwargs
 // .enable_thinking or .thinking (as vLLM and llama-server take it); false when absent.
 Result<bool> parse_chat_thinking(const nlohmann::json& body);
+// chat_template_kwargs.reasoning_effort (a string; DeepSeek-V4's template): true for "max", which with
+// thinking on puts the template's maximum-effort preamble first.
+Result<bool> parse_chat_reasoning_max(const nlohmann::json& body);
 
 // Parses a request body. Errors name the field and what was expected.
 Result<ApiRequest> parse_request(const std::string& body, bool chat);

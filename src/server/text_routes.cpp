@@ -52,8 +52,11 @@ Result<ApiReply> tokenize(const ApiContext& ctx, const std::string& text) {
       STRATA_ASSIGN(std::vector<ChatMessage> msgs, parse_chat_messages(body));
       STRATA_ASSIGN(bool gen, flag(body, "add_generation_prompt", true));
       STRATA_ASSIGN(bool thinking, parse_chat_thinking(body));
+      STRATA_ASSIGN(bool reasoning_max, parse_chat_reasoning_max(body));
       STRATA_ASSIGN(prompt, render_chat(ctx.chat, std::move(msgs),
-                                        ChatOptions{.add_assistant_prompt = gen, .thinking = thinking}));
+                                        ChatOptions{.add_assistant_prompt = gen,
+                                                    .thinking = thinking,
+                                                    .reasoning_max = reasoning_max}));
       STRATA_ASSIGN(add_special, flag(body, "add_special_tokens", false));
     } else {
       if (!body["prompt"].is_string())
@@ -101,12 +104,17 @@ Result<ApiReply> detokenize(const ApiContext& ctx, const std::string& text) {
   return ApiReply{200, json{{"content", content}, {"prompt", content}}};
 }
 
+// The prompt a chat completion with this body would run: its tools (tool_choice auto / required),
+// the history's tool calls and results written as the chat route writes them.
 Result<ApiReply> apply_template(const ApiContext& ctx, const std::string& text) {
-  STRATA_ASSIGN(json body, parse_object(text));
-  STRATA_ASSIGN(std::vector<ChatMessage> msgs, parse_chat_messages(body));
-  STRATA_ASSIGN(bool thinking, parse_chat_thinking(body));
-  STRATA_ASSIGN(std::string prompt,
-                render_chat(ctx.chat, std::move(msgs), ChatOptions{.thinking = thinking}));
+  STRATA_ASSIGN(ApiRequest r, parse_request(text, /*chat=*/true));
+  ChatInserts inserts;
+  if (ctx.chat && !r.tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r.tools, &r.messages, &inserts));
+  STRATA_ASSIGN(std::string prompt, render_chat(ctx.chat, std::move(r.messages),
+                                                ChatOptions{.thinking = r.thinking,
+                                                            .reasoning_max = r.reasoning_max,
+                                                            .has_tools = !r.tools.tools.empty()},
+                                                inserts));
   return ApiReply{200, json{{"prompt", prompt}}};
 }
 

@@ -7,8 +7,9 @@
 //                         (true)} -> {"tokens", "count", "max_model_len"}
 //   POST /detokenize      {"tokens": [id, ..]} -> {"content": text, "prompt": text} (llama.cpp's and
 //                         vLLM's names)
-//   POST /apply-template  {"messages": [..]} -> {"prompt": the chat template's text, with the
-//                         assistant's opening}
+//   POST /apply-template  a chat request ({"messages": [..], "tools", "chat_template_kwargs"}) ->
+//                         {"prompt": the chat template's text the chat route would run, tools and
+//                         the history's calls and results included, with the assistant's opening}
 //   GET  /v1/models       the model list; /v1/models/{id} (%XX-escapes decoded): the model, or a
 //                         404 for another id
 // and the CORS decision (ServerOptions::cors_origins).

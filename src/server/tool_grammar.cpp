@@ -79,6 +79,7 @@ Result<std::string> dsml_invoke(const std::vector<ToolFunction>& fns, std::strin
   for (size_t i = 0; i < fns.size(); ++i) {
     const json& p = fns[i].parameters;
     std::string params, unused;
+    bool may_be_empty = true;  // no required parameter: the template writes an empty line then
     // The whole schema is checked as the JSON syntaxes check it (its keywords supported).
     if (auto whole = json_schema_part(p, "v-", &unused); !whole.ok())
       return err("tool '%s' parameters: %s", fns[i].name.c_str(), whole.message().c_str());
@@ -100,13 +101,14 @@ Result<std::string> dsml_invoke(const std::vector<ToolFunction>& fns, std::strin
         }
         const bool required = req.is_array() && std::find(req.begin(), req.end(), json(key)) != req.end();
         params += " (" + one + ")" + (required ? "" : "?");
+        may_be_empty = may_be_empty && !required;
         ++j;
       }
     } else {
       params = " dsml-any-param*";
     }
     alt += (alt.empty() ? "" : " | ") + lit("<" + kDsml + "invoke name=\"" + fns[i].name + "\">\n") + params +
-           " " + lit("</" + kDsml + "invoke>\n");
+           (may_be_empty ? " \"\\n\"?" : "") + " " + lit("</" + kDsml + "invoke>\n");
   }
   *rules += "dsml-text ::= ([^<] | \"<\" [^/])*\n";
   *rules += "dsml-any-param ::= " + lit("<" + kDsml + "parameter name=\"") + " [a-zA-Z0-9_.-]+ " +

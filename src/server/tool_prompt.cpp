@@ -121,6 +121,7 @@ Status write_calls(ToolSyntax syntax, const ojson& calls, size_t msg, std::strin
       *content += v.is_string() ? v.get<std::string>() : py_json(v);
       *content += "</" + d + "parameter>\n";
     }
+    if (args.empty()) *content += "\n";  // the template's `if not args`
     *content += "</" + d + "invoke>\n";
   }
   if (syntax == ToolSyntax::dsml) *content += "</" + d + "tool_calls>";

@@ -37,6 +37,9 @@ struct ChatOptions {
   // Formats with a thinking mode (deepseek4): open the reply with "<think>" (else the reply
   // starts with an empty reasoning block). Other formats ignore it.
   bool thinking = false;
+  // deepseek4 with thinking on: its template's maximum-effort preamble first (chat_template_kwargs
+  // .reasoning_effort "max").
+  bool reasoning_max = false;
   // The request has tools: deepseek4 then keeps every assistant turn's reasoning when thinking (its
   // template's preserve_reasoning). Other formats ignore it (tools are written into the messages).
   bool has_tools = false;

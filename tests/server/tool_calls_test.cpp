@@ -81,16 +81,18 @@ TEST(ToolPrompt, Deepseek4IsItsTemplatesDsml) {
       "parameter>\n<｜DSML｜parameter name=\"days\" "
       "string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
       "</｜DSML｜tool_calls><｜end▁of▁sentence｜><｜User｜><tool_result>12C</tool_result>\n\n<tool_result>"
-      "sunny</tool_result><｜Assistant｜><think></think>";
+      "sunny</tool_result><｜Assistant｜></think>";
   ASSERT_GE(s.size(), tail.size());
   EXPECT_EQ(s.substr(s.size() - tail.size()), tail);
 }
 
-// With tools and thinking on, every assistant turn keeps its reasoning (the template's
-// preserve_reasoning); without tools only those after the last user turn do.
+// With tools or tool results and thinking on, every assistant turn keeps its reasoning (the
+// template's has_tools / ns.has_tool_calls); without either only those after the last user turn do.
 TEST(ToolPrompt, Deepseek4KeepsReasoningWithTools) {
   ApiRequest r = conversation(true);
   r.messages[2].reasoning_content = "look it up";
+  r.messages[3] = ChatMessage{"user", "12C"};  // results as user text: no tool message
+  r.messages[4] = ChatMessage{"user", "sunny"};
   for (bool tools : {false, true}) {
     std::vector<ChatMessage> m = r.messages;
     ChatTools t = r.tools;
@@ -105,6 +107,30 @@ TEST(ToolPrompt, Deepseek4KeepsReasoningWithTools) {
         tools)
         << *text;
   }
+}
+
+TEST(ToolPrompt, Deepseek4KeepsReasoningWithToolResults) {
+  ApiRequest r = conversation(false);  // no tools, but tool messages in the history
+  r.messages[2].reasoning_content = "look it up";
+  r.messages.push_back(ChatMessage{"user", "and tomorrow?"});
+  ChatInserts inserts;
+  ASSERT_TRUE(apply_chat_tools(ChatFormat::deepseek4, r.tools, &r.messages, &inserts).ok());
+  auto text = chat_apply(ChatFormat::deepseek4, r.messages, ChatOptions{.thinking = true});
+  ASSERT_TRUE(text.ok()) << text.message();
+  EXPECT_NE(text->find("<｜Assistant｜><think>look it up</think>\n\n<｜DSML｜tool_calls>"), std::string::npos)
+      << *text;
+}
+
+// A call without arguments: the template writes an empty line in its invoke block.
+TEST(ToolPrompt, Deepseek4CallWithoutArguments) {
+  auto r = parse_request(
+      R"({"messages": [{"role": "user", "content": "t?"}, {"role": "assistant", "tool_calls": [{"type": "function",
+        "function": {"name": "now", "arguments": "{}"}}]}]})",
+      true);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(render(ChatFormat::deepseek4, std::move(*r)),
+            "<｜User｜>t?<｜Assistant｜></think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"now\">\n\n"
+            "</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜><｜Assistant｜></think>");
 }
 
 TEST(ToolPrompt, BadHistoryCallsAre400s) {
@@ -223,6 +249,24 @@ TEST(ToolCallGrammar, LazyGrammarIsTheHermesCallsOfTheTools) {
         grammar_matches(*g, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>"));
   }
   EXPECT_FALSE(tool_calls_grammar(ToolSyntax::dsml, {}, {}).ok());
+}
+
+// DSML: an invoke whose parameters may all be left out may hold the empty line the template writes
+// for a call without arguments; one with a required parameter may not be empty.
+TEST(ToolCallGrammar, DsmlInvokeWithoutArguments) {
+  ToolFunction now{"now", json::parse(R"({"type": "object", "properties": {"tz": {"type": "string"}}})")};
+  ToolFunction w{"get_weather", json::parse(kTools)[0]["function"]["parameters"]};
+  auto gbnf = tool_calls_grammar(ToolSyntax::dsml, {now, w}, ToolGrammarOptions{.required = true});
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = Grammar::parse(*gbnf);
+  ASSERT_TRUE(g.ok()) << g.message();
+  const std::string open = "\n\n<｜DSML｜tool_calls>\n", close = "</｜DSML｜tool_calls>";
+  for (const char* body : {"\n", "\n\n"})
+    EXPECT_TRUE(
+        grammar_matches(*g, open + "<｜DSML｜invoke name=\"now\">" + body + "</｜DSML｜invoke>\n" + close))
+        << *gbnf;
+  EXPECT_FALSE(
+      grammar_matches(*g, open + "<｜DSML｜invoke name=\"get_weather\">\n\n</｜DSML｜invoke>\n" + close));
 }
 
 // The data chunks of an SSE body, each parsed.

@@ -39,7 +39,7 @@ TEST(ChatTemplateDeepseek4, ConversationThinkingOff) {
       "You are a helpful assistant<｜User｜>Hello<｜Assistant｜></think>Hi there<｜end▁of▁sentence｜>"
       "<｜User｜>Who are you";
   EXPECT_EQ(apply(kConv, false), body);
-  EXPECT_EQ(apply(kConv, true), body + "<｜Assistant｜><think></think>");
+  EXPECT_EQ(apply(kConv, true), body + "<｜Assistant｜></think>");  // a bare </think>, as V4's template
   EXPECT_EQ(chat_format_name(ChatFormat::deepseek4), std::string("deepseek4"));
   EXPECT_EQ(chat_format_by_name("deepseek4").value(), ChatFormat::deepseek4);
 }
@@ -59,12 +59,25 @@ TEST(ChatTemplateDeepseek4, ThinkingOpensTheReplyAndKeepsOnlyTheLastReasoning) {
             "<｜Assistant｜><think>r</think>a<｜end▁of▁sentence｜>");
 }
 
+TEST(ChatTemplateDeepseek4, MaximumReasoningEffortPreamble) {
+  const Msgs conv = {{"system", "S"}, {"user", "Q"}};
+  const ChatOptions max{.thinking = true, .reasoning_max = true};
+  auto r = chat_apply(ChatFormat::deepseek4, conv, max);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->rfind("Reasoning Effort: Absolute maximum with no shortcuts permitted.\nYou MUST", 0), 0u)
+      << *r;
+  EXPECT_NE(r->find("is left unchecked.\n\nS<｜User｜>Q<｜Assistant｜><think>"), std::string::npos) << *r;
+  // Only with thinking on.
+  EXPECT_EQ(chat_apply(ChatFormat::deepseek4, conv, ChatOptions{.reasoning_max = true}).value(),
+            "S<｜User｜>Q<｜Assistant｜></think>");
+}
+
 TEST(ChatTemplateDeepseek4, SystemMessagesGoFirstAndUserRunsMerge) {
   const Msgs conv = {{"user", "a"},      {"system", "S1"}, {"developer", "b"}, {"tool", "{\"t\": 21}"},
                      {"assistant", "c"}, {"system", ""},   {"system", "S3"},   {"user", "d"}};
   EXPECT_EQ(apply(conv, true),
             "S1\n\n\n\nS3<｜User｜>a\n\nb\n\n<tool_result>{\"t\": 21}</tool_result><｜Assistant｜></think>c"
-            "<｜end▁of▁sentence｜><｜User｜>d<｜Assistant｜><think></think>");
+            "<｜end▁of▁sentence｜><｜User｜>d<｜Assistant｜></think>");
   EXPECT_EQ(apply({{"system", ""}, {"user", "x"}}, false), "<｜User｜>x");
 }
 
@@ -132,9 +145,9 @@ TEST(ChatTemplateDeepseek4, PromptIds) {
   const std::string text =
       apply({{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "Hi"}}, true);
   // BOS from tokenizer_config.json, then S <User> Hi <Assistant> </think> Yo <eos> <User> Hi <Assistant>
-  // <think> </think>
+  // </think>
   EXPECT_EQ((*tok)->encode(text, /*add_special=*/true, /*parse_special=*/true),
-            (std::vector<int32_t>{0, 8, 2, 9, 3, 5, 12, 1, 2, 9, 3, 4, 5}));
+            (std::vector<int32_t>{0, 8, 2, 9, 3, 5, 12, 1, 2, 9, 3, 5}));
 }
 
 TEST(ChatTemplateDeepseek4, ChosenForACheckpointDirectory) {

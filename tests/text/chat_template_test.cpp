@@ -273,7 +273,7 @@ const Case kCases[] = {
      "You are a helpful assistant<｜User｜>Hello<｜Assistant｜></think>  Hi there  "
      "<｜end▁of▁sentence｜><｜User｜>Who "
      "are you",
-     "<｜Assistant｜><think></think>"},
+     "<｜Assistant｜></think>"},
 };
 
 std::string apply(ChatFormat f, const std::vector<ChatMessage>& msgs, bool add) {
