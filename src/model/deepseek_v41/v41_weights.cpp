@@ -112,7 +112,7 @@ struct Binder {
     STRATA_TRY(get(name, t, {rows, cols}, &m->w));
     if (fast && !keep_f32) {
       pack(m->w, rows, cols, m);
-      m->w = {};
+      std::vector<float>().swap(m->w);  // `w = {}` would keep the capacity: an f32 copy of every matrix
     }
     bytes += static_cast<uint64_t>(m->w.size()) * sizeof(float) + m->bytes.size();
     return {};
@@ -137,7 +137,7 @@ struct Binder {
     bytes -= static_cast<uint64_t>(m->w.size()) * sizeof(float);
     bytes += codes.size();
     m->bytes = std::move(codes);
-    m->w = {};
+    std::vector<float>().swap(m->w);
     return {};
   }
   // A matrix [rows][cols] of f32 values -> BF16 when every value is bf16-exact (lossless), else
