@@ -9,6 +9,8 @@
 // weights U(0.5, 1.5), routers N(0, 1/d) so routing is diverse. router_skew A > 0 adds to expert e's
 // router row a multiple of u that shifts its logit by -0.7·A·ln(rank(e)) (rank: a seeded per-layer
 // permutation), so expert popularity becomes Zipf-like, share ≈ ∝ rank^-A.
+// deepseek_v41 writes a checkpoint directory instead (synth_deepseek_v41.cpp: FP8 / FP4 codes from
+// synth_codes.h, no quantizer; its router_skew, default 1, goes into the selection-only gate.bias).
 #pragma once
 
 #include <cstdint>

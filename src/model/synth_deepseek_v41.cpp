@@ -383,7 +383,7 @@ SynthSpec synth_preset_v41_flash(int n_layer) {
   s.engram_ngram = 4;
   s.engram_rows = 4000000;
   s.n_vocab = 129280;
-  s.n_ctx = 1048576;
+  s.n_ctx = 4096;  // max_seq_len: the real 1,048,576 would size a run's caches for 1M tokens (--ctx)
   s.rope_base = 10000.0f;
   s.router_skew = 1.0f;
   s.compress_ratios.assign(static_cast<size_t>(n_layer), 2);
