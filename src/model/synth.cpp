@@ -191,8 +191,14 @@ uint32_t file_type_of(const std::string& t) {
 }  // namespace
 
 Status synth_validate(const SynthSpec& s) {
+  if (s.arch == "deepseek_v41") {
+    if (s.n_layer < 1) return err("--layers must be >= 1 (got %d)", s.n_layer);
+    if (s.n_head < 1) return err("--heads must be >= 1 (got %d)", s.n_head);
+    return synth_validate_deepseek_v41(s);
+  }
   if (s.arch != "qwen3moe" && s.arch != "llama" && s.arch != "qwen2moe" && s.arch != "deepseek4") {
-    return err("--arch '%s' is not supported (use qwen3moe, llama, qwen2moe or deepseek4)", s.arch.c_str());
+    return err("--arch '%s' is not supported (use qwen3moe, llama, qwen2moe, deepseek4 or deepseek_v41)",
+               s.arch.c_str());
   }
   const TypeMix mix = parse_type(s.type);
   if (!mix.ok()) {
@@ -262,6 +268,7 @@ Status synth_validate(const SynthSpec& s) {
 
 Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   STRATA_TRY(synth_validate(s));
+  if (s.arch == "deepseek_v41") return synth_write_deepseek_v41(s, path);
   const double t0 = now_seconds();
   const TypeMix mix = parse_type(s.type);
   const int64_t d = s.n_embd, hd = head_dim_of(s), H = s.n_head, KV = s.n_head_kv, V = s.n_vocab;

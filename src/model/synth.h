@@ -9,6 +9,8 @@
 // weights U(0.5, 1.5), routers N(0, 1/d) so routing is diverse. router_skew A > 0 adds to expert e's
 // router row a multiple of u that shifts its logit by -0.7·A·ln(rank(e)) (rank: a seeded per-layer
 // permutation), so expert popularity becomes Zipf-like, share ≈ ∝ rank^-A.
+// deepseek_v41 writes a checkpoint directory instead (synth_deepseek_v41.cpp: FP8 / FP4 codes from
+// synth_codes.h, no quantizer; its router_skew, default 1, goes into the selection-only gate.bias).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@
 namespace strata {
 
 struct SynthSpec {
-  std::string arch = "qwen3moe";  // qwen3moe | llama | qwen2moe | deepseek4
+  std::string arch = "qwen3moe";  // qwen3moe | llama | qwen2moe | deepseek4 | deepseek_v41
   int n_layer = 2;
   int n_embd = 64;
   int n_head = 4;
@@ -55,12 +57,31 @@ struct SynthSpec {
   int indexer_heads = 0, indexer_dim = 0, indexer_topk = 0;
   float swiglu_clamp = 10.0f;
   bool fim = false;  // fill-in-the-middle tokens in the vocabulary (Qwen2.5-Coder's six), for infill tests
+  // deepseek_v41 only: a checkpoint directory in the official layout (synth_deepseek_v41.cpp), with
+  // n_embd = dim, expert_ffn = moe_inter_dim (the shared expert's too), indexer_* = index_*,
+  // swiglu_clamp = swiglu_limit, n_ctx = max_seq_len, compress_ratios of 0 / 1 / 2.
+  std::vector<int> kv_sources, index_sources;  // empty: the first layer of each run of one ratio
+  int candidate_layer = -2;  // -2: the first ratio-1 index source (if no later one has ratio 2); -1: none
+  int candidate_blocks = 2, candidate_block_size = 4;
+  std::vector<int> engram_layers;  // none unless given
+  int64_t engram_rows = 0;         // rows per Engram table (about; 0: 64 per hash column)
+  int engram_heads = 2, engram_dim = 32, engram_ngram = 3;
+  uint64_t shard_bytes = 5ull << 30;  // safetensors shard size (5 GiB)
 };
 
 // DeepSeek-V4-Flash's widths (d 4096, 64 heads of 512, q_lora 1024, 8 output groups of 1024, 256
 // experts top-6 of 2048 + 1 shared, indexer 64 x 128 top-512, window 128, vocab 129,280, 3 hash
 // layers at most) with n_layer layers; compress ratios [0, 0, 4, 128, 4, ...] unless set after.
 SynthSpec synth_preset_v4_flash(int n_layer);
+
+// DeepSeek-V4.1-Flash's widths (tests/data/deepseek-v4.1-flash.config.json: dim 5120, 64 heads of
+// 512, q_lora 1280, 8 output groups of 1024, 384 experts top-6 of 2304 + 1 shared, indexer 32 x 128
+// top-512, candidates 2048 blocks of 8, window 128, Engram 8 heads x 256 of 2-4-grams with tables
+// cut to about 1 GB (4M rows), vocab 129,280) with n_layer layers, ratios all 2 unless set after.
+SynthSpec synth_preset_v41_flash(int n_layer);
+// The small V4.1 shape tests use (`--arch deepseek_v41` without a preset): d 128, 4 layers
+// [0, 2, 1, 1] (Full, Full + candidates, Reindex), Engram on layers 0 and 2, 8 experts top-2.
+SynthSpec synth_preset_v41_tiny();
 
 // Every problem with a spec, as one message naming the flag ("--embd 70 must be a multiple of 32
 // for q8_0").
@@ -70,9 +91,12 @@ struct SynthInfo {
   uint64_t n_params = 0;
   uint64_t n_bytes = 0;  // file size
   int n_tensors = 0;
+  int n_files = 1;  // deepseek_v41: safetensors shards
   double seconds = 0;
 };
 
+// A GGUF file; deepseek_v41: a checkpoint directory (config.json, sharded safetensors + index,
+// engram_meta.json, tokenizer.json + tokenizer_config.json).
 Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path);
 
 // The byte-level BPE vocabulary synth writes (exposed for tests).
@@ -86,8 +110,10 @@ struct SynthVocab {
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
 };
 // n_vocab >= 259 (265 with fim): ids 0..255 are the bytes, then merges, then (fim) the six FIM
-// control tokens, then <|endoftext|>, <|im_start|>, <|im_end|>. Deterministic per (n_vocab, arch,
-// fim); eos is <|im_end|> for qwen archs and deepseek4 and <|endoftext|> for llama.
+// control tokens, then <|endoftext|>, <|im_start|>, <|im_end|> (deepseek_v41: DeepSeek's
+// <｜begin▁of▁sentence｜>, <｜end▁of▁sentence｜>, <｜User｜>, <｜Assistant｜>, <think>, </think>).
+// Deterministic per (n_vocab, arch, fim); eos is <|im_end|> for qwen archs and deepseek4 and <|endoftext|>
+// for llama.
 SynthVocab synth_vocab(int n_vocab, const std::string& arch, bool fim = false);
 
 }  // namespace strata

@@ -64,4 +64,8 @@ struct SynthVocab;
 Status synth_validate_deepseek4(const SynthSpec& s);
 void synth_plan_deepseek4(const SynthSpec& s, std::vector<synth_detail::TensorPlan>* plan);
 void synth_meta_deepseek4(const SynthSpec& s, GgufWriter& w);
+
+// deepseek_v41 (synth_deepseek_v41.cpp): the spec's problems, and the checkpoint directory.
+Status synth_validate_deepseek_v41(const SynthSpec& s);
+Result<SynthInfo> synth_write_deepseek_v41(const SynthSpec& s, const std::string& dir);
 }  // namespace strata

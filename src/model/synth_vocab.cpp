@@ -132,7 +132,16 @@ SynthVocab synth_vocab(int n_vocab, const std::string& arch, bool fim) {
   }
   static constexpr const char* kFim[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
                                          "<|fim_pad|>",    "<|repo_name|>",  "<|file_sep|>"};
-  const int n_control = 3 + (fim ? 6 : 0);
+  // deepseek_v41: DeepSeek's BOS / EOS (control) and chat markers (user-defined), as its
+  // tokenizer.json holds them; the other archs: ChatML's three control tokens.
+  const bool ds = arch == "deepseek_v41";
+  static constexpr const char* kDeepseek[] = {"<｜begin▁of▁sentence｜>",
+                                              "<｜end▁of▁sentence｜>",
+                                              "<｜User｜>",
+                                              "<｜Assistant｜>",
+                                              "<think>",
+                                              "</think>"};
+  const int n_control = (ds ? 6 : 3) + (fim ? 6 : 0);
   const int n_merges = n_vocab - 256 - n_control;
 
   // Letters repeated by rough English frequency: drawing from this string favours common letters.
@@ -184,6 +193,17 @@ SynthVocab synth_vocab(int n_vocab, const std::string& arch, bool fim) {
     }
     v.fim_pre = first, v.fim_suf = first + 1, v.fim_mid = first + 2;
     v.fim_pad = first + 3, v.fim_rep = first + 4, v.fim_sep = first + 5;
+  }
+  if (ds) {
+    const auto first = static_cast<int32_t>(v.tokens.size());
+    for (int i = 0; i < 6; ++i) {
+      v.tokens.emplace_back(kDeepseek[i]);
+      v.types.push_back(i < 2 ? 3 : 4);
+    }
+    v.bos = first;
+    v.eos = first + 1;
+    v.pre = "deepseek-v3";
+    return v;
   }
   for (const char* c : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
     v.tokens.emplace_back(c);

@@ -1,15 +1,18 @@
 // safetensors reader and checkpoint-directory validation: every malformed input is an error
-// naming the file and tensor, never a crash.
+// naming the file and tensor, never a crash. The writer: files and sharded directories the reader
+// takes back byte for byte; its errors name the file and tensor.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "format/safetensors.h"
 #include "format/safetensors_dir.h"
+#include "format/safetensors_writer.h"
 
 namespace strata {
 namespace {
@@ -129,6 +132,65 @@ TEST_F(StDir, EmptyDirectory) {
   auto d = SafetensorsDir::open(dir_.string());
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("no *.safetensors"), std::string::npos) << d.message();
+}
+
+std::vector<uint8_t> counting(size_t n, uint8_t start) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(start + i * 7);
+  return v;
+}
+
+TEST_F(StDir, WriterRoundTripsShardsAndIndex) {
+  std::vector<StTensorOut> ts = {st_tensor_bytes("a.weight", StDtype::bf16, {3, 5}, counting(30, 1)),
+                                 st_tensor_bytes("a.scale", StDtype::f8_e8m0, {1, 1}, {127}),
+                                 st_tensor_bytes("b", StDtype::f32, {4}, counting(16, 9)),
+                                 st_tensor_bytes("c.weight", StDtype::i8, {2, 40}, counting(80, 3))};
+  // Shards of at most 40 bytes of data: [a.weight, a.scale], [b], [c.weight] (alone, larger).
+  std::filesystem::create_directories(dir_ / "ck");
+  write("ck/model-00001-of-00009.safetensors", "stale");  // a previous write's shard: removed
+  auto w = write_safetensors_dir((dir_ / "ck").string(), ts, 40);
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_EQ(w->n_shards, 3);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "ck" / "model-00001-of-00009.safetensors"));
+  auto d = SafetensorsDir::open((dir_ / "ck").string());
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_TRUE(d.value()->has_index());
+  EXPECT_EQ(d.value()->n_tensors(), 4u);
+  EXPECT_EQ(d.value()->file_of("a.scale"), "model-00001-of-00003.safetensors");
+  EXPECT_EQ(d.value()->file_of("c.weight"), "model-00003-of-00003.safetensors");
+  EXPECT_EQ(w->bytes, d.value()->total_bytes());
+  for (const auto& [name, n, start] : {std::tuple{"a.weight", 30, 1}, {"b", 16, 9}, {"c.weight", 80, 3}}) {
+    const StTensor* t = d.value()->find(name);
+    ASSERT_NE(t, nullptr) << name;
+    ASSERT_EQ(t->nbytes, static_cast<size_t>(n));
+    EXPECT_EQ(std::memcmp(t->data, counting(n, static_cast<uint8_t>(start)).data(), n), 0) << name;
+    EXPECT_EQ(t->offset % 8, 0u) << "the first tensor of a shard starts 8-byte aligned";
+  }
+  EXPECT_EQ(d.value()->find("c.weight")->shape_string(), "I8 [2, 40]");
+  // One shard: model.safetensors, no index (the old index removed).
+  ASSERT_TRUE(write_safetensors_dir((dir_ / "ck").string(), ts, 1 << 20).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "ck" / "model.safetensors.index.json"));
+  auto d1 = SafetensorsDir::open((dir_ / "ck").string());
+  ASSERT_TRUE(d1.ok()) << d1.message();
+  EXPECT_EQ(d1.value()->shards().size(), 1u);
+}
+
+TEST_F(StDir, WriterErrorsNameFileAndTensor) {
+  const std::string p = (dir_ / "x.safetensors").string();
+  std::vector<StTensorOut> dup = {st_tensor_bytes("a", StDtype::f32, {1}, counting(4, 0)),
+                                  st_tensor_bytes("a", StDtype::f32, {1}, counting(4, 0))};
+  auto r = write_safetensors(p, dup);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("'a' appears twice"), std::string::npos) << r.message();
+  std::vector<StTensorOut> failing = {
+      {"w", StDtype::f32, {2}, [](uint8_t*, size_t, size_t) -> Status { return err("no bytes today"); }}};
+  r = write_safetensors(p, failing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("x.safetensors: tensor 'w': no bytes today"), std::string::npos) << r.message();
+  dup.pop_back();
+  r = write_safetensors((dir_ / "no" / "such" / "x.safetensors").string(), dup);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cannot create"), std::string::npos) << r.message();
 }
 
 }  // namespace

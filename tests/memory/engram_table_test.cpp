@@ -8,12 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "format/safetensors_dir.h"
+#include "format/safetensors_writer.h"
 #include "memory/engram/engram_store.h"
 #include "model/deepseek_v41/v41_engram.h"
 #include "model/deepseek_v41/v41_quant.h"
@@ -31,23 +31,14 @@ struct TensorSpec {
 };
 
 void write_safetensors(const std::string& path, const std::vector<TensorSpec>& ts) {
-  std::string h = "{";
-  uint64_t off = 0;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    h +=
-        (i ? "," : "") + std::string("\"") + ts[i].name + "\":{\"dtype\":\"" + ts[i].dtype + "\",\"shape\":[";
-    for (size_t k = 0; k < ts[i].shape.size(); ++k) h += (k ? "," : "") + std::to_string(ts[i].shape[k]);
-    h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + ts[i].bytes.size()) + "]}";
-    off += ts[i].bytes.size();
+  std::vector<StTensorOut> out;
+  for (const TensorSpec& t : ts) {
+    StDtype d{};
+    ASSERT_TRUE(st_dtype_parse(t.dtype, &d)) << t.dtype;
+    out.push_back(st_tensor_bytes(t.name, d, t.shape, t.bytes));
   }
-  h += "}";
-  while (h.size() % 8) h += ' ';
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t n = h.size();
-  out.write(reinterpret_cast<const char*>(&n), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& t : ts)
-    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  auto w = ::strata::write_safetensors(path, out);
+  ASSERT_TRUE(w.ok()) << w.message();
 }
 
 struct TmpDir {

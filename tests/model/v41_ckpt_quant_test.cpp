@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "common/fixtures.h"
 #include "format/safetensors.h"
+#include "format/safetensors_writer.h"
 #include "model/deepseek_v41/v41_arch.h"
 #include "model/deepseek_v41/v41_ckpt_quant.h"
 #include "quant/qtypes.h"
@@ -130,19 +131,14 @@ struct Entry {
 };
 
 void write_safetensors(const std::filesystem::path& p, const std::vector<Entry>& es) {
-  nlohmann::json h = nlohmann::json::object();
-  size_t off = 0;
+  std::vector<StTensorOut> ts;
   for (const Entry& e : es) {
-    h[e.name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {off, off + e.bytes.size()}}};
-    off += e.bytes.size();
+    StDtype t{};
+    ASSERT_TRUE(st_dtype_parse(e.dtype, &t)) << e.dtype;
+    ts.push_back(st_tensor_bytes(e.name, t, e.shape, e.bytes));
   }
-  const std::string hs = h.dump();
-  std::ofstream f(p, std::ios::binary);
-  const uint64_t n = hs.size();
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f << hs;
-  for (const Entry& e : es)
-    f.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+  auto w = ::strata::write_safetensors(p.string(), ts);
+  ASSERT_TRUE(w.ok()) << w.message();
 }
 
 std::vector<uint8_t> bf16_bytes(const std::vector<float>& v) {

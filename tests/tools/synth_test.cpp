@@ -7,6 +7,8 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <span>
@@ -130,8 +132,8 @@ void write_dequantized(const GgufFile& f, const std::string& path) {
 
 // All positions' logits, in one batch or token by token (decode).
 std::vector<float> logits(const std::string& path, const std::vector<int32_t>& tokens,
-                          bool one_by_one = false) {
-  auto m = Model::load(path, {.n_threads = 2});
+                          bool one_by_one = false, bool v41_oracle = false) {
+  auto m = Model::load(path, {.n_threads = 2, .v41_oracle = v41_oracle});
   EXPECT_TRUE(m.ok()) << m.message();
   if (!m.ok()) return {};
   auto sess = (*m)->new_session({.n_ctx = 64});
@@ -308,6 +310,96 @@ TEST(SynthDeepseek4, LoadsRunsAndIsDeterministic) {
   bad([](SynthSpec& t) { t.indexer_heads = 0; }, "--indexer-heads");
   bad([](SynthSpec& t) { t.q_lora = 48; }, "--q-lora (48) must be a multiple of 32");
   EXPECT_TRUE(synth_validate(synth_preset_v4_flash(4)).ok());
+}
+
+// Every file of a directory, by name.
+std::map<std::string, std::string> read_dir(const std::filesystem::path& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(d)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    out[e.path().filename().string()].assign(std::istreambuf_iterator<char>(f), {});
+  }
+  return out;
+}
+
+// deepseek_v41 (the small test shape: Full / Full + candidates / Reindex layers, Engram on two
+// layers, FP8 dense, FP4 experts, BF16 head): a sharded checkpoint directory that loads with its
+// tokenizer, whose bytes do not depend on the generator's threads, whose fast numerics stay near
+// the oracle's and decode token by token as they prefill; the spec's problems name their flag.
+TEST(SynthDeepseekV41, ShardedCheckpointLoadsAndRuns) {
+  SynthSpec s = synth_preset_v41_tiny();
+  s.shard_bytes = 256 << 10;
+  ASSERT_TRUE(synth_validate(s).ok()) << synth_validate(s).message();
+  const auto base = std::filesystem::temp_directory_path() / ("strata_synth_v41_" + std::to_string(getpid()));
+  const std::string d1 = (base / "t1").string(), d2 = (base / "t2").string();
+  s.n_threads = 1;
+  auto w = synth_write(s, d1);
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_GT(w->n_files, 2);
+  s.n_threads = 2;
+  ASSERT_TRUE(synth_write(s, d2).ok());
+  const auto f1 = read_dir(d1), f2 = read_dir(d2);
+  EXPECT_EQ(f1.size(), static_cast<size_t>(w->n_files) + 5);  // + index, config, meta, tokenizer x2
+  EXPECT_TRUE(f1 == f2) << "bytes differ between 1 and 2 generator threads";
+  for (const char* f : {"model.safetensors.index.json", "config.json", "engram_meta.json", "tokenizer.json",
+                        "tokenizer_config.json"})
+    EXPECT_TRUE(f1.count(f)) << f;
+
+  {
+    auto m = Model::load(d1, {.n_threads = 2});
+    ASSERT_TRUE(m.ok()) << m.message();
+    ASSERT_TRUE((*m)->has_tokenizer());
+    const std::vector<int32_t> hello = (*m)->tokenizer().encode("hello there", true, false);
+    ASSERT_GE(hello.size(), 2u);
+    EXPECT_EQ(hello[0], s.n_vocab - 6);  // <｜begin▁of▁sentence｜>
+    EXPECT_EQ((*m)->tokenizer().decode({hello.begin() + 1, hello.end()}), "hello there");
+  }
+
+  const std::vector<int32_t> tokens = {5, 300, 17, 260, 99, 1, 412, 33, 7, 8, 9, 300, 17, 260, 99, 2, 40, 41};
+  const size_t V = static_cast<size_t>(s.n_vocab), n = tokens.size();
+  const std::vector<float> fast = logits(d1, tokens), fast_dec = logits(d1, tokens, true);
+  const std::vector<float> oracle = logits(d1, tokens, false, true);
+  ASSERT_EQ(fast.size(), n * V);
+  ASSERT_EQ(oracle.size(), n * V);
+  EXPECT_EQ(std::memcmp(fast.data(), fast_dec.data(), fast.size() * sizeof(float)), 0);
+  // Fast vs oracle: the same weights (FP8 -> BF16, FP4 -> MXFP4 losslessly), other summation orders.
+  double kld_sum = 0, ss = 0;
+  int agree = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float* o = oracle.data() + i * V;
+    const float* f = fast.data() + i * V;
+    double mo = o[0], mf = f[0];
+    for (size_t j = 0; j < V; ++j) mo = std::max<double>(mo, o[j]), mf = std::max<double>(mf, f[j]);
+    double zo = 0, zf = 0;
+    for (size_t j = 0; j < V; ++j) zo += std::exp(o[j] - mo), zf += std::exp(f[j] - mf);
+    double k = 0;
+    for (size_t j = 0; j < V; ++j) {
+      const double lo = o[j] - mo - std::log(zo), lf = f[j] - mf - std::log(zf);
+      k += std::exp(lo) * (lo - lf);
+      ss += double{o[j]} * o[j];
+    }
+    kld_sum += k;
+    agree += std::max_element(o, o + V) - o == std::max_element(f, f + V) - f;
+  }
+  std::printf("[synth v41] fast vs oracle: mean KLD %.4g, argmax %d/%zu, rms logit %.3g\n", kld_sum / n,
+              agree, n, std::sqrt(ss / static_cast<double>(n * V)));
+  EXPECT_GT(ss / static_cast<double>(n * V), 0.01);  // not all zero
+  EXPECT_LT(kld_sum / n, 0.05);
+  EXPECT_GE(agree * 3, static_cast<int>(n) * 2);  // random logits: near-ties flip (measured 14 / 18)
+  std::filesystem::remove_all(base);
+
+  auto bad = [&](auto mutate, const char* needle) { expect_invalid(s, mutate, needle); };
+  bad([](SynthSpec& t) { t.compress_ratios = {0, 2}; }, "--compress-ratios has 2 entries");
+  bad([](SynthSpec& t) { t.compress_ratios = {0, 4, 1, 1}; }, "--compress-ratios: 4");
+  bad([](SynthSpec& t) { t.kv_sources = {0}; }, "--kv-sources entry 0");
+  bad([](SynthSpec& t) { t.candidate_layer = 0; }, "--candidate-layer 0");
+  bad([](SynthSpec& t) { t.engram_dim = 48; }, "--engram-dim 48");
+  bad([](SynthSpec& t) { t.engram_layers = {7}; }, "--engram-layers entry 7");
+  bad([](SynthSpec& t) { t.expert_ffn = 48; }, "--expert-ffn 48");
+  bad([](SynthSpec& t) { t.type = "q8_0"; }, "--type q8_0");
+  bad([](SynthSpec& t) { t.n_vocab = 260; }, "--vocab");
+  EXPECT_TRUE(synth_validate(synth_preset_v41_flash(2)).ok())
+      << synth_validate(synth_preset_v41_flash(2)).message();
 }
 
 }  // namespace

@@ -58,9 +58,9 @@ struct Binder {
     ++n;
     return {};
   }
-  // The checkpoint's FP8 / FP4 encodings of a BF16 matrix, and F8 Engram tables where F32 is
-  // expected (v41_ckpt_quant.h). Returns false if `st` is none of them; else the conversion's
-  // status is in conv_status.
+  // The checkpoint's FP8 / FP4 encodings of a BF16 matrix, F8 Engram tables where F32 is expected
+  // (v41_ckpt_quant.h), and BF16 where F32 is expected (the official head.weight; widened exactly). Returns
+  // false if `st` is none of them; else the conversion's status is in conv_status.
   Status conv_status;
   bool converted(const StTensor& st, const std::string& name, StDtype t, const std::vector<int64_t>& shape,
                  std::vector<float>* out) {
@@ -76,6 +76,19 @@ struct Binder {
       }
       conv_status = fp8 ? dequant_fp8_blocks(st, *sc, shape[0], shape[1], block_r, block_c, where, out)
                         : dequant_fp4_mx(st, *sc, shape[0], shape[1], where, out);
+      return true;
+    }
+    if (t == StDtype::f32 && st.shape == shape && st.dtype == StDtype::bf16) {  // head.weight as shipped
+      out->resize(static_cast<size_t>(st.numel()));
+      for (int64_t i = 0; i < st.numel(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, st.data + 2 * i, 2);
+        (*out)[static_cast<size_t>(i)] = bf16_to_f32(h);
+      }
+      conv_status = {};
+      for (float v : *out)
+        if (!std::isfinite(v))
+          conv_status = err("%s: tensor '%s' holds a non-finite value", where.c_str(), name.c_str());
       return true;
     }
     if (t == StDtype::f32 && st.shape == shape && (fp8 || st.dtype == StDtype::f8_e8m0)) {
@@ -99,7 +112,7 @@ struct Binder {
     STRATA_TRY(get(name, t, {rows, cols}, &m->w));
     if (fast && !keep_f32) {
       pack(m->w, rows, cols, m);
-      m->w = {};
+      std::vector<float>().swap(m->w);  // `w = {}` would keep the capacity: an f32 copy of every matrix
     }
     bytes += static_cast<uint64_t>(m->w.size()) * sizeof(float) + m->bytes.size();
     return {};
@@ -124,7 +137,7 @@ struct Binder {
     bytes -= static_cast<uint64_t>(m->w.size()) * sizeof(float);
     bytes += codes.size();
     m->bytes = std::move(codes);
-    m->w = {};
+    std::vector<float>().swap(m->w);
     return {};
   }
   // A matrix [rows][cols] of f32 values -> BF16 when every value is bf16-exact (lossless), else
