@@ -12,6 +12,7 @@
 #include "format/gguf.h"
 #include "kv_pool_flags.h"
 #include "memory/io/io_engine.h"
+#include "model/arch.h"
 #include "plan/planner.h"
 
 namespace {
@@ -30,7 +31,8 @@ static int cmd_plan(int argc, char** argv) {
   bool json = false;
   int o_block_size = 16;
   CLI::App app{"The memory bill of a model and the expert budget for a RAM size", "strata plan"};
-  auto* m_opt = app.add_option("-m,--model", model, "GGUF model (exact tensor bytes)");
+  auto* m_opt = app.add_option("-m,--model", model,
+                               "GGUF model (exact tensor bytes) or checkpoint directory (its experts exact)");
   auto* c_opt =
       app.add_option("--config", config, "Hugging Face config.json (bytes estimated at assumed types)");
   m_opt->excludes(c_opt);
@@ -128,7 +130,9 @@ static int cmd_plan(int argc, char** argv) {
 
   strata::Result<strata::PlanModel> pm = strata::err("no model");
   std::unique_ptr<strata::GgufFile> file;
-  if (!model.empty()) {
+  if (!model.empty() && strata::is_checkpoint_dir(model)) {
+    pm = strata::plan_model_from_checkpoint_dir(model);
+  } else if (!model.empty()) {
     auto f = strata::GgufFile::open(model);
     if (!f.ok()) return fail(f.message());
     file = std::move(f).value();

@@ -1,5 +1,7 @@
 #include "expert_flags.h"
 
+#include <filesystem>
+
 #include <cstdio>
 
 #include "base/units.h"
@@ -107,8 +109,11 @@ Status ExpertFlags::finish(const Model& m, bool quiet) const {
                i.policy.c_str(), i.n_slots, format_bytes(i.slot_bytes).c_str(),
                format_bytes(i.tier_bytes).c_str(), format_bytes(i.routed_bytes).c_str(),
                i.direct_io ? "O_DIRECT" : "buffered", i.io_backend.c_str(), i.io_depth,
-               i.expert_file.empty() ? "the GGUF" : i.expert_file.c_str(), i.prefetch ? "on" : "off",
-               format_bytes(i.dense_bytes).c_str(), format_bytes(peak_rss_bytes()).c_str());
+               !i.expert_file.empty()                          ? i.expert_file.c_str()
+               : std::filesystem::is_directory(i.backing_path) ? "the checkpoint's shards"
+                                                               : "the GGUF",
+               i.prefetch ? "on" : "off", format_bytes(i.dense_bytes).c_str(),
+               format_bytes(peak_rss_bytes()).c_str());
   if (i.warm_experts > 0)
     std::fprintf(stderr,
                  "strata: experts   warm start: %d hottest experts of '%s' (%s) read in %.2f s at load\n",

@@ -9,6 +9,7 @@
 #include "format/tensor_names.h"
 #include "memory/experts/expert_store.h"
 #include "memory/tier/mem_resident.h"
+#include "format/safetensors_dir.h"
 #include "plan/planner.h"
 #include "obs/proc_mem.h"
 
@@ -50,11 +51,11 @@ MemReport mem_report(const Model& m, const Session& s, int n_batch, uint64_t poo
   r.measured[4] = streamed ? st->io_overhead_bytes() : 0;
   r.measured[5] = peak_rss_bytes();
 
-  if (!m.has_gguf()) {
-    r.plan_error = "a checkpoint directory (strata plan --config DIR/config.json bills it)";
-    return r;
-  }
-  auto pm = plan_model_from_gguf(m.file());
+  // A checkpoint directory: the plan of `strata plan -m DIR` (dense weights estimated, not measured
+  // here; the experts and their slots exact).
+  auto pm = m.has_gguf()         ? plan_model_from_gguf(m.file())
+            : m.checkpoint_dir() ? plan_model_from_checkpoint_dir(m.checkpoint_dir()->dir())
+                                 : Result<PlanModel>(err("no model file"));
   if (!pm.ok()) {
     r.plan_error = pm.message();
     return r;

@@ -86,6 +86,10 @@ SafetensorsFile::~SafetensorsFile() {
   if (map_) munmap(map_, size_);
 }
 
+void SafetensorsFile::drop_resident_pages() const {
+  if (map_) ::madvise(map_, size_, MADV_DONTNEED);  // advisory: a failure only keeps pages resident
+}
+
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return err("safetensors: cannot open '%s': %s", path.c_str(), std::strerror(errno));

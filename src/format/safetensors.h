@@ -76,6 +76,9 @@ class SafetensorsFile {
   const StTensor* find(std::string_view name) const;                 // nullptr if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   size_t file_size() const { return size_; }
+  // Drops the mapping's pages from this process (MADV_DONTNEED; they fault back in if read again):
+  // for a loader that has copied what it needs. No-op for an in-memory image.
+  void drop_resident_pages() const;
 
  private:
   SafetensorsFile() = default;

@@ -23,6 +23,7 @@
 #include "kv/kv_spec.h"
 #include "memory/engram/engram_store.h"
 #include "memory/experts/expert_source.h"
+#include "memory/experts/expert_store.h"
 #include "model/hparams.h"
 
 namespace strata {
@@ -173,12 +174,17 @@ using ArchKvSpecFn = Result<KvSpec> (*)(const GgufFile& f);
 struct DirLoadOptions {
   EngramStoreOptions engram;  // Engram tables: budget_bytes > 0 a tiered store, 0 resident
   bool v41_oracle = false;    // DeepSeek-V4.1: the reference's exact numerics (slow) instead of fast
+  // Routed experts (Model's LoadOptions): budget_bytes > 0 streams them from the shards through the
+  // tiered store; expert_stats a store without a budget (statistics only).
+  ExpertStoreOptions experts;
+  bool expert_stats = false;
 };
 // What a directory factory hands the Model: the architecture and what must outlive it.
 struct DirModel {
   std::unique_ptr<Architecture> arch;
   std::unique_ptr<SafetensorsDir> dir;       // keeps the shards mapped
   std::unique_ptr<TieredEngramRows> engram;  // the Engram store the forward reads (null: none / resident)
+  std::unique_ptr<ExpertStore> experts;      // the expert store (DirLoadOptions' expert options; null: none)
   DirModel();
   DirModel(DirModel&&) noexcept;
   DirModel& operator=(DirModel&&) noexcept;

@@ -183,14 +183,11 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
     if (!text.ok()) return err_context("loading " + path, text.error());
     auto e = arch_find_config_text(text.value(), cfg_path);
     if (!e.ok()) return err_context("loading " + path, e.error());
-    if (opts.experts.budget_bytes > 0 || opts.expert_stats)
-      return err(
-          "loading %s: the expert store options need a GGUF model (a checkpoint directory keeps its "
-          "experts resident)",
-          path.c_str());
-    auto d = e.value()->make_dir(path, DirLoadOptions{opts.engram, opts.v41_oracle});
+    auto d = e.value()->make_dir(
+        path, DirLoadOptions{opts.engram, opts.v41_oracle, opts.experts, opts.expert_stats});
     if (!d.ok()) return err_context("loading " + path, d.error());
     m->engram_ = std::move(d.value().engram);
+    m->store_ = std::move(d.value().experts);
     m->st_dir_ = std::move(d.value().dir);
     m->arch_ = std::move(d.value().arch);
     const std::string tok_path = (std::filesystem::path(path) / "tokenizer.json").string();

@@ -112,8 +112,9 @@ class Model final : public BatchRunner {
   const HParams& hparams() const;
   bool has_gguf() const { return file_ != nullptr; }
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
-  const GgufFile& file() const { return *file_; }             // has_gguf() only
-  const Tokenizer& tokenizer() const { return *tokenizer_; }  // has_tokenizer() only
+  const GgufFile& file() const { return *file_; }                         // has_gguf() only
+  const SafetensorsDir* checkpoint_dir() const { return st_dir_.get(); }  // null: a GGUF model
+  const Tokenizer& tokenizer() const { return *tokenizer_; }              // has_tokenizer() only
   int n_vocab() const;
   int n_ctx_train() const;
   ThreadPool& pool() const { return *pool_; }

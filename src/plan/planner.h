@@ -7,7 +7,8 @@
 //  * dense_weights: every non-routed tensor (always resident), by class;
 //  * expert_weights_resident: all routed experts when no budget applies (served from the mapped
 //    file), else the fast tier: n_slots x slot_bytes, a slot holding one expert's gate+up+down
-//    as 4 KiB-aligned covers of its file ranges (the expert store's layout, for O_DIRECT reads);
+//    as 4 KiB-aligned covers of its file ranges (the expert store's layout, for O_DIRECT reads; a
+//    checkpoint directory's FP4 parts with their staging, memory/experts/expert_store_catalog.h);
 //  * kv_cache: plan/kv_bill's bill (the architecture's KV spec) for one sequence of n_ctx tokens,
 //    x n_seq sequences;
 //  * scratch: the step buffers at min(n_ubatch, n_ctx) tokens per step, sized by the
@@ -30,8 +31,9 @@
 // The recommended budget = RAM - everything else - a safety margin, rounded down to whole slots;
 // below one layer's top-k slots the plan does not fit (an error naming the minimum).
 //
-// The model facts come from a GGUF (exact tensor bytes) or from a Hugging Face config.json (bytes
-// estimated from the shapes the architecture implies at assumed storage types).
+// The model facts come from a GGUF (exact tensor bytes), from a Hugging Face config.json (bytes
+// estimated from the shapes the architecture implies at assumed storage types) or from a checkpoint
+// directory (its config's estimate; the routed experts and their slot from the expert store's catalog).
 #pragma once
 
 #include <cstdint>
@@ -92,6 +94,9 @@ Result<PlanModel> plan_model_from_gguf(const GgufFile& f);
 Result<PlanModel> plan_model_from_hf_config_text(const std::string& text, const std::string& source,
                                                  const PlanTypes& types = {});
 Result<PlanModel> plan_model_from_hf_config(const std::string& path, const PlanTypes& types = {});
+// A checkpoint directory (deepseek_v41): the config estimate at the fast path's types, the routed
+// experts and their slot from the expert store's catalog of the shards (planner_dir.cpp).
+Result<PlanModel> plan_model_from_checkpoint_dir(const std::string& dir);
 
 struct PlanOptions {
   uint64_t ram = 0;                // 0: no RAM limit given (all experts resident)

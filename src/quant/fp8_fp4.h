@@ -79,6 +79,15 @@ inline float e2m1_round(float x) {
 // The nibble of e2m1_round(x) (NaN, which E2M1 cannot hold, gives 0).
 uint8_t f32_to_e2m1(float x);
 
+// E2M1 pairs (DeepSeek's / torch's float4_e2m1fn_x2: element 2i in the low nibble of byte i, 2i+1
+// in the high) to MXFP4 blocks (quant/qtypes.h BlockMxfp4: the UE8M0 scale, then element j in the
+// low nibble of qs[j], j + 16 in the high), losslessly: n blocks from codes [n][16] and scales [n]
+// into dst [n][17]. dst may overlap the inputs as a forward in-place conversion needs: block i is
+// read before it is written, so dst + 17 (i + 1) <= codes + 16 (i + 1) and <= scales + i + 1 for
+// every i keeps every later block intact (e.g. codes >= dst + n, scales >= dst + 16 n + n).
+// Returns the index of the first block whose scale is 0xff (NaN), or -1 (every block converted).
+int64_t e2m1_pairs_to_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t n, uint8_t* dst);
+
 // --- UE8M0 --------------------------------------------------------------------------------
 // 2^(b-127) (2^-127 is an exact f32 subnormal); 255 is NaN. Inline bits: the SIMD row
 // conversions (kernels/x86) call it once per block.

@@ -454,6 +454,33 @@ TEST(KvBill, DeepSeekV41MatchesTheForwardsState) {
   }
 }
 
+// A checkpoint directory with an expert budget: `strata plan -m DIR` bills the tier in the expert
+// store's own slots (its catalog of the shards), the slots a store of that budget allocates.
+TEST(PlanDir, DeepSeekV41ExpertBudgetInTheStoresSlots) {
+  STRATA_REQUIRE_FIXTURES_V41(root);
+  const std::string dir = root + "/deep";
+  auto pm = plan_model_from_checkpoint_dir(dir);
+  ASSERT_TRUE(pm.ok()) << pm.message();
+  ExpertStoreOptions eo;
+  eo.budget_bytes = 5 * pm->slot_bytes + 100;
+  eo.io_backend = "sync";
+  auto loaded = load_deepseek_v41_dir(dir, {}, v41::V41Numerics::fast, &eo);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  const ExpertStoreInfo& i = loaded->experts->info();
+  EXPECT_EQ(pm->slot_bytes, i.slot_bytes);
+  EXPECT_EQ(pm->class_bytes[plan_class_routed], i.routed_bytes);
+  PlanOptions o;
+  o.expert_budget = eo.budget_bytes;
+  o.io_backend = IoBackend::io_backend_sync;
+  auto b = plan_make(*pm, o);
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ(b->expert_slots, i.n_slots);
+  EXPECT_EQ(b->expert_weights_resident, i.tier_bytes);
+  EXPECT_LT(b->expert_weights_resident, b->expert_weights_total);
+  // Not a V4.1 directory, or no directory: errors naming it.
+  EXPECT_FALSE(plan_model_from_checkpoint_dir(root + "/no_such_dir").ok());
+}
+
 TEST(PlanConfig, Qwen3MoeAndMixtralParameterCounts) {
   auto q = plan_model_from_hf_config(data("plan/qwen3-30b-a3b.config.json"));
   ASSERT_TRUE(q.ok()) << q.message();

@@ -7,130 +7,8 @@
 
 #include "base/clock.h"
 #include "memory/tier/mem_resident.h"
-#include "memory/experts/pack.h"
 
 namespace strata {
-
-Result<std::unique_ptr<ExpertStore>> ExpertStore::open(const GgufFile& f, int n_layer, int n_expert,
-                                                       int n_used, const ExpertStoreOptions& o,
-                                                       std::unique_ptr<ExpertPolicy> policy,
-                                                       IoOpener opener) {
-  if (n_used < 1 || n_used > n_expert)
-    return err("expert store: n_used %d must be in [1, n_expert %d]", n_used, n_expert);
-  std::unique_ptr<ExpertStore> s(new ExpertStore());
-  STRATA_ASSIGN(s->catalog_, ExpertCatalog::build(f, n_layer, n_expert));
-  s->opts_ = o;
-  s->n_layer_ = n_layer;
-  s->n_expert_ = n_expert;
-  s->n_used_ = n_used;
-  s->resident_ = o.budget_bytes == 0;
-  s->stats_.init(n_layer, n_expert);
-  s->profile_counts_.assign(static_cast<size_t>(n_layer) * n_expert, 0);
-  if (!o.profile_path.empty() && ::access(o.profile_path.c_str(), F_OK) == 0) {  // absent: written at exit
-    auto loaded = expert_profile_load(o.profile_path, n_layer, n_expert, &s->profile_counts_);
-    if (!loaded.ok()) return loaded.error();
-  }
-
-  ExpertStoreInfo& i = s->info_;
-  i.backing_path = f.path();
-  i.n_layer = n_layer;
-  i.n_expert = n_expert;
-  i.n_used = n_used;
-  i.routed_bytes = s->catalog_.routed_bytes();
-  i.dense_bytes = s->catalog_.dense_bytes();
-  i.resident = s->resident_;
-  i.budget_bytes = o.budget_bytes;
-
-  if (!o.routing_trace_path.empty()) {
-    s->trace_ = std::fopen(o.routing_trace_path.c_str(), "w");
-    if (!s->trace_) return err("cannot write routing trace '%s'", o.routing_trace_path.c_str());
-  }
-  s->cur_sel_.assign(static_cast<size_t>(n_expert), 0);
-  s->mark_.assign(static_cast<size_t>(n_expert), 0);
-  i.slot_bytes = s->catalog_.slot_bytes();
-  if (s->resident_) {
-    i.policy = "resident";
-    i.tier_bytes = i.routed_bytes;
-    return s;
-  }
-
-  if (!policy) return err("expert store: no policy");
-  if (o.io_threads < 1 || o.io_threads > 256)
-    return err("expert store: --io-threads %d must be in [1, 256]", o.io_threads);
-  if (o.io_depth < 1 || o.io_depth > 65536)
-    return err("expert store: --io-depth %d must be in [1, 65536]", o.io_depth);
-  if (o.lookahead < 0 || o.lookahead > n_layer)
-    return err("expert store: lookahead %d out of range", o.lookahead);
-  if (o.predict != "lookahead" && o.predict != "history" && o.predict != "union")
-    return err("expert store: --predict '%s' must be lookahead, history or union", o.predict.c_str());
-  s->predict_lookahead_ = o.predict != "history";
-  s->predict_history_ = o.predict != "lookahead";
-  s->policy_ = std::move(policy);
-  IoBackend backend;
-  if (!io_backend_from_name(o.io_backend, &backend))
-    return err("expert store: --io-backend '%s' must be auto, uring, threads or sync", o.io_backend.c_str());
-  uint64_t backing_size = f.file_size();
-  if (!o.expert_file.empty()) {
-    STRATA_ASSIGN(PackIndex ix, pack_read_index(o.expert_file));
-    STRATA_TRY(s->catalog_.attach_bundle(ix, f));
-    backing_size = ix.file_size;
-  }
-  const std::string& backing = s->catalog_.backing_path();
-  auto file = opener ? opener(backing, o.direct_io) : io_open_file(backing, o.direct_io);
-  if (!file.ok()) return file.error();
-  s->file_ = std::move(file).value();
-  if (s->file_->opened_size() != backing_size)
-    return err("%s: backing file is %llu bytes but %llu were expected (file changed?)", backing.c_str(),
-               static_cast<unsigned long long>(s->file_->opened_size()),
-               static_cast<unsigned long long>(backing_size));
-  STRATA_TRY(gguf_advise_streamed_experts(f, /*dense_willneed=*/!o.dense_resident));
-  if (o.dense_resident) {
-    // The model's own file, not the opener's: these are the mapping's bytes, not expert reads.
-    STRATA_ASSIGN(std::unique_ptr<IoFile> model_file, io_open_file(f.path(), o.direct_io));
-    STRATA_ASSIGN(s->dense_loaded_, gguf_load_dense_resident(f, *model_file));
-  }
-  const size_t slot = s->catalog_.slot_bytes();
-  const uint64_t all = uint64_t{slot} * static_cast<uint64_t>(s->catalog_.n_present_layers()) * n_expert;
-  STRATA_ASSIGN(s->tier_, make_ram_tier(std::min(o.budget_bytes, all), slot, n_used));
-  if (o.prefetch && o.lookahead > 0) {
-    STRATA_ASSIGN(RouterLookahead r, RouterLookahead::build(f, n_layer, n_expert, n_used));
-    s->lookahead_ = std::make_unique<RouterLookahead>(std::move(r));
-  }
-
-  const int n = s->tier_->n_slots();
-  s->slots_.resize(static_cast<size_t>(n));
-  s->free_.reserve(static_cast<size_t>(n));
-  for (int k = n - 1; k >= 0; --k) s->free_.push_back(k);
-  s->cand_keys_.reserve(static_cast<size_t>(n));
-  s->cand_slots_.reserve(static_cast<size_t>(n));
-  s->slot_of_.assign(static_cast<size_t>(n_layer) * n_expert, -1);
-  s->pred_.assign(static_cast<size_t>(n_layer) * n_expert, 0);
-  s->pred_valid_.assign(static_cast<size_t>(n_layer), 0);
-  s->last_use_.assign(static_cast<size_t>(n_layer) * n_expert, -1);
-  i.slot_bytes = s->catalog_.slot_bytes();
-  i.backing_path = backing;
-  i.expert_file = o.expert_file;
-  i.policy = s->policy_->name();
-  i.tier = s->tier_->name();
-  i.direct_io = s->file_->direct();
-  i.prefetch = o.prefetch;
-  i.n_slots = n;
-  i.tier_bytes = s->tier_->bytes();
-  i.io_threads = o.io_threads;
-  i.io_depth = o.io_depth;
-  i.lookahead = o.prefetch ? o.lookahead : 0;
-  s->pending_urgent_.reserve(static_cast<size_t>(n));
-  s->pending_normal_.reserve(static_cast<size_t>(n));
-  ExpertStore* self = s.get();
-  STRATA_ASSIGN(s->io_, io_engine_make(backend, *s->file_, o.io_threads, o.io_depth,
-                                       [self](uint32_t id, const Status& st, uint64_t bytes, double dt) {
-                                         self->read_done(id, st, bytes, dt);
-                                       }));
-  i.io_backend = s->io_->name();
-  i.io_overhead_bytes = s->io_->overhead_bytes();
-  STRATA_TRY(s->warm_start());
-  return s;
-}
 
 Status ExpertStore::warm_start() {
   std::vector<uint32_t> order;
@@ -185,7 +63,16 @@ ExpertStore::~ExpertStore() {
 
 // ---------------------------------------------------------------------------------- reads
 
-void ExpertStore::read_done(uint32_t s, const Status& st, uint64_t bytes, double dt) {
+void ExpertStore::read_done(uint32_t s, const Status& read_st, uint64_t bytes, double dt) {
+  Status st = read_st;
+  if (st.ok() && catalog_.has_transform()) {  // FP4 parts to MXFP4, before anyone may use the slot
+    ExpertKey k;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      k = slots_[s].key;
+    }
+    st = catalog_.transform(k.layer, k.expert, tier_->host_data(static_cast<int>(s)));
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     Slot& slot = slots_[s];
@@ -315,12 +202,13 @@ void ExpertStore::start_fill_locked(int s, ExpertKey k, bool urgent, bool prefet
   }
   IoJob job;
   job.id = static_cast<uint32_t>(s);
-  uint64_t off[IoJob::kMaxSegments];
-  size_t len[IoJob::kMaxSegments], slot_off[IoJob::kMaxSegments];
-  const int n = catalog_.fill_segments(k.layer, k.expert, off, len, slot_off);
+  ExpertSegment seg[kMaxExpertSegments];
+  const int n = catalog_.fill_segments(k.layer, k.expert, seg);
   uint8_t* base = tier_->host_data(s);
   IoSegment whole[IoJob::kMaxSegments];
-  for (int i = 0; i < n; ++i) whole[i] = IoSegment{base + slot_off[i], off[i], len[i]};
+  for (int i = 0; i < n; ++i)
+    whole[i] = IoSegment{base + seg[i].slot_off, seg[i].off, seg[i].len,
+                         files_[static_cast<size_t>(seg[i].file)].get()};
   job.n = io_split_segments(whole, n, opts_.io_chunk, job.seg, IoJob::kMaxSegments);
   (urgent ? pending_urgent_ : pending_normal_).push_back(job);
 }

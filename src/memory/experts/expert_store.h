@@ -2,8 +2,10 @@
 // byte budget (memory/tier.h) and are read on demand from the backing file without the page cache
 // (memory/io_file.h) by an I/O engine (memory/io_engine.h: io_uring, a pool of pread threads, or the
 // compute thread itself with blocking preads: "sync"). The backing file is the GGUF itself (three
-// reads per expert: gate, up, down covers) or a `strata pack` bundle given as
-// ExpertStoreOptions::expert_file (one read per expert).
+// reads per expert: gate, up, down covers), a `strata pack` bundle given as
+// ExpertStoreOptions::expert_file (one read per expert), or a checkpoint directory's shards (each
+// expert part's tensors, FP4 ones transformed to MXFP4 in the slot once read: the I/O thread runs
+// ExpertCatalog::transform before the slot is ready; expert_store_catalog.h).
 //
 //   (layer, expert) ──map──► slot ──state──► free | filling | ready | failed
 //
@@ -78,6 +80,16 @@ struct ExpertStoreOptions {
 
 using IoOpener = std::function<Result<std::unique_ptr<IoFile>>(const std::string& path, bool direct)>;
 
+// What a store serves experts from, made by the model's loader: where each expert's bytes are
+// (ExpertCatalog::build for a GGUF, build_safetensors for a checkpoint directory), the routers
+// the look-ahead applies (null: prefetch without look-ahead), and, with a budget, what becomes of
+// the dense weights (a GGUF's: read into anonymous RAM; returns the bytes loaded; null: nothing).
+struct ExpertBacking {
+  ExpertCatalog catalog;
+  std::unique_ptr<RouterLookahead> routers;
+  std::function<Result<uint64_t>()> prepare_dense;
+};
+
 class ExpertStore final : public ExpertSource {
  public:
   // n_layer / n_expert / n_used from the model's hyper-parameters. policy may be null only when
@@ -85,6 +97,11 @@ class ExpertStore final : public ExpertSource {
   // Errors: no expert tensors, a budget below one layer's top-k (message gives the minimum), I/O.
   static Result<std::unique_ptr<ExpertStore>> open(const GgufFile& f, int n_layer, int n_expert, int n_used,
                                                    const ExpertStoreOptions& o,
+                                                   std::unique_ptr<ExpertPolicy> policy,
+                                                   IoOpener opener = nullptr);
+  // The same over any backing (n_layer / n_expert from its catalog); the GGUF open above is this
+  // with the GGUF's catalog (and bundle), routers and dense weights.
+  static Result<std::unique_ptr<ExpertStore>> open(ExpertBacking b, int n_used, const ExpertStoreOptions& o,
                                                    std::unique_ptr<ExpertPolicy> policy,
                                                    IoOpener opener = nullptr);
   ~ExpertStore() override;
@@ -165,7 +182,7 @@ class ExpertStore final : public ExpertSource {
   bool resident_ = true;
   std::unique_ptr<ExpertPolicy> policy_;
   std::unique_ptr<FastTier> tier_;
-  std::unique_ptr<IoFile> file_;
+  std::vector<std::unique_ptr<IoFile>> files_;          // catalog_.backing_files(), opened
   std::vector<IoJob> pending_urgent_, pending_normal_;  // started, not yet handed to the engine
   std::unique_ptr<RouterLookahead> lookahead_;
   FILE* trace_ = nullptr;
@@ -199,5 +216,7 @@ class ExpertStore final : public ExpertSource {
 // o.profile_path, hottest first).
 Result<std::unique_ptr<ExpertStore>> expert_store_open(const GgufFile& f, int n_layer, int n_expert,
                                                        int n_used, const ExpertStoreOptions& o);
+Result<std::unique_ptr<ExpertStore>> expert_store_open(ExpertBacking b, int n_used,
+                                                       const ExpertStoreOptions& o);
 
 }  // namespace strata

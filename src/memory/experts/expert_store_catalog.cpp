@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/assert.h"
 #include "memory/io/io_file.h"
 #include "memory/experts/pack.h"
 
@@ -83,6 +84,7 @@ Result<ExpertCatalog> ExpertCatalog::build(const GgufFile& f, int n_layer, int n
   if (n_layer < 1 || n_expert < 1) return err("expert store: model has no routed experts");
   ExpertCatalog c;
   c.path_ = f.path();
+  c.files_ = {ExpertBackingFile{f.path(), f.file_size()}};
   c.n_expert_ = n_expert;
   c.layers_.resize(static_cast<size_t>(n_layer));
   STRATA_ASSIGN(const uint8_t* base, mapping_base(f));
@@ -142,9 +144,12 @@ TensorView ExpertCatalog::view(int l, int e, int p, const uint8_t* slot) const {
   const uint64_t off = part_offset(l, e, p);
   if (slot && bundled()) {
     v.data = slot + blob_part_[static_cast<size_t>(l)][static_cast<size_t>(p)];
+  } else if (slot && checkpoint_dir()) {  // FP4: the MXFP4 blocks at the region's start
+    v.data = slot + q.slot_offset + (q.fp4 ? 0 : st_seg(l, e, p, 0).off % kIoAlign);
   } else if (slot) {
     v.data = slot + q.slot_offset + (off - io_align_down(off));
   } else {
+    STRATA_ASSERT(q.slice0.data != nullptr);  // a directory's experts: set_resident first
     v.data = static_cast<const uint8_t*>(q.slice0.data) + q.stride * static_cast<size_t>(e);
   }
   return v;
@@ -211,23 +216,34 @@ Status ExpertCatalog::attach_bundle(const PackIndex& ix, const GgufFile& f) {
   blob_len_ = std::move(len);
   blob_part_ = std::move(part);
   bundle_path_ = ix.path;
+  files_ = {ExpertBackingFile{ix.path, ix.file_size}};
   slot_bytes_ = slot;
   return {};
 }
 
-int ExpertCatalog::fill_segments(int l, int e, uint64_t* off, size_t* len, size_t* slot_off) const {
+int ExpertCatalog::fill_segments(int l, int e, ExpertSegment* seg) const {
   if (bundled()) {
     const size_t i = static_cast<size_t>(l) * static_cast<size_t>(n_expert_) + static_cast<size_t>(e);
-    off[0] = blob_off_[i];
-    len[0] = static_cast<size_t>(blob_len_[i]);
-    slot_off[0] = 0;
+    seg[0] = ExpertSegment{0, blob_off_[i], static_cast<size_t>(blob_len_[i]), 0};
     return 1;
   }
-  for (int p = 0; p < expert_part_count; ++p) {
-    off[p] = part_offset(l, e, p);
-    len[p] = layer(l).part[p].stride;
-    slot_off[p] = layer(l).part[p].slot_offset;
+  if (checkpoint_dir()) {
+    int n = 0;
+    for (int p = 0; p < expert_part_count; ++p) {
+      const ExpertPart& q = layer(l).part[p];
+      const StSeg& w = st_seg(l, e, p, 0);
+      if (!q.fp4) {
+        seg[n++] = ExpertSegment{w.file, w.off, q.stride, q.slot_offset};
+        continue;
+      }
+      const StSeg& sc = st_seg(l, e, p, 1);
+      seg[n++] = ExpertSegment{w.file, w.off, q.codes_bytes, q.codes_slot};
+      seg[n++] = ExpertSegment{sc.file, sc.off, q.scale_bytes, q.scale_slot};
+    }
+    return n;
   }
+  for (int p = 0; p < expert_part_count; ++p)
+    seg[p] = ExpertSegment{0, part_offset(l, e, p), layer(l).part[p].stride, layer(l).part[p].slot_offset};
   return expert_part_count;
 }
 

@@ -76,7 +76,7 @@ int io_split_segments(const IoSegment* in, int n, size_t chunk, IoSegment* out, 
     }
     for (uint64_t p = a0; p < end; p += c) {  // piece [max(p, off), min(p + c, end)) lands at dst + (p - a0)
       const uint64_t lo = std::max<uint64_t>(p, s.off), hi = std::min<uint64_t>(p + c, end);
-      out[k++] = IoSegment{s.dst + (p - a0), lo, static_cast<size_t>(hi - lo)};
+      out[k++] = IoSegment{s.dst + (p - a0), lo, static_cast<size_t>(hi - lo), s.file};
     }
   }
   return k;
@@ -86,7 +86,8 @@ Status io_read_job(IoFile& f, const IoJob& job, uint64_t* bytes) {
   *bytes = 0;
   for (int s = 0; s < job.n; ++s) *bytes += job.seg[s].len;
   for (int s = 0; s < job.n; ++s)
-    STRATA_TRY(io_read_covering(f, job.seg[s].dst, job.seg[s].off, job.seg[s].len));
+    STRATA_TRY(io_read_covering(job.seg[s].file ? *job.seg[s].file : f, job.seg[s].dst, job.seg[s].off,
+                                job.seg[s].len));
   return {};
 }
 

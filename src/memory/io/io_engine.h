@@ -35,6 +35,10 @@ struct IoSegment {
   uint8_t* dst = nullptr;  // 4 KiB aligned; receives the aligned range covering [off, off + len)
   uint64_t off = 0;
   size_t len = 0;
+  // The file to read from (it must outlive the engine; for io_uring it must have a descriptor);
+  // null: the engine's own file. A job's segments may read different files (the shards of a
+  // checkpoint directory).
+  IoFile* file = nullptr;
 };
 
 struct IoJob {
@@ -98,8 +102,8 @@ std::unique_ptr<IoEngine> io_engine_make_sync(IoFile& f, IoEngine::Done done);
 // result the chunk is doubled until they fit (max_out >= n). Returns the number written to out.
 int io_split_segments(const IoSegment* in, int n, size_t chunk, IoSegment* out, int max_out);
 
-// A job's segments read one after another with io_read_covering (the threads and sync backends):
-// the first error, and *bytes = the segment lengths wanted.
+// A job's segments read one after another with io_read_covering (the threads and sync backends),
+// each from its own file or else f: the first error, and *bytes = the segment lengths wanted.
 Status io_read_job(IoFile& f, const IoJob& job, uint64_t* bytes);
 // Errors: liburing not compiled in, io_uring_queue_init refused (message has the errno), no
 // descriptor for the file.

@@ -129,6 +129,7 @@ class UringEngine final : public IoEngine {
   struct Op {
     int active = -1;
     int seg = 0;
+    IoFile* file = nullptr;  // the segment's file
     IoCoverRead rd;
   };
   struct Active {
@@ -165,7 +166,7 @@ class UringEngine final : public IoEngine {
   void issue(int o) {
     Op& op = ops_[static_cast<size_t>(o)];
     io_uring_sqe* s = sqe();
-    io_uring_prep_read(s, f_.fd(), op.rd.next_dst(), static_cast<unsigned>(op.rd.next_len()),
+    io_uring_prep_read(s, op.file->fd(), op.rd.next_dst(), static_cast<unsigned>(op.rd.next_len()),
                        op.rd.next_off());
     io_uring_sqe_set_data64(s, static_cast<uint64_t>(o));
   }
@@ -179,7 +180,10 @@ class UringEngine final : public IoEngine {
       Op& op = ops_[static_cast<size_t>(o)];
       op.active = a;
       op.seg = ac.next_seg++;
-      Status st = op.rd.start(f_, sg.dst, sg.off, sg.len);
+      op.file = sg.file ? sg.file : &f_;
+      Status st = op.file->fd() < 0
+                      ? err("io_uring: %s has no file descriptor to read from", op.file->path().c_str())
+                      : op.rd.start(*op.file, sg.dst, sg.off, sg.len);
       if (!st.ok()) {
         ac.st = st;
         break;
@@ -223,8 +227,8 @@ class UringEngine final : public IoEngine {
     Op& op = ops_[static_cast<size_t>(o)];
     const int a = op.active;
     Active& ac = active_[static_cast<size_t>(a)];
-    const int64_t r = f_.on_async_result(op.rd.next_dst(), op.rd.next_len(), op.rd.next_off(), res);
-    Status st = op.rd.advance(f_, r);
+    const int64_t r = op.file->on_async_result(op.rd.next_dst(), op.rd.next_len(), op.rd.next_off(), res);
+    Status st = op.rd.advance(*op.file, r);
     if (st.ok() && !op.rd.done()) {  // short read, EINTR or EAGAIN: the rest from the same entry
       issue(o);
       return;

@@ -10,6 +10,7 @@
 #include "model/deepseek4/ds4_rope.h"
 #include "model/deepseek_v41/v41_arch.h"
 #include "model/deepseek_v41/v41_config.h"
+#include "model/deepseek_v41/v41_experts.h"
 
 namespace strata {
 
@@ -31,8 +32,9 @@ class DeepseekV41 : public Architecture {
     const auto* share = static_cast<const v41::V41State*>(opts.share_scratch);
     if (share && share->n_batch != opts.n_batch)
       return err("deepseek_v41: share_scratch has another n_batch");
-    return std::unique_ptr<ArchState>(
-        std::make_unique<v41::V41State>(*m_, opts.n_ctx, opts.n_batch, share, &spec));
+    auto st = std::make_unique<v41::V41State>(*m_, opts.n_ctx, opts.n_batch, share, &spec);
+    st->experts = opts.experts;
+    return std::unique_ptr<ArchState>(std::move(st));
   }
 
   Status forward(const Batch& b, float* logits, ThreadPool& pool) const override {
@@ -79,7 +81,7 @@ HParams generic_hparams(const v41::Config& c) {
 }  // namespace
 
 Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStoreOptions& engram,
-                                        v41::V41Numerics numerics) {
+                                        v41::V41Numerics numerics, const ExpertStoreOptions* experts) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   STRATA_ASSIGN(std::string cfg_text, read_text_file(cfg_path));
@@ -96,7 +98,21 @@ Result<V41Loaded> load_deepseek_v41_dir(const std::string& dir, const EngramStor
   const bool tiered = engram.budget_bytes > 0;
   m->numerics = numerics;
   const bool fast = numerics == v41::V41Numerics::fast;
-  STRATA_ASSIGN(m->w, v41::bind_weights(*out.dir, c, /*engram_tables=*/!tiered, fast));
+  const bool streamed = experts && experts->budget_bytes > 0;
+  if (experts && !fast)
+    return err(
+        "checkpoint %s: the expert store (--expert-budget, expert statistics) serves the fast numerics, "
+        "not --v41-numerics oracle",
+        dir.c_str());
+  STRATA_ASSIGN(
+      m->w, v41::bind_weights(*out.dir, c, /*engram_tables=*/!tiered, fast, /*routed_experts=*/!streamed));
+  if (experts) {
+    STRATA_ASSIGN(out.experts, v41::open_v41_expert_store(*out.dir, *m, *experts));
+    // Every weight is in the model's own memory now: the shards' mapped pages go (the store reads
+    // its experts with O_DIRECT), so the resident set is what the plan bills.
+    if (streamed)
+      for (const auto& sh : out.dir->shards()) sh->drop_resident_pages();
+  }
   m->fast_rope_plain = ds4::rope_plain(c.rope_dim, static_cast<float>(c.rope_theta));
   m->fast_rope_comp =
       ds4::rope_yarn(c.rope_dim, static_cast<float>(c.compress_rope_theta), static_cast<float>(c.rope_factor),
@@ -131,13 +147,16 @@ bool matches_deepseek_v41(const nlohmann::json& j) {
 }
 
 Result<DirModel> make_arch_deepseek_v41(const std::string& dir, const DirLoadOptions& o) {
+  const bool store = o.experts.budget_bytes > 0 || o.expert_stats;
   STRATA_ASSIGN(
       V41Loaded v,
-      load_deepseek_v41_dir(dir, o.engram, o.v41_oracle ? v41::V41Numerics::oracle : v41::V41Numerics::fast));
+      load_deepseek_v41_dir(dir, o.engram, o.v41_oracle ? v41::V41Numerics::oracle : v41::V41Numerics::fast,
+                            store ? &o.experts : nullptr));
   DirModel d;
   d.arch = std::move(v.arch);
   d.dir = std::move(v.dir);
   d.engram = std::move(v.engram);
+  d.experts = std::move(v.experts);
   return d;
 }
 

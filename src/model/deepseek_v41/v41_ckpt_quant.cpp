@@ -92,18 +92,11 @@ Status fp4_to_mxfp4(const StTensor& w, const StTensor& scale, int64_t out, int64
                     const std::string& where, uint8_t* dst) {
   STRATA_TRY(check_fp4(w, scale, out, in, where));
   const int64_t nb = in / 32;
-  for (int64_t r = 0; r < out; ++r)
-    for (int64_t b = 0; b < nb; ++b) {
-      BlockMxfp4 blk;
-      blk.e = scale.data[r * nb + b];
-      if (blk.e == 0xff)
-        return err("%s: FP4 scale '%s' is NaN at [%lld, %lld]", where.c_str(), scale.name.c_str(),
-                   static_cast<long long>(r), static_cast<long long>(b));
-      const uint8_t* src = w.data + (r * in + b * 32) / 2;  // 16 bytes: elements 2i (low), 2i+1 (high)
-      auto nib = [&](int k) { return static_cast<uint8_t>((src[k / 2] >> (4 * (k % 2))) & 15); };
-      for (int j = 0; j < 16; ++j) blk.qs[j] = static_cast<uint8_t>(nib(j) | (nib(j + 16) << 4));
-      std::memcpy(dst + (r * nb + b) * sizeof(BlockMxfp4), &blk, sizeof(BlockMxfp4));
-    }
+  // [out][in/2] codes are [out * nb] blocks of 16 bytes in row order, as the scales [out][nb]
+  const int64_t bad = e2m1_pairs_to_mxfp4(w.data, scale.data, out * nb, dst);
+  if (bad >= 0)
+    return err("%s: FP4 scale '%s' is NaN at [%lld, %lld]", where.c_str(), scale.name.c_str(),
+               static_cast<long long>(bad / nb), static_cast<long long>(bad % nb));
   return {};
 }
 

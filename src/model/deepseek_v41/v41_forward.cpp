@@ -227,7 +227,8 @@ Status v41_forward(const V41Model& m, const Batch& b, float* logits, ThreadPool&
          *lender.scratch,
          pool,
          std::vector<int64_t>(static_cast<size_t>(n)),
-         std::vector<int64_t>(static_cast<size_t>(n))};
+         std::vector<int64_t>(static_cast<size_t>(n)),
+         m.numerics == V41Numerics::fast ? lender.experts : nullptr};
   for (const SeqRun& r : b.runs) {
     V41State& st = s.state(r);
     if (r.pos0 + r.n > st.n_ctx)
@@ -260,6 +261,7 @@ Status v41_forward(const V41Model& m, const Batch& b, float* logits, ThreadPool&
                        eids[k].data() + r.t0 * ncol);
     STRATA_TRY(er.prefetch(static_cast<int>(k), eids[k]));
   }
+  const ExpertStepScope expert_step(s.experts, n);
   const int64_t D = c.dim, hcD = int64_t{c.hc} * D;
   float* H = s.sc.H.data();
   float* pre = s.sc.pre.data();
@@ -286,7 +288,7 @@ Status v41_forward(const V41Model& m, const Batch& b, float* logits, ThreadPool&
     site_out(s, ca.data(), y.data());
     site_in(s, L.hc_ffn, L.ffn_norm, cf.data(), x.data());
     if (s.fast())
-      moe_layer_fast(s, l, x.data(), y.data());
+      STRATA_TRY(moe_layer_fast(s, l, x.data(), y.data()));
     else
       moe_layer(s, l, x.data(), y.data());
     site_out(s, cf.data(), y.data());

@@ -37,6 +37,7 @@
 #include "model/arch.h"
 #include "model/deepseek_v41/v41_config.h"
 #include "model/deepseek_v41/v41_engram.h"
+#include "memory/experts/expert_source.h"
 #include "model/deepseek_v41/v41_rope.h"
 #include "model/deepseek_v41/v41_weights.h"
 
@@ -109,6 +110,9 @@ class V41State : public ArchState {
   std::vector<int32_t> history;  // raw token ids, [n_past]
   int n_ctx, n_batch;
   std::shared_ptr<V41Scratch> scratch;
+  // Where the fast MoE reads routed experts (StateOptions::experts: the tiered store); null: the
+  // weights' resident stacks. The step's lender's is used.
+  ExpertSource* experts = nullptr;
 };
 
 // One step over a batch of any number of sequences (model/arch.h Batch; every run's state a

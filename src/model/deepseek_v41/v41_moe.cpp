@@ -108,7 +108,7 @@ void moe_layer(Step& s, int l, const float* x, float* y) {
   }
 }
 
-void moe_layer_fast(Step& s, int l, const float* x, float* y) {
+Status moe_layer_fast(Step& s, int l, const float* x, float* y) {
   const Config& c = s.m.cfg;
   const LayerW& L = s.m.w.layers[l];
   const int64_t n = s.n(), E = c.n_experts, K = c.n_active;
@@ -139,11 +139,12 @@ void moe_layer_fast(Step& s, int l, const float* x, float* y) {
   mw.down_shexp = &L.sw2.tv;
   Arena& a = s.sc.arena;
   const size_t mark = a.mark();
-  // No expert source: the weights are resident, nothing can fail.
-  const Status st = moe_experts_forward(mc, mw, x, n, ids.data(), wts.data(), y, s.pool, a);
-  STRATA_ASSERT(st.ok());
+  if (s.experts) s.experts->on_route(l, x, n, ids.data(), wts.data(), static_cast<int>(K));
+  const Status st = moe_experts_forward(mc, mw, x, n, ids.data(), wts.data(), y, s.pool, a, s.experts, l);
   a.rewind(mark);
+  STRATA_TRY(st);
   for (int64_t i = 0; i < n * c.dim; ++i) y[i] = bf16r(y[i]);
+  return {};
 }
 
 }  // namespace strata::v41

@@ -18,8 +18,9 @@ struct Step {
   const Batch& b;
   V41Scratch& sc;
   ThreadPool& pool;
-  std::vector<int64_t> pos;    // [n]: the row's position in its sequence
-  std::vector<int64_t> s_ref;  // [n]: pos + 1, the reference forward the row's f32 Linears follow
+  std::vector<int64_t> pos;         // [n]: the row's position in its sequence
+  std::vector<int64_t> s_ref;       // [n]: pos + 1, the reference forward the row's f32 Linears follow
+  ExpertSource* experts = nullptr;  // fast: the routed experts' source (the lender's), null: resident
   int64_t n() const { return b.n(); }
   V41State& state(const SeqRun& r) const { return static_cast<V41State&>(*r.state); }
   bool fast() const { return m.numerics == V41Numerics::fast; }
@@ -44,8 +45,10 @@ void rope_bf16(const Step& s, bool comp, float* x, int64_t n_rows, int64_t row_l
 // compressor, indexer, selection, attention), as the reference's one-token-at-a-time caches need.
 void attention_layer(Step& s, int l, const float* x, float* y);
 
-// Fast numerics: the routed experts and the shared expert through the MoE loop (model/blocks/moe.h).
-void moe_layer_fast(Step& s, int l, const float* x, float* y);
+// Fast numerics: the routed experts and the shared expert through the MoE loop (model/blocks/moe.h),
+// the routed ones from s.experts when there is one (routing reported through its on_route). Error:
+// a failed expert read (y is then unspecified).
+Status moe_layer_fast(Step& s, int l, const float* x, float* y);
 
 // MoE sub-layer l over the batch: x [n][dim] -> y [n][dim]; the router per row, each used routed
 // expert once over the rows routed to it, the shared expert over all rows.

@@ -230,7 +230,8 @@ constexpr StDtype F32 = StDtype::f32;
 
 }  // namespace
 
-Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables, bool fast) {
+Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables, bool fast,
+                             bool routed_experts) {
   Binder b(d);
   b.fast = fast;
   b.block_r = c.fp8_block_r;
@@ -279,7 +280,7 @@ Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engr
     const std::string f = p + "ffn.";
     STRATA_TRY(b.mat(f + "gate.weight", BF, E, D, &L.gate));
     STRATA_TRY(b.vec(f + "gate.bias", F32, E, &L.gate_bias));
-    if (fast) {
+    if (fast && routed_experts) {
       STRATA_TRY(b.experts(f, "w1", E, I, D, &L.xw1));
       STRATA_TRY(b.experts(f, "w3", E, I, D, &L.xw3));
       STRATA_TRY(b.experts(f, "w2", E, D, I, &L.xw2));

@@ -76,7 +76,9 @@ struct Weights {
 // rows == 0 and nothing allocated: the tables are served by a tiered store instead
 // (model/engram_tiered.h validates them). The Engram projections are always bound.
 // fast: hold the matrices natively (above); the Engram tables and the vectors stay f32.
+// routed_experts = false (fast only) binds no routed expert (xw1 / xw3 / xw2 empty): the expert
+// store serves them from the shards (model/deepseek_v41/v41_experts.h).
 Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engram_tables = true,
-                             bool fast = false);
+                             bool fast = false, bool routed_experts = true);
 
 }  // namespace strata::v41
