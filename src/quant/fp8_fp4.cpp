@@ -4,6 +4,10 @@
 #include <bit>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace strata {
 
 const int8_t kMxfp4Values2x[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -72,13 +76,18 @@ int64_t e2m1_pairs_to_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t
     const uint8_t e = scales[b];
     if (e == 0xff) return b;
     const uint64_t even = (a & kLo) | ((c & kLo) << 4), odd = ((a >> 4) & kLo) | (c & ~kLo);
-    uint8_t out[17];
-    out[0] = e;
+    dst[17 * b] = e;
+#if defined(__SSE2__)
+    // qs = even and odd bytes interleaved: one unpack (SSE2 is x86-64's baseline).
+    const __m128i qs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<long long>(even)),
+                                         _mm_cvtsi64_si128(static_cast<long long>(odd)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 17 * b + 1), qs);
+#else
     for (int i = 0; i < 8; ++i) {
-      out[1 + 2 * i] = static_cast<uint8_t>(even >> (8 * i));
-      out[2 + 2 * i] = static_cast<uint8_t>(odd >> (8 * i));
+      dst[17 * b + 1 + 2 * i] = static_cast<uint8_t>(even >> (8 * i));
+      dst[17 * b + 2 + 2 * i] = static_cast<uint8_t>(odd >> (8 * i));
     }
-    std::memcpy(dst + 17 * b, out, 17);
+#endif
   }
   return -1;
 }

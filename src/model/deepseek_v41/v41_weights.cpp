@@ -1,5 +1,7 @@
 #include "model/deepseek_v41/v41_weights.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -26,7 +28,27 @@ struct Binder {
     return e.shape_string();
   }
 
+  // With the routed experts streamed (the expert store reads them with O_DIRECT), the mapped pages
+  // of a tensor that has been copied out leave this process as soon as it is (they fault back in if
+  // read again): the load's peak resident set is the converted weights, not the shards as well (the
+  // shards' pages are dropped whole after the load too: arch_deepseek_v41.cpp).
+  bool drop_mapped = false;
+  void drop_pages(const StTensor* t) const {
+    if (!drop_mapped || !t || !t->data || t->nbytes == 0) return;
+    const uintptr_t page = 4096, a = reinterpret_cast<uintptr_t>(t->data) & ~(page - 1),
+                    b = (reinterpret_cast<uintptr_t>(t->data) + t->nbytes + page - 1) & ~(page - 1);
+    ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);  // advisory: a failure keeps pages
+  }
+
   Status get(const std::string& name, StDtype t, std::vector<int64_t> shape, std::vector<float>* out) {
+    const Status s = get_copy(name, t, std::move(shape), out);
+    const StTensor* st = d.find(name);
+    drop_pages(st);
+    if (st && (st->dtype == StDtype::f8_e4m3 || st->dtype == StDtype::i8 || st->dtype == StDtype::u8))
+      drop_pages(d.find(scale_name_of(name)));
+    return s;
+  }
+  Status get_copy(const std::string& name, StDtype t, std::vector<int64_t> shape, std::vector<float>* out) {
     const StTensor* st = d.find(name);
     if (!st)
       return err("checkpoint %s: tensor '%s' is missing (expected %s)", d.dir().c_str(), name.c_str(),
@@ -234,6 +256,7 @@ Result<Weights> bind_weights(const SafetensorsDir& d, const Config& c, bool engr
                              bool routed_experts) {
   Binder b(d);
   b.fast = fast;
+  b.drop_mapped = !routed_experts;
   b.block_r = c.fp8_block_r;
   b.block_c = c.fp8_block_c;
   Weights w;
