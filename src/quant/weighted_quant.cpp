@@ -102,6 +102,20 @@ void reround(const float* x, int m, int nmax, float d, int8_t* L) {
   }
 }
 
+// 32 five-bit levels (0..31) as Q5_0 / Q5_1 store them: the low nibbles of j and j + 16 in qs[j],
+// the fifth bits in the 32-bit qh.
+template <typename Level>
+void pack_5bit(const Level* L, uint8_t qs[16], uint8_t qh_bytes[4]) {
+  uint32_t qh = 0;
+  for (int j = 0; j < QK4_0 / 2; ++j) {
+    const int q0 = L[j], q1 = L[j + QK4_0 / 2];
+    qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+    qh |= static_cast<uint32_t>(q0 >> 4) << j;
+    qh |= static_cast<uint32_t>(q1 >> 4) << (j + QK4_0 / 2);
+  }
+  std::memcpy(qh_bytes, &qh, 4);
+}
+
 void q4_0_weighted(const float* src, void* dst, int64_t n, const float* qw) {
   BlockQ4_0* b = static_cast<BlockQ4_0*>(dst);
   const float sigma2 = row_sigma2(src, n);
@@ -124,14 +138,7 @@ void q5_0_weighted(const float* src, void* dst, int64_t n, const float* qw) {
     const float* x = src + i * QK4_0;
     element_weights(x, qw + i * QK4_0, QK4_0, sigma2, w);
     b[i].d = f32_to_fp16(fit_symmetric(x, w, QK4_0, 16, L));
-    uint32_t qh = 0;
-    for (int j = 0; j < QK4_0 / 2; ++j) {
-      const int q0 = L[j], q1 = L[j + QK4_0 / 2];
-      b[i].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
-      qh |= static_cast<uint32_t>(q0 >> 4) << j;
-      qh |= static_cast<uint32_t>(q1 >> 4) << (j + QK4_0 / 2);
-    }
-    std::memcpy(b[i].qh, &qh, 4);
+    pack_5bit(L, b[i].qs, b[i].qh);
   }
 }
 
@@ -150,14 +157,7 @@ void q5_1_weighted(const float* src, void* dst, int64_t n, const float* qw) {
     const float scale = fit_scale_min(QK4_0, 31, x, w, L, &neg_min, -0.9f, 0.05f, 36);
     b[i].d = f32_to_fp16(scale);
     b[i].m = f32_to_fp16(-neg_min);
-    uint32_t qh = 0;
-    for (int j = 0; j < QK4_0 / 2; ++j) {
-      const int q0 = L[j], q1 = L[j + QK4_0 / 2];
-      b[i].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
-      qh |= static_cast<uint32_t>(q0 >> 4) << j;
-      qh |= static_cast<uint32_t>(q1 >> 4) << (j + QK4_0 / 2);
-    }
-    std::memcpy(b[i].qh, &qh, 4);
+    pack_5bit(L, b[i].qs, b[i].qh);
   }
 }
 
