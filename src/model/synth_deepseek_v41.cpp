@@ -17,11 +17,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "base/text_file.h"
 #include "format/safetensors_writer.h"
 #include "model/deepseek_v41/v41_config.h"
 #include "model/synth_codes.h"
@@ -347,14 +347,6 @@ void plan_tensors(const SynthSpec& s, const v41::Config& c, Planner& p) {
   p.bf16("head.weight", {V, D}, 0.0f, inv_d);
 }
 
-Status write_text(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return err("cannot write %s", p.string().c_str());
-  return {};
-}
-
 }  // namespace
 
 SynthSpec synth_preset_v41_flash(int n_layer) {
@@ -488,9 +480,9 @@ Result<SynthInfo> synth_write_deepseek_v41(const SynthSpec& s, const std::string
   Planner p(s, pool);
   plan_tensors(s, c, p);
   STRATA_ASSIGN(const StDirWritten w, write_safetensors_dir(dir, p.ts, s.shard_bytes));
-  STRATA_TRY(write_text(fs::path(dir) / "config.json", cfg + "\n"));
+  STRATA_TRY(write_text_file((fs::path(dir) / "config.json").string(), cfg + "\n"));
   if (!s.engram_layers.empty())
-    STRATA_TRY(write_text(fs::path(dir) / "engram_meta.json", engram_meta_text(s)));
+    STRATA_TRY(write_text_file((fs::path(dir) / "engram_meta.json").string(), engram_meta_text(s)));
   const SynthVocab sv = synth_vocab(s.n_vocab, s.arch);
   text::VocabData vd;
   vd.model = "gpt2";
@@ -502,12 +494,12 @@ Result<SynthInfo> synth_write_deepseek_v41(const SynthSpec& s, const std::string
   vd.eos_id = sv.eos;
   vd.add_bos = true;
   STRATA_ASSIGN(const std::string tj, text::to_tokenizer_json(vd));
-  STRATA_TRY(write_text(fs::path(dir) / "tokenizer.json", tj));
+  STRATA_TRY(write_text_file((fs::path(dir) / "tokenizer.json").string(), tj));
   const json tc = {{"bos_token", sv.tokens[static_cast<size_t>(sv.bos)]},
                    {"eos_token", sv.tokens[static_cast<size_t>(sv.eos)]},
                    {"add_bos_token", true},
                    {"add_eos_token", false}};
-  STRATA_TRY(write_text(fs::path(dir) / "tokenizer_config.json", tc.dump(1) + "\n"));
+  STRATA_TRY(write_text_file((fs::path(dir) / "tokenizer_config.json").string(), tc.dump(1) + "\n"));
   SynthInfo info;
   for (const StTensorOut& t : p.ts) {
     uint64_t n = 1;

@@ -195,19 +195,6 @@ std::string ExpertStats::to_csv() const {
   return s;
 }
 
-Status write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return err("cannot write '%s': %s", path.c_str(), std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return err("cannot write '%s': %s", path.c_str(), std::strerror(errno));
-  }
-  return {};
-}
-
 Status ExpertStats::write(const std::string& path, const ExpertStoreInfo& info) const {
   const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
   return write_text_file(path, csv ? to_csv() : to_json(info));

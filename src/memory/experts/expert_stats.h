@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/text_file.h"  // write_text_file: the stats / profile writers
 #include "memory/experts/expert_policy.h"
 
 namespace strata {
@@ -123,6 +124,5 @@ class ExpertStats {
 // *counts when given ([n_layer][n_expert]). Errors name the file and line.
 Result<std::vector<ExpertKey>> expert_profile_load(const std::string& path, int n_layer, int n_expert,
                                                    std::vector<uint64_t>* counts = nullptr);
-Status write_text_file(const std::string& path, const std::string& text);
 
 }  // namespace strata
