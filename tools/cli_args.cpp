@@ -86,9 +86,10 @@ std::string kv_types_note(const KvSpec& spec, const KvTypes& t, const char* arch
 }
 
 void add_profile_flags(CLI::App& app, ProfileFlags& f) {
-  app.add_option("--profile", f.profile,
-                 "accurate | fast: per-sequence speed / accuracy trade (fast skips routed experts weighing "
-                 "less than 0.7 of a token's mean choice and keeps half of DeepSeek sparse attention's top-k)")
+  app.add_option(
+         "--profile", f.profile,
+         "accurate | fast: per-sequence speed / accuracy trade (fast skips routed experts weighing "
+         "less than 0.7 of a token's mean choice and keeps half of DeepSeek sparse attention's top-k)")
       ->capture_default_str();
   app.add_option("--expert-min-share", f.expert_min_share,
                  "skip routed experts weighing less than this share of a token's mean choice (the heaviest "

@@ -112,10 +112,11 @@ int cmd_serve(int argc, char** argv) {
                  "request is cancelled and the connection closed)")
       ->capture_default_str();
   std::string profile = "accurate";
-  app.add_option("--profile", profile,
-                 "accurate | fast: the profile of requests that name none (\"profile\" in the request body; "
-                 "fast skips routed experts weighing less than 0.7 of a token's mean choice and keeps half of "
-                 "DeepSeek sparse attention's indexer top-k)")
+  app.add_option(
+         "--profile", profile,
+         "accurate | fast: the profile of requests that name none (\"profile\" in the request body; "
+         "fast skips routed experts weighing less than 0.7 of a token's mean choice and keeps half of "
+         "DeepSeek sparse attention's indexer top-k)")
       ->capture_default_str();
   app.add_option("--ssl-key-file", so.ssl_key_file, "PEM private key: serve HTTPS (with --ssl-cert-file)");
   app.add_option("--ssl-cert-file", so.ssl_cert_file,
