@@ -90,6 +90,14 @@ void SafetensorsFile::drop_resident_pages() const {
   if (map_) ::madvise(map_, size_, MADV_DONTNEED);  // advisory: a failure only keeps pages resident
 }
 
+void SafetensorsFile::drop_resident_pages(const StTensor& t) const {
+  const auto base = reinterpret_cast<uintptr_t>(map_), p = reinterpret_cast<uintptr_t>(t.data);
+  if (!map_ || t.nbytes == 0 || p < base || p + t.nbytes > base + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = p & ~(page - 1), b = std::min(base + size_, (p + t.nbytes + page - 1) & ~(page - 1));
+  ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);  // advisory, as above
+}
+
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return err("safetensors: cannot open '%s': %s", path.c_str(), std::strerror(errno));

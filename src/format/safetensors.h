@@ -79,6 +79,8 @@ class SafetensorsFile {
   // Drops the mapping's pages from this process (MADV_DONTNEED; they fault back in if read again):
   // for a loader that has copied what it needs. No-op for an in-memory image.
   void drop_resident_pages() const;
+  // The same for the pages covering one of this file's tensors (no-op if t is not in the mapping).
+  void drop_resident_pages(const StTensor& t) const;
 
  private:
   SafetensorsFile() = default;

@@ -36,6 +36,12 @@ std::string SafetensorsDir::file_of(std::string_view name) const {
   return it == where_.end() ? std::string() : shard_names_[it->second];
 }
 
+void SafetensorsDir::drop_resident_pages(std::string_view name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) return;
+  if (const StTensor* t = shards_[it->second]->find(name)) shards_[it->second]->drop_resident_pages(*t);
+}
+
 size_t SafetensorsDir::total_bytes() const {
   size_t n = 0;
   for (const auto& s : shards_) n += s->file_size();

@@ -29,6 +29,8 @@ class SafetensorsDir {
   const StTensor* find(std::string_view name) const;  // nullptr if absent
   // The shard file (base name) holding `name`; "" if absent.
   std::string file_of(std::string_view name) const;
+  // Drops the mapped pages of tensor `name` from this process (SafetensorsFile::drop_resident_pages).
+  void drop_resident_pages(std::string_view name) const;
   size_t n_tensors() const { return where_.size(); }
   const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }
   bool has_index() const { return has_index_; }

@@ -1,7 +1,5 @@
 #include "model/deepseek_v41/v41_weights.h"
 
-#include <sys/mman.h>
-
 #include <cmath>
 #include <cstring>
 
@@ -33,19 +31,13 @@ struct Binder {
   // read again): the load's peak resident set is the converted weights, not the shards as well (the
   // shards' pages are dropped whole after the load too: arch_deepseek_v41.cpp).
   bool drop_mapped = false;
-  void drop_pages(const StTensor* t) const {
-    if (!drop_mapped || !t || !t->data || t->nbytes == 0) return;
-    const uintptr_t page = 4096, a = reinterpret_cast<uintptr_t>(t->data) & ~(page - 1),
-                    b = (reinterpret_cast<uintptr_t>(t->data) + t->nbytes + page - 1) & ~(page - 1);
-    ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);  // advisory: a failure keeps pages
-  }
 
   Status get(const std::string& name, StDtype t, std::vector<int64_t> shape, std::vector<float>* out) {
     const Status s = get_copy(name, t, std::move(shape), out);
-    const StTensor* st = d.find(name);
-    drop_pages(st);
-    if (st && (st->dtype == StDtype::f8_e4m3 || st->dtype == StDtype::i8 || st->dtype == StDtype::u8))
-      drop_pages(d.find(scale_name_of(name)));
+    if (drop_mapped) {
+      d.drop_resident_pages(name);
+      d.drop_resident_pages(scale_name_of(name));  // an FP8 / FP4 weight's scales (absent: nothing)
+    }
     return s;
   }
   Status get_copy(const std::string& name, StDtype t, std::vector<int64_t> shape, std::vector<float>* out) {
