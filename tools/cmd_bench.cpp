@@ -10,6 +10,7 @@
 //   strata bench -m model.gguf -npl 1,16 --sample [--temp 0.8] [--grammar-file G.gbnf | --json-schema S.json]
 //   strata bench -m model.gguf --spill 1024 [-cram 0] [--prefix-cache-dir DIR] [--json]
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -204,7 +205,10 @@ int cmd_bench(int argc, char** argv) {
   CLI::App app{"Measure prompt (pp) and generation (tg) speed, and the machine's read bandwidth",
                "strata bench"};
   app.add_option("-m,--model", model_path, "GGUF model");
-  app.add_option("-p,--n-prompt", n_prompt, "prompt tokens per pp run (0: skip pp)")->capture_default_str();
+  std::string p_list = "64";
+  app.add_option("-p,--n-prompt", p_list,
+                 "prompt tokens per pp run, or a list (32,128,512: a pp row each, one load; 0: skip pp)")
+      ->capture_default_str();
   app.add_option("-n,--n-gen", n_gen, "generated tokens per tg run (0: skip tg)")->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (default: all cores)");
   app.add_option("-r,--repetitions", reps, "timed repetitions of each test")->capture_default_str();
@@ -266,7 +270,32 @@ int cmd_bench(int argc, char** argv) {
   if (!knobs.ok()) return fail(knobs.message(), 2);
   if (depth < 0) return fail("-d must be >= 0", 2);
   if (reps < 1 || reps > 1000) return fail("-r must be in 1..1000", 2);
-  if (n_prompt < 0 || n_gen < 0) return fail("-p and -n must be >= 0", 2);
+  // A comma list of counts (-p, -npl), or an error naming the flag.
+  auto int_list = [](const std::string& text, std::vector<int>* out) {
+    out->clear();
+    for (size_t a = 0; a <= text.size();) {
+      size_t b = text.find(',', a);
+      if (b == std::string::npos) b = text.size();
+      try {
+        size_t used = 0;
+        out->push_back(std::stoi(text.substr(a, b - a), &used));
+        if (used != b - a) return false;
+      } catch (const std::exception&) {
+        return false;
+      }
+      a = b + 1;
+    }
+    return !out->empty();
+  };
+  std::vector<int> prompts;
+  if (!int_list(p_list, &prompts))
+    return fail("-p: '" + p_list + "' is not a token count or a list like 32,128,512", 2);
+  for (int v : prompts)
+    if (v < 0) return fail("-p and -n must be >= 0", 2);
+  if (prompts.size() > 1 && std::find(prompts.begin(), prompts.end(), 0) != prompts.end())
+    return fail("-p: 0 (skip pp) cannot be part of a list", 2);
+  n_prompt = *std::max_element(prompts.begin(), prompts.end());
+  if (n_gen < 0) return fail("-p and -n must be >= 0", 2);
   if (threads < 0 || threads > 1024) return fail("-t must be in 0..1024", 2);
   auto bw_bytes = membw_size == "auto" ? strata::Result<uint64_t>(strata::membw_default_bytes())
                                        : strata::parse_size(membw_size);
@@ -358,16 +387,8 @@ int cmd_bench(int argc, char** argv) {
   }
   if (!npl_list.empty()) {
     std::vector<int> npl;
-    for (size_t a = 0; a < npl_list.size();) {
-      size_t b = npl_list.find(',', a);
-      if (b == std::string::npos) b = npl_list.size();
-      try {
-        npl.push_back(std::stoi(npl_list.substr(a, b - a)));
-      } catch (const std::exception&) {
-        return fail("-npl: '" + npl_list + "' is not a list of sequence counts like 1,4,16", 2);
-      }
-      a = b + 1;
-    }
+    if (!int_list(npl_list, &npl))
+      return fail("-npl: '" + npl_list + "' is not a list of sequence counts like 1,4,16", 2);
     if (npp < 0 || ntg < 1) return fail("-npp must be >= 0 and -ntg >= 1", 2);
     std::optional<strata::cli::BatchedSampling> bs;
     if (sample || !grammar_file.empty() || !schema_file.empty()) {
@@ -416,21 +437,27 @@ int cmd_bench(int argc, char** argv) {
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(0, m.n_vocab() - 1);
   std::vector<float> logits(static_cast<size_t>(m.n_vocab()));
-  RunResult pp, tg;
+  std::vector<RunResult> pps_runs(prompts.size());  // per -p count, in the list's order
+  RunResult tg;
   std::vector<int32_t> depth_toks(static_cast<size_t>(depth));
   for (auto& t : depth_toks) t = tok(rng);
   strata::ExpertTotals tg_warm;         // the store's decode totals after the tg warm-up
   strata::DeviceExpertTotals gpu_warm;  // the GPU tier's counts then
-  if (n_prompt > 0) {
-    std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
+  strata::DeviceTiming dev_warm;        // the device's queue then
+  for (size_t i = 0; i < prompts.size() && n_prompt > 0; ++i) {
+    std::vector<int32_t> toks(static_cast<size_t>(prompts[i]));
     for (auto& t : toks) t = tok(rng);
-    if (auto st = time_runs(**sess, pool.get(), toks, false, reps, logits, pp, depth_toks); !st.ok())
+    if (auto st = time_runs(**sess, pool.get(), toks, false, reps, logits, pps_runs[i], depth_toks); !st.ok())
       return fail(st.message());
   }
+  // The largest count's run is the one pp_tok_s / the pp row name (as with a single -p).
+  const RunResult& pp =
+      pps_runs[static_cast<size_t>(std::max_element(prompts.begin(), prompts.end()) - prompts.begin())];
   if (n_gen > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_gen));
     for (auto& t : toks) t = tok(rng);
     auto snapshot = [&] {
+      if (df.dev) dev_warm = df.dev->timing();
       if (const strata::ExpertStore* es = m.expert_store()) tg_warm = expert_decode_totals(*es);
       if (const strata::DeviceExperts* de = m.device_experts()) gpu_warm = de->totals();
     };
@@ -445,7 +472,27 @@ int cmd_bench(int argc, char** argv) {
   const strata::SampleStats pps = strata::summarize(pp.tok_s), tgs = strata::summarize(tg.tok_s);
   const double tg_gbps = tgs.median * wt.bytes_per_token / 1e9;
   const double frac = bw.bytes_per_s > 0 ? tg_gbps * 1e9 / bw.bytes_per_s : 0.0;
+  // On a GPU the roofline is the device's own: a copy between two of its buffers (read + write).
+  double dev_bw = 0;
+  if (df.dev && df.dev->kind() == strata::DeviceKind::device_gpu && n_gen > 0) {
+    auto cb = df.dev->copy_bandwidth(
+        static_cast<size_t>(std::clamp<uint64_t>(*bw_bytes, uint64_t{64} << 20, uint64_t{512} << 20)));
+    if (cb.ok())
+      dev_bw = *cb;
+    else
+      std::fprintf(stderr, "strata bench: %s\n", cb.message().c_str());
+  }
   const char* traffic_kind = "estimate: all dense + n_used/n_expert of routed, one embedding row";
+  // The device's queue over the timed tg repetitions: submissions and busy time per token, against
+  // the tokens' wall time (the rest is the device waiting for the host).
+  double tg_wall_s = 0;
+  for (double r : tg.tok_s) tg_wall_s += n_gen / r;
+  const double tg_tokens = static_cast<double>(n_gen) * static_cast<double>(tg.tok_s.size());
+  strata::DeviceTiming dev_tg;
+  if (df.dev && tg_tokens > 0) {
+    const strata::DeviceTiming now = df.dev->timing();
+    dev_tg = {now.submissions - dev_warm.submissions, now.busy_s - dev_warm.busy_s};
+  }
   // Routed experts per tier over the timed tg repetitions (experts placed on a GPU).
   strata::DeviceExpertTotals tier;
   if (const strata::DeviceExperts* de = m.device_experts()) {
@@ -465,6 +512,12 @@ int cmd_bench(int argc, char** argv) {
     j["pp_tok_s"] = pps.median;
     j["tg_tok_s"] = tgs.median;
     j["pp"] = stats_json(pps, pp.tok_s);
+    if (prompts.size() > 1)
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        nlohmann::json r = stats_json(strata::summarize(pps_runs[i].tok_s), pps_runs[i].tok_s);
+        r["n_prompt"] = prompts[i];
+        j["pp_runs"].push_back(r);
+      }
     j["tg"] = stats_json(tgs, tg.tok_s);
     j["tg_weight_bytes_per_token"] = wt.bytes_per_token;
     j["tg_weight_bytes_kind"] = traffic_kind;
@@ -502,6 +555,16 @@ int cmd_bench(int argc, char** argv) {
       j["tg_experts_gpu_per_token"] = tier.gpu_per_token();
       j["tg_experts_host_per_token"] = tier.host_per_token();
     }
+    if (dev_bw > 0) {
+      j["device_copy_gbps"] = dev_bw / 1e9;
+      j["tg_fraction_of_device_copy"] = tg_gbps * 1e9 / dev_bw;
+    }
+    if (df.dev && tg_tokens > 0) {
+      j["device"] = df.dev->name();
+      j["tg_device_submissions_per_token"] = static_cast<double>(dev_tg.submissions) / tg_tokens;
+      j["tg_device_busy_ms_per_token"] = 1e3 * dev_tg.busy_s / tg_tokens;
+      j["tg_device_busy_fraction"] = tg_wall_s > 0 ? dev_tg.busy_s / tg_wall_s : 0.0;
+    }
     j["memory"] = strata::cli::mem_report_json(mem);
     if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());
     std::printf("%s\n", j.dump().c_str());
@@ -522,7 +585,8 @@ int cmd_bench(int argc, char** argv) {
                 name.c_str(), wt.main_type.c_str(), strata::format_bytes(wt.total_bytes).c_str(),
                 wt.n_params / 1e6, m.pool().size(), tname, s.median, s.stddev, s.min, s.max);
   };
-  if (n_prompt > 0) row("pp", n_prompt, pps);
+  for (size_t i = 0; i < prompts.size() && n_prompt > 0; ++i)
+    row("pp", prompts[i], strata::summarize(pps_runs[i].tok_s));
   if (n_gen > 0) row("tg", n_gen, tgs);
   std::fputs(membw_line(bw).c_str(), stdout);
   if (n_gen > 0) {
@@ -533,6 +597,14 @@ int cmd_bench(int argc, char** argv) {
       std::printf("tg experts per token: %.2f on %s, %.2f on the host (%s)\n", tier.gpu_per_token(),
                   de->device().name().c_str(), tier.host_per_token(),
                   de->plan().summary(de->device().name()).c_str());
+    if (dev_bw > 0)
+      std::printf("tg bandwidth on %s: %.1f%% of its copy bandwidth %.0f GB/s (read + write)\n",
+                  df.dev->name().c_str(), 100.0 * tg_gbps * 1e9 / dev_bw, dev_bw / 1e9);
+    if (df.dev && tg_tokens > 0)
+      std::printf(
+          "tg on %s: %.1f submissions per token, busy %.3f ms per token (%.1f%% of the tokens' time)\n",
+          df.dev->name().c_str(), static_cast<double>(dev_tg.submissions) / tg_tokens,
+          1e3 * dev_tg.busy_s / tg_tokens, tg_wall_s > 0 ? 100.0 * dev_tg.busy_s / tg_wall_s : 0.0);
   }
   std::fputs(kv_line(pool.get(), (*sess)->memory().kv_cache).c_str(), stdout);
   std::fputs(strata::cli::mem_report_text(mem).c_str(), stderr);

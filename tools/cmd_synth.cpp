@@ -118,6 +118,13 @@ int cmd_synth(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", s.seed, "RNG seed")->capture_default_str();
   app.add_flag("--fim", s.fim, "add fill-in-the-middle tokens (<|fim_prefix|> ...) for infill tests");
+  std::string draws = "box-muller";
+  app.add_option(
+         "--draws", draws,
+         "normal draws: box-muller (default) | quantile (16-bit quantile lookups, several times faster "
+         "for models of tens of GB; other bytes)")
+      ->check(CLI::IsMember({"box-muller", "quantile"}))
+      ->capture_default_str();
   app.add_option("--router-skew", s.router_skew, "Zipf exponent of expert popularity (0 = none)");
   app.add_option("--ctx", ctx, "context_length metadata (K suffix ok)")->capture_default_str();
   app.add_option("--rope-base", s.rope_base, "rope.freq_base")->capture_default_str();
@@ -131,6 +138,7 @@ int cmd_synth(int argc, char** argv) {
     std::fprintf(stderr, "strata synth: error: %s\n", e.what());
     return 2;
   }
+  s.quantile_draws = draws == "quantile";
   auto c = strata::parse_size(ctx);
   if (!c.ok() || *c == 0 || *c > (1u << 30)) {
     std::fprintf(stderr, "strata synth: error: --ctx: %s\n", c.ok() ? "out of range" : c.message().c_str());

@@ -194,6 +194,14 @@ struct DeviceMemory {
   int64_t buffers = 0;
 };
 
+// What a device's queue has done: submissions retired and the time the device itself spent on
+// them (a GPU's timestamps, from each submission's first command to its last; 0 where it has
+// none). Against a run's wall time this says how long the device sat waiting for the host.
+struct DeviceTiming {
+  uint64_t submissions = 0;
+  double busy_s = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -228,6 +236,14 @@ class Device {
   virtual Result<DeviceTicket> run_linear(const DeviceLinearWork& w) = 0;
   virtual bool reached(DeviceTicket t) const = 0;
   virtual Status wait(DeviceTicket t) = 0;
+  virtual DeviceTiming timing() const { return {}; }
+  // The device's memory bandwidth as a copy between two of its own buffers of `bytes` measures
+  // it (bytes read + written per second, best of a few, timed by the device): the roofline a
+  // GPU run's weight traffic is a fraction of. An error where the device cannot time it.
+  virtual Result<double> copy_bandwidth(size_t bytes) {
+    (void)bytes;
+    return err("%s: no device copy bandwidth (the host's: bench --membw)", name().c_str());
+  }
 };
 
 }  // namespace strata

@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "format/tensor_names.h"
+#include "model/synth_codes.h"
 #include "kernels/traits.h"
 #include "model/synth_plan.h"
 
@@ -99,8 +100,14 @@ struct Rng {
     return s1 + b;
   }
   float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
-  // Two standard normals per call pair (Box-Muller); `spare` caches the second.
+  // Two standard normals per call pair (Box-Muller); `spare` caches the second. quantile: N(0, 1)
+  // quantiles of 16-bit draws, four per next() (SynthSpec::quantile_draws).
   float normal() {
+    if (quantile) {
+      if (n_bits == 0) bits = next(), n_bits = 64;
+      n_bits -= 16;
+      return synth_detail::normal_quantile(static_cast<uint32_t>(bits >> n_bits) & 0xffffu);
+    }
     if (has_spare) {
       has_spare = false;
       return spare;
@@ -114,6 +121,9 @@ struct Rng {
   }
   float spare = 0;
   bool has_spare = false;
+  bool quantile = false;
+  uint64_t bits = 0;
+  int n_bits = 0;
 };
 
 int head_dim_of(const SynthSpec& s) {
@@ -332,6 +342,9 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
   const float emb_offset = skew ? 0.5f * std::sqrt(static_cast<float>(d)) : 0.0f;
   auto generate = [&](const TensorPlan& tp, uint8_t* data) {
     const int64_t ne0 = tp.ne[0];
+    // --draws quantile: an MXFP4 matrix's blocks are drawn as codes (a scale byte and E2M1 pairs
+    // from synth_codes' tables), with no quantizer in the loop.
+    const bool fp4_codes = s.quantile_draws && tp.type == GgmlType::mxfp4;
     int64_t rows = 1;
     for (size_t k = 1; k < tp.ne.size(); ++k) rows *= tp.ne[k];
     const int64_t per = std::max<int64_t>(1, 65536 / ne0);
@@ -343,6 +356,7 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
       for (int64_t ci = c0; ci < c1; ++ci) {
         const int64_t row0 = ci * per, row1 = std::min(rows, row0 + per);
         Rng rng(s.seed ^ mix64(hash_str(tp.name)) ^ mix64(static_cast<uint64_t>(row0) + 0x1234567ull));
+        rng.quantile = s.quantile_draws;
         for (int64_t r = row0; r < row1; ++r) {
           uint8_t* dst = data + static_cast<size_t>(r) * rb;
           if (tp.init == Init::expert_ids) {  // ne0 distinct ids of [0, scale): a partial shuffle
@@ -354,6 +368,21 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
               std::swap(ids[static_cast<size_t>(i)], ids[static_cast<size_t>(j)]);
             }
             std::memcpy(dst, ids.data(), static_cast<size_t>(ne0) * sizeof(int32_t));
+            continue;
+          }
+          if (fp4_codes && tp.init == Init::normal) {  // --draws quantile: MXFP4 blocks as codes
+            const int base = synth_detail::fp4_scale_base(tp.scale);
+            for (int64_t b = 0; b < ne0 / 32; ++b) {
+              uint8_t* blk = dst + 17 * b;
+              const uint64_t w = rng.next();
+              const int e = base + ((w & 3) == 0 ? -1 : (w & 3) == 3 ? 1 : 0);  // UE8M0 as synth_codes
+              blk[0] = static_cast<uint8_t>(std::clamp(e, 1, 254));
+              for (int k = 0; k < 16; k += 4) {
+                const uint64_t q = rng.next();
+                for (int j = 0; j < 4; ++j)
+                  blk[1 + k + j] = synth_detail::fp4_pair_code(static_cast<uint32_t>(q >> (16 * j)));
+              }
+            }
             continue;
           }
           for (int64_t i = 0; i < ne0; ++i) {

@@ -45,6 +45,10 @@ struct SynthSpec {
   float rope_base = 1e6f;
   float rms_eps = 1e-6f;
   int n_threads = 0;  // <= 0: all cores
+  // Normal draws (llama-class archs): false, Box-Muller (the bytes every existing synth has);
+  // true, quantile draws: N(0, 1) quantiles of 16-bit draws from one table (synth_codes.h's, |x| <=
+  // 4.3), several times faster, for models of tens of GB (--draws quantile).
+  bool quantile_draws = false;
   // deepseek4 only (docs: ../shared/docs/deepseek-v4.md §6; synth_preset_v4_flash gives the real
   // widths). n_head_kv must be 1 and head_dim is the K = V width; expert_ffn is also the shared
   // expert's width; routed experts / dense matrices follow --type as above.

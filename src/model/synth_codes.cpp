@@ -87,6 +87,10 @@ int fp8_scale_base(float std) {
 int fp4_scale_base(float std) {
   return scale_base(std, tables().fp4_rms);
 }
+uint8_t fp4_pair_code(uint32_t r) {
+  return tables().fp4[r & 0xffffu];
+}
+
 float normal_quantile(uint32_t r) {
   return tables().normal[r & 0xffff];
 }

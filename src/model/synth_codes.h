@@ -44,6 +44,8 @@ int fp8_scale_base(float std);
 int fp4_scale_base(float std);
 // N(0, 1) quantile r of 65536 (the table every normal item reads).
 float normal_quantile(uint32_t r);
+// The byte of two E2M1 codes (fp4_pairs) for the 16-bit draw r.
+uint8_t fp4_pair_code(uint32_t r);
 
 // splitmix64 and a tensor's stream key from the seed and its name.
 uint64_t mix64(uint64_t z);

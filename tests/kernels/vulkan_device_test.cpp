@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -210,7 +211,7 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   auto vb = dev.import(bias_bytes.data(), bias_bytes.size(), "bias");
   ASSERT_TRUE(cw.ok() && cb.ok() && vw.ok() && vb.ok());
   double worst = 0.0;
-  for (int64_t n : {1, 5}) {
+  for (int64_t n : {1, 5, 11}) {  // 11: a full tile of 8 tokens and a partial one
     for (bool with_bias : {false, true}) {
       const auto x = normal(static_cast<size_t>(n * in), 6 + static_cast<uint32_t>(n), 1.0f);
       std::vector<float> want(static_cast<size_t>(n * out)), got(want.size(), NAN);
@@ -263,6 +264,76 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   }
   for (auto* b : {&*vw, &*vb}) dev.free(*b);
   for (auto* b : {&*cw, &*cb}) cpu.free(*b);
+}
+
+// linear.comp computes tokens in tiles of 8 and, where the device has subgroup arithmetic, a row
+// per subgroup (else a row per workgroup, STRATA_VK_SUBGROUP=0): in either build each token's
+// row is the same bits in a batch of 11 as alone, and the device's queue reports its submissions
+// and (with timestamps) its busy time.
+TEST_P(VulkanLinear, TokenTilesGiveEachTokenItsOwnBits) {
+  auto& opened = shared_device();
+  STRATA_REQUIRE_VULKAN(opened);
+  setenv("STRATA_VK_SUBGROUP", "0", 1);
+  auto tree = VulkanDevice::open();
+  unsetenv("STRATA_VK_SUBGROUP");
+  ASSERT_TRUE(tree.ok()) << tree.message();
+  const GgmlType t = GetParam();
+  const int64_t in = 512, out = 40, n = 11;
+  const size_t row = row_bytes(t, in);
+  const auto wf = normal(static_cast<size_t>(in * out), 21, 0.2f);
+  std::vector<uint8_t> bytes(row * static_cast<size_t>(out));
+  for (int64_t r = 0; r < out; ++r) {
+    uint8_t* dst = bytes.data() + row * static_cast<size_t>(r);
+    if (t == GgmlType::f32)
+      std::memcpy(dst, wf.data() + r * in, row);
+    else
+      kernel_traits(t).from_float(wf.data() + r * in, dst, in);
+  }
+  const auto x = normal(static_cast<size_t>(n * in), 22, 1.0f);
+  for (VulkanDevice* dev : {opened->get(), tree->get()}) {
+    const DeviceTiming before = dev->timing();
+    auto w = dev->import(bytes.data(), bytes.size(), "w");
+    ASSERT_TRUE(w.ok()) << w.message();
+    auto run = [&](const float* xs, int64_t count, float* y) {
+      DeviceLinearWork lw;
+      lw.w = DeviceMat{&*w, 0, row, in, out, t};
+      lw.x = xs;
+      lw.n = count;
+      lw.y = y;
+      auto tk = dev->run_linear(lw);
+      ASSERT_TRUE(tk.ok()) << tk.message();
+      ASSERT_TRUE(dev->wait(*tk).ok());
+    };
+    std::vector<float> batch(static_cast<size_t>(n * out), NAN), one(static_cast<size_t>(out), NAN);
+    run(x.data(), n, batch.data());
+    for (int64_t i = 0; i < n; ++i) {
+      run(x.data() + i * in, 1, one.data());
+      for (int64_t r = 0; r < out; ++r)
+        ASSERT_EQ(one[static_cast<size_t>(r)], batch[static_cast<size_t>(i * out + r)])
+            << (dev == tree->get() ? "tree" : "default") << " build, token " << i << " row " << r;
+    }
+    const DeviceTiming after = dev->timing();
+    EXPECT_GE(after.submissions - before.submissions, static_cast<uint64_t>(n + 1));
+    EXPECT_GE(after.busy_s, before.busy_s);
+    dev->free(*w);
+  }
+}
+
+// The device's roofline for bench: a copy between two of its buffers, timed by its timestamps.
+TEST(VulkanDevice, CopyBandwidthIsTimedOnTheDevice) {
+  auto& opened = shared_device();
+  STRATA_REQUIRE_VULKAN(opened);
+  auto bw = (*opened)->copy_bandwidth(size_t{8} << 20);
+  ASSERT_TRUE(bw.ok()) << bw.message();
+  EXPECT_GT(*bw, 1e6);  // bytes per second
+  auto tiny = (*opened)->copy_bandwidth(100);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.message().find("at least 4 KiB"), std::string::npos) << tiny.message();
+  auto budgeted = VulkanDevice::open("Vulkan0", /*budget_bytes=*/1 << 20);
+  ASSERT_TRUE(budgeted.ok()) << budgeted.message();
+  auto over = (*budgeted)->copy_bandwidth(size_t{1} << 20);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.message().find("budget"), std::string::npos) << over.message();
 }
 
 // A random {in, out} matrix of type t, its bytes and its dequantized values.

@@ -108,6 +108,20 @@ TEST_F(Cli, SynthIsDeterministicAcrossThreadCounts) {
   EXPECT_NE(slurp(path("d1.gguf")), slurp(path("d3.gguf")));
 }
 
+// --draws quantile (the fast draws for models of tens of GB): its own bytes, the same at any
+// thread count, MXFP4 experts written as codes that load and run.
+TEST_F(Cli, SynthQuantileDrawsAreDeterministicAndRun) {
+  const std::string flags = std::string(kTiny) + " --arch qwen3moe --type mxfp4 --seed 7";
+  ASSERT_EQ(strata("synth " + flags + " --draws quantile -t 1 -o " + path("q1.gguf")).code, 0);
+  ASSERT_EQ(strata("synth " + flags + " --draws quantile -t 2 -o " + path("q2.gguf")).code, 0);
+  ASSERT_EQ(strata("synth " + flags + " -o " + path("bm.gguf")).code, 0);
+  EXPECT_EQ(slurp(path("q1.gguf")), slurp(path("q2.gguf")));
+  EXPECT_NE(slurp(path("q1.gguf")), slurp(path("bm.gguf")));
+  Proc r = strata("run -m " + path("q1.gguf") + " -p hi -n 3 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  expect_one_line_error(strata("synth " + flags + " --draws gauss -o " + path("x.gguf")), "--draws");
+}
+
 TEST_F(Cli, SeededSamplingRepeats) {
   const std::string m = synth("qwen3moe-f32", std::string(kTiny) + " --arch qwen3moe --type f32");
   const std::string args = "run -m " + m + " -p 'The cat' -n 8 --temp 1.0 --seed 42 -q";
@@ -308,6 +322,21 @@ TEST_F(Cli, BenchBatchedItlDepthAndMembw) {
     best = std::max(best, gbps.get<double>());
   EXPECT_EQ(dj["membw_gbps"].get<double>(), best);
   EXPECT_GT(dj["membw_patterns_gbps"][dj["membw_pattern"].get<std::string>()].get<double>(), 0.0);
+  // -p as llama-bench takes it: a list, a pp row each in one load (pp_tok_s: the largest).
+  Proc pl = strata("bench -m " + m + " -p 3,5 -n 0 -r 1 -t 1 --membw-size 4M --json");
+  ASSERT_EQ(pl.code, 0) << pl.err;
+  const auto pj = nlohmann::json::parse(pl.out);
+  ASSERT_EQ(pj["pp_runs"].size(), 2u);
+  EXPECT_EQ(pj["pp_runs"][0]["n_prompt"], 3);
+  EXPECT_EQ(pj["pp_runs"][1]["n_prompt"], 5);
+  EXPECT_EQ(pj["n_prompt"], 5);
+  EXPECT_GT(pj["pp_runs"][0]["median"].get<double>(), 0.0);
+  Proc pt = strata("bench -m " + m + " -p 2,3 -n 0 -r 1 -t 1 --membw-size 4M");
+  ASSERT_EQ(pt.code, 0) << pt.err;
+  EXPECT_NE(pt.out.find("pp2 "), std::string::npos) << pt.out;
+  EXPECT_NE(pt.out.find("pp3 "), std::string::npos) << pt.out;
+  expect_one_line_error(strata("bench -m " + m + " -p 4,x"), "-p");
+  expect_one_line_error(strata("bench -m " + m + " -p 4,0"), "-p");
   expect_one_line_error(strata("bench -m " + m + " -npl 1,x"), "-npl");
   expect_one_line_error(strata("bench -m " + m + " -npl 0"), "-npl 0");
   expect_one_line_error(strata("bench -m " + m + " --itl 200 -c 64"), "does not fit");

@@ -24,6 +24,7 @@ namespace strata::vk {
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkGetPhysicalDeviceMemoryProperties)      \
   X(vkGetPhysicalDeviceFeatures2)             \
+  X(vkGetPhysicalDeviceProperties2)           \
   X(vkCreateDevice)                           \
   X(vkDestroyDevice)                          \
   X(vkDeviceWaitIdle)                         \
@@ -69,7 +70,12 @@ namespace strata::vk {
   X(vkDestroyDescriptorPool)                  \
   X(vkAllocateDescriptorSets)                 \
   X(vkFreeDescriptorSets)                     \
-  X(vkUpdateDescriptorSets)
+  X(vkUpdateDescriptorSets)                   \
+  X(vkCreateQueryPool)                        \
+  X(vkDestroyQueryPool)                       \
+  X(vkCmdResetQueryPool)                      \
+  X(vkCmdWriteTimestamp)                      \
+  X(vkGetQueryPoolResults)
 
 #define STRATA_VK_DECLARE(f) PFN_##f f = nullptr;
 struct Api {

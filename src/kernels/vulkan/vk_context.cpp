@@ -1,11 +1,15 @@
 #include "kernels/vulkan/vk_context.h"
 
+#include <chrono>
 #include <limits>
 
 namespace strata::vk {
 
 namespace {
-constexpr uint32_t kMaxSets = 256;       // descriptor sets in flight
+constexpr uint32_t kMaxSets = 256;  // descriptor sets in flight
+size_t align_up_mib(size_t v) {
+  return (v + (size_t{1} << 20) - 1) >> 20 << 20;
+}
 constexpr uint32_t kBindingsPerSet = 8;  // storage buffers per set
 }  // namespace
 
@@ -15,6 +19,10 @@ Result<std::unique_ptr<Context>> Context::create(const Instance& inst, const Phy
   c->api_ = inst.api();
   c->name_ = pd.name;
   c->timeline_ = pd.timeline && timeline;
+  // A blocking wait sleeps until the driver's interrupt wakes the thread (tens of microseconds on
+  // a GPU, per submission); polling first keeps a step's short submissions back to back. Not on a
+  // CPU device (lavapipe), whose work needs the cores a poll would take.
+  c->spin_ = c->timeline_ && pd.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
   const Api& a = c->api_;
   a.vkGetPhysicalDeviceMemoryProperties(pd.handle, &c->mem_props_);
   c->max_storage_range_ = pd.max_storage_range;
@@ -53,6 +61,16 @@ Result<std::unique_ptr<Context>> Context::create(const Instance& inst, const Phy
   dpi.pPoolSizes = &size;
   if (VkResult r = a.vkCreateDescriptorPool(c->device_, &dpi, nullptr, &c->set_pool_); r != VK_SUCCESS)
     return err("%s: creating the descriptor pool failed: %s", pd.name.c_str(), result_name(r));
+  if (pd.timestamp_bits > 0 && pd.timestamp_period > 0) {
+    VkQueryPoolCreateInfo qpi{};
+    qpi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+    qpi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qpi.queryCount = 2 * kQueryRing;
+    if (a.vkCreateQueryPool(c->device_, &qpi, nullptr, &c->queries_) == VK_SUCCESS) {  // else: no timing
+      c->timestamp_mask_ = pd.timestamp_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << pd.timestamp_bits) - 1;
+      c->timestamp_ns_ = pd.timestamp_period;
+    }
+  }
   if (c->timeline_) {
     VkSemaphoreTypeCreateInfo ti{};
     ti.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO;
@@ -75,6 +93,9 @@ Context::~Context() {
     release(s);
     pending_.pop_front();
   }
+  for (auto& spare : spare_)
+    for (RawBuffer& b : spare) destroy_buffer(b);
+  if (queries_ != VK_NULL_HANDLE) api_.vkDestroyQueryPool(device_, queries_, nullptr);
   if (sem_ != VK_NULL_HANDLE) api_.vkDestroySemaphore(device_, sem_, nullptr);
   if (set_pool_ != VK_NULL_HANDLE) api_.vkDestroyDescriptorPool(device_, set_pool_, nullptr);
   if (cmd_pool_ != VK_NULL_HANDLE) api_.vkDestroyCommandPool(device_, cmd_pool_, nullptr);
@@ -151,6 +172,11 @@ Result<Submission> Context::begin() {
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   api_.vkBeginCommandBuffer(s.cmd, &bi);
+  if (queries_ != VK_NULL_HANDLE && pending_.size() < kQueryRing) {
+    s.query = static_cast<int64_t>((issued_ + 1) % kQueryRing);
+    api_.vkCmdResetQueryPool(s.cmd, queries_, 2 * uint32_t(s.query), 2);
+    api_.vkCmdWriteTimestamp(s.cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 2 * uint32_t(s.query));
+  }
   barrier(s.cmd);  // after everything submitted before (submission order alone orders no memory)
   return s;
 }
@@ -173,7 +199,15 @@ Result<VkDescriptorSet> Context::allocate_set(VkDescriptorSetLayout layout) {
 }
 
 void Context::release(Submission& s) {
-  for (RawBuffer& b : s.scratch) destroy_buffer(b);
+  for (RawBuffer& b : s.scratch) {
+    const int k = b.mapped != nullptr ? 1 : 0;
+    if (spare_bytes_[k] + b.bytes <= kScratchCache) {
+      spare_bytes_[k] += b.bytes;
+      spare_[k].push_back(b);
+    } else {
+      destroy_buffer(b);
+    }
+  }
   if (!s.sets.empty()) api_.vkFreeDescriptorSets(device_, set_pool_, uint32_t(s.sets.size()), s.sets.data());
   if (s.cmd != VK_NULL_HANDLE) api_.vkFreeCommandBuffers(device_, cmd_pool_, 1, &s.cmd);
   if (s.fence != VK_NULL_HANDLE) api_.vkDestroyFence(device_, s.fence, nullptr);
@@ -181,7 +215,25 @@ void Context::release(Submission& s) {
 }
 
 Result<RawBuffer> Context::add_scratch(Submission& s, size_t bytes, bool host_visible, const char* what) {
-  STRATA_ASSIGN(RawBuffer b, create_buffer(bytes, host_visible, what));
+  const int k = host_visible ? 1 : 0;
+  std::vector<RawBuffer>& spare = spare_[k];
+  size_t best = spare.size();  // the smallest spare buffer that holds `bytes`
+  for (size_t i = 0; i < spare.size(); ++i)
+    if (spare[i].bytes >= bytes && (best == spare.size() || spare[i].bytes < spare[best].bytes)) best = i;
+  if (best < spare.size() && spare[best].bytes <= 2 * bytes + (size_t{1} << 20)) {
+    RawBuffer b = spare[best];
+    spare[best] = spare.back();
+    spare.pop_back();
+    spare_bytes_[k] -= b.bytes;
+    s.scratch.push_back(b);
+    return b;
+  }
+  // A new one, rounded up (to a power of two below 64 MiB, else to whole MiB) so that steps of
+  // slightly different sizes share it.
+  size_t want = size_t{64} << 10;
+  while (want < bytes && want < (size_t{64} << 20)) want *= 2;
+  if (want < bytes) want = align_up_mib(bytes);
+  STRATA_ASSIGN(RawBuffer b, create_buffer(want, host_visible, what));
   s.scratch.push_back(b);
   return b;
 }
@@ -204,6 +256,9 @@ void Context::barrier(VkCommandBuffer cmd, bool to_host) {
 
 Result<uint64_t> Context::submit(Submission s) {
   barrier(s.cmd, /*to_host=*/true);  // the host reads staging buffers once the ticket is reached
+  if (s.query >= 0)
+    api_.vkCmdWriteTimestamp(s.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                             2 * uint32_t(s.query) + 1);
   if (VkResult r = api_.vkEndCommandBuffer(s.cmd); r != VK_SUCCESS) {
     release(s);
     return err("%s: recording a command buffer failed: %s", name_.c_str(), result_name(r));
@@ -272,6 +327,11 @@ bool Context::reached(uint64_t t) {
     Submission& s = pending_.front();
     for (auto& f : s.on_done) f();
     retired_ = s.ticket;
+    ++retired_count_;
+    uint64_t ts[2] = {0, 0};
+    if (s.query >= 0 && api_.vkGetQueryPoolResults(device_, queries_, 2 * uint32_t(s.query), 2, sizeof ts, ts,
+                                                   sizeof(uint64_t), VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
+      busy_s_ += static_cast<double>((ts[1] - ts[0]) & timestamp_mask_) * timestamp_ns_ * 1e-9;
     release(s);
     pending_.pop_front();
   }
@@ -282,6 +342,13 @@ Status Context::wait(uint64_t t) {
   if (t > issued_)
     return err("%s: waiting for ticket %llu, but only %llu were issued", name_.c_str(),
                static_cast<unsigned long long>(t), static_cast<unsigned long long>(issued_));
+  if (spin_ && retired_ < t) {  // poll for up to 2 ms, then block
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    uint64_t v = 0;
+    while (api_.vkGetSemaphoreCounterValue(device_, sem_, &v) == VK_SUCCESS && v < t &&
+           std::chrono::steady_clock::now() < until) {
+    }
+  }
   while (retired_ < t) {
     STRATA_TRY(failed_);
     STRATA_ASSIGN(bool done, gpu_done(pending_.front(), true));

@@ -28,6 +28,7 @@ struct Submission {
   std::vector<std::function<void()>> on_done;  // host work once the GPU finished (in order)
   VkFence fence = VK_NULL_HANDLE;              // the fence path only
   uint64_t ticket = 0;
+  int64_t query = -1;  // its timestamps' pair in the context's query pool (-1: none)
 };
 
 class Context {
@@ -50,8 +51,12 @@ class Context {
   // has it. Errors name `what` and the driver's result.
   Result<RawBuffer> create_buffer(size_t bytes, bool host_visible, const char* what);
   void destroy_buffer(RawBuffer& b);
-  // create_buffer, freed with s when it is reached (a submission's staging or scratch).
+  // A buffer of at least `bytes` for s's staging or scratch, back to the context when s is
+  // reached: released scratch is kept (up to kScratchCache bytes per memory kind) and handed out
+  // again, so a step's submissions allocate no device memory once the sizes have been seen.
   Result<RawBuffer> add_scratch(Submission& s, size_t bytes, bool host_visible, const char* what);
+  static constexpr size_t kScratchCache = size_t{256} << 20;
+  static constexpr uint32_t kQueryRing = 1024;  // submissions in flight that carry timestamps
 
   // Every write recorded before it in cmd (or submitted before) is visible after it: to later
   // commands, or to the host (to_host).
@@ -69,6 +74,10 @@ class Context {
   // Waits until t is reached; an error for a ticket never issued or a lost device.
   Status wait(uint64_t t);
   uint64_t issued() const { return issued_; }
+  // Submissions retired and the GPU time between each one's first and last command (from
+  // timestamps; 0 where the queue has none), summed: the device's busy time.
+  uint64_t retired_count() const { return retired_count_; }
+  double busy_seconds() const { return busy_s_; }
   // Waits until the device is idle (no host copies run: for tearing down).
   void idle() { api_.vkDeviceWaitIdle(device_); }
 
@@ -87,11 +96,19 @@ class Context {
   VkSemaphore sem_ = VK_NULL_HANDLE;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   bool timeline_ = false;
+  bool spin_ = false;  // wait() polls the timeline a while before blocking (a GPU, not a CPU device)
   uint32_t max_storage_range_ = 0;
   uint64_t issued_ = 0;
   uint64_t retired_ = 0;
-  std::deque<Submission> pending_;  // in ticket order
-  Status failed_;                   // a lost device: every later call reports it
+  std::deque<Submission> pending_;        // in ticket order
+  std::vector<RawBuffer> spare_[2];       // released scratch: [0] device-local, [1] host-visible
+  VkQueryPool queries_ = VK_NULL_HANDLE;  // 2 timestamps per submission in flight (a ring)
+  uint64_t timestamp_mask_ = 0;
+  double timestamp_ns_ = 0;
+  uint64_t retired_count_ = 0;
+  double busy_s_ = 0;
+  size_t spare_bytes_[2] = {0, 0};
+  Status failed_;  // a lost device: every later call reports it
 };
 
 }  // namespace strata::vk

@@ -1,5 +1,7 @@
 #include "kernels/vulkan/vk_device.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/units.h"
@@ -40,6 +42,14 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(std::string_view name, 
   std::unique_ptr<VulkanDevice> dev(new VulkanDevice());
   dev->info_ = info_of(*pd);
   dev->mem_.budget = budget_bytes;
+  // linear.comp's subgroup build where the device has subgroup arithmetic (STRATA_VK_SUBGROUP=0:
+  // the shared-memory tree build, as on devices without it).
+  const char* sg_env = std::getenv("STRATA_VK_SUBGROUP");
+  const uint32_t sg = pd->subgroup_size;
+  if (sg >= 4 && sg <= 128 && 128 % sg == 0 && !(sg_env != nullptr && std::strcmp(sg_env, "0") == 0)) {
+    dev->subgroup_ = true;
+    dev->rows_per_group_ = 128 / sg;
+  }
   STRATA_ASSIGN(dev->ctx_, vk::Context::create(*inst, *pd, timeline));
   dev->instance_ = std::move(inst);
   STRATA_TRY(dev->create_pipelines());
@@ -50,10 +60,55 @@ VulkanDevice::~VulkanDevice() {
   if (!ctx_) return;
   ctx_->idle();  // work in flight ends; its host copies are dropped (nobody waits for them)
   for (auto& [t, p] : linear_) vk::destroy_pipeline(ctx_->api(), ctx_->device(), p);
+  for (auto& [t, p] : linear_jobs_) vk::destroy_pipeline(ctx_->api(), ctx_->device(), p);
   for (vk::Pipeline* p : {&swiglu_, &attn_rope_, &attention_, &sparse_attention_})
     vk::destroy_pipeline(ctx_->api(), ctx_->device(), *p);
   for (auto& [id, b] : buffers_) ctx_->destroy_buffer(b.raw);
   ctx_.reset();  // before the instance
+}
+
+DeviceTiming VulkanDevice::timing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DeviceTiming{ctx_->retired_count(), ctx_->busy_seconds()};
+}
+
+Result<double> VulkanDevice::copy_bandwidth(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes < 4096) return err("%s: copy_bandwidth of %zu bytes (at least 4 KiB)", name().c_str(), bytes);
+  if (mem_.budget > 0 && mem_.allocated + 2 * bytes > mem_.budget)
+    return err("%s: copy_bandwidth needs 2 x %s, over the budget's %s left", name().c_str(),
+               format_bytes(bytes).c_str(), format_bytes(mem_.budget - mem_.allocated).c_str());
+  STRATA_ASSIGN(vk::RawBuffer a, ctx_->create_buffer(bytes, false, "copy_bandwidth source"));
+  auto b = ctx_->create_buffer(bytes, false, "copy_bandwidth destination");
+  if (!b.ok()) {
+    ctx_->destroy_buffer(a);
+    return b.error();
+  }
+  double best = 0;
+  Status st;
+  for (int rep = 0; rep < 4 && st.ok(); ++rep) {  // the first is a warm-up
+    auto s = ctx_->begin();
+    if (!s.ok()) {
+      st = s.error();
+      break;
+    }
+    const VkBufferCopy c{0, 0, bytes};
+    ctx_->api().vkCmdCopyBuffer(s->cmd, a.buf, b->buf, 1, &c);
+    const double busy0 = ctx_->busy_seconds();
+    auto t = ctx_->submit(std::move(*s));
+    if (!t.ok()) {
+      st = t.error();
+      break;
+    }
+    st = ctx_->wait(*t);
+    const double dt = ctx_->busy_seconds() - busy0;
+    if (st.ok() && rep > 0 && dt > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / dt);
+  }
+  ctx_->destroy_buffer(a);
+  ctx_->destroy_buffer(*b);
+  if (!st.ok()) return st.error();
+  if (best <= 0) return err("%s: the queue has no timestamps to time a copy", name().c_str());
+  return best;
 }
 
 DeviceMemory VulkanDevice::memory() const {

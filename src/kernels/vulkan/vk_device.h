@@ -88,6 +88,8 @@ class VulkanDevice final : public Device {
   Result<DeviceTicket> run_linear(const DeviceLinearWork& w) override;
   bool reached(DeviceTicket t) const override;
   Status wait(DeviceTicket t) override;
+  DeviceTiming timing() const override;
+  Result<double> copy_bandwidth(size_t bytes) override;
 
  private:
   VulkanDevice() = default;
@@ -104,7 +106,7 @@ class VulkanDevice final : public Device {
     VkBuffer buf = VK_NULL_HANDLE;
     VkDeviceSize offset = 0, bytes = 0;
   };
-  static constexpr uint32_t kMaxBindings = 4;
+  static constexpr uint32_t kMaxBindings = 5;
   // Binds p with regions [p.bindings] and its push constants in s.
   Result<VkDescriptorSet> bind(vk::Submission& s, const vk::Pipeline& p, const Region* regions,
                                const void* params);
@@ -113,6 +115,31 @@ class VulkanDevice final : public Device {
   Status record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
                        const vk::RawBuffer* bias, size_t bias_offset, const Region& x, const Region& y,
                        int64_t n, int64_t row0 = 0);
+  // One job of a job-list dispatch (linear.comp -DJOBS): matrix m in w over `tokens` (<= 8)
+  // consecutive x rows from x_row, y from index y_at advancing by m's out per token, first bias
+  // index (~0u: none).
+  struct Product {
+    const DeviceMat* m = nullptr;
+    const vk::RawBuffer* w = nullptr;
+    uint32_t x_row = 0, y_at = 0, bias_at = ~0u, tokens = 1;
+  };
+  // A job-list dispatch: products first .. first + count − 1 of a plan, their matrices inside
+  // win of buffer w, their table at table_off.
+  struct JobDispatch {
+    const DeviceMat* proto = nullptr;  // shape and type
+    const vk::RawBuffer* w = nullptr;
+    vk::Window win{0, 0};
+    size_t first = 0, count = 0, table_off = 0;
+  };
+  // Products of one shape and type as job-list dispatches: consecutive products in one buffer
+  // whose matrices one window of at most max_storage_range covers share one. Groups them, and
+  // with stage non-null writes their job tables at stage + table_off (each dispatch's at a
+  // 256-byte boundary); returns the table bytes (call with null first to size the staging).
+  size_t plan_jobs(const std::vector<Product>& ps, uint8_t* stage, size_t table_off,
+                   std::vector<JobDispatch>* out) const;
+  // Records planned dispatches (tables already at their offsets in `tables`), then a barrier.
+  Status record_jobs(vk::Submission& s, const std::vector<JobDispatch>& ds, VkBuffer tables, const Region& x,
+                     const Region& y, const Region* bias);
   Result<DeviceTicket> empty_submission();
   Result<DeviceTicket> run_linear_locked(const DeviceLinearWork& w);
   Result<DeviceTicket> run_ffn_locked(const DeviceFfnWork& w);
@@ -128,7 +155,10 @@ class VulkanDevice final : public Device {
   VulkanDeviceInfo info_;
   std::unique_ptr<vk::Instance> instance_;
   std::unique_ptr<vk::Context> ctx_;
-  std::map<GgmlType, vk::Pipeline> linear_;  // linear.comp per weight type
+  std::map<GgmlType, vk::Pipeline> linear_;       // linear.comp per weight type
+  std::map<GgmlType, vk::Pipeline> linear_jobs_;  // its job-list build
+  bool subgroup_ = false;                         // linear_ / linear_jobs_ are the subgroup builds
+  uint32_t rows_per_group_ = 1;                   // rows a linear workgroup computes
   vk::Pipeline swiglu_;
   vk::Pipeline attn_rope_, attention_;
   vk::Pipeline sparse_attention_;

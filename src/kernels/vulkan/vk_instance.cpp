@@ -119,6 +119,18 @@ Result<std::unique_ptr<Instance>> Instance::create() {
     d.api_version = props.apiVersion;
     d.queue_family = family;
     d.max_storage_range = props.limits.maxStorageBufferRange;
+    d.timestamp_bits = qs[family].timestampValidBits;
+    VkPhysicalDeviceSubgroupProperties sg{};
+    sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &sg;
+    a.vkGetPhysicalDeviceProperties2(pd, &p2);
+    if ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+        (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0 &&
+        (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0)
+      d.subgroup_size = sg.subgroupSize;
+    d.timestamp_period = props.limits.timestampPeriod;
     VkPhysicalDeviceMemoryProperties mem;
     a.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
     for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)

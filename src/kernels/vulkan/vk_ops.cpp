@@ -16,6 +16,10 @@ struct LinearParams {
   uint32_t w_off, row_stride, n_in, n_out, n_tok, bias_off, has_bias, row0;
 };
 
+constexpr size_t kMaxJobs = 65535;  // jobs per dispatch (workgroup z)
+constexpr size_t kJobWords = 5;     // linear.comp's job: w offset, x row, y index, bias index, tokens
+constexpr int64_t kTokenTile = 8;   // linear.comp's TT: tokens a workgroup computes
+
 }  // namespace
 
 using vk::align_up;
@@ -34,9 +38,14 @@ Status VulkanDevice::create_pipelines() {
   for (GgmlType t :
        {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
     const std::string what = std::string("linear_") + type_name(t);
-    STRATA_ASSIGN(vk::Pipeline p, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t), 4,
-                                                      sizeof(LinearParams), what.c_str()));
+    STRATA_ASSIGN(vk::Pipeline p,
+                  vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, false, subgroup_), 4,
+                                      sizeof(LinearParams), what.c_str()));
     linear_.emplace(t, p);
+    STRATA_ASSIGN(vk::Pipeline pj,
+                  vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, true, subgroup_), 5,
+                                      sizeof(LinearParams), (what + "_jobs").c_str()));
+    linear_jobs_.emplace(t, pj);
   }
   STRATA_ASSIGN(swiglu_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::swiglu_shader(), 3,
                                              sizeof(SwigluParams), "swiglu"));
@@ -134,9 +143,81 @@ Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const 
                             bias != nullptr ? 1u : 0u,
                             static_cast<uint32_t>(row0)};
   STRATA_TRY(bind(s, linear_.at(m.type), regions, &params).status());
-  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(m.out, kMaxGroups));
-  const uint32_t gy = static_cast<uint32_t>((m.out + kMaxGroups - 1) / kMaxGroups);
-  ctx_->api().vkCmdDispatch(s.cmd, gx, gy, static_cast<uint32_t>(n));
+  const int64_t groups = (m.out + rows_per_group_ - 1) / rows_per_group_;
+  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups));
+  const uint32_t gy = static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups);
+  ctx_->api().vkCmdDispatch(s.cmd, gx, gy, static_cast<uint32_t>((n + kTokenTile - 1) / kTokenTile));
+  ctx_->barrier(s.cmd);
+  return {};
+}
+
+size_t VulkanDevice::plan_jobs(const std::vector<Product>& ps, uint8_t* stage, size_t table_off,
+                               std::vector<JobDispatch>* out) const {
+  out->clear();
+  const size_t max_span = ctx_->max_storage_range();
+  size_t lo = 0, hi = 0;  // the current dispatch's matrices' byte range
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const DeviceMat& m = *ps[i].m;
+    const size_t b = m.offset,
+                 e = b + m.row_stride * static_cast<size_t>(m.out - 1) + row_bytes(m.type, m.in);
+    const DeviceMat* q = out->empty() ? nullptr : out->back().proto;
+    if (q != nullptr && out->back().w == ps[i].w && out->back().count < kMaxJobs && q->type == m.type &&
+        q->row_stride == m.row_stride && q->in == m.in && q->out == m.out) {
+      const size_t nlo = std::min(lo, b), nhi = std::max(hi, e);
+      if (vk::window(nlo, nhi - nlo).span <= max_span) {
+        lo = nlo, hi = nhi;
+        out->back().win = vk::window(lo, hi - lo);
+        ++out->back().count;
+        continue;
+      }
+    }
+    lo = b, hi = e;
+    out->push_back(JobDispatch{&m, ps[i].w, vk::window(lo, hi - lo), i, 1, 0});
+  }
+  size_t at = table_off;
+  for (JobDispatch& d : *out) {
+    at = align_up(at, kRegionAlign);
+    d.table_off = at;
+    if (stage != nullptr) {
+      uint32_t* t = reinterpret_cast<uint32_t*>(stage + at);
+      for (size_t j = 0; j < d.count; ++j) {
+        const Product& p = ps[d.first + j];
+        uint32_t* job = t + kJobWords * j;
+        job[0] = static_cast<uint32_t>(p.m->offset - d.win.base);
+        job[1] = p.x_row;
+        job[2] = p.y_at;
+        job[3] = p.bias_at;
+        job[4] = p.tokens;
+      }
+    }
+    at += 4 * kJobWords * d.count;
+  }
+  return at - table_off;
+}
+
+Status VulkanDevice::record_jobs(vk::Submission& s, const std::vector<JobDispatch>& ds, VkBuffer tables,
+                                 const Region& x, const Region& y, const Region* bias) {
+  for (const JobDispatch& d : ds) {
+    const DeviceMat& m = *d.proto;
+    const Region regions[5] = {{d.w->buf, d.win.base, d.win.span},
+                               x,
+                               y,
+                               bias != nullptr ? *bias : x,
+                               {tables, d.table_off, 4 * kJobWords * d.count}};
+    const LinearParams params{0,
+                              static_cast<uint32_t>(m.row_stride),
+                              static_cast<uint32_t>(m.in),
+                              static_cast<uint32_t>(m.out),
+                              static_cast<uint32_t>(d.count),
+                              0,
+                              0,
+                              0};
+    STRATA_TRY(bind(s, linear_jobs_.at(m.type), regions, &params).status());
+    const int64_t groups = (m.out + rows_per_group_ - 1) / rows_per_group_;
+    const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups));
+    const uint32_t gy = static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups);
+    ctx_->api().vkCmdDispatch(s.cmd, gx, gy, static_cast<uint32_t>(d.count));  // workgroup z: the job
+  }
   ctx_->barrier(s.cmd);
   return {};
 }
@@ -310,9 +391,13 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
     return err("%s: run_experts on layer %d: %lld slots (at most %u)", nm, w.layer, static_cast<long long>(M),
                kMaxGroups);
 
-  // As run_ffn over the grouped slots' rows, each expert's dispatches on its rows.
-  const XForm gf = form_of(w.mats[0].gate.type), uf = form_of(w.mats[0].up.type),
-              hf = form_of(w.mats[0].down.type);
+  // As run_ffn over the grouped slots' rows, as job-list dispatches (linear.comp -DJOBS): every
+  // run expert's gate and up products over its slots in one dispatch (two where gate and up differ
+  // in type), then every down product in one (more only where the experts' matrices lie in
+  // buffers or windows the device cannot bind at once).
+  const DeviceMat &g0 = w.mats[0].gate, &u0 = w.mats[0].up;
+  const XForm gf = form_of(g0.type), uf = form_of(u0.type), hf = form_of(w.mats[0].down.type);
+  const bool fused = g0.type == u0.type && g0.row_stride == u0.row_stride;
   const size_t xg_row = form_bytes(gf, 1, d), xu_row = uf == gf ? 0 : form_bytes(uf, 1, d);
   const size_t xg_bytes = xg_row * static_cast<size_t>(M), xu_bytes = xu_row * static_cast<size_t>(M);
   const size_t f_bytes = static_cast<size_t>(M * F) * 4, h_bytes = form_bytes(hf, M, F);
@@ -322,9 +407,42 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
   const size_t b_bytes = sizeof(float) * static_cast<size_t>(w.n_run * F);
   const size_t xu_off = align_up(xg_bytes, kRegionAlign), gb_off = align_up(xu_off + xu_bytes, kRegionAlign);
   const size_t ub_off = gb_off + (st.gate_b != nullptr ? align_up(b_bytes, kRegionAlign) : 0);
-  const size_t y_off = align_up(ub_off + (st.up_b != nullptr ? b_bytes : 0), kRegionAlign);
-  const size_t g_off = align_up(y_off + y_bytes, kRegionAlign),
-               u_off = align_up(g_off + f_bytes, kRegionAlign);
+  const size_t j_off = align_up(ub_off + (st.up_b != nullptr ? b_bytes : 0), kRegionAlign);
+  const size_t g_off_rel = 0, u_off_rel = align_up(f_bytes, kRegionAlign);  // within the g | u region
+  // The products: gate rows of every slot, then up rows (their y after g's), then down rows.
+  std::vector<Product> gu, up_only, dn;
+  gu.reserve(static_cast<size_t>(2 * M));
+  dn.reserve(static_cast<size_t>(M));
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < w.n_run; ++i) {
+      const Run& r = runs[static_cast<size_t>(i)];
+      const DeviceMat& m = pass == 0 ? w.mats[i].gate : w.mats[i].up;
+      const float* b = pass == 0 ? st.gate_b : st.up_b;
+      const size_t y0 = (pass == 0 ? g_off_rel : u_off_rel) / 4;
+      const size_t b0 = pass == 0 ? 0 : (ub_off - gb_off) / 4;
+      for (int64_t j = r.row0; j < r.row0 + r.m; j += kTokenTile) {  // a tile of the expert's slots
+        const auto tokens = static_cast<uint32_t>(std::min(kTokenTile, r.row0 + r.m - j));
+        const Product p{
+            &m,
+            pass == 0 ? r.gate : r.up,
+            static_cast<uint32_t>(j),
+            static_cast<uint32_t>(y0 + static_cast<size_t>(j * F)),
+            b != nullptr ? static_cast<uint32_t>(b0 + static_cast<size_t>(i) * static_cast<size_t>(F)) : ~0u,
+            tokens};
+        (pass == 1 && !fused ? up_only : gu).push_back(p);
+        if (pass == 1)
+          dn.push_back(Product{&w.mats[i].down, r.down, static_cast<uint32_t>(j),
+                               static_cast<uint32_t>(j * d), ~0u, tokens});
+      }
+    }
+  std::vector<JobDispatch> plan_gu, plan_up, plan_dn;
+  size_t jobs_at = j_off;
+  jobs_at += plan_jobs(gu, nullptr, jobs_at, &plan_gu);
+  jobs_at += plan_jobs(up_only, nullptr, align_up(jobs_at, kRegionAlign), &plan_up);
+  jobs_at = align_up(jobs_at, kRegionAlign);
+  jobs_at += plan_jobs(dn, nullptr, jobs_at, &plan_dn);
+  const size_t y_off = align_up(jobs_at, kRegionAlign);
+  const size_t g_off = align_up(y_off + y_bytes, kRegionAlign), u_off = g_off + u_off_rel;
   const size_t h_off = align_up(u_off + f_bytes, kRegionAlign), total = h_off + h_bytes;
   STRATA_ASSIGN(vk::Submission s, ctx_->begin());
   auto fail = [&](const Error& e) -> Result<DeviceTicket> {
@@ -335,6 +453,12 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
   if (!staging.ok()) return fail(staging.error());
   auto scratch = ctx_->add_scratch(s, total, /*host_visible=*/false, "run_experts activations");
   if (!scratch.ok()) return fail(scratch.error());
+  {  // the job tables, at the offsets planned above
+    size_t at = j_off;
+    at += plan_jobs(gu, staging->mapped, at, &plan_gu);
+    at += plan_jobs(up_only, staging->mapped, align_up(at, kRegionAlign), &plan_up);
+    plan_jobs(dn, staging->mapped, align_up(at, kRegionAlign), &plan_dn);
+  }
   {  // every token converted once, then its rows copied to the slots routed to these experts
     std::vector<uint8_t> xg(xg_row * static_cast<size_t>(w.n)), xu(xu_row * static_cast<size_t>(w.n));
     to_form(gf, w.x, w.n, d, xg.data());
@@ -361,16 +485,12 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
   ctx_->barrier(s.cmd);
   const Region xg{sb, 0, xg_bytes}, xu = xu_bytes > 0 ? Region{sb, xu_off, xu_bytes} : xg;
   const Region g{sb, g_off, f_bytes}, u{sb, u_off, f_bytes}, h{sb, h_off, h_bytes}, y{sb, y_off, y_bytes};
-  Status status;
-  for (int i = 0; i < w.n_run && status.ok(); ++i) {
-    const Run& r = runs[static_cast<size_t>(i)];
-    if (r.m == 0) continue;
-    const size_t o = sizeof(float) * static_cast<size_t>(i * F);
-    const vk::RawBuffer* gb = st.gate_b != nullptr ? &*scratch : nullptr;
-    const vk::RawBuffer* ub = st.up_b != nullptr ? &*scratch : nullptr;
-    status = record_linear(s, w.mats[i].gate, *r.gate, gb, gb_off + o, xg, g, r.m, r.row0);
-    if (status.ok()) status = record_linear(s, w.mats[i].up, *r.up, ub, ub_off + o, xu, u, r.m, r.row0);
-  }
+  const Region gu_y{sb, g_off, u_off + f_bytes - g_off};
+  const bool biased = st.gate_b != nullptr || st.up_b != nullptr;
+  const Region gu_b{sb, gb_off, std::max<size_t>(ub_off + (st.up_b != nullptr ? b_bytes : 0) - gb_off, 4)};
+  Status status = record_jobs(s, plan_gu, sb, xg, gu_y, biased ? &gu_b : nullptr);
+  if (status.ok() && !plan_up.empty())
+    status = record_jobs(s, plan_up, sb, xu, gu_y, biased ? &gu_b : nullptr);
   if (!status.ok()) return fail(status.error());
   const Region act[3] = {g, u, h};
   const SwigluParams params{static_cast<uint32_t>(M),
@@ -385,10 +505,7 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
   api.vkCmdDispatch(s.cmd, static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups)),
                     static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups), 1);
   ctx_->barrier(s.cmd);
-  for (int i = 0; i < w.n_run && status.ok(); ++i) {
-    const Run& r = runs[static_cast<size_t>(i)];
-    if (r.m > 0) status = record_linear(s, w.mats[i].down, *r.down, nullptr, 0, h, y, r.m, r.row0);
-  }
+  status = record_jobs(s, plan_dn, sb, h, y, nullptr);
   if (!status.ok()) return fail(status.error());
   const VkBufferCopy up{y_off, y_off, y_bytes};
   api.vkCmdCopyBuffer(s.cmd, sb, staging->buf, 1, &up);

@@ -23,6 +23,60 @@ constexpr uint32_t kLinearQ8_0[] = {
 constexpr uint32_t kLinearQ4_0[] = {
 #include "linear_q4_0.spv.inc"
 };
+constexpr uint32_t kLinearJobsF32[] = {
+#include "linear_jobs_f32.spv.inc"
+};
+constexpr uint32_t kLinearJobsF16[] = {
+#include "linear_jobs_f16.spv.inc"
+};
+constexpr uint32_t kLinearJobsBF16[] = {
+#include "linear_jobs_bf16.spv.inc"
+};
+constexpr uint32_t kLinearJobsMxfp4[] = {
+#include "linear_jobs_mxfp4.spv.inc"
+};
+constexpr uint32_t kLinearJobsQ8_0[] = {
+#include "linear_jobs_q8_0.spv.inc"
+};
+constexpr uint32_t kLinearJobsQ4_0[] = {
+#include "linear_jobs_q4_0.spv.inc"
+};
+constexpr uint32_t kLinearSgF32[] = {
+#include "linear_sg_f32.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgF32[] = {
+#include "linear_jobs_sg_f32.spv.inc"
+};
+constexpr uint32_t kLinearSgF16[] = {
+#include "linear_sg_f16.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgF16[] = {
+#include "linear_jobs_sg_f16.spv.inc"
+};
+constexpr uint32_t kLinearSgBF16[] = {
+#include "linear_sg_bf16.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgBF16[] = {
+#include "linear_jobs_sg_bf16.spv.inc"
+};
+constexpr uint32_t kLinearSgMxfp4[] = {
+#include "linear_sg_mxfp4.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgMxfp4[] = {
+#include "linear_jobs_sg_mxfp4.spv.inc"
+};
+constexpr uint32_t kLinearSgQ8_0[] = {
+#include "linear_sg_q8_0.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgQ8_0[] = {
+#include "linear_jobs_sg_q8_0.spv.inc"
+};
+constexpr uint32_t kLinearSgQ4_0[] = {
+#include "linear_sg_q4_0.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgQ4_0[] = {
+#include "linear_jobs_sg_q4_0.spv.inc"
+};
 constexpr uint32_t kSwiglu[] = {
 #include "swiglu.spv.inc"
 };
@@ -53,23 +107,23 @@ std::span<const uint32_t> sparse_attention_shader() {
   return kSparseAttention;
 }
 
-std::span<const uint32_t> linear_shader(GgmlType t) {
+std::span<const uint32_t> linear_shader(GgmlType t, bool jobs, bool subgroup) {
+  // [type][jobs][subgroup]
+#define STRATA_LINEAR_CASE(T, N)                                                            \
+  case GgmlType::T:                                                                         \
+    return jobs ? (subgroup ? std::span<const uint32_t>(kLinearJobsSg##N) : kLinearJobs##N) \
+                : (subgroup ? std::span<const uint32_t>(kLinearSg##N) : kLinear##N);
   switch (t) {
-    case GgmlType::f32:
-      return kLinearF32;
-    case GgmlType::f16:
-      return kLinearF16;
-    case GgmlType::q8_0:
-      return kLinearQ8_0;
-    case GgmlType::bf16:
-      return kLinearBF16;
-    case GgmlType::mxfp4:
-      return kLinearMxfp4;
-    case GgmlType::q4_0:
-      return kLinearQ4_0;
+    STRATA_LINEAR_CASE(f32, F32)
+    STRATA_LINEAR_CASE(f16, F16)
+    STRATA_LINEAR_CASE(bf16, BF16)
+    STRATA_LINEAR_CASE(q8_0, Q8_0)
+    STRATA_LINEAR_CASE(q4_0, Q4_0)
+    STRATA_LINEAR_CASE(mxfp4, Mxfp4)
     default:
       return {};
   }
+#undef STRATA_LINEAR_CASE
 }
 
 }  // namespace strata::vk

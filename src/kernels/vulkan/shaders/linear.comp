@@ -9,14 +9,37 @@
 //   32 int8 packed.
 // Per block the integer sum and its scaling follow quant/q8_0.cpp, q4_0.cpp and mxfp4.cpp:
 //   sum += float(isum) * (d_w * d_x)   (MXFP4: sum += (d_x * 2^(e−128)) * float(isum)).
+// Built again with -DJOBS: one dispatch runs a list of products of one shape and type (a MoE
+// layer's experts over their slots: gate and up together, then down), workgroup z taking job z
+// of the table at binding 4, five words per job: the matrix's byte offset (added to w_off), the
+// first row of x, the first index of y, the first index of the bias (~0u: none), the tokens. A job's rows are
+// computed exactly as the plain build computes them (same per-row order, same bits).
+// Tokens come in tiles of up to TT = 8: a workgroup (z) loads each weight block once and dots it
+// with every token of its tile (a job: its word 4 is the tile's token count, its tokens the x
+// rows and y ranges that follow, y advancing by n_out), each token's sum in the order it would
+// have alone. Quantized blocks are unpacked once into eight words of int8 values (Q4_0: nibble
+// − 8; MXFP4: 2 · E2M1) and dotted with the Q8_0 activation words as Q8_0 weights are.
+// Built again with -DSUBGROUP (where the device has subgroup arithmetic in compute shaders): a
+// workgroup of 128 invocations computes one row per subgroup (128 / gl_SubgroupSize rows), the
+// subgroup's lanes striding over the row and summed by subgroupAdd: no shared memory and no
+// barriers, many rows per workgroup (a GPU's decode GEMV is otherwise bound by short workgroups).
 #version 450
-
+#extension GL_EXT_control_flow_attributes : require
+#if defined(SUBGROUP)
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(local_size_x = 128) in;
+#else
 layout(local_size_x = 64) in;
+#endif
 
 layout(std430, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, binding = 1) readonly buffer X { uint x[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(std430, binding = 3) readonly buffer B { float bias[]; };
+#if defined(JOBS)
+layout(std430, binding = 4) readonly buffer J { uint job[]; };
+#endif
 
 layout(push_constant) uniform Params {
   uint w_off;       // bytes
@@ -29,10 +52,17 @@ layout(push_constant) uniform Params {
   uint row0;  // rows row0.. of x and y (an expert's slots among all grouped slots)
 } p;
 
+#if !defined(SUBGROUP)
 shared float partial[64];
+#endif
 
 #if defined(TYPE_MXFP4)
-const int kE2m1x2[16] = int[16](0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+// E2M1 code c times 2: |value| nibbles 0, 1, 2, 3, 4, 6, 8, 12 packed in one word (no table in
+// memory), the sign from bit 3.
+int e2m1x2(uint c) {
+  const int v = int((0xC8643210u >> (4u * (c & 7u))) & 0xFu);
+  return (c & 8u) != 0u ? -v : v;
+}
 #endif
 
 uint load_u16(uint a) { return (w[a >> 2] >> ((a & 2u) * 8u)) & 0xffffu; }  // a even
@@ -48,68 +78,115 @@ int dot4(uint a, uint b) {
   return s;
 }
 
+#define TT 8u
+
+// Four int8 values (low byte first) in one word.
+uint pack4(int a, int b, int c, int d) {
+  return (uint(a) & 0xffu) | ((uint(b) & 0xffu) << 8) | ((uint(c) & 0xffu) << 16) | (uint(d) << 24);
+}
+
 void main() {
+#if defined(SUBGROUP)
+  const uint r = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * gl_NumSubgroups + gl_SubgroupID;
+  if (r >= p.n_out) return;  // the whole subgroup
+  const uint tid = gl_SubgroupInvocationID, nth = gl_SubgroupSize;
+#else
   const uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u;
-  const uint t = p.row0 + gl_WorkGroupID.z;
   if (r >= p.n_out) return;  // the whole workgroup
-  const uint tid = gl_LocalInvocationID.x;
+  const uint tid = gl_LocalInvocationID.x, nth = 64u;
+#endif
+#if defined(JOBS)
+  const uint z = 5u * gl_WorkGroupID.z;
+  const uint t0 = job[z + 1u], y0 = job[z + 2u] + r, bias_at = job[z + 3u], nt = job[z + 4u];
+  const uint base = p.w_off + job[z] + r * p.row_stride;
+#else
+  const uint t0 = p.row0 + TT * gl_WorkGroupID.z;
+  const uint nt = min(TT, p.n_tok - TT * gl_WorkGroupID.z);
+  const uint y0 = t0 * p.n_out + r, bias_at = p.has_bias != 0u ? p.bias_off : ~0u;
   const uint base = p.w_off + r * p.row_stride;
-  float sum = 0.0;
+#endif
+  float sum[TT];
+  [[unroll]] for (uint k = 0u; k < TT; ++k) sum[k] = 0.0;
+#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
+  for (uint i = tid; i < p.n_in; i += nth) {
 #if defined(TYPE_F32)
-  const uint xb = t * p.n_in;
-  for (uint i = tid; i < p.n_in; i += 64u) sum += uintBitsToFloat(w[(base >> 2) + i]) * uintBitsToFloat(x[xb + i]);
+    const float wv = uintBitsToFloat(w[(base >> 2) + i]);
 #elif defined(TYPE_F16)
-  const uint xb = t * p.n_in;
-  for (uint i = tid; i < p.n_in; i += 64u) sum += load_f16(base + 2u * i) * uintBitsToFloat(x[xb + i]);
-#elif defined(TYPE_BF16)
-  const uint xb = t * p.n_in;
-  for (uint i = tid; i < p.n_in; i += 64u)
-    sum += uintBitsToFloat(load_u16(base + 2u * i) << 16) * uintBitsToFloat(x[xb + i]);
+    const float wv = load_f16(base + 2u * i);
+#else
+    const float wv = uintBitsToFloat(load_u16(base + 2u * i) << 16);
+#endif
+    [[unroll]] for (uint k = 0u; k < TT; ++k)
+      if (k < nt) sum[k] += wv * uintBitsToFloat(x[(t0 + k) * p.n_in + i]);
+  }
 #else
   const uint nb = p.n_in / 32u;
-  for (uint b = tid; b < nb; b += 64u) {
-    const uint xb = (t * nb + b) * 9u;
-    int s = 0;
+  for (uint b = tid; b < nb; b += nth) {
+    uint q8[8];  // the block's 32 weights as int8, four per word, elements in order
 #if defined(TYPE_Q8_0)
     const uint a = base + b * 34u;
-    for (uint k = 0u; k < 8u; ++k) s += dot4(load_u32(a + 2u + 4u * k), x[xb + 1u + k]);
+    const float dw = load_f16(a);
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) q8[k] = load_u32(a + 2u + 4u * k);
 #elif defined(TYPE_Q4_0)
     const uint a = base + b * 18u;
-    for (uint k = 0u; k < 4u; ++k) {
+    const float dw = load_f16(a);
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
       // bytes 4k..4k+3: low nibbles are elements 4k.., high nibbles elements 16 + 4k.., each − 8
-      const uint q = load_u32(a + 2u + 4u * k), xl = x[xb + 1u + k], xh = x[xb + 5u + k];
-      for (int j = 0; j < 4; ++j)
-        s += (int(bitfieldExtract(q, 8 * j, 4)) - 8) * bitfieldExtract(int(xl), 8 * j, 8) +
-             (int(bitfieldExtract(q, 8 * j + 4, 4)) - 8) * bitfieldExtract(int(xh), 8 * j, 8);
+      const uint q = load_u32(a + 2u + 4u * k);
+      q8[k] = pack4(int(bitfieldExtract(q, 0, 4)) - 8, int(bitfieldExtract(q, 8, 4)) - 8,
+                    int(bitfieldExtract(q, 16, 4)) - 8, int(bitfieldExtract(q, 24, 4)) - 8);
+      q8[4u + k] = pack4(int(bitfieldExtract(q, 4, 4)) - 8, int(bitfieldExtract(q, 12, 4)) - 8,
+                         int(bitfieldExtract(q, 20, 4)) - 8, int(bitfieldExtract(q, 28, 4)) - 8);
     }
 #elif defined(TYPE_MXFP4)
     const uint a = base + b * 17u;
-    for (uint k = 0u; k < 4u; ++k) {
+    // E8M0: 2^(e − 128) (the E2M1 values are doubled), subnormal below e = 2
+    const uint e = load_u32(a) & 0xffu;
+    const float half_scale = uintBitsToFloat(e < 2u ? (0x00200000u << e) : ((e - 1u) << 23));
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
       // as Q4_0, the nibble an index into E2M1 values times 2 (quant/fp8_fp4.h kMxfp4Values2x)
-      const uint q = load_u32(a + 1u + 4u * k), xl = x[xb + 1u + k], xh = x[xb + 5u + k];
-      for (int j = 0; j < 4; ++j)
-        s += kE2m1x2[bitfieldExtract(q, 8 * j, 4)] * bitfieldExtract(int(xl), 8 * j, 8) +
-             kE2m1x2[bitfieldExtract(q, 8 * j + 4, 4)] * bitfieldExtract(int(xh), 8 * j, 8);
+      const uint q = load_u32(a + 1u + 4u * k);
+      q8[k] = pack4(e2m1x2(bitfieldExtract(q, 0, 4)), e2m1x2(bitfieldExtract(q, 8, 4)),
+                    e2m1x2(bitfieldExtract(q, 16, 4)), e2m1x2(bitfieldExtract(q, 24, 4)));
+      q8[4u + k] = pack4(e2m1x2(bitfieldExtract(q, 4, 4)), e2m1x2(bitfieldExtract(q, 12, 4)),
+                         e2m1x2(bitfieldExtract(q, 20, 4)), e2m1x2(bitfieldExtract(q, 28, 4)));
     }
 #endif
+    [[unroll]] for (uint k = 0u; k < TT; ++k) {
+      if (k < nt) {
+        const uint xb = ((t0 + k) * nb + b) * 9u;
+        int s = 0;
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) s += dot4(q8[j], x[xb + 1u + j]);
 #if defined(TYPE_MXFP4)
-    const uint e = load_u32(a) & 0xffu;  // E8M0: 2^(e − 128), subnormal below e = 2
-    const float half_scale = uintBitsToFloat(e < 2u ? (0x00200000u << e) : ((e - 1u) << 23));
-    sum += (uintBitsToFloat(x[xb]) * half_scale) * float(s);
+        sum[k] += (uintBitsToFloat(x[xb]) * half_scale) * float(s);
 #else
-    sum += float(s) * (load_f16(a) * uintBitsToFloat(x[xb]));
+        sum[k] += float(s) * (dw * uintBitsToFloat(x[xb]));
 #endif
+      }
+    }
   }
 #endif
-  partial[tid] = sum;
-  barrier();
-  for (uint h = 32u; h > 0u; h >>= 1) {
-    if (tid < h) partial[tid] += partial[tid + h];
+  [[unroll]] for (uint k = 0u; k < TT; ++k) {
+    if (k >= nt) break;  // uniform across the subgroup / workgroup
+#if defined(SUBGROUP)
+    const float v0 = subgroupAdd(sum[k]);
+    if (tid == 0u) {
+      float v = v0;
+#else
+    partial[tid] = sum[k];
     barrier();
-  }
-  if (tid == 0u) {
-    float v = partial[0];
-    if (p.has_bias != 0u) v += bias[p.bias_off + r];
-    y[t * p.n_out + r] = v;
+    for (uint h = 32u; h > 0u; h >>= 1) {
+      if (tid < h) partial[tid] += partial[tid + h];
+      barrier();
+    }
+    if (tid == 0u) {
+      float v = partial[0];
+#endif
+      if (bias_at != ~0u) v += bias[bias_at + r];
+      y[y0 + k * p.n_out] = v;
+    }
+#if !defined(SUBGROUP)
+    barrier();  // partial[0] is read before the next token writes it
+#endif
   }
 }
