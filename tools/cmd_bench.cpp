@@ -421,18 +421,35 @@ int cmd_bench(int argc, char** argv) {
   for (auto& t : depth_toks) t = tok(rng);
   strata::ExpertTotals tg_warm;         // the store's decode totals after the tg warm-up
   strata::DeviceExpertTotals gpu_warm;  // the GPU tier's counts then
+  std::vector<strata::MissStats> gpu_warm_layers;
+  // The GPU tier's miss counts over the pp runs (the tg ones: gpu_warm below).
+  strata::DeviceExpertTotals pp_tier;
+  std::vector<strata::MissStats> pp_miss_layers;
   if (n_prompt > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
     for (auto& t : toks) t = tok(rng);
+    const strata::DeviceExperts* de = m.device_experts();
+    const strata::DeviceExpertTotals before = de ? de->totals() : strata::DeviceExpertTotals{};
+    const std::vector<strata::MissStats> before_layers =
+        de ? de->miss_layers() : std::vector<strata::MissStats>{};
     if (auto st = time_runs(**sess, pool.get(), toks, false, reps, logits, pp, depth_toks); !st.ok())
       return fail(st.message());
+    if (de) {
+      pp_tier = de->totals().since(before);
+      pp_miss_layers = de->miss_layers();
+      for (size_t l = 0; l < pp_miss_layers.size(); ++l)
+        pp_miss_layers[l] = pp_miss_layers[l] - before_layers[l];
+    }
   }
   if (n_gen > 0) {
     std::vector<int32_t> toks(static_cast<size_t>(n_gen));
     for (auto& t : toks) t = tok(rng);
     auto snapshot = [&] {
       if (const strata::ExpertStore* es = m.expert_store()) tg_warm = expert_decode_totals(*es);
-      if (const strata::DeviceExperts* de = m.device_experts()) gpu_warm = de->totals();
+      if (const strata::DeviceExperts* de = m.device_experts()) {
+        gpu_warm = de->totals();
+        gpu_warm_layers = de->miss_layers();
+      }
     };
     if (auto st = time_runs(**sess, pool.get(), toks, true, reps, logits, tg, depth_toks, snapshot); !st.ok())
       return fail(st.message());
@@ -448,10 +465,13 @@ int cmd_bench(int argc, char** argv) {
   const char* traffic_kind = "estimate: all dense + n_used/n_expert of routed, one embedding row";
   // Routed experts per tier over the timed tg repetitions (experts placed on a GPU).
   strata::DeviceExpertTotals tier;
+  std::vector<strata::MissStats> miss_layers;  // the miss policy per layer over them
   if (const strata::DeviceExperts* de = m.device_experts()) {
-    const strata::DeviceExpertTotals now = de->totals();
-    tier = {now.tokens - gpu_warm.tokens, now.gpu_slots - gpu_warm.gpu_slots,
-            now.host_slots - gpu_warm.host_slots};
+    tier = de->totals().since(gpu_warm);
+    std::vector<strata::MissStats> now = de->miss_layers();
+    for (size_t l = 0; l < now.size() && l < gpu_warm_layers.size(); ++l)
+      now[l] = now[l] - gpu_warm_layers[l];
+    miss_layers = std::move(now);
   }
 
   if (json) {
@@ -501,6 +521,23 @@ int cmd_bench(int argc, char** argv) {
       j["expert_gpu_bytes"] = de->plan().bytes;
       j["tg_experts_gpu_per_token"] = tier.gpu_per_token();
       j["tg_experts_host_per_token"] = tier.host_per_token();
+      const strata::MissCosts c = de->miss_costs();
+      j["miss_policy"] = strata::miss_policy_name(de->plan().miss);
+      j["miss_slots"] = de->plan().miss_slots;
+      j["miss_rates"] = {{"upload_bytes_per_s", c.pcie_bytes_per_s},
+                         {"host_bytes_per_s", c.cpu_bytes_per_s},
+                         {"device_bytes_per_s", c.gpu_bytes_per_s}};
+      auto miss_json = [](const strata::MissStats& x) {
+        return nlohmann::json{
+            {"host_experts", x.host_experts}, {"host_slots", x.host_slots}, {"copy_experts", x.copy_experts},
+            {"copy_slots", x.copy_slots},     {"copies", x.copies},         {"slot_hits", x.slot_hits},
+            {"copy_bytes", x.copy_bytes},     {"copy_s", x.copy_s},         {"est_host_s", x.est_host_s},
+            {"est_copy_s", x.est_copy_s}};
+      };
+      j["pp_miss"] = miss_json(pp_tier.miss);
+      j["tg_miss"] = miss_json(tier.miss);
+      j["tg_miss_layers"] = nlohmann::json::array();
+      for (const strata::MissStats& x : miss_layers) j["tg_miss_layers"].push_back(miss_json(x));
     }
     j["memory"] = strata::cli::mem_report_json(mem);
     if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());
@@ -533,6 +570,29 @@ int cmd_bench(int argc, char** argv) {
       std::printf("tg experts per token: %.2f on %s, %.2f on the host (%s)\n", tier.gpu_per_token(),
                   de->device().name().c_str(), tier.host_per_token(),
                   de->plan().summary(de->device().name()).c_str());
+  }
+  if (const strata::DeviceExperts* de = m.device_experts()) {  // the miss policy: a line per test
+    auto miss_line = [](const strata::MissStats& x) {
+      char b[320];
+      std::snprintf(b, sizeof b,
+                    "%llu on the host (%llu slots, est %.2f ms), %llu on the device from miss slots (%llu "
+                    "slots, %llu uploads of %s in %.2f ms queued, %llu slot hits, est %.2f ms)",
+                    (unsigned long long)x.host_experts, (unsigned long long)x.host_slots, x.est_host_s * 1e3,
+                    (unsigned long long)x.copy_experts, (unsigned long long)x.copy_slots,
+                    (unsigned long long)x.copies, strata::format_bytes(x.copy_bytes).c_str(), x.copy_s * 1e3,
+                    (unsigned long long)x.slot_hits, x.est_copy_s * 1e3);
+      return std::string(b);
+    };
+    auto print = [&](const char* test, const strata::MissStats& all,
+                     const std::vector<strata::MissStats>& layers) {
+      std::printf("%s missed experts (%s): %s\n", test, de->miss_summary().c_str(), miss_line(all).c_str());
+      if (kpf.verbose)  // --verbose: per layer
+        for (size_t l = 0; l < layers.size(); ++l)
+          if (layers[l].host_experts + layers[l].copy_experts > 0)
+            std::printf("  layer %zu: %s\n", l, miss_line(layers[l]).c_str());
+    };
+    if (n_prompt > 0) print("pp", pp_tier.miss, pp_miss_layers);
+    if (n_gen > 0) print("tg", tier.miss, miss_layers);
   }
   std::fputs(kv_line(pool.get(), (*sess)->memory().kv_cache).c_str(), stdout);
   std::fputs(strata::cli::mem_report_text(mem).c_str(), stderr);
