@@ -524,9 +524,10 @@ int cmd_bench(int argc, char** argv) {
       const strata::MissCosts c = de->miss_costs();
       j["miss_policy"] = strata::miss_policy_name(de->plan().miss);
       j["miss_slots"] = de->plan().miss_slots;
+      // Rates by tokens per expert: [i] for 2^i .. 2^(i+1) - 1 tokens (0: not measured).
       j["miss_rates"] = {{"upload_bytes_per_s", c.pcie_bytes_per_s},
-                         {"host_bytes_per_s", c.cpu_bytes_per_s},
-                         {"device_bytes_per_s", c.gpu_bytes_per_s}};
+                         {"host_bytes_per_s", c.cpu.bytes_per_s},
+                         {"device_bytes_per_s", c.gpu.bytes_per_s}};
       auto miss_json = [](const strata::MissStats& x) {
         return nlohmann::json{
             {"host_experts", x.host_experts}, {"host_slots", x.host_slots}, {"copy_experts", x.copy_experts},

@@ -10,8 +10,12 @@
 namespace strata {
 namespace {
 
+MissCosts costs(double pcie, double cpu, double gpu) {
+  return MissCosts{pcie, MissRateTable::flat(cpu), MissRateTable::flat(gpu), 0.0};
+}
+
 // A 24 GB/s bus, a host at 100 GB/s of expert weights, a GPU at 2 TB/s; 16 MB experts.
-constexpr MissCosts kPcie{24e9, 100e9, 2000e9, 0.0};
+const MissCosts kPcie = costs(24e9, 100e9, 2000e9);
 constexpr uint64_t kExpert = 16u << 20;
 
 TEST(MissPolicy, OneTokenStaysOnTheHostABatchIsCopied) {
@@ -43,15 +47,14 @@ TEST(MissPolicy, ActivationsOverTheBusCount) {
 
 TEST(MissPolicy, ASlowDeviceNeverWins) {
   // lavapipe-like: the "GPU" runs on the host's cores, slower than the host's own kernels.
-  const MissCosts c{8e9, 20e9, 5e9, 0.0};
+  const MissCosts c = costs(8e9, 20e9, 5e9);
   for (int64_t t : {1, 8, 64, 4096})
     EXPECT_EQ(decide_miss(MissPolicy::miss_auto, c, kExpert, t, false).choice, MissChoice::miss_host) << t;
   EXPECT_EQ(decide_miss(MissPolicy::miss_auto, c, kExpert, 64, true).choice, MissChoice::miss_host);
 }
 
 TEST(MissPolicy, UnmeasuredRatesStayOnTheHost) {
-  for (MissCosts c :
-       {MissCosts{0, 100e9, 2000e9, 0}, MissCosts{24e9, 0, 2000e9, 0}, MissCosts{24e9, 100e9, 0, 0}}) {
+  for (MissCosts c : {costs(0, 100e9, 2000e9), costs(24e9, 0, 2000e9), costs(24e9, 100e9, 0)}) {
     const MissDecision d = decide_miss(MissPolicy::miss_auto, c, kExpert, 1000, false);
     EXPECT_FALSE(d.measured);
     EXPECT_EQ(d.choice, MissChoice::miss_host);
@@ -93,6 +96,36 @@ TEST(MissPolicy, ALayersCopiesAreCappedAtItsSlotsLargestSavingFirst) {
   for (const MissDecision& x : d) EXPECT_EQ(x.choice, MissChoice::miss_host);
 }
 
+TEST(MissPolicy, RatesByTokensPerExpert) {
+  EXPECT_EQ(miss_bucket(0), 0);
+  EXPECT_EQ(miss_bucket(1), 0);
+  EXPECT_EQ(miss_bucket(2), 1);
+  EXPECT_EQ(miss_bucket(3), 1);
+  EXPECT_EQ(miss_bucket(4), 2);
+  EXPECT_EQ(miss_bucket(127), 6);
+  EXPECT_EQ(miss_bucket(128), kMissBuckets - 1);
+  EXPECT_EQ(miss_bucket(100000), kMissBuckets - 1);
+  MissRateTable t;
+  EXPECT_EQ(t.at(5), 0.0);
+  t.bytes_per_s[1] = 10.0;  // 2-3 tokens
+  t.bytes_per_s[5] = 50.0;  // 32-63
+  EXPECT_EQ(t.at(1), 10.0);
+  EXPECT_EQ(t.at(3), 10.0);
+  EXPECT_EQ(t.at(8), 10.0);  // bucket 3: 1 and 5 are two away, the lower wins
+  EXPECT_EQ(t.at(16), 50.0);
+  EXPECT_EQ(t.at(4096), 50.0);
+  EXPECT_EQ(t.best(), 50.0);
+  // A device whose batch rate is far above its one-token rate (its latency amortised): one token
+  // stays on the host, 32 go over the bus.
+  MissCosts c = costs(24e9, 100e9, 0.0);
+  c.gpu.bytes_per_s[0] = 50e9;
+  c.gpu.bytes_per_s[5] = 3000e9;
+  EXPECT_EQ(decide_miss(MissPolicy::miss_auto, c, kExpert, 1, true).choice, MissChoice::miss_host);
+  const MissDecision d = decide_miss(MissPolicy::miss_auto, c, kExpert, 32, false);
+  EXPECT_EQ(d.choice, MissChoice::miss_copy);
+  EXPECT_DOUBLE_EQ(d.copy_s, double(kExpert) / 24e9 + 32.0 * double(kExpert) / 3000e9);
+}
+
 TEST(MissPolicy, ParsesTheFlag) {
   EXPECT_EQ(parse_miss_policy("auto").value(), MissPolicy::miss_auto);
   EXPECT_EQ(parse_miss_policy("cpu").value(), MissPolicy::miss_cpu);
@@ -117,6 +150,15 @@ TEST(MissPolicy, RateIsAnExponentialAverage) {
   r.add(300.0, 1.0);
   EXPECT_DOUBLE_EQ(r.bytes_per_s(), 200.0);
   EXPECT_EQ(r.samples(), 2u);
+  MissRates rs;
+  rs.add(100.0, 100.0, 1.0);   // one token per expert: bucket 0
+  rs.add(100.0, 3200.0, 2.0);  // 32 tokens per expert: bucket 5
+  rs.add(0.0, 100.0, 1.0);     // no weights: ignored
+  const MissRateTable t = rs.table();
+  EXPECT_DOUBLE_EQ(t.bytes_per_s[0], 100.0);
+  EXPECT_DOUBLE_EQ(t.bytes_per_s[5], 1600.0);
+  EXPECT_EQ(t.bytes_per_s[1] + t.bytes_per_s[2] + t.bytes_per_s[3] + t.bytes_per_s[4] + t.bytes_per_s[6],
+            0.0);
 }
 
 }  // namespace

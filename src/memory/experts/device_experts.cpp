@@ -283,34 +283,38 @@ void DeviceExperts::calibrate() {
     best = rep == 0 ? dt : std::min(best, dt);
   }
   pcie_.add(bytes, best);
+  // The device's rate at one token and at a batch of 32 (both decode and prompts start measured).
   const TensorView& gate = *layers_[static_cast<size_t>(l)].parts[routed_expert_gate];
   const int E = plan_.n_expert;
-  std::vector<int32_t> off(static_cast<size_t>(E) + 1, 1);
-  off[0] = 0;
-  const int32_t slot0 = 0, expert0 = 0;
-  std::vector<float> x(static_cast<size_t>(gate.ne[0]), 0.01f), y(static_cast<size_t>(gate.ne[0]));
-  DeviceExpertWork w;
-  w.layer = l;
-  w.step.d = gate.ne[0];
-  w.step.F = gate.ne[1];
-  w.step.off = off.data();
-  w.step.slots = &slot0;
-  w.step.y = y.data();
-  w.n_expert = E;
-  w.K = 1;
-  w.experts = &expert0;
-  w.mats = &s.mats;
-  w.n_run = 1;
-  w.x = x.data();
-  w.n = 1;
-  for (int rep = 0; rep < 3; ++rep) {
-    const double t0 = now_seconds();
-    auto t = dev_.run_experts(w);
-    if (!t.ok() || !dev_.wait(*t).ok()) return;
-    const double dt = now_seconds() - t0;
-    best = rep == 0 ? dt : std::min(best, dt);
+  for (int n : {1, 32}) {
+    std::vector<int32_t> off(static_cast<size_t>(E) + 1, n), slots(static_cast<size_t>(n));
+    off[0] = 0;
+    std::iota(slots.begin(), slots.end(), 0);
+    const int32_t expert0 = 0;
+    std::vector<float> x(static_cast<size_t>(n * gate.ne[0]), 0.01f), y(x.size());
+    DeviceExpertWork w;
+    w.layer = l;
+    w.step.d = gate.ne[0];
+    w.step.F = gate.ne[1];
+    w.step.off = off.data();
+    w.step.slots = slots.data();
+    w.step.y = y.data();
+    w.n_expert = E;
+    w.K = 1;
+    w.experts = &expert0;
+    w.mats = &s.mats;
+    w.n_run = 1;
+    w.x = x.data();
+    w.n = n;
+    for (int rep = 0; rep < 3; ++rep) {
+      const double t0 = now_seconds();
+      auto t = dev_.run_experts(w);
+      if (!t.ok() || !dev_.wait(*t).ok()) return;
+      const double dt = now_seconds() - t0;
+      best = rep == 0 ? dt : std::min(best, dt);
+    }
+    gpu_.add(bytes, bytes * n, best);
   }
-  gpu_.add(bytes, best);
 }
 
 int DeviceExperts::take_slot(int expert) {
@@ -479,28 +483,35 @@ void DeviceExperts::release(int layer, int expert) {
 
 void DeviceExperts::on_computed(int layer, const ExpertRunTimes& t) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (t.host_slot_bytes > 0.0) cpu_.add(t.host_slot_bytes, t.host_s);
+  if (t.host_slot_bytes > 0.0) cpu_.add(t.host_bytes, t.host_slot_bytes, t.host_s);
   // The device's own rate: a round it was the slower side of, with no upload queued before it.
   if (t.device_bound && t.device_slot_bytes > 0.0 && layer_uploads_ == 0)
-    gpu_.add(t.device_slot_bytes, t.device_s);
+    gpu_.add(t.device_bytes, t.device_slot_bytes, t.device_s);
   if (host_) host_->on_computed(layer, t);
 }
 
 MissCosts DeviceExperts::miss_costs() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return MissCosts{pcie_.bytes_per_s(), cpu_.bytes_per_s(), gpu_.bytes_per_s(), act_bytes_per_token_};
+  return MissCosts{pcie_.bytes_per_s(), cpu_.table(), gpu_.table(), act_bytes_per_token_};
 }
 
 std::string DeviceExperts::miss_summary() const {
   const MissCosts c = miss_costs();
-  auto rate = [](double r) {
-    if (r <= 0.0) return std::string("-");
-    char b[32];
-    std::snprintf(b, sizeof b, "%.2f GB/s", r / 1e9);
+  char b[64];
+  auto rate = [&](double r) {
+    std::snprintf(b, sizeof b, "%.2f", r / 1e9);
     return std::string(b);
   };
-  return std::string(miss_policy_name(plan_.miss)) + ": upload " + rate(c.pcie_bytes_per_s) + ", host " +
-         rate(c.cpu_bytes_per_s) + ", device " + rate(c.gpu_bytes_per_s);
+  auto table = [&](const MissRateTable& t) {
+    std::string s;
+    for (int i = 0; i < kMissBuckets; ++i)
+      if (t.bytes_per_s[i] > 0.0)
+        s += (s.empty() ? "" : " ") + std::to_string(1 << i) + ":" + rate(t.bytes_per_s[i]);
+    return s.empty() ? std::string("-") : s + " GB/s";
+  };
+  return std::string(miss_policy_name(plan_.miss)) + ": upload " +
+         (c.pcie_bytes_per_s > 0.0 ? rate(c.pcie_bytes_per_s) + " GB/s" : std::string("-")) + ", host " +
+         table(c.cpu) + ", device " + table(c.gpu) + " (by tokens per expert)";
 }
 
 std::vector<MissStats> DeviceExperts::miss_layers() const {

@@ -136,7 +136,8 @@ class DeviceExperts final : public ExpertSource {
   DeviceExpertTotals totals() const;           // any thread
   std::vector<MissStats> miss_layers() const;  // [n_layer], any thread
   MissCosts miss_costs() const;                // the rates measured so far, any thread
-  // "auto: upload 8.1 GB/s, host 20.3 GB/s, device 5.2 GB/s" (rates as measured; "-": none yet).
+  // "auto: upload 8.10 GB/s, host 1:20.31 2:25.02 GB/s, device 1:5.20 32:60.11 GB/s" (rates as
+  // measured, by tokens per expert; "-": none yet).
   std::string miss_summary() const;
 
  private:
@@ -170,7 +171,8 @@ class DeviceExperts final : public ExpertSource {
   std::vector<int8_t> want_;
   std::vector<int> slot_of_;
   int layer_uploads_ = 0;
-  MissRate pcie_, cpu_, gpu_;
+  MissRate pcie_;
+  MissRates cpu_, gpu_;
   double act_bytes_per_token_ = 0.0;
   mutable std::mutex mu_;  // the rates and miss_ (read by other threads)
   std::vector<MissStats> miss_;

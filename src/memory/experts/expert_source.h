@@ -33,12 +33,13 @@ struct ExpertViews {
 };
 
 // What one of the MoE loop's compute rounds took (ExpertSource::on_computed): the host's region
-// (weight bytes · tokens of the routed experts it computed, the shared expert's included, and its
-// seconds), and the devices' work from submission to the end of the wait (an upper bound of their
-// time unless device_bound: still running when the host's region ended).
+// (the weight bytes of the experts it computed, the shared expert's included, those bytes · the
+// tokens routed to each, and its seconds), and the same for the devices' work, timed from
+// submission to the end of the wait (an upper bound of their time unless device_bound: still
+// running when the host's region ended).
 struct ExpertRunTimes {
-  double host_slot_bytes = 0.0, host_s = 0.0;
-  double device_slot_bytes = 0.0, device_s = 0.0;
+  double host_bytes = 0.0, host_slot_bytes = 0.0, host_s = 0.0;
+  double device_bytes = 0.0, device_slot_bytes = 0.0, device_s = 0.0;
   bool device_bound = false;
 };
 

@@ -9,9 +9,12 @@
 //              + tokens · bytes / gpu_bytes_per_s                        the device's run
 //
 // Rates are bytes of expert weights per routed token per second, as measured (the host's from its
-// own expert runs, the device's from its runs of resident experts, the upload's from timed
-// uploads): one copy is paid once per step, the compute per token, so a batch of many tokens
-// amortises a copy and one token rarely does. A rate not measured yet (<= 0) chooses the host.
+// own expert runs, the device's from calibration and its runs of resident experts, the upload's
+// from timed uploads): one copy is paid once per step, the compute per token, so a batch of many
+// tokens amortises a copy and one token rarely does. A processor's rate depends on the batch (one
+// token is bound by reading the weights, many by the arithmetic), so the compute rates are kept
+// per bucket of tokens per expert (1, 2-3, 4-7, ..., >= 128) and read at the nearest bucket
+// measured. A rate not measured yet (<= 0) chooses the host.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +32,20 @@ const char* miss_policy_name(MissPolicy p);
 // The --miss-policy value; an error names the flag and the allowed values.
 Result<MissPolicy> parse_miss_policy(const std::string& s);
 
+// Rates by tokens per expert: bucket b holds 2^b .. 2^(b+1) − 1 tokens (the last: 2^b and more).
+constexpr int kMissBuckets = 8;
+int miss_bucket(int64_t tokens);
+struct MissRateTable {
+  double bytes_per_s[kMissBuckets] = {};  // weight bytes · tokens / s; 0: not measured
+  // The rate for `tokens`: its bucket's, else the nearest measured one (the lower on a tie); 0: none.
+  double at(int64_t tokens) const;
+  double best() const;                  // the highest measured (for summaries); 0: none
+  static MissRateTable flat(double r);  // every bucket r
+};
+
 struct MissCosts {
   double pcie_bytes_per_s = 0.0;     // host → device uploads
-  double cpu_bytes_per_s = 0.0;      // the host's expert runs (weight bytes · tokens / s)
-  double gpu_bytes_per_s = 0.0;      // the device's expert runs (weight bytes · tokens / s)
+  MissRateTable cpu, gpu;            // the host's / the device's expert runs
   double act_bytes_per_token = 0.0;  // activation bytes a routed token moves over the bus (x down, y up)
 };
 
@@ -60,8 +73,8 @@ struct MissCandidate {
 std::vector<MissDecision> decide_layer_misses(MissPolicy policy, const MissCosts& c,
                                               const std::vector<MissCandidate>& misses, int n_slots);
 
-// The measured rates behind MissCosts: each sample (bytes · tokens, seconds) moves an exponential
-// average (weight `alpha` for the new sample; the first one is taken whole).
+// A measured rate: each sample (weight bytes · tokens, seconds) moves an exponential average
+// (weight `alpha` for the new sample; the first one is taken whole).
 class MissRate {
  public:
   explicit MissRate(double alpha = 0.25) : alpha_(alpha) {}
@@ -73,6 +86,16 @@ class MissRate {
   double alpha_;
   double rate_ = 0.0;
   uint64_t n_ = 0;
+};
+
+// A MissRate per bucket of tokens per expert (a sample's: its slot bytes over its weight bytes).
+class MissRates {
+ public:
+  void add(double weight_bytes, double slot_bytes, double seconds);
+  MissRateTable table() const;
+
+ private:
+  MissRate r_[kMissBuckets];
 };
 
 }  // namespace strata

@@ -242,6 +242,7 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
       int n_got = 0, n_host = 0;
       DeviceSubmits on_dev;
       ExpertRunTimes times;
+      times.host_bytes = with_shared ? shared_bytes : 0.0;
       times.host_slot_bytes = with_shared ? shared_bytes * static_cast<double>(n) : 0.0;
       for (; n_got < n_batch; ++n_got) {
         const int32_t e = batch[n_got];
@@ -253,6 +254,7 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
         const ExpertViews& v = got.value();
         const double slot_bytes = expert_bytes * static_cast<double>(off[e + 1] - off[e]);
         if (v.device != nullptr) {
+          times.device_bytes += expert_bytes;
           times.device_slot_bytes += slot_bytes;
           st = on_dev.add(v.device, e, v.on_device, E, arena);
           if (!st.ok()) {
@@ -267,6 +269,7 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
         up[e] = expert_mat(v.up);
         down[e] = expert_mat(v.down);
         host[n_host++] = e;
+        times.host_bytes += expert_bytes;
         times.host_slot_bytes += slot_bytes;
       }
       DeviceTicket tickets[DeviceSubmits::kMaxDevices] = {};
