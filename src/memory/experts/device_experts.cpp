@@ -349,7 +349,8 @@ void DeviceExperts::on_route(int layer, const float* x, int64_t n, const int32_t
     ++run;
     gpu += plan_.on_device(layer, sel[i]);
   }
-  if (layer >= 0 && layer < plan_.n_layer && layers_[static_cast<size_t>(layer)].parts[0] != nullptr) {
+  if (plan_.n_placed < plan_.n_total && layer >= 0 && layer < plan_.n_layer &&
+      layers_[static_cast<size_t>(layer)].parts[0] != nullptr) {
     // The layer's misses: the tokens routed to each, the policy's choice, slots for the copies
     // (the ones whose bytes a slot holds keep it).
     cur_layer_ = layer;
