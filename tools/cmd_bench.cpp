@@ -531,9 +531,9 @@ int cmd_bench(int argc, char** argv) {
       auto miss_json = [](const strata::MissStats& x) {
         return nlohmann::json{
             {"host_experts", x.host_experts}, {"host_slots", x.host_slots}, {"copy_experts", x.copy_experts},
-            {"copy_slots", x.copy_slots},     {"copies", x.copies},         {"slot_hits", x.slot_hits},
-            {"copy_bytes", x.copy_bytes},     {"copy_s", x.copy_s},         {"est_host_s", x.est_host_s},
-            {"est_copy_s", x.est_copy_s}};
+            {"copy_slots", x.copy_slots},     {"copies", x.copies},         {"prefetches", x.prefetches},
+            {"slot_hits", x.slot_hits},       {"copy_bytes", x.copy_bytes}, {"copy_s", x.copy_s},
+            {"est_host_s", x.est_host_s},     {"est_copy_s", x.est_copy_s}};
       };
       j["pp_miss"] = miss_json(pp_tier.miss);
       j["tg_miss"] = miss_json(tier.miss);
@@ -577,10 +577,11 @@ int cmd_bench(int argc, char** argv) {
       char b[320];
       std::snprintf(b, sizeof b,
                     "%llu on the host (%llu slots, est %.2f ms), %llu on the device from miss slots (%llu "
-                    "slots, %llu uploads of %s in %.2f ms queued, %llu slot hits, est %.2f ms)",
+                    "slots, %llu uploads (%llu ahead) of %s in %.2f ms queued, %llu slot hits, est %.2f ms)",
                     (unsigned long long)x.host_experts, (unsigned long long)x.host_slots, x.est_host_s * 1e3,
                     (unsigned long long)x.copy_experts, (unsigned long long)x.copy_slots,
-                    (unsigned long long)x.copies, strata::format_bytes(x.copy_bytes).c_str(), x.copy_s * 1e3,
+                    (unsigned long long)x.copies, (unsigned long long)x.prefetches,
+                    strata::format_bytes(x.copy_bytes).c_str(), x.copy_s * 1e3,
                     (unsigned long long)x.slot_hits, x.est_copy_s * 1e3);
       return std::string(b);
     };

@@ -588,6 +588,8 @@ std::string Engine::metrics_text() const {
             static_cast<double>(g.miss.copies));
     counter("strata_expert_miss_slot_hits_total", "missed routed experts found in a GPU miss slot",
             static_cast<double>(g.miss.slot_hits));
+    counter("strata_expert_miss_prefetches_total", "miss-slot uploads made ahead by the router look-ahead",
+            static_cast<double>(g.miss.prefetches));
     counter("strata_expert_miss_upload_bytes_total", "bytes uploaded into GPU miss slots",
             static_cast<double>(g.miss.copy_bytes));
     counter("strata_expert_miss_upload_seconds_total", "host time queuing the miss slots' uploads",

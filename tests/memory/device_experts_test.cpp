@@ -7,7 +7,8 @@
 // the placed experts with the device named and counts the routed slots per tier. Miss slots
 // (--miss-policy copy): reserved before the hot set when some expert misses, none when nothing
 // does; uploads land at a slot's offsets (the expert's bytes); a layer with more misses than slots
-// hands them out in turns (ready / wait_any); an expert still in a slot runs again without an upload.
+// hands them out in turns (ready / wait_any); an expert still in a slot runs again without an upload;
+// a decode step uploads the next layer's predicted misses ahead.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "format/tensor_names.h"
 #include "kernels/cpu_device.h"
 #include "memory/experts/device_experts.h"
+#include "memory/experts/prefetch.h"
 #include "model/synth.h"
 
 namespace strata {
@@ -268,6 +270,58 @@ TEST_F(DeviceExpertsTest, MissSlotsCopyInTurnsAndHit) {
   EXPECT_EQ((*d)->miss_layers()[3].copy_experts, 0u);  // layer 3's experts are placed
   d->reset();
   EXPECT_EQ(dev.memory().allocated, 0u);
+}
+
+// copy, decode: after routing layer 0 the router look-ahead's picks for layer 1 are uploaded into
+// the slots layer 0 left free, and layer 1 finds them there (hits, the expert's bytes).
+TEST_F(DeviceExpertsTest, CopyPrefetchesTheNextLayersPredictedMisses) {
+  ThreadPool pool(1);
+  CpuDevice dev(pool, "CPU1", 0, /*host_visible=*/true);
+  DeviceExpertOptions o;
+  o.n_cpu_moe = 3;
+  o.miss = MissPolicy::miss_copy;
+  o.miss_slots = default_miss_slots(o.miss, 2);
+  auto p = choose_device_experts(*file_, 4, 8, o);
+  ASSERT_TRUE(p.ok()) << p.message();
+  ASSERT_EQ(p->miss_slots, 4);
+  auto d = DeviceExperts::open(*file_, dev, *p, nullptr);
+  ASSERT_TRUE(d.ok()) << d.message();
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7 + 3) % 11) - 5.0f;
+  auto la = RouterLookahead::build(*file_, 4, 8, 2);
+  ASSERT_TRUE(la.ok()) << la.message();
+  std::vector<uint8_t> mark(8, 0);
+  la->predict(1, x.data(), 1, mark.data());
+  std::vector<int32_t> next;
+  for (int e = 0; e < 8; ++e)
+    if (mark[static_cast<size_t>(e)]) next.push_back(e);
+  ASSERT_EQ(next.size(), 2u);
+  const int32_t sel0[2] = {next[0] == 0 ? 1 : 0, 7};  // layer 0: any two
+  (*d)->begin_step(1);
+  (*d)->on_route(0, x.data(), 1, sel0, nullptr, 2);
+  for (int32_t e : sel0) ASSERT_TRUE((*d)->acquire(0, e).ok());
+  for (int32_t e : sel0) (*d)->release(0, e);
+  DeviceExpertTotals t = (*d)->totals();
+  EXPECT_EQ(t.miss.prefetches, 2u);
+  EXPECT_EQ(t.miss.copies, 4u);
+  EXPECT_EQ((*d)->miss_layers()[1].prefetches, 2u);
+  (*d)->on_route(1, x.data(), 1, next.data(), nullptr, 2);
+  for (int32_t e : next) {
+    ASSERT_TRUE((*d)->ready(1, e));
+    auto v = (*d)->acquire(1, e);
+    ASSERT_TRUE(v.ok()) << v.message();
+    EXPECT_EQ(v->device, &dev);
+    const TensorView* down = file_->find_tensor(blk_name(1, kRoutedExpertPartNames[routed_expert_down]));
+    ASSERT_NE(down, nullptr);
+    EXPECT_EQ(
+        std::memcmp(v->on_device.down.buf->host + v->on_device.down.offset, down->row(0, e), down->nb[2]), 0);
+  }
+  for (int32_t e : next) (*d)->release(1, e);
+  (*d)->end_step();
+  t = (*d)->totals();
+  EXPECT_EQ(t.miss.slot_hits, 2u);
+  EXPECT_EQ(t.miss.copies, 4u + 2u);  // layer 1's look-ahead uploaded layer 2's picks in turn
+  EXPECT_EQ(t.miss.prefetches, 4u);
 }
 
 // cpu keeps every miss on the host and reserves no slot; auto does too until the host's rate is

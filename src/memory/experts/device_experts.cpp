@@ -78,6 +78,7 @@ MissStats& MissStats::operator+=(const MissStats& o) {
   copies += o.copies;
   slot_hits += o.slot_hits;
   copy_bytes += o.copy_bytes;
+  prefetches += o.prefetches;
   copy_s += o.copy_s;
   est_host_s += o.est_host_s;
   est_copy_s += o.est_copy_s;
@@ -93,6 +94,7 @@ MissStats MissStats::operator-(const MissStats& o) const {
   d.copies -= o.copies;
   d.slot_hits -= o.slot_hits;
   d.copy_bytes -= o.copy_bytes;
+  d.prefetches -= o.prefetches;
   d.copy_s -= o.copy_s;
   d.est_host_s -= o.est_host_s;
   d.est_copy_s -= o.est_copy_s;
@@ -235,6 +237,11 @@ Result<std::unique_ptr<DeviceExperts>> DeviceExperts::open(const GgufFile& f, De
     STRATA_ASSIGN(d->slot_buf_, dev.alloc(static_cast<size_t>(p.slots_bytes()), "routed-expert miss slots"));
     d->slots_.resize(static_cast<size_t>(p.miss_slots));
     if (p.miss == MissPolicy::miss_auto) d->calibrate();
+    if (p.miss == MissPolicy::miss_copy) {  // routers that cannot be read: no look-ahead
+      auto la = RouterLookahead::build(f, p.n_layer, p.n_expert, std::max(1, p.miss_slots / 2));
+      if (la.ok()) d->lookahead_ = std::make_unique<RouterLookahead>(std::move(la).value());
+      d->mark_.assign(static_cast<size_t>(p.n_expert), 0);
+    }
   }
   return d;
 }
@@ -314,6 +321,44 @@ void DeviceExperts::calibrate() {
       best = rep == 0 ? dt : std::min(best, dt);
     }
     gpu_.add(bytes, bytes * n, best);
+  }
+}
+
+void DeviceExperts::count_upload(int layer, double seconds, bool ahead) {
+  ++layer_uploads_;
+  std::lock_guard<std::mutex> lk(mu_);
+  MissStats& m = miss_[static_cast<size_t>(layer)];
+  ++m.copies;
+  m.prefetches += ahead;
+  m.copy_bytes += plan_.expert_bytes[static_cast<size_t>(layer)];
+  m.copy_s += seconds;
+}
+
+// Layer + 1's experts as its router ranks them on this layer's input: the missed ones not in a
+// slot go into the least recently used slots this layer left unpinned (an upload that fails
+// leaves its slot empty; the expert is then copied on demand).
+void DeviceExperts::prefetch_next(int layer, const float* x) {
+  const int next = layer + 1;
+  if (next >= plan_.n_layer || !lookahead_->has(next) ||
+      layers_[static_cast<size_t>(next)].parts[0] == nullptr)
+    return;
+  std::fill(mark_.begin(), mark_.end(), 0);
+  lookahead_->predict(next, x, 1, mark_.data());
+  for (int e = 0; e < plan_.n_expert; ++e) {
+    if (!mark_[static_cast<size_t>(e)] || plan_.on_device(next, e)) continue;
+    bool held = false;
+    for (const Slot& s : slots_) held |= s.layer == next && s.expert == e;
+    if (held) continue;
+    int best = -1;
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (!slots_[i].pinned && (best < 0 || slots_[i].used < slots_[static_cast<size_t>(best)].used))
+        best = static_cast<int>(i);
+    if (best < 0) return;
+    Slot& s = slots_[static_cast<size_t>(best)];
+    const double t0 = now_seconds();
+    if (!upload_to(s, next, e).ok()) return;
+    s.used = ++clock_;
+    count_upload(next, now_seconds() - t0, true);
   }
 }
 
@@ -397,8 +442,11 @@ void DeviceExperts::on_route(int layer, const float* x, int64_t n, const int32_t
     }
     for (size_t i = 0; i < ids.size(); ++i)  // then the others, while slots are free
       if (want_[static_cast<size_t>(ids[i])] == 2 && take_slot(ids[i]) < 0) break;
-    std::lock_guard<std::mutex> lk(mu_);
-    miss_[static_cast<size_t>(layer)] += st;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      miss_[static_cast<size_t>(layer)] += st;
+    }
+    if (lookahead_ && n == 1 && x != nullptr) prefetch_next(layer, x);
   }
   gpu_slots_.fetch_add(gpu, std::memory_order_relaxed);
   host_slots_.fetch_add(run - gpu, std::memory_order_relaxed);
@@ -428,14 +476,8 @@ Result<ExpertViews> DeviceExperts::acquire(int layer, int expert) {
     // The upload is queued on the device's in-order queue ahead of the layer's expert run.
     const double t0 = now_seconds();
     STRATA_TRY(upload_to(s, layer, expert).status());
-    const double dt = now_seconds() - t0;
+    count_upload(layer, now_seconds() - t0, false);
     v.on_device = s.mats;
-    ++layer_uploads_;
-    std::lock_guard<std::mutex> lk(mu_);
-    MissStats& m = miss_[static_cast<size_t>(layer)];
-    ++m.copies;
-    m.copy_bytes += plan_.expert_bytes[static_cast<size_t>(layer)];
-    m.copy_s += dt;
     return v;
   }
   if (host_) return host_->acquire(layer, expert);

@@ -27,7 +27,10 @@
 // acquire() queues an expert's upload on the device's in-order queue (the device copies it while
 // the host queues the next one and computes its own experts; the layer's expert run is queued
 // after the uploads); release() unpins. Under copy a layer with more misses than slots runs them
-// in turns (ready() false until wait_any() hands out a freed slot). Rates: the upload's and the
+// in turns (ready() false until wait_any() hands out a freed slot); on a decode step it also
+// uploads the next layer's missed experts that the router look-ahead predicts (memory/experts/
+// prefetch.h) into the slots the layer left free, so their copies overlap this layer's compute
+// (the slots are 2 · top-k: one layer's misses and the next one's). Rates: the upload's and the
 // device's from timed calibration runs at open (auto), then the device's from its runs of placed
 // experts and the host's from its own expert runs (on_computed).
 #pragma once
@@ -44,6 +47,7 @@
 #include "kernels/device.h"
 #include "memory/experts/expert_source.h"
 #include "memory/experts/miss_policy.h"
+#include "memory/experts/prefetch.h"
 
 namespace strata {
 
@@ -98,6 +102,7 @@ Result<DeviceExpertPlan> choose_device_experts(const GgufFile& f, int n_layer, i
 struct MissStats {
   uint64_t host_experts = 0, host_slots = 0;
   uint64_t copy_experts = 0, copy_slots = 0, copies = 0, slot_hits = 0, copy_bytes = 0;
+  uint64_t prefetches = 0;  // of the copies, those made ahead (look-ahead; a hit when predicted right)
   double copy_s = 0.0, est_host_s = 0.0, est_copy_s = 0.0;
   MissStats& operator+=(const MissStats& o);
   MissStats operator-(const MissStats& o) const;
@@ -161,6 +166,8 @@ class DeviceExperts final : public ExpertSource {
   // Miss slots and rates (miss_policy.h).
   void calibrate();
   int take_slot(int expert);  // the least recently used unpinned slot, pinned for the expert; -1: none
+  void prefetch_next(int layer, const float* x);  // copy, decode: layer + 1's predicted misses
+  void count_upload(int layer, double seconds, bool ahead);
   Result<DeviceTicket> upload_to(Slot& s, int layer, int expert);  // queues it; the last upload's ticket
   DeviceBuffer slot_buf_;
   std::vector<Slot> slots_;
@@ -171,6 +178,8 @@ class DeviceExperts final : public ExpertSource {
   std::vector<int8_t> want_;
   std::vector<int> slot_of_;
   int layer_uploads_ = 0;
+  std::unique_ptr<RouterLookahead> lookahead_;  // copy only
+  std::vector<uint8_t> mark_;
   MissRate pcie_;
   MissRates cpu_, gpu_;
   double act_bytes_per_token_ = 0.0;
