@@ -31,15 +31,15 @@ if [ "$mode" = pack ]; then
   # Every shared library but the C runtime's own (the image's glibc / libstdc++ are newer).
   for bin in "$dir"/bin/strata ${llama:+"$llama"}; do
     ldd "$bin" | awk '/=> \// {print $3}' |
-      grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
+      grep -Ev '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/cuda|/lib(ssl|crypto|z|brotli[a-z]*|pcre2-8)\.so' |
       xargs -r -I{} cp -L {} "$dir/lib/"
   done
   [ -n "$llama" ] && cp "$llama" "$dir/bin/llama-bench"
   # Debian's Vulkan loader and GL vendor-neutral dispatch (NVIDIA's Vulkan driver is loaded through them).
   (cd "$dir/deb" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1 ||
     echo "apt-get download failed: no Vulkan loader in the pack")
-  tar -C "$dir" -czf .h200/pack.tar.gz . && rm -rf "$dir"
-  ls -la .h200/pack.tar.gz
+  strip "$dir"/bin/* 2>/dev/null; tar -C "$dir" -cf - . | xz -T2 -9 > .h200/pack.tar.xz && rm -rf "$dir"
+  ls -la .h200/pack.tar.xz
   exit 0
 fi
 
@@ -49,10 +49,18 @@ mkdir -p "$out"
 pack=/tmp/h200pack
 work=${H200_WORK:-/tmp/h200}
 mkdir -p "$pack" "$work"
-tar -C "$pack" -xzf .h200/pack.tar.gz
+xz -dc .h200/pack.tar.xz | tar -C "$pack" -xf -
 export LD_LIBRARY_PATH=$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 strata=$pack/bin/strata
 llama=$pack/bin/llama-bench
+# llama-bench's CUDA runtime and cuBLAS: the image's toolkit (or the wheels PyTorch carries).
+if [ -x "$llama" ] && ldd "$llama" | grep -q 'not found'; then
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+    d=$(find /usr/local/cuda* /usr/lib /opt -name "$lib" 2>/dev/null | head -1)
+    [ -n "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$d")
+  done
+  ldd "$llama" | grep 'not found'
+fi
 has() { [[ ",$stages," == *",$1,"* ]]; }
 log() { echo "== $(date +%T) $*"; }
 
@@ -140,7 +148,7 @@ if has budget; then
     log "strata --gpu-budget 24G ($p)"
     extra=()
     [ "$p" != none ] && extra=(--miss-policy "$p")
-    timeout 150 "$strata" bench -m "$model" --device Vulkan0 --gpu-budget 24G "${extra[@]}" -p 32,512 -n 16 -r 2 \
+    timeout 150 "$strata" bench -m "$model" --device Vulkan0 --gpu-budget 24G "${extra[@]}" -p 32,512 -n 16 -r 1 \
       --json > "$out/strata_24g_$p.json" 2> "$out/strata_24g_$p.err"
     echo "rc=$?"; tail -c 1200 "$out/strata_24g_$p.json"; tail -3 "$out/strata_24g_$p.err"
   done

@@ -444,11 +444,28 @@ int cmd_bench(int argc, char** argv) {
   strata::ExpertTotals tg_warm;         // the store's decode totals after the tg warm-up
   strata::DeviceExpertTotals gpu_warm;  // the GPU tier's counts then
   strata::DeviceTiming dev_warm;        // the device's queue then
-  for (size_t i = 0; i < prompts.size() && n_prompt > 0; ++i) {
-    std::vector<int32_t> toks(static_cast<size_t>(prompts[i]));
-    for (auto& t : toks) t = tok(rng);
-    if (auto st = time_runs(**sess, pool.get(), toks, false, reps, logits, pps_runs[i], depth_toks); !st.ok())
-      return fail(st.message());
+  std::vector<strata::MissStats> gpu_warm_layers;
+  // The GPU tier's miss counts over the pp runs (the tg ones: gpu_warm below).
+  strata::DeviceExpertTotals pp_tier;
+  std::vector<strata::MissStats> pp_miss_layers;
+  if (n_prompt > 0) {
+    const strata::DeviceExperts* de = m.device_experts();
+    const strata::DeviceExpertTotals before = de ? de->totals() : strata::DeviceExpertTotals{};
+    const std::vector<strata::MissStats> before_layers =
+        de ? de->miss_layers() : std::vector<strata::MissStats>{};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::vector<int32_t> toks(static_cast<size_t>(prompts[i]));
+      for (auto& t : toks) t = tok(rng);
+      if (auto st = time_runs(**sess, pool.get(), toks, false, reps, logits, pps_runs[i], depth_toks);
+          !st.ok())
+        return fail(st.message());
+    }
+    if (de) {
+      pp_tier = de->totals().since(before);
+      pp_miss_layers = de->miss_layers();
+      for (size_t l = 0; l < pp_miss_layers.size(); ++l)
+        pp_miss_layers[l] = pp_miss_layers[l] - before_layers[l];
+    }
   }
   // The largest count's run is the one pp_tok_s / the pp row name (as with a single -p).
   const RunResult& pp =
@@ -459,7 +476,10 @@ int cmd_bench(int argc, char** argv) {
     auto snapshot = [&] {
       if (df.dev) dev_warm = df.dev->timing();
       if (const strata::ExpertStore* es = m.expert_store()) tg_warm = expert_decode_totals(*es);
-      if (const strata::DeviceExperts* de = m.device_experts()) gpu_warm = de->totals();
+      if (const strata::DeviceExperts* de = m.device_experts()) {
+        gpu_warm = de->totals();
+        gpu_warm_layers = de->miss_layers();
+      }
     };
     if (auto st = time_runs(**sess, pool.get(), toks, true, reps, logits, tg, depth_toks, snapshot); !st.ok())
       return fail(st.message());
@@ -495,10 +515,13 @@ int cmd_bench(int argc, char** argv) {
   }
   // Routed experts per tier over the timed tg repetitions (experts placed on a GPU).
   strata::DeviceExpertTotals tier;
+  std::vector<strata::MissStats> miss_layers;  // the miss policy per layer over them
   if (const strata::DeviceExperts* de = m.device_experts()) {
-    const strata::DeviceExpertTotals now = de->totals();
-    tier = {now.tokens - gpu_warm.tokens, now.gpu_slots - gpu_warm.gpu_slots,
-            now.host_slots - gpu_warm.host_slots};
+    tier = de->totals().since(gpu_warm);
+    std::vector<strata::MissStats> now = de->miss_layers();
+    for (size_t l = 0; l < now.size() && l < gpu_warm_layers.size(); ++l)
+      now[l] = now[l] - gpu_warm_layers[l];
+    miss_layers = std::move(now);
   }
 
   if (json) {
@@ -554,6 +577,24 @@ int cmd_bench(int argc, char** argv) {
       j["expert_gpu_bytes"] = de->plan().bytes;
       j["tg_experts_gpu_per_token"] = tier.gpu_per_token();
       j["tg_experts_host_per_token"] = tier.host_per_token();
+      const strata::MissCosts c = de->miss_costs();
+      j["miss_policy"] = strata::miss_policy_name(de->plan().miss);
+      j["miss_slots"] = de->plan().miss_slots;
+      // Rates by tokens per expert: [i] for 2^i .. 2^(i+1) - 1 tokens (0: not measured).
+      j["miss_rates"] = {{"upload_bytes_per_s", c.pcie_bytes_per_s},
+                         {"host_bytes_per_s", c.cpu.bytes_per_s},
+                         {"device_bytes_per_s", c.gpu.bytes_per_s}};
+      auto miss_json = [](const strata::MissStats& x) {
+        return nlohmann::json{
+            {"host_experts", x.host_experts}, {"host_slots", x.host_slots}, {"copy_experts", x.copy_experts},
+            {"copy_slots", x.copy_slots},     {"copies", x.copies},         {"prefetches", x.prefetches},
+            {"slot_hits", x.slot_hits},       {"copy_bytes", x.copy_bytes}, {"copy_s", x.copy_s},
+            {"est_host_s", x.est_host_s},     {"est_copy_s", x.est_copy_s}};
+      };
+      j["pp_miss"] = miss_json(pp_tier.miss);
+      j["tg_miss"] = miss_json(tier.miss);
+      j["tg_miss_layers"] = nlohmann::json::array();
+      for (const strata::MissStats& x : miss_layers) j["tg_miss_layers"].push_back(miss_json(x));
     }
     if (dev_bw > 0) {
       j["device_copy_gbps"] = dev_bw / 1e9;
@@ -605,6 +646,30 @@ int cmd_bench(int argc, char** argv) {
           "tg on %s: %.1f submissions per token, busy %.3f ms per token (%.1f%% of the tokens' time)\n",
           df.dev->name().c_str(), static_cast<double>(dev_tg.submissions) / tg_tokens,
           1e3 * dev_tg.busy_s / tg_tokens, tg_wall_s > 0 ? 100.0 * dev_tg.busy_s / tg_wall_s : 0.0);
+  }
+  if (const strata::DeviceExperts* de = m.device_experts()) {  // the miss policy: a line per test
+    auto miss_line = [](const strata::MissStats& x) {
+      char b[320];
+      std::snprintf(b, sizeof b,
+                    "%llu on the host (%llu slots, est %.2f ms), %llu on the device from miss slots (%llu "
+                    "slots, %llu uploads (%llu ahead) of %s in %.2f ms queued, %llu slot hits, est %.2f ms)",
+                    (unsigned long long)x.host_experts, (unsigned long long)x.host_slots, x.est_host_s * 1e3,
+                    (unsigned long long)x.copy_experts, (unsigned long long)x.copy_slots,
+                    (unsigned long long)x.copies, (unsigned long long)x.prefetches,
+                    strata::format_bytes(x.copy_bytes).c_str(), x.copy_s * 1e3,
+                    (unsigned long long)x.slot_hits, x.est_copy_s * 1e3);
+      return std::string(b);
+    };
+    auto print = [&](const char* test, const strata::MissStats& all,
+                     const std::vector<strata::MissStats>& layers) {
+      std::printf("%s missed experts (%s): %s\n", test, de->miss_summary().c_str(), miss_line(all).c_str());
+      if (kpf.verbose)  // --verbose: per layer
+        for (size_t l = 0; l < layers.size(); ++l)
+          if (layers[l].host_experts + layers[l].copy_experts > 0)
+            std::printf("  layer %zu: %s\n", l, miss_line(layers[l]).c_str());
+    };
+    if (n_prompt > 0) print("pp", pp_tier.miss, pp_miss_layers);
+    if (n_gen > 0) print("tg", tier.miss, miss_layers);
   }
   std::fputs(kv_line(pool.get(), (*sess)->memory().kv_cache).c_str(), stdout);
   std::fputs(strata::cli::mem_report_text(mem).c_str(), stderr);

@@ -63,7 +63,7 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("--gpu-budget", gpu_budget,
                  "-m: --device's placement on a GPU of this many bytes (dense weights + KV must fit; routed "
                  "experts fill the rest, as run places them)");
-  strata::cli::DeviceFlags pf;  // --n-cpu-moe, -ot as run takes them (-ot's device: Vulkan0)
+  strata::cli::DeviceFlags pf;  // --n-cpu-moe, -ot, --miss-policy as run takes them (-ot's device: Vulkan0)
   pf.device = "Vulkan0";
   pf.add_expert_flags(app);
   std::string profile;
@@ -151,6 +151,7 @@ static int cmd_plan(int argc, char** argv) {
   // --gpu-budget: the device line (what run --device places on a GPU: dense weights, KV, and the
   // routed experts in what is left, as Model::place_experts allocates them).
   std::string gpu_line, gpu_problem;
+  if (auto mp = strata::parse_miss_policy(pf.miss_policy); !mp.ok()) return fail(mp.message(), 2);
   if (!gpu_budget.empty()) {
     auto gb = strata::parse_size(gpu_budget);
     if (!gb.ok()) return fail("--gpu-budget: " + gb.message(), 2);

@@ -120,6 +120,10 @@ std::string list_devices_text() {
 
 void DeviceFlags::add_expert_flags(CLI::App& app) {
   app.add_option("--n-cpu-moe", n_cpu_moe, "keep the routed experts of the first N layers on the host");
+  app.add_option("--miss-policy", miss_policy,
+                 "a routed expert not in VRAM: auto (per layer and expert from measured costs), cpu (on the "
+                 "host), copy (uploaded into a miss slot, run on the device)")
+      ->capture_default_str();
   app.add_option(
       "--override-tensor", overrides,
       "(-ot) REGEX=BUFTYPE[,...]: routed-expert tensors matching REGEX stay on the host (CPU) or go to "
@@ -154,8 +158,13 @@ Status DeviceFlags::apply(LoadOptions* lo) {
     budget = *b;
   }
   if (n_cpu_moe < 0) return err("--n-cpu-moe %d must be >= 0", n_cpu_moe);
+  STRATA_ASSIGN(const MissPolicy miss, parse_miss_policy(miss_policy));
   if (is_cpu_name(device)) {
     if (budget > 0) return err("--gpu-budget needs a GPU device (--device Vulkan0, ...)");
+    if (miss == MissPolicy::miss_copy)
+      return err(
+          "--miss-policy copy needs a GPU device (--device Vulkan0, ...): without one every expert runs "
+          "on the host");
     if (n_cpu_moe > 0 || !overrides.empty())
       return err("--n-cpu-moe and -ot place routed experts on a GPU device: give --device Vulkan0, ...");
     lo->device = nullptr;
@@ -177,6 +186,8 @@ Result<DeviceExpertOptions> DeviceFlags::expert_options(const Model& m, uint64_t
                                                         const std::string& profile) const {
   DeviceExpertOptions o;
   o.n_cpu_moe = n_cpu_moe;
+  STRATA_ASSIGN(o.miss, parse_miss_policy(miss_policy));
+  o.miss_slots = default_miss_slots(o.miss, m.hparams().n_expert_used);
   for (const std::string& value : overrides) {
     size_t a = 0;
     while (a <= value.size()) {  // comma-separated REGEX=BUFTYPE pairs, as llama.cpp splits them

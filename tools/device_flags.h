@@ -7,6 +7,10 @@
 //                         that do not fit are an error naming the bytes needed and the budget; the
 //                         routed experts fill what is left, hottest first (--expert-profile's counts;
 //                         the rest run on the host)
+//   --miss-policy P       a routed expert not in VRAM: cpu (computed on the host), copy (uploaded
+//                         into a miss slot and run on the device), auto (the default: per layer and
+//                         expert from the measured upload / host / device rates and the tokens
+//                         routed to it; memory/experts/miss_policy.h)
 //   --n-cpu-moe N         the routed experts of the first N layers stay on the host (llama.cpp's)
 //   -ot, --override-tensor REGEX=BUFTYPE[,...]   llama.cpp's: routed-expert tensors whose name the
 //                         regex matches stay on the host (CPU) or go to the device (its name);
@@ -29,12 +33,12 @@
 namespace strata::cli {
 
 struct DeviceFlags {
-  std::string device = "none", gpu_budget;
+  std::string device = "none", gpu_budget, miss_policy = "auto";
   int n_cpu_moe = 0;
   std::vector<std::string> overrides;  // -ot values
 
   void add(CLI::App& app);
-  // --n-cpu-moe and -ot only (`strata plan`, which has its own --gpu-budget).
+  // --n-cpu-moe, -ot and --miss-policy only (`strata plan`, which has its own --gpu-budget).
   void add_expert_flags(CLI::App& app);
   Status apply(LoadOptions* lo);
   // After Model::load: the routed experts onto the GPU device (none on the CPU). reserve_bytes:

@@ -38,7 +38,7 @@ void KvPoolFlags::add(CLI::App& app) {
   app.add_flag(
       "--verbose", verbose,
       "log each prefix-cache decision: load from RAM / SSD or recompute, the predicted times of both "
-      "and the measured one");
+      "and the measured one (bench: also the GPU tier's miss policy per layer)");
 }
 
 Status KvPoolFlags::apply(EngineOptions* eo) const {

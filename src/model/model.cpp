@@ -276,6 +276,11 @@ Status Model::place_experts(const DeviceExpertOptions& o) {
     return err("placing the experts: the model runs on %s, not a GPU", device_->name().c_str());
   STRATA_ASSIGN(DeviceExpertPlan plan, choose_device_experts(*file_, hp.n_layer, hp.n_expert, o));
   if (store_ && !store_->info().resident) {
+    if (o.miss == MissPolicy::miss_copy)
+      return err(
+          "--miss-policy copy: the expert store's RAM budget (--expert-budget) and miss slots on %s are not "
+          "combined yet (use --miss-policy cpu, or drop --expert-budget)",
+          device_->name().c_str());
     if (plan.n_placed == 0) return {};  // every expert on the host: the store serves them all
     return err(
         "placing the experts on %s: the expert store's RAM budget (--expert-budget) and experts on the GPU "

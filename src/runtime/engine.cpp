@@ -579,6 +579,21 @@ std::string Engine::metrics_text() const {
     gauge("strata_expert_gpu_runs_per_token", "routed experts run on the GPU per token", g.gpu_per_token());
     gauge("strata_expert_host_runs_per_token", "routed experts run on the host per token",
           g.host_per_token());
+    // The miss policy (--miss-policy): experts not resident on the GPU.
+    counter("strata_expert_miss_host_total", "missed routed experts computed on the host",
+            static_cast<double>(g.miss.host_experts));
+    counter("strata_expert_miss_copied_total", "missed routed experts run on the GPU from a miss slot",
+            static_cast<double>(g.miss.copy_experts));
+    counter("strata_expert_miss_uploads_total", "routed experts uploaded into a GPU miss slot",
+            static_cast<double>(g.miss.copies));
+    counter("strata_expert_miss_slot_hits_total", "missed routed experts found in a GPU miss slot",
+            static_cast<double>(g.miss.slot_hits));
+    counter("strata_expert_miss_prefetches_total", "miss-slot uploads made ahead by the router look-ahead",
+            static_cast<double>(g.miss.prefetches));
+    counter("strata_expert_miss_upload_bytes_total", "bytes uploaded into GPU miss slots",
+            static_cast<double>(g.miss.copy_bytes));
+    counter("strata_expert_miss_upload_seconds_total", "host time queuing the miss slots' uploads",
+            g.miss.copy_s);
   }
   return o;
 }

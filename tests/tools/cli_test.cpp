@@ -178,6 +178,26 @@ TEST_F(Cli, Devices) {
   expect_one_line_error(strata(args + " -dev Vulkan0 -ot 'exps=GPU7'"), "neither CPU nor the device");
 }
 
+// --miss-policy: a bad value names the flag and the allowed values; copy without a GPU device is
+// an error; on Vulkan0 (lavapipe in CI) with layer 0's experts on the host, cpu / copy / auto print
+// the CPU's greedy text.
+TEST_F(Cli, MissPolicy) {
+  const std::string m = synth("qwen3moe-f32", std::string(kTiny) + " --arch qwen3moe --type f32");
+  const std::string args = "run -m " + m + " -p 'The cat' -n 8 --temp 0 -q";
+  expect_one_line_error(strata(args + " --miss-policy foo"),
+                        "--miss-policy 'foo': expected auto, cpu or copy");
+  expect_one_line_error(strata(args + " --miss-policy copy"), "--miss-policy copy needs a GPU device");
+  Proc cpu = strata(args);
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  Proc l = strata("run --list-devices");
+  if (l.out.find("Vulkan0:") == std::string::npos) return;  // no Vulkan device here
+  for (const char* p : {"cpu", "copy", "auto"}) {
+    Proc vk = strata(args + " -dev Vulkan0 --n-cpu-moe 1 --miss-policy " + p);
+    ASSERT_EQ(vk.code, 0) << p << ": " << vk.err;
+    EXPECT_EQ(vk.out, cpu.out) << p;
+  }
+}
+
 // `run` is serve's engine with one slot on the paged KV pool: the same bytes as contiguous KV
 // (--no-paged-kv) on the bundled model (f16, greedy and seeded) and on synth architectures at f32; a
 // second run with --prefix-cache-dir takes the persisted prefix and prints the same text; a budget

@@ -140,6 +140,26 @@ TEST_F(PlanCli, PlanBadInput) {
   expect_one_line_error(strata("plan -m " + model_ + " --batch 0"), "--batch");
 }
 
+// --miss-policy: experts that miss the GPU get miss slots, billed in the routed experts' bytes as
+// run allocates them (auto, copy; none under cpu, none when nothing misses); a bad value names the
+// flag and the allowed values.
+TEST_F(PlanCli, PlanMissSlots) {
+  Proc p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G --n-cpu-moe 1");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find(" miss slots ("), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("--miss-policy auto)"), std::string::npos) << p.out;
+  EXPECT_EQ(p.out.find("routed experts 102.0 KiB:"), std::string::npos) << p.out;  // + the slots
+  p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G --n-cpu-moe 1 --miss-policy cpu");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(p.out.find("miss slots"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("routed experts 102.0 KiB:"), std::string::npos) << p.out;
+  p = strata("plan -m " + model_ + " -c 256 --gpu-budget 1G --miss-policy copy");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(p.out.find("miss slots"), std::string::npos) << p.out;  // every expert fits
+  expect_one_line_error(strata("plan -m " + model_ + " --gpu-budget 1G --miss-policy foo"),
+                        "--miss-policy 'foo': expected auto, cpu or copy");
+}
+
 // --gpu-budget: the device line (what run --device places on a GPU, + KV); over the budget: exit 1
 // naming the bytes and the budget.
 TEST_F(PlanCli, PlanGpuBudget) {

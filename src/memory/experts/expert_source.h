@@ -32,6 +32,17 @@ struct ExpertViews {
   DeviceExpert on_device = {};
 };
 
+// What one of the MoE loop's compute rounds took (ExpertSource::on_computed): the host's region
+// (the weight bytes of the experts it computed, the shared expert's included, those bytes · the
+// tokens routed to each, and its seconds), and the same for the devices' work, timed from
+// submission to the end of the wait (an upper bound of their time unless device_bound: still
+// running when the host's region ended).
+struct ExpertRunTimes {
+  double host_bytes = 0.0, host_slot_bytes = 0.0, host_s = 0.0;
+  double device_bytes = 0.0, device_slot_bytes = 0.0, device_s = 0.0;
+  bool device_bound = false;
+};
+
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
@@ -51,6 +62,8 @@ class ExpertSource {
   // of waiting for the reads in a fixed order. The wait counts as stall time.
   virtual int wait_any(int layer, const int32_t* experts, int n) { return 0; }
   virtual void release(int layer, int expert) = 0;
+  // After each compute round of a layer (its experts released): the measured times.
+  virtual void on_computed(int layer, const ExpertRunTimes& t) {}
 };
 
 // One expert-store step per forward (the store's logical clock counts tokens), closed on every

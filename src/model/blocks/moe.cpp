@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/assert.h"
+#include "base/clock.h"
 #include "kernels/device.h"
 #include "kernels/expert_ffn.h"
 #include "kernels/ops.h"
@@ -228,10 +229,21 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
     int32_t* host = arena.alloc<int32_t>(E);
     int32_t* pending = arena.alloc<int32_t>(E);
     int n_pending = 0;
+    // Weight bytes of one routed expert and of the shared expert, for the measured rates
+    // (ExpertSource::on_computed).
+    const double expert_bytes =
+        static_cast<double>(w.gate_exps->nb[2] + w.up_exps->nb[2] + w.down_exps->nb[2]);
+    double shared_bytes = 0.0;
+    if (sh)
+      for (const TensorView* t : {w.gate_shexp, w.up_shexp, w.down_shexp})
+        shared_bytes += static_cast<double>(t->nb[1]) * static_cast<double>(t->ne[1]);
     auto compute = [&](int n_batch, bool with_shared) -> Status {
       Status st;
       int n_got = 0, n_host = 0;
       DeviceSubmits on_dev;
+      ExpertRunTimes times;
+      times.host_bytes = with_shared ? shared_bytes : 0.0;
+      times.host_slot_bytes = with_shared ? shared_bytes * static_cast<double>(n) : 0.0;
       for (; n_got < n_batch; ++n_got) {
         const int32_t e = batch[n_got];
         auto got = experts->acquire(layer, e);
@@ -240,7 +252,10 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
           break;
         }
         const ExpertViews& v = got.value();
+        const double slot_bytes = expert_bytes * static_cast<double>(off[e + 1] - off[e]);
         if (v.device != nullptr) {
+          times.device_bytes += expert_bytes;
+          times.device_slot_bytes += slot_bytes;
           st = on_dev.add(v.device, e, v.on_device, E, arena);
           if (!st.ok()) {
             ++n_got;
@@ -254,16 +269,25 @@ Status moe_experts_forward(const MoeConfig& c, const MoeWeights& w, const float*
         up[e] = expert_mat(v.up);
         down[e] = expert_mat(v.down);
         host[n_host++] = e;
+        times.host_bytes += expert_bytes;
+        times.host_slot_bytes += slot_bytes;
       }
       DeviceTicket tickets[DeviceSubmits::kMaxDevices] = {};
+      const double t0 = now_seconds();
       if (st.ok()) st = on_dev.submit(dw, tickets);
       if (st.ok()) {
+        const double t1 = now_seconds();
         const ExpertFfnJob jobs[2] = {{&s, host, n_host}, {&shs, &kOnlyExpert, 1}};
         if (n_host > 0 || with_shared)
           expert_ffn_run(n_host > 0 ? jobs : jobs + 1, (n_host > 0 ? 1 : 0) + (with_shared ? 1 : 0), pool);
+        const double t2 = now_seconds();
+        for (int i = 0; i < on_dev.n_dev; ++i) times.device_bound |= !on_dev.dev[i]->reached(tickets[i]);
         st = on_dev.wait(tickets);
+        times.host_s = n_host > 0 || with_shared ? t2 - t1 : 0.0;
+        times.device_s = on_dev.n_dev > 0 ? now_seconds() - t0 : 0.0;
       }
       for (int i = 0; i < n_got; ++i) experts->release(layer, batch[i]);
+      if (st.ok()) experts->on_computed(layer, times);
       return st;
     };
     int n_batch = 0;
