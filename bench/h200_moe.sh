@@ -6,7 +6,8 @@
 #                                          Ubuntu image may lack, Debian's Vulkan loader and
 #                                          (optional) a llama-bench into .h200/pack.tar.gz
 #   bench/h200_moe.sh run OUT [STAGES]     there (repo root, .h200 carried): unpacks, writes the
-#                                          model, runs STAGES (default: all), logs and JSON in OUT
+#                                          model, runs STAGES (default: all); prints each run's key
+#                                          numbers (tee it to OUT/log.txt), every JSON in OUT/results.tar
 #
 # The model: a qwen3moe synth read at >= 4 GB per token, 48 layers, d 4096, 32 heads of 128 (4 KV
 # heads), 64 experts of 2048 top-8, MXFP4 experts / Q8_0 rest, vocab 32K (~44 GB), written there
@@ -46,6 +47,8 @@ fi
 out=${2:?usage: bench/h200_moe.sh run OUT [STAGES]}
 stages=${3:-env,check,vram,llama,budget,llama24,tree}
 mkdir -p "$out"
+res=/tmp/h200res
+mkdir -p "$res"
 pack=/tmp/h200pack
 work=${H200_WORK:-/tmp/h200}
 mkdir -p "$pack" "$work"
@@ -63,6 +66,33 @@ if [ -x "$llama" ] && ldd "$llama" | grep -q 'not found'; then
 fi
 has() { [[ ",$stages," == *",$1,"* ]]; }
 log() { echo "== $(date +%T) $*"; }
+# After a run: its exit code, the numbers that matter from its JSON (strata's or llama-bench's) and
+# the end of its stderr; every file of $res into one tar in $out.
+report() {  # NAME RC
+  echo "rc=$2"
+  python3 - "$res/$1.json" <<'PY' 2>&1
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"(no JSON: {e})"); sys.exit()
+if isinstance(j, list):  # llama-bench
+    for r in j:
+        print(f"llama.cpp pp{r['n_prompt']} tg{r['n_gen']}: {r['avg_ts']:.1f} t/s {r['samples_ts']}")
+    sys.exit()
+keys = ("tg_tok_s", "tg_gbps", "tg_weight_bytes_per_token", "device_copy_gbps", "tg_fraction_of_device_copy",
+        "tg_device_submissions_per_token", "tg_device_busy_ms_per_token", "tg_device_busy_fraction",
+        "expert_gpu_resident", "tg_experts_gpu_per_token", "tg_experts_host_per_token")
+print({k: round(j[k], 4) if isinstance(j[k], float) else j[k] for k in keys if k in j})
+for r in j.get("pp_runs", []):
+    print(f"pp{r['n_prompt']}: {r['median']:.2f} t/s {r['samples_ts']}")
+for k in ("pp_miss", "tg_miss", "miss_rates"):
+    if k in j:
+        print(k, json.dumps(j[k])[:600])
+PY
+  tail -3 "$res/$1.err"
+  tar -C "$res" -cf "$out/results.tar" .
+}
 
 # The Vulkan loader and glvnd (the image has NVIDIA's driver and ICD manifest but not these), and
 # the driver's own manifests.
@@ -131,42 +161,42 @@ fi
 if has vram; then
   log "strata vram"
   timeout 200 "$strata" bench -m "$model" --device Vulkan0 -p 32,128,512 -n 32 -r 3 --json \
-    > "$out/strata_vram.json" 2> "$out/strata_vram.err"
-  echo "rc=$?"; tail -c 1500 "$out/strata_vram.json"; tail -5 "$out/strata_vram.err"
+    > "$res/strata_vram.json" 2> "$res/strata_vram.err"
+  report strata_vram $?
 fi
 
 if has llama && [ -x "$llama" ]; then
   log "llama.cpp -ngl 99"
-  timeout 150 "$llama" -m "$model" -ngl 99 -p 32,128,512 -n 32 -r 3 -o json > "$out/llama_vram.json" 2> "$out/llama_vram.err"
-  echo "rc=$?"; tail -c 1500 "$out/llama_vram.json"; tail -3 "$out/llama_vram.err"
+  timeout 150 "$llama" -m "$model" -ngl 99 -p 32,128,512 -n 32 -r 3 -o json > "$res/llama_vram.json" 2> "$res/llama_vram.err"
+  report llama_vram $?
 fi
 
 if has budget; then
   policies=none
-  "$strata" bench --help 2>&1 | grep -q -- '--miss-policy' && policies="cpu copy auto"
+  "$strata" bench --help 2>&1 | grep -q -- '--miss-policy' && policies="auto cpu copy"
   for p in $policies; do
     log "strata --gpu-budget 24G ($p)"
     extra=()
     [ "$p" != none ] && extra=(--miss-policy "$p")
     timeout 150 "$strata" bench -m "$model" --device Vulkan0 --gpu-budget 24G "${extra[@]}" -p 32,512 -n 16 -r 1 \
-      --json > "$out/strata_24g_$p.json" 2> "$out/strata_24g_$p.err"
-    echo "rc=$?"; tail -c 1200 "$out/strata_24g_$p.json"; tail -3 "$out/strata_24g_$p.err"
+      --json > "$res/strata_24g_$p.json" 2> "$res/strata_24g_$p.err"
+    report "strata_24g_$p" $?
   done
 fi
 
 if has llama24 && [ -x "$llama" ]; then
   # 24 GB of VRAM: the dense weights (~2.2 GB) and 25 of 48 layers' experts (0.86 GB each).
   log "llama.cpp -ngl 99 --n-cpu-moe 23"
-  timeout 150 "$llama" -m "$model" -ngl 99 -ncmoe 23 -p 32,512 -n 16 -r 2 -o json > "$out/llama_24g.json" \
-    2> "$out/llama_24g.err"
-  echo "rc=$?"; tail -c 1200 "$out/llama_24g.json"; tail -3 "$out/llama_24g.err"
+  timeout 150 "$llama" -m "$model" -ngl 99 -ncmoe 23 -p 32,512 -n 16 -r 2 -o json > "$res/llama_24g.json" \
+    2> "$res/llama_24g.err"
+  report llama_24g $?
 fi
 
 if has tree; then
   log "strata vram, STRATA_VK_SUBGROUP=0"
   STRATA_VK_SUBGROUP=0 timeout 120 "$strata" bench -m "$model" --device Vulkan0 -p 0 -n 32 -r 2 --json \
-    > "$out/strata_tree.json" 2> "$out/strata_tree.err"
-  echo "rc=$?"; tail -c 600 "$out/strata_tree.json"; tail -3 "$out/strata_tree.err"
+    > "$res/strata_tree.json" 2> "$res/strata_tree.err"
+  report strata_tree $?
 fi
 
 log done
