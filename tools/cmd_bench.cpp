@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "bench_batched.h"
+#include "bench_gpu.h"
 #include "bench_itl.h"
 #include "bench_spill.h"
 #include "cli_args.h"
@@ -524,6 +525,8 @@ int cmd_bench(int argc, char** argv) {
     miss_layers = std::move(now);
   }
 
+  const strata::cli::GpuBenchReport gr{pp_tier,   tier,      pp_miss_layers, miss_layers, dev_tg,
+                                       tg_tokens, tg_wall_s, tg_gbps,        dev_bw};
   if (json) {
     j["model"] = model_path;
     j["arch"] = m.arch_name();
@@ -572,40 +575,7 @@ int cmd_bench(int argc, char** argv) {
       j["expert_warm_bytes"] = es->info().warm_bytes;  // --expert-profile: read at load, not per token
       j["expert_warm_s"] = es->info().warm_seconds;
     }
-    if (const strata::DeviceExperts* de = m.device_experts()) {
-      j["expert_gpu_resident"] = de->plan().n_placed;
-      j["expert_gpu_bytes"] = de->plan().bytes;
-      j["tg_experts_gpu_per_token"] = tier.gpu_per_token();
-      j["tg_experts_host_per_token"] = tier.host_per_token();
-      const strata::MissCosts c = de->miss_costs();
-      j["miss_policy"] = strata::miss_policy_name(de->plan().miss);
-      j["miss_slots"] = de->plan().miss_slots;
-      // Rates by tokens per expert: [i] for 2^i .. 2^(i+1) - 1 tokens (0: not measured).
-      j["miss_rates"] = {{"upload_bytes_per_s", c.pcie_bytes_per_s},
-                         {"host_bytes_per_s", c.cpu.bytes_per_s},
-                         {"device_bytes_per_s", c.gpu.bytes_per_s}};
-      auto miss_json = [](const strata::MissStats& x) {
-        return nlohmann::json{
-            {"host_experts", x.host_experts}, {"host_slots", x.host_slots}, {"copy_experts", x.copy_experts},
-            {"copy_slots", x.copy_slots},     {"copies", x.copies},         {"prefetches", x.prefetches},
-            {"slot_hits", x.slot_hits},       {"copy_bytes", x.copy_bytes}, {"copy_s", x.copy_s},
-            {"est_host_s", x.est_host_s},     {"est_copy_s", x.est_copy_s}};
-      };
-      j["pp_miss"] = miss_json(pp_tier.miss);
-      j["tg_miss"] = miss_json(tier.miss);
-      j["tg_miss_layers"] = nlohmann::json::array();
-      for (const strata::MissStats& x : miss_layers) j["tg_miss_layers"].push_back(miss_json(x));
-    }
-    if (dev_bw > 0) {
-      j["device_copy_gbps"] = dev_bw / 1e9;
-      j["tg_fraction_of_device_copy"] = tg_gbps * 1e9 / dev_bw;
-    }
-    if (df.dev && tg_tokens > 0) {
-      j["device"] = df.dev->name();
-      j["tg_device_submissions_per_token"] = static_cast<double>(dev_tg.submissions) / tg_tokens;
-      j["tg_device_busy_ms_per_token"] = 1e3 * dev_tg.busy_s / tg_tokens;
-      j["tg_device_busy_fraction"] = tg_wall_s > 0 ? dev_tg.busy_s / tg_wall_s : 0.0;
-    }
+    strata::cli::gpu_bench_json(m.device_experts(), df.dev.get(), gr, j);
     j["memory"] = strata::cli::mem_report_json(mem);
     if (auto st = xf.finish(m, true); !st.ok()) return fail(st.message());
     std::printf("%s\n", j.dump().c_str());
@@ -634,43 +604,11 @@ int cmd_bench(int argc, char** argv) {
     std::printf("tg weights: %s per token (%s)\n",
                 strata::format_bytes(static_cast<uint64_t>(wt.bytes_per_token)).c_str(), traffic_kind);
     std::printf("tg bandwidth: %.2f GB/s = %.1f%% of measured read bandwidth\n", tg_gbps, 100.0 * frac);
-    if (const strata::DeviceExperts* de = m.device_experts())
-      std::printf("tg experts per token: %.2f on %s, %.2f on the host (%s)\n", tier.gpu_per_token(),
-                  de->device().name().c_str(), tier.host_per_token(),
-                  de->plan().summary(de->device().name()).c_str());
-    if (dev_bw > 0)
-      std::printf("tg bandwidth on %s: %.1f%% of its copy bandwidth %.0f GB/s (read + write)\n",
-                  df.dev->name().c_str(), 100.0 * tg_gbps * 1e9 / dev_bw, dev_bw / 1e9);
-    if (df.dev && tg_tokens > 0)
-      std::printf(
-          "tg on %s: %.1f submissions per token, busy %.3f ms per token (%.1f%% of the tokens' time)\n",
-          df.dev->name().c_str(), static_cast<double>(dev_tg.submissions) / tg_tokens,
-          1e3 * dev_tg.busy_s / tg_tokens, tg_wall_s > 0 ? 100.0 * dev_tg.busy_s / tg_wall_s : 0.0);
   }
-  if (const strata::DeviceExperts* de = m.device_experts()) {  // the miss policy: a line per test
-    auto miss_line = [](const strata::MissStats& x) {
-      char b[320];
-      std::snprintf(b, sizeof b,
-                    "%llu on the host (%llu slots, est %.2f ms), %llu on the device from miss slots (%llu "
-                    "slots, %llu uploads (%llu ahead) of %s in %.2f ms queued, %llu slot hits, est %.2f ms)",
-                    (unsigned long long)x.host_experts, (unsigned long long)x.host_slots, x.est_host_s * 1e3,
-                    (unsigned long long)x.copy_experts, (unsigned long long)x.copy_slots,
-                    (unsigned long long)x.copies, (unsigned long long)x.prefetches,
-                    strata::format_bytes(x.copy_bytes).c_str(), x.copy_s * 1e3,
-                    (unsigned long long)x.slot_hits, x.est_copy_s * 1e3);
-      return std::string(b);
-    };
-    auto print = [&](const char* test, const strata::MissStats& all,
-                     const std::vector<strata::MissStats>& layers) {
-      std::printf("%s missed experts (%s): %s\n", test, de->miss_summary().c_str(), miss_line(all).c_str());
-      if (kpf.verbose)  // --verbose: per layer
-        for (size_t l = 0; l < layers.size(); ++l)
-          if (layers[l].host_experts + layers[l].copy_experts > 0)
-            std::printf("  layer %zu: %s\n", l, miss_line(layers[l]).c_str());
-    };
-    if (n_prompt > 0) print("pp", pp_tier.miss, pp_miss_layers);
-    if (n_gen > 0) print("tg", tier.miss, miss_layers);
-  }
+  std::fputs(
+      strata::cli::gpu_bench_text(m.device_experts(), df.dev.get(), gr, n_prompt > 0, n_gen > 0, kpf.verbose)
+          .c_str(),
+      stdout);
   std::fputs(kv_line(pool.get(), (*sess)->memory().kv_cache).c_str(), stdout);
   std::fputs(strata::cli::mem_report_text(mem).c_str(), stderr);
   if (auto st = xf.finish(m); !st.ok()) return fail(st.message());
