@@ -355,7 +355,11 @@ int cmd_bench(int argc, char** argv) {
   const int n_ctx = std::max(depth + n_prompt + n_gen, 1);
   const strata::SessionOptions sopt{
       .n_ctx = n_ctx, .n_batch = std::max(std::max(n_prompt, depth), 1), .kv = *kv};
-  if (auto st = place_experts(df, m, sopt, 1, xf.profile); !st.ok()) return fail(st.message());
+  // The pp / tg session's KV as its paged pool allocates it: whole blocks of positions.
+  strata::SessionOptions place_opt = sopt;
+  if (!contiguous && eo.block_size > 0)
+    place_opt.n_ctx = (n_ctx + eo.block_size - 1) / eo.block_size * eo.block_size;
+  if (auto st = place_experts(df, m, place_opt, 1, xf.profile); !st.ok()) return fail(st.message());
   if (itl_prompt > 0) {
     auto c = strata::cli::parse_ctx(itl_ctx);
     if (!c.ok()) return fail(c.message(), 2);
