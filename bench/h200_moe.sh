@@ -9,6 +9,16 @@
 #                                          model, runs STAGES (default: all); prints each run's key
 #                                          numbers (tee it to OUT/log.txt), every JSON in OUT/results.tar
 #
+# llama-bench for `pack` (not in the repository; ~75 min on 2 cores): llama.cpp v0.5.0's source from
+# `npm pack node-llama-cpp@3.22.1` (package/llama/gitRelease.bundle), then
+#   cmake -S SRC -B SRC/build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON
+#     -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF
+#     -DGGML_OPENMP=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DGGML_CUDA_NCCL=OFF
+#   ninja -C SRC/build-cuda llama-bench
+# (the device's CUDA 13 runtime and cuBLAS are found there; the pack must stay under ~40 MB for the
+# 64 MiB the device takes with the repository.) Device time, 2026-12-04: start ~35 s, synth ~45 s,
+# check ~6 s, vram ~95 s, llama ~10 s, each --gpu-budget 24G policy ~60 s (copy > 150 s).
+#
 # The model: a qwen3moe synth read at >= 4 GB per token, 48 layers, d 4096, 32 heads of 128 (4 KV
 # heads), 64 experts of 2048 top-8, MXFP4 experts / Q8_0 rest, vocab 32K (~44 GB), written there
 # with --draws quantile (codes drawn directly: ~1 min instead of ~40 core-minutes of quantizing).
