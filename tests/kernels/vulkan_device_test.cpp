@@ -336,6 +336,61 @@ TEST(VulkanDevice, CopyBandwidthIsTimedOnTheDevice) {
   EXPECT_NE(over.message().find("budget"), std::string::npos) << over.message();
 }
 
+// The pipeline cache on disk (vk_pipeline_cache.h): written when a device closes, its header the
+// device's; a file of garbage is ignored (the device still runs) and replaced; "off" writes none.
+TEST(VulkanDevice, PipelineCacheIsKeptOnDisk) {
+  auto& opened = shared_device();
+  STRATA_REQUIRE_VULKAN(opened);
+  const std::string path = ::testing::TempDir() + "strata_vk_cache_test.bin";
+  std::remove(path.c_str());
+  auto size_of = [&] {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return -1L;
+    std::fseek(f, 0, SEEK_END);
+    const long n = std::ftell(f);
+    std::fclose(f);
+    return n;
+  };
+  auto run_once = [&] {
+    auto dev = VulkanDevice::open();
+    ASSERT_TRUE(dev.ok()) << dev.message();
+    const float w[32] = {1.0f}, x[32] = {2.0f};
+    auto buf = (*dev)->import(w, sizeof w, "w");
+    ASSERT_TRUE(buf.ok()) << buf.message();
+    float y = 0;
+    DeviceLinearWork lw;
+    lw.w = DeviceMat{&*buf, 0, sizeof w, 32, 1, GgmlType::f32};
+    lw.x = x;
+    lw.n = 1;
+    lw.y = &y;
+    auto tk = (*dev)->run_linear(lw);
+    ASSERT_TRUE(tk.ok()) << tk.message();
+    ASSERT_TRUE((*dev)->wait(*tk).ok());
+    EXPECT_EQ(y, 2.0f);
+    (*dev)->free(*buf);
+  };
+  setenv("STRATA_VK_PIPELINE_CACHE", "off", 1);
+  run_once();
+  EXPECT_EQ(size_of(), -1L) << "off writes no file";
+  setenv("STRATA_VK_PIPELINE_CACHE", path.c_str(), 1);
+  run_once();
+  const long written = size_of();
+  EXPECT_GE(written, 32L) << "the header: size, version, vendor, device, UUID";
+  run_once();  // read back; nothing new to write
+  EXPECT_EQ(size_of(), written);
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const char junk[64] = "not a pipeline cache";
+    std::fwrite(junk, 1, sizeof junk, f);
+    std::fclose(f);
+  }
+  run_once();  // ignored, and replaced by the device's own
+  EXPECT_EQ(size_of(), written);
+  unsetenv("STRATA_VK_PIPELINE_CACHE");
+  std::remove(path.c_str());
+}
+
 // A random {in, out} matrix of type t, its bytes and its dequantized values.
 struct Mat {
   GgmlType type;

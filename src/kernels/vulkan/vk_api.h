@@ -75,7 +75,10 @@ namespace strata::vk {
   X(vkDestroyQueryPool)                       \
   X(vkCmdResetQueryPool)                      \
   X(vkCmdWriteTimestamp)                      \
-  X(vkGetQueryPoolResults)
+  X(vkGetQueryPoolResults)                    \
+  X(vkCreatePipelineCache)                    \
+  X(vkDestroyPipelineCache)                   \
+  X(vkGetPipelineCacheData)
 
 #define STRATA_VK_DECLARE(f) PFN_##f f = nullptr;
 struct Api {

@@ -1,5 +1,7 @@
 #include "kernels/vulkan/vk_context.h"
 
+#include "kernels/vulkan/vk_pipeline_cache.h"
+
 #include <chrono>
 #include <limits>
 
@@ -61,6 +63,18 @@ Result<std::unique_ptr<Context>> Context::create(const Instance& inst, const Phy
   dpi.pPoolSizes = &size;
   if (VkResult r = a.vkCreateDescriptorPool(c->device_, &dpi, nullptr, &c->set_pool_); r != VK_SUCCESS)
     return err("%s: creating the descriptor pool failed: %s", pd.name.c_str(), result_name(r));
+  c->pipeline_cache_path_ = pipeline_cache_path(pd);
+  if (!c->pipeline_cache_path_.empty()) {  // a cache that cannot be made leaves the device without one
+    const std::vector<uint8_t> data = read_pipeline_cache(c->pipeline_cache_path_, pd);
+    VkPipelineCacheCreateInfo pci{};
+    pci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+    pci.initialDataSize = data.size();
+    pci.pInitialData = data.empty() ? nullptr : data.data();
+    if (a.vkCreatePipelineCache(c->device_, &pci, nullptr, &c->pipeline_cache_) == VK_SUCCESS)
+      c->pipeline_cache_loaded_ = data.size();
+    else
+      c->pipeline_cache_ = VK_NULL_HANDLE;
+  }
   if (pd.timestamp_bits > 0 && pd.timestamp_period > 0) {
     VkQueryPoolCreateInfo qpi{};
     qpi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
@@ -96,6 +110,18 @@ Context::~Context() {
   for (auto& spare : spare_)
     for (RawBuffer& b : spare) destroy_buffer(b);
   if (queries_ != VK_NULL_HANDLE) api_.vkDestroyQueryPool(device_, queries_, nullptr);
+  if (pipeline_cache_ != VK_NULL_HANDLE) {  // written back when it grew (new pipelines were compiled)
+    size_t n = 0;
+    if (api_.vkGetPipelineCacheData(device_, pipeline_cache_, &n, nullptr) == VK_SUCCESS &&
+        n > pipeline_cache_loaded_) {
+      std::vector<uint8_t> data(n);
+      if (api_.vkGetPipelineCacheData(device_, pipeline_cache_, &n, data.data()) == VK_SUCCESS) {
+        data.resize(n);
+        write_pipeline_cache(pipeline_cache_path_, data);
+      }
+    }
+    api_.vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
+  }
   if (sem_ != VK_NULL_HANDLE) api_.vkDestroySemaphore(device_, sem_, nullptr);
   if (set_pool_ != VK_NULL_HANDLE) api_.vkDestroyDescriptorPool(device_, set_pool_, nullptr);
   if (cmd_pool_ != VK_NULL_HANDLE) api_.vkDestroyCommandPool(device_, cmd_pool_, nullptr);

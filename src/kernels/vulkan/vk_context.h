@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/vulkan/vk_instance.h"
@@ -45,6 +46,9 @@ class Context {
   VkDevice device() const { return device_; }
   bool timeline() const { return timeline_; }
   uint32_t max_storage_range() const { return max_storage_range_; }
+  // The pipeline cache loaded from disk (vk_pipeline_cache.h; VK_NULL_HANDLE: off), written back
+  // when the context is destroyed.
+  VkPipelineCache pipeline_cache() const { return pipeline_cache_; }
 
   // A buffer of `bytes` (rounded up to 16) usable as storage and copy source / destination;
   // host_visible: mapped, coherent memory (staging), else device-local memory where the device
@@ -100,8 +104,11 @@ class Context {
   uint32_t max_storage_range_ = 0;
   uint64_t issued_ = 0;
   uint64_t retired_ = 0;
-  std::deque<Submission> pending_;        // in ticket order
-  std::vector<RawBuffer> spare_[2];       // released scratch: [0] device-local, [1] host-visible
+  std::deque<Submission> pending_;   // in ticket order
+  std::vector<RawBuffer> spare_[2];  // released scratch: [0] device-local, [1] host-visible
+  VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  std::string pipeline_cache_path_;
+  size_t pipeline_cache_loaded_ = 0;      // bytes read at start
   VkQueryPool queries_ = VK_NULL_HANDLE;  // 2 timestamps per submission in flight (a ring)
   uint64_t timestamp_mask_ = 0;
   double timestamp_ns_ = 0;

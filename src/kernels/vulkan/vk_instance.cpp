@@ -119,6 +119,9 @@ Result<std::unique_ptr<Instance>> Instance::create() {
     d.api_version = props.apiVersion;
     d.queue_family = family;
     d.max_storage_range = props.limits.maxStorageBufferRange;
+    d.vendor_id = props.vendorID;
+    d.device_id = props.deviceID;
+    std::memcpy(d.cache_uuid, props.pipelineCacheUUID, VK_UUID_SIZE);
     d.timestamp_bits = qs[family].timestampValidBits;
     VkPhysicalDeviceSubgroupProperties sg{};
     sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;

@@ -23,9 +23,11 @@ struct PhysicalDevice {
   uint64_t local_bytes = 0;        // the largest device-local heap
   uint32_t max_storage_range = 0;  // the most bytes one storage-buffer binding covers
   bool timeline = false;           // timeline semaphores (Vulkan 1.2 or VK_KHR_timeline_semaphore)
-  uint32_t subgroup_size = 0;      // where compute shaders have subgroup arithmetic; else 0
-  uint32_t timestamp_bits = 0;     // the compute family's valid timestamp bits (0: no timestamps)
-  float timestamp_period = 0;      // ns per timestamp tick
+  uint32_t vendor_id = 0, device_id = 0;
+  uint8_t cache_uuid[VK_UUID_SIZE] = {};  // pipelineCacheUUID: the driver build's cache identity
+  uint32_t subgroup_size = 0;             // where compute shaders have subgroup arithmetic; else 0
+  uint32_t timestamp_bits = 0;            // the compute family's valid timestamp bits (0: no timestamps)
+  float timestamp_period = 0;             // ns per timestamp tick
 };
 
 const char* device_type_name(VkPhysicalDeviceType t);  // "discrete GPU", "CPU", ...

@@ -40,19 +40,22 @@ Status VulkanDevice::create_pipelines() {
     const std::string what = std::string("linear_") + type_name(t);
     STRATA_ASSIGN(vk::Pipeline p,
                   vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, false, subgroup_), 4,
-                                      sizeof(LinearParams), what.c_str()));
+                                      sizeof(LinearParams), what.c_str(), ctx_->pipeline_cache()));
     linear_.emplace(t, p);
-    STRATA_ASSIGN(vk::Pipeline pj,
-                  vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, true, subgroup_), 5,
-                                      sizeof(LinearParams), (what + "_jobs").c_str()));
+    STRATA_ASSIGN(
+        vk::Pipeline pj,
+        vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, true, subgroup_), 5,
+                            sizeof(LinearParams), (what + "_jobs").c_str(), ctx_->pipeline_cache()));
     linear_jobs_.emplace(t, pj);
   }
   STRATA_ASSIGN(swiglu_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::swiglu_shader(), 3,
-                                             sizeof(SwigluParams), "swiglu"));
-  STRATA_ASSIGN(attn_rope_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attn_rope_shader(), 3,
-                                                sizeof(vk::AttnRopeParams), "attn_rope"));
-  STRATA_ASSIGN(attention_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attention_shader(), 3,
-                                                sizeof(vk::AttentionParams), "attention"));
+                                             sizeof(SwigluParams), "swiglu", ctx_->pipeline_cache()));
+  STRATA_ASSIGN(attn_rope_,
+                vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attn_rope_shader(), 3,
+                                    sizeof(vk::AttnRopeParams), "attn_rope", ctx_->pipeline_cache()));
+  STRATA_ASSIGN(attention_,
+                vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attention_shader(), 3,
+                                    sizeof(vk::AttentionParams), "attention", ctx_->pipeline_cache()));
   return create_sparse_pipeline();
 }
 

@@ -5,7 +5,8 @@
 namespace strata::vk {
 
 Result<Pipeline> create_pipeline(const Api& api, VkDevice dev, std::span<const uint32_t> spirv,
-                                 uint32_t bindings, uint32_t push_bytes, const char* name) {
+                                 uint32_t bindings, uint32_t push_bytes, const char* name,
+                                 VkPipelineCache cache) {
   Pipeline p;
   p.bindings = bindings;
   p.push_bytes = push_bytes;
@@ -49,7 +50,7 @@ Result<Pipeline> create_pipeline(const Api& api, VkDevice dev, std::span<const u
   ci.stage.module = module;
   ci.stage.pName = "main";
   ci.layout = p.layout;
-  const VkResult r = api.vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipeline);
+  const VkResult r = api.vkCreateComputePipelines(dev, cache, 1, &ci, nullptr, &p.pipeline);
   api.vkDestroyShaderModule(dev, module, nullptr);
   if (r != VK_SUCCESS) {
     destroy_pipeline(api, dev, p);

@@ -17,8 +17,10 @@ struct Pipeline {
   uint32_t push_bytes = 0;
 };
 
+// cache: the context's pipeline cache (VK_NULL_HANDLE: none).
 Result<Pipeline> create_pipeline(const Api& api, VkDevice dev, std::span<const uint32_t> spirv,
-                                 uint32_t bindings, uint32_t push_bytes, const char* name);
+                                 uint32_t bindings, uint32_t push_bytes, const char* name,
+                                 VkPipelineCache cache = VK_NULL_HANDLE);
 void destroy_pipeline(const Api& api, VkDevice dev, Pipeline& p);
 
 }  // namespace strata::vk

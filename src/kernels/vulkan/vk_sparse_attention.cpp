@@ -37,7 +37,7 @@ using vk::kRegionAlign;
 Status VulkanDevice::create_sparse_pipeline() {
   STRATA_ASSIGN(sparse_attention_,
                 vk::create_pipeline(ctx_->api(), ctx_->device(), vk::sparse_attention_shader(), 4,
-                                    sizeof(SparseAttnParams), "sparse_attention"));
+                                    sizeof(SparseAttnParams), "sparse_attention", ctx_->pipeline_cache()));
   return {};
 }
 
