@@ -74,19 +74,9 @@ using synth_detail::parse_type;
 using synth_detail::TensorPlan;
 using synth_detail::TypeMix;
 
-// splitmix64 for seeding, xoshiro-style stream for values.
-uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t hash_str(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+// splitmix64 for seeding (synth_codes'), xoshiro-style stream for values.
+using synth_detail::fnv1a;
+using synth_detail::mix64;
 
 struct Rng {
   uint64_t s0, s1;
@@ -355,7 +345,7 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
       const size_t rb = row_bytes(tp.type, ne0);
       for (int64_t ci = c0; ci < c1; ++ci) {
         const int64_t row0 = ci * per, row1 = std::min(rows, row0 + per);
-        Rng rng(s.seed ^ mix64(hash_str(tp.name)) ^ mix64(static_cast<uint64_t>(row0) + 0x1234567ull));
+        Rng rng(s.seed ^ mix64(fnv1a(tp.name)) ^ mix64(static_cast<uint64_t>(row0) + 0x1234567ull));
         rng.quantile = s.quantile_draws;
         for (int64_t r = row0; r < row1; ++r) {
           uint8_t* dst = data + static_cast<size_t>(r) * rb;
@@ -374,9 +364,7 @@ Result<SynthInfo> synth_write(const SynthSpec& s, const std::string& path) {
             const int base = synth_detail::fp4_scale_base(tp.scale);
             for (int64_t b = 0; b < ne0 / 32; ++b) {
               uint8_t* blk = dst + 17 * b;
-              const uint64_t w = rng.next();
-              const int e = base + ((w & 3) == 0 ? -1 : (w & 3) == 3 ? 1 : 0);  // UE8M0 as synth_codes
-              blk[0] = static_cast<uint8_t>(std::clamp(e, 1, 254));
+              blk[0] = synth_detail::ue8m0_code(base, static_cast<uint32_t>(rng.next()));
               for (int k = 0; k < 16; k += 4) {
                 const uint64_t q = rng.next();
                 for (int j = 0; j < 4; ++j)

@@ -87,6 +87,11 @@ int fp8_scale_base(float std) {
 int fp4_scale_base(float std) {
   return scale_base(std, tables().fp4_rms);
 }
+uint8_t ue8m0_code(int base, uint32_t r) {
+  const int v = base + ((r & 3) == 0 ? -1 : (r & 3) == 3 ? 1 : 0);
+  return static_cast<uint8_t>(std::clamp(v, 1, 254));
+}
+
 uint8_t fp4_pair_code(uint32_t r) {
   return tables().fp4[r & 0xffffu];
 }
@@ -102,10 +107,14 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 uint64_t stream_key(uint64_t seed, const std::string& name) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return mix64(seed ^ mix64(h));
+  return mix64(seed ^ mix64(fnv1a(name)));
 }
 
 void fill_codes(const CodeGen& g, uint64_t key, uint8_t* dst, size_t begin, size_t n, ThreadPool& pool) {
@@ -163,10 +172,7 @@ void fill_codes(const CodeGen& g, uint64_t key, uint8_t* dst, size_t begin, size
           }
           break;
         case Code::ue8m0:
-          for (size_t i = 0; i < cnt; ++i) {
-            const int v = g.base + ((r[i] & 3) == 0 ? -1 : (r[i] & 3) == 3 ? 1 : 0);
-            out[i] = static_cast<uint8_t>(std::clamp(v, 1, 254));
-          }
+          for (size_t i = 0; i < cnt; ++i) out[i] = ue8m0_code(g.base, r[i]);
           break;
       }
     }

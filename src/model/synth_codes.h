@@ -46,9 +46,12 @@ int fp4_scale_base(float std);
 float normal_quantile(uint32_t r);
 // The byte of two E2M1 codes (fp4_pairs) for the 16-bit draw r.
 uint8_t fp4_pair_code(uint32_t r);
+// The UE8M0 scale byte around `base` for the draw r (its low two bits: -1 / +0 / +0 / +1).
+uint8_t ue8m0_code(int base, uint32_t r);
 
-// splitmix64 and a tensor's stream key from the seed and its name.
+// splitmix64, FNV-1a of a name, and a tensor's stream key from the seed and its name.
 uint64_t mix64(uint64_t z);
+uint64_t fnv1a(const std::string& s);
 uint64_t stream_key(uint64_t seed, const std::string& name);
 
 // Items [begin, begin + n) of the stream `key`, as bytes; begin and n are byte counts, begin a

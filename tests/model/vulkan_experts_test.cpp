@@ -64,6 +64,26 @@ double worst_rel(const std::vector<float>& a, const std::vector<float>& b, int V
   return worst;
 }
 
+// The synth qwen3moe of these tests (4 layers of 8 experts, top-2, f32) at a temporary path named
+// from stem; empty (and a failure) when it cannot be written.
+std::string write_synth(const std::string& stem) {
+  SynthSpec s;
+  s.arch = "qwen3moe";
+  s.n_layer = 4;
+  s.n_embd = 64;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.expert_ffn = 64;
+  s.n_vocab = 300;
+  s.type = "f32";
+  s.n_threads = 1;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (stem + std::to_string(::getpid()) + ".gguf")).string();
+  auto r = synth_write(s, path);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return r.ok() ? path : std::string();
+}
+
 void split_matches_host(const std::string& path, double tol) {
   auto opened = VulkanDevice::open("Vulkan0");
   if (!opened.ok()) {
@@ -115,21 +135,8 @@ void split_matches_host(const std::string& path, double tol) {
 }
 
 TEST(VulkanExperts, SplitSynthQwen3MoeMatchesAllHost) {
-  SynthSpec s;
-  s.arch = "qwen3moe";
-  s.n_layer = 4;
-  s.n_embd = 64;
-  s.n_expert = 8;
-  s.n_expert_used = 2;
-  s.expert_ffn = 64;
-  s.n_vocab = 300;
-  s.type = "f32";
-  s.n_threads = 1;
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("strata_vk_experts_" + std::to_string(::getpid()) + ".gguf"))
-          .string();
-  auto r = synth_write(s, path);
-  ASSERT_TRUE(r.ok()) << r.message();
+  const std::string path = write_synth("strata_vk_experts_");
+  ASSERT_FALSE(path.empty());
   split_matches_host(path, 1e-4);
   std::filesystem::remove(path);
 }
@@ -235,20 +242,8 @@ void miss_policies_match_all_resident(const std::string& path, double tol, bool 
 }
 
 TEST(VulkanExperts, MissPoliciesMatchAllResident) {
-  SynthSpec s;
-  s.arch = "qwen3moe";
-  s.n_layer = 4;
-  s.n_embd = 64;
-  s.n_expert = 8;
-  s.n_expert_used = 2;
-  s.expert_ffn = 64;
-  s.n_vocab = 300;
-  s.type = "f32";
-  s.n_threads = 1;
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("strata_vk_miss_" + std::to_string(::getpid()) + ".gguf"))
-          .string();
-  ASSERT_TRUE(synth_write(s, path).ok());
+  const std::string path = write_synth("strata_vk_miss_");
+  ASSERT_FALSE(path.empty());
   miss_policies_match_all_resident(path, 1e-4, true);
   std::filesystem::remove(path);
 }

@@ -110,11 +110,11 @@ class VulkanDevice final : public Device {
   // Binds p with regions [p.bindings] and its push constants in s.
   Result<VkDescriptorSet> bind(vk::Submission& s, const vk::Pipeline& p, const Region* regions,
                                const void* params);
-  // Rows row0 .. row0 + n − 1 of y = x · mᵀ (+ bias) on the device, x in the form of m's
-  // vec_dot_type, then a barrier.
+  // y = x · mᵀ (+ bias) for n rows of x on the device, x in the form of m's vec_dot_type, then a
+  // barrier.
   Status record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
                        const vk::RawBuffer* bias, size_t bias_offset, const Region& x, const Region& y,
-                       int64_t n, int64_t row0 = 0);
+                       int64_t n);
   // One job of a job-list dispatch (linear.comp -DJOBS): matrix m in w over `tokens` (<= 8)
   // consecutive x rows from x_row, y from index y_at advancing by m's out per token, first bias
   // index (~0u: none).
@@ -132,11 +132,13 @@ class VulkanDevice final : public Device {
     size_t first = 0, count = 0, table_off = 0;
   };
   // Products of one shape and type as job-list dispatches: consecutive products in one buffer
-  // whose matrices one window of at most max_storage_range covers share one. Groups them, and
-  // with stage non-null writes their job tables at stage + table_off (each dispatch's at a
-  // 256-byte boundary); returns the table bytes (call with null first to size the staging).
-  size_t plan_jobs(const std::vector<Product>& ps, uint8_t* stage, size_t table_off,
-                   std::vector<JobDispatch>* out) const;
+  // whose matrices one window of at most max_storage_range covers share one. Each dispatch's table
+  // from the next 256-byte boundary at or after table_off; returns the end of the last table.
+  size_t plan_jobs(const std::vector<Product>& ps, size_t table_off, std::vector<JobDispatch>* out) const;
+  // The planned dispatches' job tables into stage (at their table_off).
+  static void write_jobs(const std::vector<Product>& ps, const std::vector<JobDispatch>& ds, uint8_t* stage);
+  // A dispatch of a linear pipeline over `rows` output rows (rows_per_group_ per workgroup) and z.
+  void dispatch_rows(vk::Submission& s, int64_t rows, uint32_t z);
   // Records planned dispatches (tables already at their offsets in `tables`), then a barrier.
   Status record_jobs(vk::Submission& s, const std::vector<JobDispatch>& ds, VkBuffer tables, const Region& x,
                      const Region& y, const Region* bias);

@@ -13,7 +13,7 @@ namespace strata {
 namespace {
 
 struct LinearParams {
-  uint32_t w_off, row_stride, n_in, n_out, n_tok, bias_off, has_bias, row0;
+  uint32_t w_off, row_stride, n_in, n_out, n_tok, bias_off, has_bias;
 };
 
 constexpr size_t kMaxJobs = 65535;  // jobs per dispatch (workgroup z)
@@ -129,7 +129,7 @@ Result<VkDescriptorSet> VulkanDevice::bind(vk::Submission& s, const vk::Pipeline
 
 Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const vk::RawBuffer& w,
                                    const vk::RawBuffer* bias, size_t bias_offset, const Region& x,
-                                   const Region& y, int64_t n, int64_t row0) {
+                                   const Region& y, int64_t n) {
   // Bound from the last 256-byte boundary at or before the data (a valid storage buffer offset
   // on every device); the shader adds the rest.
   const Window wwin =
@@ -143,18 +143,20 @@ Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const 
                             static_cast<uint32_t>(m.out),
                             static_cast<uint32_t>(n),
                             static_cast<uint32_t>((bias_offset - bwin.base) / 4),
-                            bias != nullptr ? 1u : 0u,
-                            static_cast<uint32_t>(row0)};
+                            bias != nullptr ? 1u : 0u};
   STRATA_TRY(bind(s, linear_.at(m.type), regions, &params).status());
-  const int64_t groups = (m.out + rows_per_group_ - 1) / rows_per_group_;
-  const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups));
-  const uint32_t gy = static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups);
-  ctx_->api().vkCmdDispatch(s.cmd, gx, gy, static_cast<uint32_t>((n + kTokenTile - 1) / kTokenTile));
+  dispatch_rows(s, m.out, static_cast<uint32_t>((n + kTokenTile - 1) / kTokenTile));
   ctx_->barrier(s.cmd);
   return {};
 }
 
-size_t VulkanDevice::plan_jobs(const std::vector<Product>& ps, uint8_t* stage, size_t table_off,
+void VulkanDevice::dispatch_rows(vk::Submission& s, int64_t rows, uint32_t z) {
+  const int64_t groups = (rows + rows_per_group_ - 1) / rows_per_group_;
+  ctx_->api().vkCmdDispatch(s.cmd, static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups)),
+                            static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups), z);
+}
+
+size_t VulkanDevice::plan_jobs(const std::vector<Product>& ps, size_t table_off,
                                std::vector<JobDispatch>* out) const {
   out->clear();
   const size_t max_span = ctx_->max_storage_range();
@@ -179,23 +181,25 @@ size_t VulkanDevice::plan_jobs(const std::vector<Product>& ps, uint8_t* stage, s
   }
   size_t at = table_off;
   for (JobDispatch& d : *out) {
-    at = align_up(at, kRegionAlign);
-    d.table_off = at;
-    if (stage != nullptr) {
-      uint32_t* t = reinterpret_cast<uint32_t*>(stage + at);
-      for (size_t j = 0; j < d.count; ++j) {
-        const Product& p = ps[d.first + j];
-        uint32_t* job = t + kJobWords * j;
-        job[0] = static_cast<uint32_t>(p.m->offset - d.win.base);
-        job[1] = p.x_row;
-        job[2] = p.y_at;
-        job[3] = p.bias_at;
-        job[4] = p.tokens;
-      }
-    }
+    d.table_off = at = align_up(at, kRegionAlign);
     at += 4 * kJobWords * d.count;
   }
-  return at - table_off;
+  return at;
+}
+
+void VulkanDevice::write_jobs(const std::vector<Product>& ps, const std::vector<JobDispatch>& ds,
+                              uint8_t* stage) {
+  for (const JobDispatch& d : ds) {
+    uint32_t* job = reinterpret_cast<uint32_t*>(stage + d.table_off);
+    for (size_t i = d.first; i < d.first + d.count; ++i, job += kJobWords) {
+      const Product& p = ps[i];
+      job[0] = static_cast<uint32_t>(p.m->offset - d.win.base);
+      job[1] = p.x_row;
+      job[2] = p.y_at;
+      job[3] = p.bias_at;
+      job[4] = p.tokens;
+    }
+  }
 }
 
 Status VulkanDevice::record_jobs(vk::Submission& s, const std::vector<JobDispatch>& ds, VkBuffer tables,
@@ -213,13 +217,9 @@ Status VulkanDevice::record_jobs(vk::Submission& s, const std::vector<JobDispatc
                               static_cast<uint32_t>(m.out),
                               static_cast<uint32_t>(d.count),
                               0,
-                              0,
                               0};
     STRATA_TRY(bind(s, linear_jobs_.at(m.type), regions, &params).status());
-    const int64_t groups = (m.out + rows_per_group_ - 1) / rows_per_group_;
-    const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(groups, kMaxGroups));
-    const uint32_t gy = static_cast<uint32_t>((groups + kMaxGroups - 1) / kMaxGroups);
-    ctx_->api().vkCmdDispatch(s.cmd, gx, gy, static_cast<uint32_t>(d.count));  // workgroup z: the job
+    dispatch_rows(s, m.out, static_cast<uint32_t>(d.count));  // workgroup z: the job
   }
   ctx_->barrier(s.cmd);
   return {};
@@ -438,13 +438,10 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
                                static_cast<uint32_t>(j * d), ~0u, tokens});
       }
     }
-  std::vector<JobDispatch> plan_gu, plan_up, plan_dn;
-  size_t jobs_at = j_off;
-  jobs_at += plan_jobs(gu, nullptr, jobs_at, &plan_gu);
-  jobs_at += plan_jobs(up_only, nullptr, align_up(jobs_at, kRegionAlign), &plan_up);
-  jobs_at = align_up(jobs_at, kRegionAlign);
-  jobs_at += plan_jobs(dn, nullptr, jobs_at, &plan_dn);
-  const size_t y_off = align_up(jobs_at, kRegionAlign);
+  std::vector<JobDispatch> plan_gu, plan_up, plan_dn;  // the dispatches and their tables from j_off
+  const size_t jobs_end =
+      plan_jobs(dn, plan_jobs(up_only, plan_jobs(gu, j_off, &plan_gu), &plan_up), &plan_dn);
+  const size_t y_off = align_up(jobs_end, kRegionAlign);
   const size_t g_off = align_up(y_off + y_bytes, kRegionAlign), u_off = g_off + u_off_rel;
   const size_t h_off = align_up(u_off + f_bytes, kRegionAlign), total = h_off + h_bytes;
   STRATA_ASSIGN(vk::Submission s, ctx_->begin());
@@ -456,12 +453,9 @@ Result<DeviceTicket> VulkanDevice::run_experts_locked(const DeviceExpertWork& w)
   if (!staging.ok()) return fail(staging.error());
   auto scratch = ctx_->add_scratch(s, total, /*host_visible=*/false, "run_experts activations");
   if (!scratch.ok()) return fail(scratch.error());
-  {  // the job tables, at the offsets planned above
-    size_t at = j_off;
-    at += plan_jobs(gu, staging->mapped, at, &plan_gu);
-    at += plan_jobs(up_only, staging->mapped, align_up(at, kRegionAlign), &plan_up);
-    plan_jobs(dn, staging->mapped, align_up(at, kRegionAlign), &plan_dn);
-  }
+  write_jobs(gu, plan_gu, staging->mapped);
+  write_jobs(up_only, plan_up, staging->mapped);
+  write_jobs(dn, plan_dn, staging->mapped);
   {  // every token converted once, then its rows copied to the slots routed to these experts
     std::vector<uint8_t> xg(xg_row * static_cast<size_t>(w.n)), xu(xu_row * static_cast<size_t>(w.n));
     to_form(gf, w.x, w.n, d, xg.data());

@@ -49,7 +49,6 @@ layout(push_constant) uniform Params {
   uint n_tok;
   uint bias_off;  // f32 index
   uint has_bias;
-  uint row0;  // rows row0.. of x and y (an expert's slots among all grouped slots)
 } p;
 
 #if !defined(SUBGROUP)
@@ -100,7 +99,7 @@ void main() {
   const uint t0 = job[z + 1u], y0 = job[z + 2u] + r, bias_at = job[z + 3u], nt = job[z + 4u];
   const uint base = p.w_off + job[z] + r * p.row_stride;
 #else
-  const uint t0 = p.row0 + TT * gl_WorkGroupID.z;
+  const uint t0 = TT * gl_WorkGroupID.z;
   const uint nt = min(TT, p.n_tok - TT * gl_WorkGroupID.z);
   const uint y0 = t0 * p.n_out + r, bias_at = p.has_bias != 0u ? p.bias_off : ~0u;
   const uint base = p.w_off + r * p.row_stride;
