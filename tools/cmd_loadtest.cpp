@@ -3,6 +3,9 @@
 // port (-m MODEL, with serve's slot and expert flags). Reports TTFT, time per output token and
 // request latency percentiles per prompt class (short / long) and throughput; with -m also the
 // server side: slots, KV bytes, peak RSS, expert hit rate.
+// --texts FILE writes each request's generated text (JSON lines, request order); --expect-texts FILE
+// checks this run's texts against such a file (e.g. a run under --kv-budget pressure against an
+// unconstrained one, at --temp 0 or with seeds): differences are listed and fail the run.
 //   strata loadtest -m MODEL.gguf -np 4 --concurrency 4 --requests 32 --classes short:32,long:256 -n 64
 //   strata loadtest --url http://127.0.0.1:8080 --concurrency 8 --json report.json
 #include <CLI/CLI.hpp>
@@ -16,6 +19,7 @@
 #include "command.h"
 #include "engram_flags.h"
 #include "expert_flags.h"
+#include "kv_pool_flags.h"
 #include "model/model.h"
 #include "obs/proc_mem.h"
 #include "runtime/engine.h"
@@ -68,6 +72,49 @@ strata::Result<std::pair<std::string, int>> parse_url(const std::string& url) {
   return std::make_pair(rest.substr(0, colon), p);
 }
 
+// A --texts file: one JSON object a line, "request" (its index) and "text".
+strata::Result<std::vector<std::string>> read_texts(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return strata::err("--expect-texts: cannot read '%s'", path.c_str());
+  std::vector<std::string> v;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("request") || !j["request"].is_number_unsigned() ||
+        !j.contains("text") || !j["text"].is_string())
+      return strata::err("--expect-texts: %s line %d is not {\"request\": N, \"text\": \"...\"}",
+                         path.c_str(), n);
+    const size_t i = j["request"].get<size_t>();
+    if (i > (1u << 24)) return strata::err("--expect-texts: %s line %d: request %zu", path.c_str(), n, i);
+    if (v.size() <= i) v.resize(i + 1);
+    v[i] = j["text"].get<std::string>();
+  }
+  return v;
+}
+
+// Prints how many of this run's texts equal the expected ones; 1 when any differs or is missing.
+int compare_texts(const std::vector<std::string>& got, const std::vector<std::string>& want,
+                  const std::string& path) {
+  size_t same = 0;
+  std::vector<size_t> differ;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i < want.size() && got[i] == want[i] && !got[i].empty())
+      ++same;
+    else
+      differ.push_back(i);
+  }
+  std::printf("texts: %zu of %zu requests equal %s", same, got.size(), path.c_str());
+  if (want.size() != got.size()) std::printf(" (it holds %zu)", want.size());
+  if (!differ.empty()) {
+    std::printf("; differ or failed:");
+    for (size_t k = 0; k < differ.size() && k < 16; ++k) std::printf(" %zu", differ[k]);
+    if (differ.size() > 16) std::printf(" ...");
+  }
+  std::printf("\n");
+  return differ.empty() && want.size() == got.size() ? 0 : 1;
+}
+
 int cmd_loadtest(int argc, char** argv) {
   strata::server::LoadTestOptions o;
   std::string url, model_path, classes = "short:32,long:256", json_out, ctx = "0";
@@ -90,6 +137,12 @@ int cmd_loadtest(int argc, char** argv) {
   app.add_option("--temp", o.temperature, "temperature")->capture_default_str();
   app.add_option("--api-key", o.api_key, "Authorization: Bearer KEY");
   app.add_option("--json", json_out, "write the report as JSON to this file");
+  std::string texts_out, texts_expected;
+  app.add_option("--texts", texts_out, "write each request's generated text to this file (JSON lines)");
+  app.add_option("--expect-texts", texts_expected,
+                 "a --texts file of an earlier run: this run's texts must equal it (else exit 1)");
+  strata::cli::KvPoolFlags kpf;
+  kpf.add(app);
   strata::cli::EngramFlags ef;
   strata::cli::ExpertFlags xf;
   xf.add(app);
@@ -99,6 +152,14 @@ int cmd_loadtest(int argc, char** argv) {
   auto cls = parse_classes(classes);
   if (!cls.ok()) return fail(cls.message(), 2);
   o.classes = *cls;
+  o.keep_texts = !texts_out.empty() || !texts_expected.empty();
+  std::vector<std::string> expected;
+  if (!texts_expected.empty()) {
+    auto e = read_texts(texts_expected);
+    if (!e.ok()) return fail(e.message(), 2);
+    expected = std::move(*e);
+  }
+  if (!url.empty() && kpf.any()) return fail("the KV pool flags configure the server of -m (not --url)", 2);
   if (o.concurrency < 1 || o.concurrency > 1024) return fail("--concurrency must be in [1, 1024]", 2);
   if (o.requests < 1) return fail("--requests must be >= 1", 2);
   if (o.max_tokens < 1) return fail("--max-tokens must be >= 1", 2);
@@ -125,6 +186,7 @@ int cmd_loadtest(int argc, char** argv) {
     if (!model->has_tokenizer()) return fail(model_path + " has no tokenizer", 2);
     eo.n_slots = slots;
     eo.max_queue = o.requests;
+    if (auto st = kpf.apply(&eo); !st.ok()) return fail(st.message(), 2);
     const strata::SessionOptions so{.n_ctx = *c};
     auto e = strata::Engine::for_model(*model, so, eo);
     if (!e.ok()) return fail(e.message(), 2);
@@ -170,12 +232,26 @@ int cmd_loadtest(int argc, char** argv) {
     if (!(f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"))
       return fail("cannot write '" + json_out + "'");
   }
+  int text_rc = 0;
+  if (!texts_out.empty()) {
+    std::ofstream f(texts_out);
+    for (size_t i = 0; i < rep->texts.size(); ++i)
+      f << nlohmann::json{{"request", i},
+                          {"class", o.classes[i % o.classes.size()].name},
+                          {"text", rep->texts[i]}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
+    if (!f) return fail("cannot write '" + texts_out + "'");
+  }
+  if (!texts_expected.empty()) {
+    text_rc = compare_texts(rep->texts, expected, texts_expected);
+  }
   engine.reset();
   if (model) {
     if (auto st = xf.finish(*model); !st.ok()) return fail(st.message());
   }
   const auto& all = rep->classes.back();
-  return all.failed ? 1 : 0;
+  return all.failed || text_rc ? 1 : 0;
 }
 
 const strata::cli::Registrar reg{

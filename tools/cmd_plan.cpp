@@ -48,6 +48,9 @@ static int cmd_plan(int argc, char** argv) {
   strata::cli::KvSpillPlanFlags sf;  // serve's prefix-cache spill tiers, priced when given
   sf.add(app);
   app.add_option("--block-size", o_block_size, "positions per KV block (as serve)")->capture_default_str();
+  std::string kv_budget;
+  app.add_option("--kv-budget", kv_budget,
+                 "price serve's paged KV pool of this many bytes (K/M/G; default -c x --batch positions)");
   app.add_option("--expert-type", expert_type,
                  "--config: routed expert type (default mxfp4 for deepseek-v4, else q8_0)");
   app.add_option("--weight-type", weight_type, "--config: type of the other matrices")->capture_default_str();
@@ -115,6 +118,11 @@ static int cmd_plan(int argc, char** argv) {
   o.kv_type_index = kv->index;
   if (o_block_size < 1 || o_block_size > 4096) return fail("--block-size must be in [1, 4096]", 2);
   o.block_size = o_block_size;
+  {
+    auto kb = strata::cli::parse_flag_size(kv_budget, "--kv-budget", 0);
+    if (!kb.ok()) return fail(kb.message(), 2);
+    o.kv_budget = *kb;
+  }
   if (!sf.cache_ram.empty()) {
     auto cr = strata::cli::parse_flag_size(sf.cache_ram, "--cache-ram", 0);
     if (!cr.ok()) return fail(cr.message(), 2);

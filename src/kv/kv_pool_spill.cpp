@@ -60,6 +60,12 @@ void KvPool::load_prefix(BlockTable& t, std::span<const int32_t> tokens) {
     (w == KvTier::ram ? in_ram : on_disk) += 1;
     parent = h;
   }
+  // Only what the pool can take now is decided on (a parked sequence looks again when it has room).
+  const int64_t room = pool_.available();
+  if (in_ram + on_disk > room) {
+    on_disk = std::max<int64_t>(0, std::min(on_disk, room - in_ram));
+    in_ram = std::min(in_ram, room);
+  }
   const int64_t run = in_ram + on_disk;
   if (run == 0) return;
   if (!spill_->load_cheaper(in_ram, on_disk, run * block_size_, block_bytes_)) {

@@ -165,7 +165,11 @@ void KvSpill::set_last_measured(double seconds, int64_t blocks) {
   s_.last_measured_s = seconds;
   s_.measured_load_s += seconds;
   const bool known = s_.prefill_s_per_token > 0;  // else the recompute side was not predicted
-  if (known && seconds <= s_.last_recompute_s) ++s_.loads_beat_recompute;
+  // Against the recompute predicted for the blocks it loaded (a fetch can stop short of the run).
+  const int64_t run = last_ram_ + last_disk_;
+  const double recompute_loaded =
+      run > 0 ? s_.last_recompute_s * static_cast<double>(blocks) / static_cast<double>(run) : 0;
+  if (known && blocks > 0 && seconds <= recompute_loaded) ++s_.loads_beat_recompute;
   char recompute[48] = "not measured yet";
   if (known) std::snprintf(recompute, sizeof recompute, "%.3f ms", s_.last_recompute_s * 1e3);
   if (verbose_)

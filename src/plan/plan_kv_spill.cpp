@@ -1,6 +1,8 @@
-// serve's prefix-cache spill tiers in the memory bill (planner.h, kv_spill): kv/KvPool::bill sizes
-// them, for the pool the engine makes by default (-c x --batch sequences, whole blocks), at the
-// plan's KV types.
+// serve's paged KV pool and its prefix-cache spill tiers in the memory bill (planner.h, kv_cache
+// and kv_spill): kv/KvPool::bill sizes them, for the pool the engine makes (--kv-budget, else -c x
+// --batch sequences in whole blocks), at the plan's KV types.
+#include <algorithm>
+
 #include "kv/kv_pool.h"
 #include "plan/planner.h"
 
@@ -15,7 +17,8 @@ void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
   const KvSpec spec = plan_kv_spec(m, p);  // at the plan's types, as the bill's lines
   KvPoolOptions po;
   po.block_size = p.block_size;
-  po.budget_bytes = KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);
+  po.budget_bytes =
+      p.kv_budget > 0 ? p.kv_budget : KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);
   po.ram_bytes = p.cache_ram < 0 ? po.budget_bytes : static_cast<uint64_t>(p.cache_ram);
   if (p.prefix_cache_dir) po.disk_dir = "(planned)";
   po.disk_bytes = p.prefix_cache_dir_size;
@@ -33,6 +36,42 @@ void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
   b->kv_ssd = kb->ssd;
   b->kv_ssd_file = kb->ssd_file;
   b->kv_ssd_budget = kb->ssd_budget;
+}
+
+Status plan_kv_budget(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
+  if (p.kv_budget == 0) return {};
+  if (m.kv.family == KvFamily::mla) return err("plan: --kv-budget: strata does not run this architecture");
+  const KvSpec spec = plan_kv_spec(m, p);
+  KvPoolOptions po;
+  po.block_size = p.block_size;
+  po.budget_bytes = KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);
+  STRATA_ASSIGN(const KvPoolBill def, KvPool::bill(spec, po));
+  po.budget_bytes = p.kv_budget;
+  auto gb = KvPool::bill(spec, po);
+  if (!gb.ok()) return err_context("plan: --kv-budget", gb.error());
+  const KvPoolBill& got = *gb;
+  if (def.pool_bytes == 0) return err("plan: --kv-budget: this model keeps no KV in a paged pool");
+  b->kv_pool_default = def.pool_bytes;
+  b->kv_pool_budget = got.pool_bytes;
+  // The paged lines share the pool as they share a position's bytes; the last takes the rounding.
+  uint64_t paged = 0, left = got.pool_bytes;
+  for (const PlanKvLine& l : b->kv_lines)
+    if (l.paged) paged += l.bytes;
+  PlanKvLine* last = nullptr;
+  b->kv_cache = 0;
+  for (PlanKvLine& l : b->kv_lines) {
+    if (l.paged && paged > 0) {
+      l.bytes = static_cast<uint64_t>(static_cast<long double>(got.pool_bytes) * l.bytes / paged);
+      left -= std::min(left, l.bytes);
+      last = &l;
+    }
+    b->kv_cache += l.bytes;
+  }
+  if (last) {
+    last->bytes += left;
+    b->kv_cache += left;
+  }
+  return {};
 }
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/units.h"
+#include "kv/kv_pool.h"
 #include "memory/engram/engram_table.h"
 #include "memory/io/io_engine.h"
 #include "model/archs/decoder.h"
@@ -175,11 +176,16 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o) {
   b.kv_cache = 0;
   for (const KvBillLine& l : bill.lines) {
     const KvType t = l.part.type;
-    PlanKvLine pl{l.name(), l.what(), kv_type_name(l.part.stored_as(t)), l.bytes_per_token(t),
-                  l.bytes(t, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq)};
+    PlanKvLine pl{l.name(),
+                  l.what(),
+                  kv_type_name(l.part.stored_as(t)),
+                  l.bytes_per_token(t),
+                  l.bytes(t, p.n_ctx, nb) * static_cast<uint64_t>(p.n_seq),
+                  KvPool::pages_part(l.part)};
     b.kv_lines.push_back(pl);
     b.kv_cache += pl.bytes;
   }
+  STRATA_TRY(plan_kv_budget(m, p, &b));
   // One step scratch (n_batch capped at the context) that the sequences' sessions share (an
   // engine's slots: SessionOptions::share_scratch), plus one logits row.
   b.scratch = session_scratch_bytes(m, nb, p.n_ctx, p.n_threads, p.kv_types()) +
@@ -323,8 +329,13 @@ std::string plan_text(const PlanBill& b) {
                     format_bytes(m.engram_table_bytes).c_str(), m.engram_tables * m.engram_cols);
     row("engram_tables", b.engram_tables, pct(b.engram_tables) + buf);
   }
-  row("kv_cache", b.kv_cache,
-      pct(b.kv_cache) + "  per cache kind below, x " + std::to_string(p.n_seq) + " sequence(s)");
+  if (b.kv_pool_budget > 0)
+    row("kv_cache", b.kv_cache,
+        pct(b.kv_cache) + "  --kv-budget: a paged pool of " + format_bytes(b.kv_pool_budget) + " (" +
+            format_bytes(b.kv_pool_default) + " at " + std::to_string(p.n_seq) + " x -c)");
+  else
+    row("kv_cache", b.kv_cache,
+        pct(b.kv_cache) + "  per cache kind below, x " + std::to_string(p.n_seq) + " sequence(s)");
   for (const PlanKvLine& l : b.kv_lines) {
     char buf[64];
     if (l.bytes_per_token > 0)
@@ -411,6 +422,7 @@ std::string plan_json(const PlanBill& b) {
   j["expert_count"] = b.expert_count;
   j["expert_min_bytes"] = b.expert_min;
   j["kv_cache"] = b.kv_cache;
+  if (b.kv_pool_budget > 0) j["kv_pool_budget"] = b.kv_pool_budget;
   j["kv_cache_lines"] = nlohmann::json::array();
   for (const PlanKvLine& l : b.kv_lines)
     j["kv_cache_lines"].push_back({{"name", l.name},

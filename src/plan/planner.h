@@ -10,7 +10,8 @@
 //    as 4 KiB-aligned covers of its file ranges (the expert store's layout, for O_DIRECT reads; a
 //    checkpoint directory's FP4 parts with their staging, memory/experts/expert_store_catalog.h);
 //  * kv_cache: plan/kv_bill's bill (the architecture's KV spec) for one sequence of n_ctx tokens,
-//    x n_seq sequences;
+//    x n_seq sequences; with --kv-budget the paged parts' lines are the pool kv/KvPool::bill sizes
+//    for it (serve's pool), the others as before;
 //  * scratch: the step buffers at min(n_ubatch, n_ctx) tokens per step, sized by the
 //    architecture's own function (decoder_scratch, ds4_arena_bytes), which the sequences'
 //    sessions share (SessionOptions::share_scratch, as the engine's slots do), plus one logits row;
@@ -21,7 +22,7 @@
 //    a budget;
 //  * kv_spill (serve's prefix cache, priced when asked: -cram, --prefix-cache-dir): the RAM tier's
 //    budget and the SSD writer's queue at most, as kv/KvPool::bill sizes them for the engine's
-//    default pool (-c x --batch sequences in whole blocks); the SSD files' budget is reported
+//    pool (--kv-budget, else -c x --batch sequences in whole blocks); the SSD files' budget is reported
 //    apart (not RAM). Only where the pool caches prefixes (every KV part paged);
 //  * runtime: process overhead that is not the model (code, tokenizer tables, thread stacks);
 //  * engram_tables (V4.1): the Engram n-gram tables at their checkpoint storage (FP8 + UE8M0 per
@@ -126,13 +127,17 @@ struct PlanOptions {
   bool prefix_cache_dir = false;
   uint64_t prefix_cache_dir_size = 0;
   int block_size = 16;  // the pool's positions per block
+  // serve's --kv-budget: the paged KV pool's bytes (0: -c x --batch sequences in whole blocks, the
+  // engine's default); kv_cache then bills the pool KvPool sizes for it (kv_pool_budget below).
+  uint64_t kv_budget = 0;
 };
 
 struct PlanKvLine {
   std::string name, what;
   std::string type;            // the element type its rows are stored in (kv_type_name)
   double bytes_per_token = 0;  // growth per token, one sequence
-  uint64_t bytes = 0;          // at n_ctx, all sequences
+  uint64_t bytes = 0;          // at n_ctx, all sequences (in the pool --kv-budget sizes, when paged)
+  bool paged = false;          // its rows live in the engine's paged KV pool (kv/KvPool::pages_part)
 };
 
 struct PlanBill {
@@ -145,6 +150,9 @@ struct PlanBill {
   int64_t expert_count = 0;  // routed experts in all layers
   uint64_t expert_min = 0;   // one layer's top-k slots
   uint64_t kv_cache = 0;
+  // With --kv-budget: the pool's bytes for it and for the default budget (the paged lines scaled by
+  // their ratio); 0 when none was given or the architecture pages no KV.
+  uint64_t kv_pool_budget = 0, kv_pool_default = 0;
   std::vector<PlanKvLine> kv_lines;
   uint64_t scratch = 0;
   uint64_t io_buffers = 0;
@@ -177,6 +185,8 @@ Result<PlanBill> plan_make(const PlanModel& m, const PlanOptions& o);
 KvSpec plan_kv_spec(const PlanModel& m, const PlanOptions& o);
 // The kv_spill part of the bill (plan_kv_spill.cpp), from kv/KvPool::bill.
 void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b);
+// --kv-budget: the paged lines re-billed as the pool KvPool sizes for that budget (planner.h).
+Status plan_kv_budget(const PlanModel& m, const PlanOptions& p, PlanBill* b);
 std::string plan_text(const PlanBill& b);
 std::string plan_json(const PlanBill& b);  // keys documented in plan_json (planner.cpp)
 

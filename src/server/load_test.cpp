@@ -56,6 +56,7 @@ struct Sample {
   std::string error;
   double ttft = 0, latency = 0, tpot = -1;
   int64_t prompt_tokens = 0, gen_tokens = 0;
+  std::string text;  // with keep_texts
 };
 
 // One streamed request: times the first text chunk and the end, reads usage from the last chunk.
@@ -104,6 +105,7 @@ Sample one_request(httplib::Client& cli, const LoadTestOptions& o, int cls, cons
         const std::string text =
             c.contains("text") && c["text"].is_string() ? c["text"].get<std::string>() : "";
         if (!text.empty() && ++text_chunks == 1) t_first = now_seconds();
+        if (o.keep_texts) s.text += text;
       }
     }
     return true;
@@ -204,6 +206,18 @@ class StatsPoller {
     r_.preemptions = kv.value("preemptions", uint64_t{0});
     r_.recomputed_tokens = kv.value("recomputed_tokens", uint64_t{0});
     r_.max_kv_sequences = std::max(r_.max_kv_sequences, kv.value("sequences_max", 0));
+    r_.loaded_blocks = kv.value("loaded_blocks", uint64_t{0});
+    r_.recomputed_blocks = kv.value("recomputed_blocks", uint64_t{0});
+    if (kv.contains("spill") && kv["spill"].is_object())
+      r_.spilled_blocks = kv["spill"].value("blocks", uint64_t{0});
+    if (kv.contains("decisions") && kv["decisions"].is_object()) {
+      const json& d = kv["decisions"];
+      r_.load_decisions = d.value("load", uint64_t{0});
+      r_.recompute_decisions = d.value("recompute", uint64_t{0});
+      r_.loads_beat_recompute = d.value("loads_beat_recompute", uint64_t{0});
+      r_.predicted_load_s = d.value("predicted_load_s", 0.0);
+      r_.measured_load_s = d.value("measured_load_s", 0.0);
+    }
     return true;
   }
 
@@ -272,6 +286,8 @@ Result<LoadReport> run_load_test(const LoadTestOptions& o) {
   rep.classes.push_back(report_of("all", samples, -1));
   for (const Sample& s : samples)
     if (!s.ok && rep.errors.size() < 5) rep.errors.push_back(s.error);
+  if (o.keep_texts)
+    for (Sample& s : samples) rep.texts.push_back(s.ok ? std::move(s.text) : std::string());
   return rep;
 }
 
@@ -311,6 +327,20 @@ std::string load_report_text(const LoadReport& r) {
                   100.0 * k.fragmentation_avg, static_cast<unsigned long long>(k.preemptions),
                   static_cast<unsigned long long>(k.recomputed_tokens), k.prefix_hit_rate);
     o += line;
+    if (k.spilled_blocks + k.load_decisions + k.recompute_decisions > 0) {
+      std::snprintf(
+          line, sizeof line,
+          "server KV tiers: %llu blocks spilled, %llu loaded back, %llu recomputed; decisions: %llu "
+          "load (%llu measured faster than the recompute predicted), %llu recompute; load %.2f ms "
+          "predicted, %.2f ms measured in all\n",
+          static_cast<unsigned long long>(k.spilled_blocks), static_cast<unsigned long long>(k.loaded_blocks),
+          static_cast<unsigned long long>(k.recomputed_blocks),
+          static_cast<unsigned long long>(k.load_decisions),
+          static_cast<unsigned long long>(k.loads_beat_recompute),
+          static_cast<unsigned long long>(k.recompute_decisions), k.predicted_load_s * 1e3,
+          k.measured_load_s * 1e3);
+      o += line;
+    }
   } else if (k.seen) {
     std::snprintf(line, sizeof line, "server: at most %d requests running (no paged KV)\n", k.max_running);
     o += line;
@@ -348,6 +378,15 @@ json load_report_json(const LoadReport& r) {
                              {"preemptions", k.preemptions},
                              {"recomputed_tokens", k.recomputed_tokens},
                              {"prefix_hit_rate", k.prefix_hit_rate},
+                             {"spilled_blocks", k.spilled_blocks},
+                             {"loaded_blocks", k.loaded_blocks},
+                             {"recomputed_blocks", k.recomputed_blocks},
+                             {"decisions",
+                              {{"load", k.load_decisions},
+                               {"recompute", k.recompute_decisions},
+                               {"loads_beat_recompute", k.loads_beat_recompute},
+                               {"predicted_load_s", k.predicted_load_s},
+                               {"measured_load_s", k.measured_load_s}}},
                              {"polls", k.polls}};
   return j;
 }

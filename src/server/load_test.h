@@ -33,6 +33,7 @@ struct LoadTestOptions {
   std::vector<PromptClass> classes = {{"short", 32}, {"long", 256}};
   uint32_t seed = 1;  // prompt words
   double timeout_s = 600;
+  bool keep_texts = false;  // LoadReport::texts: each request's generated text
 };
 
 struct LatencySummary {
@@ -59,6 +60,12 @@ struct ServerKvReport {
   int64_t max_blocks_used = 0, blocks_total = 0;
   double fragmentation_run = 0, fragmentation_avg = 0, prefix_hit_rate = 0;
   uint64_t preemptions = 0, recomputed_tokens = 0;
+  // The spill tiers' load-or-recompute decisions (kv/kv_spill.h's cost model) at the end: runs of
+  // prefix blocks found in RAM / SSD loaded or recomputed; of the loads, those whose measured time
+  // was at most the recompute time predicted for the same run; blocks spilled, loaded back, recomputed.
+  uint64_t load_decisions = 0, recompute_decisions = 0, loads_beat_recompute = 0;
+  uint64_t spilled_blocks = 0, loaded_blocks = 0, recomputed_blocks = 0;
+  double predicted_load_s = 0, measured_load_s = 0;
   int polls = 0;
 };
 
@@ -68,6 +75,8 @@ struct LoadReport {
   std::vector<ClassReport> classes;  // per class, then "all" last
   std::vector<std::string> errors;   // the first few failure messages
   ServerKvReport server;
+  // With keep_texts: request i's generated text (empty when it failed), in request order.
+  std::vector<std::string> texts;
   double gen_tok_s() const;  // generated tokens / wall time (all classes)
   double req_s() const;
 };

@@ -148,6 +148,39 @@ TEST_F(PlanSynth, ServeSpillTiersAreBilledAsTheKvPoolSizesThem) {
   EXPECT_FALSE(ram->kv_ssd);
 }
 
+// serve's --kv-budget: the paged pool KvPool sizes for it (whole blocks under the budget), not
+// -c x --batch; the RAM tier's default follows it.
+TEST_F(PlanSynth, KvBudgetBillsThePoolServeMakes) {
+  auto f = GgufFile::open(path_);
+  ASSERT_TRUE(f.ok());
+  auto m = plan_model_from_gguf(**f);
+  ASSERT_TRUE(m.ok());
+  PlanOptions o;
+  o.n_ctx = 512;
+  o.n_seq = 4;
+  o.n_threads = 2;
+  auto full = plan_make(*m, o);
+  ASSERT_TRUE(full.ok());
+  const uint64_t per_pos = 3u * 2 * 2 * 32 * 4, block = 16 * per_pos;
+  o.kv_budget = 10 * block + block / 2;  // 10 whole blocks
+  o.cache_ram = -1;
+  auto b = plan_make(*m, o);
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ(b->kv_cache, 10 * block);
+  EXPECT_EQ(b->kv_pool_budget, 10 * block);
+  EXPECT_EQ(b->kv_pool_default, full->kv_cache);
+  EXPECT_EQ(b->kv_ram_tier, o.kv_budget);  // as the engine sizes it: the budget given
+  uint64_t lines = 0;
+  for (const PlanKvLine& l : b->kv_lines) lines += l.bytes;
+  EXPECT_EQ(lines, b->kv_cache);
+  EXPECT_EQ(b->total, full->total - full->kv_cache + 10 * block + b->kv_ram_tier);
+  EXPECT_NE(plan_text(*b).find("--kv-budget"), std::string::npos);
+  o.kv_budget = block / 2;  // under one block: the pool's own error
+  auto tiny = plan_make(*m, o);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.message().find("--kv-budget"), std::string::npos) << tiny.message();
+}
+
 TEST_F(PlanSynth, BudgetForRam) {
   auto f = GgufFile::open(path_);
   ASSERT_TRUE(f.ok());

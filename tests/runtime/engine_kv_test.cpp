@@ -157,6 +157,14 @@ void expect_oversubscribed_same_text(const Model& m) {
     EXPECT_EQ(e->kv_pool()->stats().unused_rows, 0);
     EXPECT_GE(e->kv_pool()->stats().fragmentation_avg, 0.0);
     EXPECT_LT(e->kv_pool()->stats().fragmentation_avg, 1.0);
+    // The RAM tier (the pool's bytes by default) takes evicted blocks; every load decision loads
+    // at least one block (none is taken while the pool has no room for it).
+    const KvSpillStats sp = e->kv_pool()->stats().spill;
+    EXPECT_GE(sp.ram_hits + sp.disk_hits, sp.load_decisions);
+    EXPECT_LE(sp.loads_beat_recompute, sp.load_decisions);
+    if (cache && sp.ram_on) {  // a model whose every KV part is paged (the pool caches prefixes)
+      EXPECT_GT(sp.ram_hits, 0u);
+    }
     std::printf("[ oversubscribed ] prefix cache %s: %llu preemptions, %llu tokens recomputed\n",
                 cache ? "on" : "off", static_cast<unsigned long long>(c.preemptions),
                 static_cast<unsigned long long>(c.recomputed_tokens));

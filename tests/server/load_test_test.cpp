@@ -57,7 +57,10 @@ TEST(LoadTest, RunAgainstAServerCountsEveryToken) {
   o.requests = 6;
   o.max_tokens = 5;
   o.classes = {{"short", 4}, {"long", 40}};
+  o.keep_texts = true;
   auto rep = run_load_test(o);
+  o.requests = 2;  // the same first two requests again: the same texts (greedy)
+  auto again = run_load_test(o);
   http.stop();
   t.join();
   ASSERT_TRUE(rep.ok()) << rep.message();
@@ -82,6 +85,12 @@ TEST(LoadTest, RunAgainstAServerCountsEveryToken) {
   EXPECT_GE(rep->server.polls, 1);
   EXPECT_LE(rep->server.max_running, 2);
   EXPECT_EQ(load_report_json(*rep)["server_stats"]["paged_kv"], false);
+  ASSERT_EQ(rep->texts.size(), 6u);
+  for (const std::string& text : rep->texts) EXPECT_FALSE(text.empty());
+  ASSERT_TRUE(again.ok()) << again.message();
+  ASSERT_EQ(again->texts.size(), 2u);
+  EXPECT_EQ(again->texts[0], rep->texts[0]);
+  EXPECT_EQ(again->texts[1], rep->texts[1]);
 }
 
 TEST(LoadTest, UnreachableServerAndBadOptionsAreErrors) {
