@@ -4,6 +4,7 @@
 // (a lazy grammar, runtime/lazy_grammar.h); with required or a named function it is the whole reply.
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "server/json_schema_grammar.h"
 #include "server/tool_calls.h"
@@ -72,8 +73,35 @@ bool is_string_schema(const json& s) {
   return s.is_object() && s.contains("type") && s["type"] == "string";
 }
 
+// A DSML string parameter's raw text (string="true") under its schema: an enum / const of strings as
+// those texts, minLength / maxLength as that many characters other than '<', else any text; nullopt
+// for what raw text cannot express (pattern, format): such a string is written as JSON (string="false").
+std::optional<std::string> dsml_raw_string(const json& s) {
+  std::vector<json> choices;
+  if (auto e = s.find("enum"); e != s.end() && e->is_array()) choices.assign(e->begin(), e->end());
+  if (auto c = s.find("const"); c != s.end()) choices = {*c};
+  if (!choices.empty()) {
+    std::string alt;
+    for (const json& c : choices) {
+      if (!c.is_string() || c.get<std::string>().find('<') != std::string::npos) return std::nullopt;
+      alt += (alt.empty() ? "" : " | ") + lit(c.get<std::string>());
+    }
+    return "(" + alt + ")";
+  }
+  if (s.contains("pattern") || s.contains("format")) return std::nullopt;
+  if (!s.contains("minLength") && !s.contains("maxLength")) return std::string("dsml-text");
+  const auto bound = [&](const char* k) -> int64_t {
+    auto it = s.find(k);
+    return it != s.end() && it->is_number_unsigned() ? it->get<int64_t>() : -1;
+  };
+  const int64_t lo = std::max<int64_t>(bound("minLength"), 0), hi = bound("maxLength");
+  if (hi >= 0 && hi < lo) return std::nullopt;  // the JSON path names the error
+  return "[^<]{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") + "}";
+}
+
 // DSML: an invoke per function, its parameters in the schema's order (optional ones may be left out),
-// strings as they are, other values as JSON; a schema without properties takes any parameters.
+// strings as they are (within their schema: dsml_raw_string), other values as JSON; a schema without
+// properties takes any parameters.
 Result<std::string> dsml_invoke(const std::vector<ToolFunction>& fns, std::string* rules) {
   std::string alt;
   for (size_t i = 0; i < fns.size(); ++i) {
@@ -90,8 +118,10 @@ Result<std::string> dsml_invoke(const std::vector<ToolFunction>& fns, std::strin
         const std::string open = "<" + kDsml + "parameter name=\"" + key + "\" string=\"";
         const std::string close = lit("</" + kDsml + "parameter>\n");
         std::string one;
-        if (is_string_schema(schema)) {
-          one = lit(open + "true\">") + " dsml-text " + close;
+        const std::optional<std::string> raw =
+            is_string_schema(schema) ? dsml_raw_string(schema) : std::optional<std::string>();
+        if (raw) {
+          one = lit(open + "true\">") + " " + *raw + " " + close;
         } else {
           const std::string prefix = "f" + std::to_string(i) + "-p" + std::to_string(j) + "-";
           auto v = json_schema_part(schema, prefix, rules);

@@ -269,6 +269,36 @@ TEST(ToolCallGrammar, DsmlInvokeWithoutArguments) {
       grammar_matches(*g, open + "<｜DSML｜invoke name=\"get_weather\">\n\n</｜DSML｜invoke>\n" + close));
 }
 
+// DSML string parameters are raw text under their schema: maxLength / minLength bound it, an enum
+// lists its texts, and a pattern makes the value a JSON string (string="false") the pattern holds.
+TEST(ToolCallGrammar, DsmlRawStringsKeepTheirSchema) {
+  ToolFunction f{"f", json::parse(R"({"type": "object", "properties": {
+      "city": {"type": "string", "minLength": 2, "maxLength": 5},
+      "zone": {"type": "string", "enum": ["UTC", "CET"]},
+      "code": {"type": "string", "pattern": "^[A-Z]{2}$"}}, "required": ["city", "zone", "code"]})")};
+  auto gbnf = tool_calls_grammar(ToolSyntax::dsml, {f}, ToolGrammarOptions{.required = true});
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  auto g = Grammar::parse(*gbnf);
+  ASSERT_TRUE(g.ok()) << g.message();
+  // the parameters in the schema's key order (city, code, zone)
+  auto call = [](const std::string& city, const std::string& zone, const std::string& code) {
+    const std::string p = "<｜DSML｜parameter name=\"", e = "</｜DSML｜parameter>\n";
+    return "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n" + p + "city\" string=\"true\">" + city +
+           e + p + "code\" " + code + e + p + "zone\" string=\"true\">" + zone + e +
+           "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  };
+  EXPECT_TRUE(grammar_matches(*g, call("Oslo", "CET", "string=\"false\">\"NO\""))) << *gbnf;
+  EXPECT_FALSE(grammar_matches(*g, call("Oslo is cold", "CET", "string=\"false\">\"NO\"")));  // maxLength
+  EXPECT_FALSE(grammar_matches(*g, call("O", "CET", "string=\"false\">\"NO\"")));             // minLength
+  EXPECT_FALSE(grammar_matches(*g, call("Oslo", "PST", "string=\"false\">\"NO\"")));          // enum
+  EXPECT_FALSE(grammar_matches(*g, call("Oslo", "CET", "string=\"false\">\"Nor\"")));         // pattern
+  EXPECT_FALSE(grammar_matches(*g, call("Oslo", "CET", "string=\"true\">NO")));  // raw: no pattern
+  const ToolCallDelta d = parse_tool_calls(ToolSyntax::dsml, call("Oslo", "CET", "string=\"false\">\"NO\""));
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(json::parse(d.calls[0].arguments),
+            json::parse(R"({"city": "Oslo", "zone": "CET", "code": "NO"})"));
+}
+
 // The data chunks of an SSE body, each parsed.
 std::vector<json> sse_chunks(const std::string& body) {
   std::vector<json> out;
