@@ -76,6 +76,33 @@ const char* string_format(const std::string& f) {
   return it == formats.end() ? nullptr : it->second.c_str();
 }
 
+// The code points of UTF-8 text (JSON keys: valid UTF-8).
+std::vector<uint32_t> code_points(const std::string& s) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    uint32_t cp = n == 1 ? c : c & (0x7Fu >> n);
+    for (int k = 1; k < n && i + static_cast<size_t>(k) < s.size(); ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3Fu);
+    out.push_back(cp);
+    i += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+// One code point as a GBNF escape (inside a class or a literal).
+std::string cp_escape(uint32_t cp) {
+  char buf[16];
+  if (cp < 0x80)
+    std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(cp));
+  else if (cp <= 0xFFFF)
+    std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(cp));
+  else
+    std::snprintf(buf, sizeof buf, "\\U%08X", static_cast<unsigned>(cp));
+  return buf;
+}
+
 std::string json_literal(const json& v) {
   return literal(v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
@@ -366,6 +393,40 @@ class Converter {
     return add_rule("\"[\" ws " + (next.empty() ? "" : next + " ") + "\"]\"");
   }
 
+  // The characters of a key (between its quotes) that is none of `names`: a trie of their code
+  // points, each node allowing the end (when no name ends there), a character none of its children
+  // has, or a child; past a name's last character, at least one more.
+  std::string other_key(const std::set<std::string>& names) {
+    struct Node {
+      std::map<uint32_t, int> next;
+      bool end = false;
+    };
+    std::vector<Node> trie(1);
+    for (const std::string& n : names) {
+      int at = 0;
+      for (uint32_t cp : code_points(n)) {
+        auto it = trie[static_cast<size_t>(at)].next.find(cp);
+        if (it == trie[static_cast<size_t>(at)].next.end()) {
+          trie.emplace_back();
+          it = trie[static_cast<size_t>(at)].next.emplace(cp, static_cast<int>(trie.size()) - 1).first;
+        }
+        at = it->second;
+      }
+      trie[static_cast<size_t>(at)].end = true;
+    }
+    const std::string keychar = add_rule("[^\"\\\\\\x00-\\x1F]");
+    std::function<std::string(int)> node = [&](int at) -> std::string {
+      const Node& nd = trie[static_cast<size_t>(at)];
+      std::string cls = "[^\"\\\\\\x00-\\x1F";
+      for (const auto& [cp, child] : nd.next) cls += cp_escape(cp);
+      std::string alt = cls + "] " + keychar + "*";
+      if (!nd.end) alt += " | \"\"";
+      for (const auto& [cp, child] : nd.next) alt += " | \"" + cp_escape(cp) + "\" " + node(child);
+      return add_rule(alt);
+    };
+    return node(0);
+  }
+
   // An object of the listed properties (kvs: key-value rule, required) in order, with between lo
   // and hi of them (hi < 0: no bound). Rule (k, c): the properties from k on with c written before
   // (c counted up to max(lo, 1), or hi); only the (k, c) that can still end within the bounds.
@@ -411,12 +472,18 @@ class Converter {
       }
     }
     bool closed = false;
+    std::string other;  // an additionalProperties schema's value rule ("" for true / false)
     if (auto it = s.find("additionalProperties"); it != s.end()) {
-      if (!it->is_boolean())
-        return err("JSON Schema 'additionalProperties' at %s: only true or false is supported", where(path));
-      closed = !it->get<bool>();
+      if (it->is_boolean()) {
+        closed = !it->get<bool>();
+      } else if (it->is_object()) {
+        STRATA_ASSIGN(other, visit(*it, path + "/additionalProperties"));
+      } else {
+        return err("JSON Schema 'additionalProperties' at %s must be a boolean or a schema", where(path));
+      }
     }
-    // (key-value rule, required) in order: the listed properties, then required names not listed.
+    // (key-value rule, required) in order: the listed properties, then required names not listed
+    // (their values under the additionalProperties schema when there is one).
     std::vector<std::pair<std::string, bool>> kvs;
     std::set<std::string> listed;
     if (props)
@@ -427,20 +494,39 @@ class Converter {
         listed.insert(name);
       }
     for (const std::string& name : required)
-      if (!listed.count(name))
-        kvs.emplace_back(add_rule(json_literal(json(name)) + " ws \":\" ws value ws"), true);
+      if (!listed.count(name)) {
+        kvs.emplace_back(
+            add_rule(json_literal(json(name)) + " ws \":\" ws " + (other.empty() ? "value" : other) + " ws"),
+            true);
+        listed.insert(name);
+      }
+    // Additional properties after the listed ones: keys other than theirs (plain characters, no
+    // escapes, so that no key spells a listed one another way), values under the schema.
+    std::string extra_first, extra_after;  // the tail with nothing / something written before it
+    if (!other.empty()) {
+      const std::string kv =
+          add_rule("\"\\\"\" " + other_key(listed) + " \"\\\"\" ws \":\" ws " + other + " ws");
+      extra_after = add_rule("(\",\" ws " + kv + ")*");
+      extra_first = add_rule("(" + kv + " " + extra_after + ")?");
+    }
     STRATA_ASSIGN(int64_t min_props, count(s, "minProperties", path, 0));
     STRATA_ASSIGN(int64_t max_props, count(s, "maxProperties", path, -1));
     if (max_props >= 0 && max_props < min_props)
       return err("JSON Schema at %s: maxProperties < minProperties", where(path));
     if (min_props > 0 || max_props >= 0) {
+      if (!other.empty())
+        return err(
+            "JSON Schema 'minProperties' / 'maxProperties' at %s with an additionalProperties schema is "
+            "not supported",
+            where(path));
       if (kvs.empty())
         return err("JSON Schema 'minProperties' / 'maxProperties' at %s need listed properties", where(path));
       return counted_object(kvs, min_props, max_props, path);
     }
+    if (kvs.empty() && !other.empty()) return add_rule("\"{\" ws " + extra_first + " \"}\"");
     if (kvs.empty()) return closed ? add_rule("\"{\" ws \"}\"") : std::string("object");
     // first[k] / after[k]: the properties from k on, with none / some written before them.
-    std::string first_next, after_next;  // the rules for k + 1 ("" when k + 1 is the end)
+    std::string first_next = extra_first, after_next = extra_after;  // for k + 1 ("": the end)
     for (size_t k = kvs.size(); k-- > 0;) {
       const auto& [kv, req] = kvs[k];
       const std::string after_body = "\",\" ws " + kv + (after_next.empty() ? "" : " " + after_next);

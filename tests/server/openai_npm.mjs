@@ -175,7 +175,7 @@ try {
   const schemas = jsonSchemas();
   const runs = Array.from({ length: RUNS }, (_, i) => ({ k: i % schemas.length, seed: 1000 + i }));
   let stopped = 0, valid = 0;
-  const bad = [];
+  const bad = [], unstopped = [];
   await pool(runs, 16, async ({ k, seed }) => {
     let r;
     try {
@@ -188,7 +188,7 @@ try {
       bad.push(`schema ${k} ${JSON.stringify(schemas[k])}: ${e.message}`);
       return;
     }
-    if (r.choices[0].finish_reason !== "stop") return;
+    if (r.choices[0].finish_reason !== "stop") { unstopped.push(k); return; }
     ++stopped;
     let v;
     try { v = JSON.parse(r.choices[0].message.content); } catch { bad.push(`schema ${k}: not JSON: ${r.choices[0].message.content}`); return; }
@@ -196,7 +196,8 @@ try {
   });
   for (const b of [...new Set(bad)].slice(0, 8)) fail(b);
   if (stopped < Math.ceil(0.95 * RUNS)) fail(`only ${stopped} of ${RUNS} seeded runs stopped within 256 tokens (want >= 95%)`);
-  console.log(`structured output: ${schemas.length} schemas, ${RUNS} seeded runs: ${stopped} stopped within 256 tokens, ${valid} of them validate`);
+  console.log(`structured output: ${schemas.length} schemas, ${RUNS} seeded runs: ${stopped} stopped within 256 tokens, ${valid} of them validate` +
+    (unstopped.length ? ` (not stopped: schemas ${unstopped.sort((a, b) => a - b).join(", ")})` : ""));
 } finally {
   await stop(server);
 }
