@@ -182,12 +182,15 @@ class VulkanLinear : public ::testing::TestWithParam<GgmlType> {};
 // (the same products, summed in another order), for one token (decode) and several, with and
 // without a bias, the matrix at a 2-byte (quantized, f16) or 4-byte (f32) aligned offset past a
 // 256-byte boundary and the bias 300 bytes into its buffer (bound from the boundary before them).
+// K-quant rows are one 256-element super-block here: the per-block arithmetic is the CPU's
+// (integer sums, then d_w·d_x times them as quant/'s vec_dot scales them), so the CPU's bits.
 TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   auto& opened = shared_device();
   STRATA_REQUIRE_VULKAN(opened);
   VulkanDevice& dev = **opened;
   const GgmlType t = GetParam();
-  const int64_t in = 256, out = 96;
+  const bool kq = type_info(t).block_size == QK_K;
+  const int64_t in = 256, out = 100;  // 100: not a whole number of workgroups' rows
   const size_t row = row_bytes(t, in), off = t == GgmlType::f32 ? 264 : 262;
   const auto wf = normal(static_cast<size_t>(in * out), 1, 0.2f);
   std::vector<uint8_t> bytes(off + row * static_cast<size_t>(out), 0xa5);
@@ -238,6 +241,9 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
           const double rel = std::fabs(double(got[j]) - want[j]) / mag;
           worst = std::max(worst, rel);
           ASSERT_LE(rel, 1e-5) << "token " << i << " row " << r << ": " << got[j] << " vs " << want[j];
+          if (kq) {  // one super-block: the CPU's integer sums and scaling, and no sum over blocks
+            ASSERT_EQ(got[j], want[j]) << "token " << i << " row " << r;
+          }
         }
     }
   }
@@ -254,10 +260,13 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
   auto past = dev.run_linear(bad);
   ASSERT_FALSE(past.ok());
   EXPECT_NE(past.message().find("outside buffer"), std::string::npos) << past.message();
-  bad.w = DeviceMat{&*vw, off, row, in, out, GgmlType::q4_k};
+  bad.w = DeviceMat{&*vw, off, row, in, out, GgmlType::q5_0};
   auto type = dev.run_linear(bad);
   ASSERT_FALSE(type.ok());
-  EXPECT_NE(type.message().find("no Vulkan kernel"), std::string::npos) << type.message();
+  EXPECT_NE(type.message().find(std::string("has type ") + type_name(GgmlType::q5_0) +
+                                ", which has no Vulkan kernel"),
+            std::string::npos)
+      << type.message();
   if (t != GgmlType::mxfp4) {  // 17-byte blocks: any offset
     bad.w = DeviceMat{&*vw, 1, row, in, out - 1, t};
     EXPECT_FALSE(dev.run_linear(bad).ok()) << "odd offset";
@@ -268,8 +277,9 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
 
 // linear.comp computes tokens in tiles of 8 and, where the device has subgroup arithmetic, a row
 // per subgroup (else a row per workgroup, STRATA_VK_SUBGROUP=0): in either build each token's
-// row is the same bits in a batch of 11 as alone, and the device's queue reports its submissions
-// and (with timestamps) its busy time.
+// row is the same bits in a batch of 11 as alone and within MatchesTheCpuDevice's 1e-5 of Σ|w·x|
+// of the CPU device's, and the device's queue reports its submissions and (with timestamps) its
+// busy time.
 TEST_P(VulkanLinear, TokenTilesGiveEachTokenItsOwnBits) {
   auto& opened = shared_device();
   STRATA_REQUIRE_VULKAN(opened);
@@ -290,6 +300,20 @@ TEST_P(VulkanLinear, TokenTilesGiveEachTokenItsOwnBits) {
       kernel_traits(t).from_float(wf.data() + r * in, dst, in);
   }
   const auto x = normal(static_cast<size_t>(n * in), 22, 1.0f);
+  std::vector<float> want(static_cast<size_t>(n * out));
+  {
+    ThreadPool pool(1);
+    CpuDevice cpu(pool);
+    auto cw = cpu.import(bytes.data(), bytes.size(), "w");
+    ASSERT_TRUE(cw.ok()) << cw.message();
+    DeviceLinearWork lw;
+    lw.w = DeviceMat{&*cw, 0, row, in, out, t};
+    lw.x = x.data();
+    lw.n = n;
+    lw.y = want.data();
+    ASSERT_TRUE(cpu.run_linear(lw).ok());
+    cpu.free(*cw);
+  }
   for (VulkanDevice* dev : {opened->get(), tree->get()}) {
     const DeviceTiming before = dev->timing();
     auto w = dev->import(bytes.data(), bytes.size(), "w");
@@ -306,6 +330,14 @@ TEST_P(VulkanLinear, TokenTilesGiveEachTokenItsOwnBits) {
     };
     std::vector<float> batch(static_cast<size_t>(n * out), NAN), one(static_cast<size_t>(out), NAN);
     run(x.data(), n, batch.data());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < out; ++r) {
+        const double mag = kernel_test::abs_dot(t, bytes.data() + row * static_cast<size_t>(r), GgmlType::f32,
+                                                reinterpret_cast<const uint8_t*>(x.data() + i * in), in);
+        const size_t j = static_cast<size_t>(i * out + r);
+        ASSERT_LE(std::fabs(double(batch[j]) - want[j]), 1e-5 * mag)
+            << (dev == tree->get() ? "tree" : "default") << " build, token " << i << " row " << r;
+      }
     for (int64_t i = 0; i < n; ++i) {
       run(x.data() + i * in, 1, one.data());
       for (int64_t r = 0; r < out; ++r)
@@ -433,7 +465,8 @@ TEST_P(VulkanFfn, MatchesTheCpuDevice) {
   STRATA_REQUIRE_VULKAN(opened);
   VulkanDevice& dev = **opened;
   const GgmlType t = GetParam();
-  const int64_t d = 64, F = 128;
+  const bool kq = type_info(t).block_size == QK_K;      // K-quants: rows of whole 256-element blocks
+  const int64_t d = kq ? 256 : 64, F = kq ? 512 : 128;  // d != F: the shape error below
   const Mat gate(t, d, F, 2), up(t, d, F, 3), down(t, F, d, 4);
   ThreadPool pool(1);
   CpuDevice cpu(pool);
@@ -500,7 +533,8 @@ TEST_P(VulkanFfn, MatchesTheCpuDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanFfn,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
-                                           GgmlType::q4_0, GgmlType::mxfp4),
+                                           GgmlType::q4_0, GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q5_k,
+                                           GgmlType::q6_k),
                          [](const auto& info) { return std::string(type_info(info.param).name); });
 
 class VulkanExperts : public ::testing::TestWithParam<GgmlType> {};
@@ -514,7 +548,8 @@ TEST_P(VulkanExperts, SubsetMatchesTheCpuDevice) {
   STRATA_REQUIRE_VULKAN(opened);
   VulkanDevice& dev = **opened;
   const GgmlType t = GetParam();
-  constexpr int64_t d = 64, F = 96, n = 5;
+  const bool kq = type_info(t).block_size == QK_K;  // K-quants: rows of whole 256-element blocks
+  const int64_t d = kq ? 256 : 64, F = kq ? 256 : 96, n = 5;
   constexpr int E = 4, K = 2;
   std::vector<Mat> gate, up, down;
   for (int e = 0; e < E; ++e) {
@@ -633,12 +668,14 @@ TEST_P(VulkanExperts, SubsetMatchesTheCpuDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanExperts,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
-                                           GgmlType::q4_0, GgmlType::mxfp4),
+                                           GgmlType::q4_0, GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q5_k,
+                                           GgmlType::q6_k),
                          [](const auto& info) { return std::string(type_info(info.param).name); });
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanLinear,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
-                                           GgmlType::q4_0, GgmlType::mxfp4),
+                                           GgmlType::q4_0, GgmlType::mxfp4, GgmlType::q4_k, GgmlType::q5_k,
+                                           GgmlType::q6_k),
                          [](const auto& info) { return std::string(type_info(info.param).name); });
 
 #endif

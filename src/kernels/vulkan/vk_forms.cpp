@@ -9,6 +9,7 @@
 namespace strata::vk {
 
 XForm form_of(GgmlType t) {
+  if (kernel_traits(t).vec_dot_type == GgmlType::q8_k) return xform_q8k;
   return t == GgmlType::f32    ? xform_f32
          : t == GgmlType::f16  ? xform_f16
          : t == GgmlType::bf16 ? xform_bf16
@@ -16,6 +17,7 @@ XForm form_of(GgmlType t) {
 }
 
 size_t form_bytes(XForm f, int64_t n, int64_t in) {
+  if (f == xform_q8k) return static_cast<size_t>(n * (in / QK_K)) * sizeof(BlockQ8_K);
   return f == xform_q8 ? static_cast<size_t>(n * (in / 32)) * 36 : static_cast<size_t>(n * in) * 4;
 }
 
@@ -30,6 +32,10 @@ void to_form(XForm f, const float* x, int64_t n, int64_t in, uint8_t* dst) {
       half.from_float(x + t * in, row.data(), in);
       half.to_float(row.data(), reinterpret_cast<float*>(dst) + t * in, in);
     }
+  } else if (f == xform_q8k) {  // BlockQ8_K is all whole words: its bytes are the device's form
+    static_assert(sizeof(BlockQ8_K) == 73 * 4);
+    const KernelTraits& q8k = kernel_traits(GgmlType::q8_k);
+    for (int64_t t = 0; t < n; ++t) q8k.from_float(x + t * in, dst + form_bytes(f, t, in), in);
   } else {
     const KernelTraits& q8 = kernel_traits(GgmlType::q8_0);
     std::vector<BlockQ8_0> row(static_cast<size_t>(in / 32));

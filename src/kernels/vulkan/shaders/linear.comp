@@ -1,12 +1,14 @@
 // y[t][r] = W_r · x[t] (+ bias[r]): one workgroup per (row r, token t), 64 invocations striding
 // over the row (elements for F32 / F16, 32-element blocks for Q8_0 / Q4_0) and a tree sum.
 // Built once per weight type with -DTYPE_F32 / -DTYPE_F16 / -DTYPE_BF16 / -DTYPE_Q8_0 /
-// -DTYPE_Q4_0 / -DTYPE_MXFP4. W is bound as bytes (ggml's row layout, at an offset aligned as
-// the type's elements: 4 for F32, 2 for F16 / BF16 / Q8_0 / Q4_0, any for MXFP4); x comes in the
-// device's form of the weight type's vec_dot_type, converted as kernels/linear converts:
+// -DTYPE_Q4_0 / -DTYPE_MXFP4 / -DTYPE_Q4_K / -DTYPE_Q5_K / -DTYPE_Q6_K. W is bound as bytes (ggml's
+// row layout, at an offset aligned as the type's elements: 4 for F32, 2 for F16 / BF16 / Q8_0 /
+// Q4_0 / the K-quants, any for MXFP4); x comes in the device's form of the weight type's
+// vec_dot_type, converted as kernels/linear converts:
 //   F32: f32 values.  F16 / BF16: f32 values of the f16- / bf16-rounded activations.
 //   Q8_0 (for Q8_0, Q4_0, MXFP4): per 32-element block 9 words: the block scale as f32, then
-//   32 int8 packed.
+//   32 int8 packed.  Q8_K (for Q4_K, Q5_K, Q6_K): linear_kquant.glsl, an invocation per
+//   256-element super-block.
 // Per block the integer sum and its scaling follow quant/q8_0.cpp, q4_0.cpp and mxfp4.cpp:
 //   sum += float(isum) * (d_w * d_x)   (MXFP4: sum += (d_x * 2^(e−128)) * float(isum)).
 // Built again with -DJOBS: one dispatch runs a list of products of one shape and type (a MoE
@@ -25,6 +27,7 @@
 // barriers, many rows per workgroup (a GPU's decode GEMV is otherwise bound by short workgroups).
 #version 450
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 #if defined(SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -84,6 +87,11 @@ uint pack4(int a, int b, int c, int d) {
   return (uint(a) & 0xffu) | ((uint(b) & 0xffu) << 8) | ((uint(c) & 0xffu) << 16) | (uint(d) << 24);
 }
 
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+#define KQUANT
+#include "linear_kquant.glsl"
+#endif
+
 void main() {
 #if defined(SUBGROUP)
   const uint r = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * gl_NumSubgroups + gl_SubgroupID;
@@ -118,6 +126,9 @@ void main() {
     [[unroll]] for (uint k = 0u; k < TT; ++k)
       if (k < nt) sum[k] += wv * uintBitsToFloat(x[(t0 + k) * p.n_in + i]);
   }
+#elif defined(KQUANT)
+  const uint nbk = p.n_in / 256u;
+  for (uint b = tid; b < nbk; b += nth) kquant_block(base, b, nbk, t0, nt, sum);
 #else
   const uint nb = p.n_in / 32u;
   for (uint b = tid; b < nb; b += nth) {
