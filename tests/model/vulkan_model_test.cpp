@@ -19,9 +19,12 @@
 #include <unistd.h>
 
 #include "common/fixtures.h"
+#include "format/gguf.h"
 #include "memory/experts/device_experts.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "quantize/ftype.h"
+#include "quantize/quantize_gguf.h"
 #if STRATA_HAVE_VULKAN
 #include "kernels/vulkan/vk_device.h"
 #endif
@@ -172,6 +175,29 @@ TEST(VulkanModel, Q4KMMoeMatchesTheCpu) {
           .string();
   auto r = synth_write(s, path);
   ASSERT_TRUE(r.ok()) << r.message();
+  int agreed = 0;
+  compare(path, 8, 3, 1e-2, &agreed, {}, /*gpu_experts=*/true);
+  std::filesystem::remove(path);
+}
+
+// tiny-qwen3moe-f32 quantized to Q4_K_M as llama-quantize does it (`strata quantize`): its rows of
+// 64 / 32 fall back to Q5_0 / Q5_1 / Q8_0 (Q4_K / Q5_K / Q6_K rows that are not a multiple of
+// 256), so those linear.comp builds and the Q8_1 form run too; experts on the device as well.
+TEST(VulkanModel, FixtureQuantizedToQ4KMMatchesTheCpu) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto src = GgufFile::open(dir + "/models/tiny-qwen3moe-f32.gguf");
+  ASSERT_TRUE(src.ok()) << src.message();
+  QuantizeOptions o;
+  o.policy.ftype = quant_ftype("Q4_K_M");
+  ASSERT_NE(o.policy.ftype, nullptr);
+  o.n_threads = 1;
+  auto plan = plan_quantize(**src, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_GT(plan->n_fallback, 0);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata_vk_fx_q4km_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  ASSERT_TRUE(write_quantized(**src, *plan, o, path).ok());
   int agreed = 0;
   compare(path, 8, 3, 1e-2, &agreed, {}, /*gpu_experts=*/true);
   std::filesystem::remove(path);

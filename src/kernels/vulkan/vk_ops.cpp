@@ -84,8 +84,8 @@ Result<const vk::RawBuffer*> VulkanDevice::weight(const DeviceMat& m, const char
   if (m.buf == nullptr) return err("%s: %s: %s has no buffer", nm, op, what);
   if (vk::linear_shader(m.type, false, subgroup_).empty())
     return err(
-        "%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, BF16, Q8_0, Q4_0, MXFP4, "
-        "Q4_K, Q5_K, Q6_K)",
+        "%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, BF16, Q8_0, Q4_0, Q5_0, "
+        "Q5_1, MXFP4, Q4_K, Q5_K, Q6_K)",
         nm, op, what, type_name(m.type));
   const int64_t bs = type_info(m.type).block_size;
   if (m.out < 1 || m.in < 1 || m.in % bs != 0 || m.row_stride < row_bytes(m.type, m.in) || m.out > kMaxRows)

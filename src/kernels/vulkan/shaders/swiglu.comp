@@ -7,6 +7,8 @@
 //   form 2 (Q8_0): per block 9 words, d = fp16(amax / 127) as f32, then 32 int8
 //   q = round_half_even(h · 127 / amax) packed (quant/q8_0.cpp from_float_q8_0).
 //   form 3 (BF16): f32 values of h rounded to bf16 (base/fp16.h f32_to_bf16).
+//   form 5 (Q8_1): form 2's d and codes, then s = fp16(d·Σq) (quant/q5_1.cpp from_float_q8_1),
+//   per block 10 words: d and s as f32, 32 int8.
 //   form 4 (Q8_K, F a multiple of 256): the invocation of each 256-value block's first 32 writes
 //   quant/q8_k.cpp from_float_q8_k's block (73 words): max = the first value of largest magnitude,
 //   q = min(round_half_even(−127 / max · h), 127), the 16 sums of 16, d = 1 / (−127 / max).
@@ -98,7 +100,7 @@ void main() {
     if ((b & 7u) == 0u) to_q8_k(i0, (t * (p.F / 256u) + b / 8u) * 73u);
     return;
   }
-  if (p.form != 2u) {
+  if (p.form != 2u && p.form != 5u) {
     for (uint j = 0u; j < m; ++j) {
       const float v = act(i0 + j);
       h[i0 + j] = floatBitsToUint(p.form == 1u ? round_f16(v) : p.form == 3u ? round_bf16(v) : v);
@@ -113,14 +115,17 @@ void main() {
   }
   const float d = amax / 127.0;
   const float inv = amax != 0.0 ? 127.0 / amax : 0.0;
-  const uint o = (t * nb + b) * 9u;
+  const uint o = (t * nb + b) * (p.form == 5u ? 10u : 9u), qo = o + (p.form == 5u ? 2u : 1u);
   h[o] = floatBitsToUint(round_f16(d));
+  int total = 0;
   for (uint k = 0u; k < 8u; ++k) {
     uint word = 0u;
     for (uint j = 0u; j < 4u; ++j) {
       const int q = clamp(int(roundEven(v[4u * k + j] * inv)), -128, 127);
+      total += q;
       word |= uint(q & 0xff) << (8u * j);
     }
-    h[o + 1u + k] = word;
+    h[qo + k] = word;
   }
+  if (p.form == 5u) h[o + 1u] = floatBitsToUint(round_f16(d * float(total)));
 }
