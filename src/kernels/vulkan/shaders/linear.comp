@@ -1,6 +1,6 @@
 // y[t][r] = W_r · x[t] (+ bias[r]): one workgroup per (row r, token t), 64 invocations striding
-// over the row (elements for F32 / F16, 32-element blocks for the block types, 256-element
-// super-blocks for the K-quants) and a tree sum.
+// over the row (elements for F32 / F16, 32-element blocks for the block types, 64-element
+// chunks of 256-element super-blocks for the K-quants) and a tree sum.
 // Built once per weight type with -DTYPE_F32 / -DTYPE_F16 / -DTYPE_BF16 / -DTYPE_Q8_0 /
 // -DTYPE_Q4_0 / -DTYPE_Q5_0 / -DTYPE_Q5_1 / -DTYPE_MXFP4 / -DTYPE_Q4_K / -DTYPE_Q5_K / -DTYPE_Q6_K.
 // W is bound as bytes (ggml's row layout, at an offset aligned as the type's elements: 4 for F32,
@@ -148,8 +148,11 @@ void main() {
       if (k < nt) sum[k] += wv * uintBitsToFloat(x[(t0 + k) * p.n_in + i]);
   }
 #elif defined(KQUANT)
-  const uint nbk = p.n_in / 256u;
-  for (uint b = tid; b < nbk; b += nth) kquant_block(base, b, nbk, t0, nt, sum);
+#if defined(SUBGROUP)
+  kquant_row(base, p.n_in / 256u, t0, nt, tid, nth, gl_SubgroupID * gl_SubgroupSize + tid, sum);
+#else
+  kquant_row(base, p.n_in / 256u, t0, nt, tid, nth, tid, sum);
+#endif
 #else
   const uint nb = p.n_in / 32u;
   for (uint b = tid; b < nb; b += nth) {
