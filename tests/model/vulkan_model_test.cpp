@@ -19,8 +19,12 @@
 #include <unistd.h>
 
 #include "common/fixtures.h"
+#include "format/gguf.h"
+#include "memory/experts/device_experts.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "quantize/ftype.h"
+#include "quantize/quantize_gguf.h"
 #if STRATA_HAVE_VULKAN
 #include "kernels/vulkan/vk_device.h"
 #endif
@@ -38,7 +42,9 @@ int argmax(const float* v, int n) {
 // model evaluates the same tokens. Reports max |Δ| / spread and top-1 agreement.
 // *agreed: the rows whose top-1 agree.
 // kv: both sessions' KV types (f16 asked for: the device stores f16 rows, no fallback).
-void compare(const std::string& path, int n_prompt, int n_gen, double tol, int* agreed, KvTypes kv = {}) {
+// gpu_experts: every routed expert placed on the device too (Model::place_experts: run_experts).
+void compare(const std::string& path, int n_prompt, int n_gen, double tol, int* agreed, KvTypes kv = {},
+             bool gpu_experts = false) {
   auto opened = VulkanDevice::open("Vulkan0");
   if (!opened.ok()) {
     if (testing::running_in_ci()) FAIL() << "no Vulkan device under CI: " << opened.message();
@@ -53,6 +59,12 @@ void compare(const std::string& path, int n_prompt, int n_gen, double tol, int* 
   auto gpu = Model::load(path, lo);
   ASSERT_TRUE(gpu.ok()) << gpu.message();
   EXPECT_GT(dev.memory().allocated, 0u);  // the dense weights
+  if (gpu_experts) {
+    auto placed = (*gpu)->place_experts(DeviceExpertOptions{});
+    ASSERT_TRUE(placed.ok()) << placed.message();
+    ASSERT_NE((*gpu)->device_experts(), nullptr);
+    EXPECT_EQ((*gpu)->device_experts()->plan().n_placed, (*gpu)->device_experts()->plan().n_total);
+  }
   const int V = (*cpu)->n_vocab();
   auto cs = (*cpu)->new_session({.n_ctx = 64, .n_batch = 32, .kv = kv});
   auto gs = (*gpu)->new_session({.n_ctx = 64, .n_batch = 32, .kv = kv});
@@ -138,6 +150,56 @@ TEST(VulkanModel, DenseLlamaMatchesTheCpu) {
   ASSERT_TRUE(r.ok()) << r.message();
   int agreed = 0;
   compare(path, 12, 4, 1e-3, &agreed);
+  std::filesystem::remove(path);
+}
+
+// A Q4_K_M qwen3moe (llama.cpp's mix as `strata synth --type q4_k_m` writes it: Q4_K matrices,
+// Q6_K output and layer 1's attn_v / ffn_down; rows of 256) with its dense weights and every
+// routed expert on the device: linear.comp's K-quant builds against Q8_K activations (plain and
+// job lists), swiglu.comp's Q8_K h and o, within the quantized models' 1e-2 of the spread.
+TEST(VulkanModel, Q4KMMoeMatchesTheCpu) {
+  SynthSpec s;
+  s.arch = "qwen3moe";
+  s.n_layer = 2;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.expert_ffn = 256;
+  s.n_vocab = 300;
+  s.type = "q4_k_m";
+  s.n_threads = 1;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata_vk_q4km_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  auto r = synth_write(s, path);
+  ASSERT_TRUE(r.ok()) << r.message();
+  int agreed = 0;
+  compare(path, 8, 3, 1e-2, &agreed, {}, /*gpu_experts=*/true);
+  std::filesystem::remove(path);
+}
+
+// tiny-qwen3moe-f32 quantized to Q4_K_M as llama-quantize does it (`strata quantize`): its rows of
+// 64 / 32 fall back to Q5_0 / Q5_1 / Q8_0 (Q4_K / Q5_K / Q6_K rows that are not a multiple of
+// 256), so those linear.comp builds and the Q8_1 form run too; experts on the device as well.
+TEST(VulkanModel, FixtureQuantizedToQ4KMMatchesTheCpu) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto src = GgufFile::open(dir + "/models/tiny-qwen3moe-f32.gguf");
+  ASSERT_TRUE(src.ok()) << src.message();
+  QuantizeOptions o;
+  o.policy.ftype = quant_ftype("Q4_K_M");
+  ASSERT_NE(o.policy.ftype, nullptr);
+  o.n_threads = 1;
+  auto plan = plan_quantize(**src, o);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_GT(plan->n_fallback, 0);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata_vk_fx_q4km_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  ASSERT_TRUE(write_quantized(**src, *plan, o, path).ok());
+  int agreed = 0;
+  compare(path, 8, 3, 1e-2, &agreed, {}, /*gpu_experts=*/true);
   std::filesystem::remove(path);
 }
 

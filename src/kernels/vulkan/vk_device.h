@@ -93,7 +93,10 @@ class VulkanDevice final : public Device {
 
  private:
   VulkanDevice() = default;
-  Status create_pipelines();        // vk_ops.cpp
+  Status create_pipelines();  // vk_ops.cpp
+  // linear.comp's pipeline for weight type t (jobs: its job-list build), built on first use (a
+  // device opens without compiling the builds of types it never runs). Caller holds mu_.
+  Result<const vk::Pipeline*> linear_pipeline(GgmlType t, bool jobs);
   Status create_sparse_pipeline();  // vk_sparse_attention.cpp
   // The live buffer b names with [offset, offset + bytes) inside it; errors name the op, the
   // buffer and the range. Caller holds mu_.
@@ -157,7 +160,7 @@ class VulkanDevice final : public Device {
   VulkanDeviceInfo info_;
   std::unique_ptr<vk::Instance> instance_;
   std::unique_ptr<vk::Context> ctx_;
-  std::map<GgmlType, vk::Pipeline> linear_;       // linear.comp per weight type
+  std::map<GgmlType, vk::Pipeline> linear_;       // linear.comp per weight type (linear_pipeline)
   std::map<GgmlType, vk::Pipeline> linear_jobs_;  // its job-list build
   bool subgroup_ = false;                         // linear_ / linear_jobs_ are the subgroup builds
   uint32_t rows_per_group_ = 1;                   // rows a linear workgroup computes

@@ -77,8 +77,19 @@ inline size_t kv_row_unit(GgmlType t) {
   return t == GgmlType::f32 ? 4 : t == GgmlType::fp8_e4m3 || t == GgmlType::mxfp4 ? 1 : 2;
 }
 
-// The device's form of activations for a weight type's vec_dot_type (linear.comp's x).
-enum XForm : uint32_t { xform_f32 = 0, xform_f16 = 1, xform_q8 = 2, xform_bf16 = 3 };
+// The device's form of activations for a weight type's vec_dot_type (linear.comp's x):
+// xform_q8 (Q8_0, for Q8_0 / Q4_0 / MXFP4): per 32 values 9 words, the scale as f32 then 32 int8;
+// xform_q8k (Q8_K, for Q4_K / Q5_K / Q6_K): per 256 values quant/'s BlockQ8_K as it is, 73 words
+// (d f32, 256 int8, the 16 sums of 16 as int16); xform_q8_1 (Q8_1, for Q5_1): per 32 values 10
+// words, d and s (the fp16 d·Σq) as f32, then 32 int8.
+enum XForm : uint32_t {
+  xform_f32 = 0,
+  xform_f16 = 1,
+  xform_q8 = 2,
+  xform_bf16 = 3,
+  xform_q8k = 4,
+  xform_q8_1 = 5
+};
 
 XForm form_of(GgmlType t);
 size_t form_bytes(XForm f, int64_t n, int64_t in);

@@ -35,19 +35,6 @@ using vk::window;
 using vk::XForm;
 
 Status VulkanDevice::create_pipelines() {
-  for (GgmlType t :
-       {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::mxfp4}) {
-    const std::string what = std::string("linear_") + type_name(t);
-    STRATA_ASSIGN(vk::Pipeline p,
-                  vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, false, subgroup_), 4,
-                                      sizeof(LinearParams), what.c_str(), ctx_->pipeline_cache()));
-    linear_.emplace(t, p);
-    STRATA_ASSIGN(
-        vk::Pipeline pj,
-        vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, true, subgroup_), 5,
-                            sizeof(LinearParams), (what + "_jobs").c_str(), ctx_->pipeline_cache()));
-    linear_jobs_.emplace(t, pj);
-  }
   STRATA_ASSIGN(swiglu_, vk::create_pipeline(ctx_->api(), ctx_->device(), vk::swiglu_shader(), 3,
                                              sizeof(SwigluParams), "swiglu", ctx_->pipeline_cache()));
   STRATA_ASSIGN(attn_rope_,
@@ -57,6 +44,18 @@ Status VulkanDevice::create_pipelines() {
                 vk::create_pipeline(ctx_->api(), ctx_->device(), vk::attention_shader(), 3,
                                     sizeof(vk::AttentionParams), "attention", ctx_->pipeline_cache()));
   return create_sparse_pipeline();
+}
+
+Result<const vk::Pipeline*> VulkanDevice::linear_pipeline(GgmlType t, bool jobs) {
+  std::map<GgmlType, vk::Pipeline>& built = jobs ? linear_jobs_ : linear_;
+  auto it = built.find(t);
+  if (it != built.end()) return &it->second;
+  const std::string what = std::string("linear_") + type_name(t) + (jobs ? "_jobs" : "");
+  STRATA_ASSIGN(
+      vk::Pipeline p,
+      vk::create_pipeline(ctx_->api(), ctx_->device(), vk::linear_shader(t, jobs, subgroup_), jobs ? 5 : 4,
+                          sizeof(LinearParams), what.c_str(), ctx_->pipeline_cache()));
+  return &built.emplace(t, p).first->second;
 }
 
 Result<DeviceTicket> VulkanDevice::run_experts(const DeviceExpertWork& w) {
@@ -83,9 +82,11 @@ Result<const vk::RawBuffer*> VulkanDevice::weight(const DeviceMat& m, const char
                                                   const char* what) const {
   const char* nm = name().c_str();
   if (m.buf == nullptr) return err("%s: %s: %s has no buffer", nm, op, what);
-  if (linear_.count(m.type) == 0)
-    return err("%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, BF16, Q8_0, Q4_0, MXFP4)",
-               nm, op, what, type_name(m.type));
+  if (vk::linear_shader(m.type, false, subgroup_).empty())
+    return err(
+        "%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, BF16, Q8_0, Q4_0, Q5_0, "
+        "Q5_1, MXFP4, Q4_K, Q5_K, Q6_K)",
+        nm, op, what, type_name(m.type));
   const int64_t bs = type_info(m.type).block_size;
   if (m.out < 1 || m.in < 1 || m.in % bs != 0 || m.row_stride < row_bytes(m.type, m.in) || m.out > kMaxRows)
     return err("%s: %s: %s has shape {%lld, %lld} with rows %zu bytes apart", nm, op, what,
@@ -144,7 +145,8 @@ Status VulkanDevice::record_linear(vk::Submission& s, const DeviceMat& m, const 
                             static_cast<uint32_t>(n),
                             static_cast<uint32_t>((bias_offset - bwin.base) / 4),
                             bias != nullptr ? 1u : 0u};
-  STRATA_TRY(bind(s, linear_.at(m.type), regions, &params).status());
+  STRATA_ASSIGN(const vk::Pipeline* lp, linear_pipeline(m.type, false));
+  STRATA_TRY(bind(s, *lp, regions, &params).status());
   dispatch_rows(s, m.out, static_cast<uint32_t>((n + kTokenTile - 1) / kTokenTile));
   ctx_->barrier(s.cmd);
   return {};
@@ -218,7 +220,8 @@ Status VulkanDevice::record_jobs(vk::Submission& s, const std::vector<JobDispatc
                               static_cast<uint32_t>(d.count),
                               0,
                               0};
-    STRATA_TRY(bind(s, linear_jobs_.at(m.type), regions, &params).status());
+    STRATA_ASSIGN(const vk::Pipeline* lp, linear_pipeline(m.type, true));
+    STRATA_TRY(bind(s, *lp, regions, &params).status());
     dispatch_rows(s, m.out, static_cast<uint32_t>(d.count));  // workgroup z: the job
   }
   ctx_->barrier(s.cmd);

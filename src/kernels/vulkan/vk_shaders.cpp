@@ -77,6 +77,66 @@ constexpr uint32_t kLinearSgQ4_0[] = {
 constexpr uint32_t kLinearJobsSgQ4_0[] = {
 #include "linear_jobs_sg_q4_0.spv.inc"
 };
+constexpr uint32_t kLinearQ4_K[] = {
+#include "linear_q4_k.spv.inc"
+};
+constexpr uint32_t kLinearJobsQ4_K[] = {
+#include "linear_jobs_q4_k.spv.inc"
+};
+constexpr uint32_t kLinearSgQ4_K[] = {
+#include "linear_sg_q4_k.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgQ4_K[] = {
+#include "linear_jobs_sg_q4_k.spv.inc"
+};
+constexpr uint32_t kLinearQ5_K[] = {
+#include "linear_q5_k.spv.inc"
+};
+constexpr uint32_t kLinearJobsQ5_K[] = {
+#include "linear_jobs_q5_k.spv.inc"
+};
+constexpr uint32_t kLinearSgQ5_K[] = {
+#include "linear_sg_q5_k.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgQ5_K[] = {
+#include "linear_jobs_sg_q5_k.spv.inc"
+};
+constexpr uint32_t kLinearQ6_K[] = {
+#include "linear_q6_k.spv.inc"
+};
+constexpr uint32_t kLinearJobsQ6_K[] = {
+#include "linear_jobs_q6_k.spv.inc"
+};
+constexpr uint32_t kLinearSgQ6_K[] = {
+#include "linear_sg_q6_k.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgQ6_K[] = {
+#include "linear_jobs_sg_q6_k.spv.inc"
+};
+constexpr uint32_t kLinearQ5_0[] = {
+#include "linear_q5_0.spv.inc"
+};
+constexpr uint32_t kLinearJobsQ5_0[] = {
+#include "linear_jobs_q5_0.spv.inc"
+};
+constexpr uint32_t kLinearSgQ5_0[] = {
+#include "linear_sg_q5_0.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgQ5_0[] = {
+#include "linear_jobs_sg_q5_0.spv.inc"
+};
+constexpr uint32_t kLinearQ5_1[] = {
+#include "linear_q5_1.spv.inc"
+};
+constexpr uint32_t kLinearJobsQ5_1[] = {
+#include "linear_jobs_q5_1.spv.inc"
+};
+constexpr uint32_t kLinearSgQ5_1[] = {
+#include "linear_sg_q5_1.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgQ5_1[] = {
+#include "linear_jobs_sg_q5_1.spv.inc"
+};
 constexpr uint32_t kSwiglu[] = {
 #include "swiglu.spv.inc"
 };
@@ -119,7 +179,12 @@ std::span<const uint32_t> linear_shader(GgmlType t, bool jobs, bool subgroup) {
     STRATA_LINEAR_CASE(bf16, BF16)
     STRATA_LINEAR_CASE(q8_0, Q8_0)
     STRATA_LINEAR_CASE(q4_0, Q4_0)
+    STRATA_LINEAR_CASE(q5_0, Q5_0)
+    STRATA_LINEAR_CASE(q5_1, Q5_1)
     STRATA_LINEAR_CASE(mxfp4, Mxfp4)
+    STRATA_LINEAR_CASE(q4_k, Q4_K)
+    STRATA_LINEAR_CASE(q5_k, Q5_K)
+    STRATA_LINEAR_CASE(q6_k, Q6_K)
     default:
       return {};
   }

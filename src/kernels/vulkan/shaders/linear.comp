@@ -1,14 +1,18 @@
 // y[t][r] = W_r · x[t] (+ bias[r]): one workgroup per (row r, token t), 64 invocations striding
-// over the row (elements for F32 / F16, 32-element blocks for Q8_0 / Q4_0) and a tree sum.
+// over the row (elements for F32 / F16, 32-element blocks for the block types, 64-element
+// chunks of 256-element super-blocks for the K-quants) and a tree sum.
 // Built once per weight type with -DTYPE_F32 / -DTYPE_F16 / -DTYPE_BF16 / -DTYPE_Q8_0 /
-// -DTYPE_Q4_0 / -DTYPE_MXFP4. W is bound as bytes (ggml's row layout, at an offset aligned as
-// the type's elements: 4 for F32, 2 for F16 / BF16 / Q8_0 / Q4_0, any for MXFP4); x comes in the
-// device's form of the weight type's vec_dot_type, converted as kernels/linear converts:
+// -DTYPE_Q4_0 / -DTYPE_Q5_0 / -DTYPE_Q5_1 / -DTYPE_MXFP4 / -DTYPE_Q4_K / -DTYPE_Q5_K / -DTYPE_Q6_K.
+// W is bound as bytes (ggml's row layout, at an offset aligned as the type's elements: 4 for F32,
+// any for MXFP4, 2 for the others); x comes in the device's form of the weight type's
+// vec_dot_type (vk_forms.h), converted as kernels/linear converts:
 //   F32: f32 values.  F16 / BF16: f32 values of the f16- / bf16-rounded activations.
-//   Q8_0 (for Q8_0, Q4_0, MXFP4): per 32-element block 9 words: the block scale as f32, then
-//   32 int8 packed.
-// Per block the integer sum and its scaling follow quant/q8_0.cpp, q4_0.cpp and mxfp4.cpp:
-//   sum += float(isum) * (d_w * d_x)   (MXFP4: sum += (d_x * 2^(e−128)) * float(isum)).
+//   Q8_0 (for Q8_0, Q4_0, Q5_0, MXFP4): per 32-element block 9 words: the block scale as f32, then
+//   32 int8 packed.  Q8_1 (for Q5_1): 10 words, the scale and s = fp16(d·Σq) as f32, then 32 int8.
+//   Q8_K (for Q4_K, Q5_K, Q6_K): linear_kquant.glsl.
+// Per block the integer sum and its scaling follow quant/q8_0.cpp, q4_0.cpp, q5_0.cpp, q5_1.cpp and
+// mxfp4.cpp: sum += float(isum) * (d_w * d_x)   (MXFP4: sum += (d_x * 2^(e−128)) * float(isum);
+// Q5_1: sum += (d_w * d_x) * float(isum) + m_w * s_x).
 // Built again with -DJOBS: one dispatch runs a list of products of one shape and type (a MoE
 // layer's experts over their slots: gate and up together, then down), workgroup z taking job z
 // of the table at binding 4, five words per job: the matrix's byte offset (added to w_off), the
@@ -18,13 +22,15 @@
 // with every token of its tile (a job: its word 4 is the tile's token count, its tokens the x
 // rows and y ranges that follow, y advancing by n_out), each token's sum in the order it would
 // have alone. Quantized blocks are unpacked once into eight words of int8 values (Q4_0: nibble
-// − 8; MXFP4: 2 · E2M1) and dotted with the Q8_0 activation words as Q8_0 weights are.
+// − 8; Q5_0: (nibble | fifth bit << 4) − 16; Q5_1: nibble | fifth bit << 4; MXFP4: 2 · E2M1) and
+// dotted with the activation words as Q8_0 weights are.
 // Built again with -DSUBGROUP (where the device has subgroup arithmetic in compute shaders): a
 // workgroup of 128 invocations computes one row per subgroup (128 / gl_SubgroupSize rows), the
 // subgroup's lanes striding over the row and summed by subgroupAdd: no shared memory and no
 // barriers, many rows per workgroup (a GPU's decode GEMV is otherwise bound by short workgroups).
 #version 450
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 #if defined(SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -64,6 +70,19 @@ int e2m1x2(uint c) {
 }
 #endif
 
+#if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
+// Four Q5_0 / Q5_1 levels (less `off`) as int8 (low byte first): the nibbles at bit `shift` of q's
+// bytes, their fifth bits h's bits 0..3.
+uint q5_word(uint q, uint shift, uint h, int off) {
+  uint r = 0u;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    const int v = int(bitfieldExtract(q, int(8u * j + shift), 4) | (bitfieldExtract(h, int(j), 1) << 4)) - off;
+    r |= (uint(v) & 0xffu) << (8u * j);
+  }
+  return r;
+}
+#endif
+
 uint load_u16(uint a) { return (w[a >> 2] >> ((a & 2u) * 8u)) & 0xffffu; }  // a even
 float load_f16(uint a) { return unpackHalf2x16(load_u16(a)).x; }
 uint load_u32(uint a) {  // any a: one or two words
@@ -78,11 +97,21 @@ int dot4(uint a, uint b) {
 }
 
 #define TT 8u
+#if defined(TYPE_Q5_1)
+#define XB_WORDS 10u  // x's Q8_1 blocks: d, s, 8 words of int8
+#else
+#define XB_WORDS 9u  // x's Q8_0 blocks: d, 8 words of int8
+#endif
 
 // Four int8 values (low byte first) in one word.
 uint pack4(int a, int b, int c, int d) {
   return (uint(a) & 0xffu) | ((uint(b) & 0xffu) << 8) | ((uint(c) & 0xffu) << 16) | (uint(d) << 24);
 }
+
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+#define KQUANT
+#include "linear_kquant.glsl"
+#endif
 
 void main() {
 #if defined(SUBGROUP)
@@ -118,6 +147,12 @@ void main() {
     [[unroll]] for (uint k = 0u; k < TT; ++k)
       if (k < nt) sum[k] += wv * uintBitsToFloat(x[(t0 + k) * p.n_in + i]);
   }
+#elif defined(KQUANT)
+#if defined(SUBGROUP)
+  kquant_row(base, p.n_in / 256u, t0, nt, tid, nth, gl_SubgroupID * gl_SubgroupSize + tid, sum);
+#else
+  kquant_row(base, p.n_in / 256u, t0, nt, tid, nth, tid, sum);
+#endif
 #else
   const uint nb = p.n_in / 32u;
   for (uint b = tid; b < nb; b += nth) {
@@ -137,6 +172,24 @@ void main() {
       q8[4u + k] = pack4(int(bitfieldExtract(q, 4, 4)) - 8, int(bitfieldExtract(q, 12, 4)) - 8,
                          int(bitfieldExtract(q, 20, 4)) - 8, int(bitfieldExtract(q, 28, 4)) - 8);
     }
+#elif defined(TYPE_Q5_0)
+    const uint a = base + b * 22u;  // d, qh (bit e: element e's fifth bit), qs as Q4_0's
+    const float dw = load_f16(a);
+    const uint qh = load_u32(a + 2u);
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      const uint q = load_u32(a + 6u + 4u * k);
+      q8[k] = q5_word(q, 0u, qh >> (4u * k), 16);
+      q8[4u + k] = q5_word(q, 4u, qh >> (16u + 4u * k), 16);
+    }
+#elif defined(TYPE_Q5_1)
+    const uint a = base + b * 24u;  // d, m, qh, qs as Q5_0's
+    const float dw = load_f16(a), mw = load_f16(a + 2u);
+    const uint qh = load_u32(a + 4u);
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      const uint q = load_u32(a + 8u + 4u * k);
+      q8[k] = q5_word(q, 0u, qh >> (4u * k), 0);
+      q8[4u + k] = q5_word(q, 4u, qh >> (16u + 4u * k), 0);
+    }
 #elif defined(TYPE_MXFP4)
     const uint a = base + b * 17u;
     // E8M0: 2^(e − 128) (the E2M1 values are doubled), subnormal below e = 2
@@ -153,11 +206,14 @@ void main() {
 #endif
     [[unroll]] for (uint k = 0u; k < TT; ++k) {
       if (k < nt) {
-        const uint xb = ((t0 + k) * nb + b) * 9u;
+        const uint xb = ((t0 + k) * nb + b) * XB_WORDS;
         int s = 0;
-        [[unroll]] for (uint j = 0u; j < 8u; ++j) s += dot4(q8[j], x[xb + 1u + j]);
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) s += dot4(q8[j], x[xb + XB_WORDS - 8u + j]);
 #if defined(TYPE_MXFP4)
         sum[k] += (uintBitsToFloat(x[xb]) * half_scale) * float(s);
+#elif defined(TYPE_Q5_1)
+        precise const float v = (dw * uintBitsToFloat(x[xb])) * float(s) + mw * uintBitsToFloat(x[xb + 1u]);
+        sum[k] += v;
 #else
         sum[k] += float(s) * (dw * uintBitsToFloat(x[xb]));
 #endif
