@@ -23,6 +23,7 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const char* 
     if (a == "-ctv") a = "--cache-type-v";
     if (a == "-ot") a = "--override-tensor";
     if (a == "-cram") a = "--cache-ram";
+    if (a == "-ctxcp") a = "--ctx-checkpoints";
   }
   std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
   try {

@@ -48,6 +48,10 @@ static int cmd_plan(int argc, char** argv) {
   strata::cli::KvSpillPlanFlags sf;  // serve's prefix-cache spill tiers, priced when given
   sf.add(app);
   app.add_option("--block-size", o_block_size, "positions per KV block (as serve)")->capture_default_str();
+  int ctx_checkpoints = 8;
+  app.add_option("--ctx-checkpoints", ctx_checkpoints,
+                 "sliding-window models: price serve's prefix-cache checkpoints per sequence")
+      ->capture_default_str();
   std::string kv_budget;
   app.add_option("--kv-budget", kv_budget,
                  "price serve's paged KV pool of this many bytes (K/M/G; default -c x --batch positions)");
@@ -123,6 +127,8 @@ static int cmd_plan(int argc, char** argv) {
     if (!kb.ok()) return fail(kb.message(), 2);
     o.kv_budget = *kb;
   }
+  if (ctx_checkpoints < 0 || ctx_checkpoints > 4096) return fail("--ctx-checkpoints must be in [0, 4096]", 2);
+  o.ctx_checkpoints = ctx_checkpoints;
   if (!sf.cache_ram.empty()) {
     auto cr = strata::cli::parse_flag_size(sf.cache_ram, "--cache-ram", 0);
     if (!cr.ok()) return fail(cr.message(), 2);

@@ -35,6 +35,11 @@ void KvPoolFlags::add(CLI::App& app) {
   app.add_option("--cache-ram", cache_ram, kCacheRamHelp);
   app.add_option("--prefix-cache-dir", prefix_cache_dir, kDirHelp);
   app.add_option("--prefix-cache-dir-size", prefix_cache_dir_size, kDirSizeHelp);
+  app.add_option("--ctx-checkpoints,--swa-checkpoints", ctx_checkpoints,
+                 "-ctxcp: models with sliding-window layers: window-ring snapshots kept per slot for the "
+                 "prefix cache "
+                 "(0: no prefix cache for them)")
+      ->capture_default_str();
   app.add_flag(
       "--verbose", verbose,
       "log each prefix-cache decision: load from RAM / SSD or recompute, the predicted times of both "
@@ -47,6 +52,8 @@ Status KvPoolFlags::apply(EngineOptions* eo) const {
   if (!kv_budget.empty() && eo->kv_budget == 0) return err("--kv-budget must be > 0");
   eo->block_size = block_size;
   eo->prefix_cache = !no_prefix_cache;
+  if (ctx_checkpoints < 0 || ctx_checkpoints > 4096) return err("--ctx-checkpoints must be in [0, 4096]");
+  eo->ctx_checkpoints = ctx_checkpoints;
   STRATA_ASSIGN(const uint64_t ram, parse_flag_size(cache_ram, "--cache-ram", 0));
   eo->cache_ram = cache_ram.empty() ? -1 : static_cast<int64_t>(ram);
   eo->prefix_cache_dir = prefix_cache_dir;
@@ -60,7 +67,7 @@ Status KvPoolFlags::apply(EngineOptions* eo) const {
 
 bool KvPoolFlags::any() const {
   return !kv_budget.empty() || !cache_ram.empty() || !prefix_cache_dir.empty() ||
-         !prefix_cache_dir_size.empty() || block_size != 16 || no_prefix_cache;
+         !prefix_cache_dir_size.empty() || block_size != 16 || no_prefix_cache || ctx_checkpoints != 8;
 }
 
 std::string kv_summary_text(const Engine& e, const std::string& no_pool, int64_t positions, int n_cached,

@@ -3,6 +3,7 @@
 //   --kv-budget SIZE            bytes of the KV pool (default -np x -c x KV bytes per position)
 //   --block-size N              positions per KV block
 //   --no-prefix-cache           no sharing of cached prompt prefixes
+//   -ctxcp / --ctx-checkpoints N  window-ring snapshots per slot (sliding-window models' prefix cache)
 //   -cram / --cache-ram SIZE    bytes of evicted prefix blocks kept in RAM (llama.cpp's name)
 //   --prefix-cache-dir DIR      evicted / persisted prefix blocks on SSD
 //   --prefix-cache-dir-size SIZE  bytes of those files at most (least recently used deleted)
@@ -21,6 +22,7 @@ namespace strata::cli {
 struct KvPoolFlags {
   std::string kv_budget, cache_ram, prefix_cache_dir, prefix_cache_dir_size;
   int block_size = 16;
+  int ctx_checkpoints = 8;  // as EngineOptions::ctx_checkpoints
   bool no_prefix_cache = false, verbose = false;
 
   void add(CLI::App& app);

@@ -1,5 +1,6 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -120,6 +121,45 @@ Result<KvCache> KvCache::paged(const KvSpec& spec, int64_t n_ctx, int64_t n_batc
       c.layers_[il].parts_.push_back(KvPart{ps.kind, ps.name, std::move(rows)});
     }
   return c;
+}
+
+Status KvCache::save_checkpoint(int64_t n_past) {
+  if (!pool_ || !table_ || !pool_->checkpoints_on()) return {};
+  const auto want = pool_->checkpoint_wanted(*table_, n_past);
+  if (!want) return {};
+  const int64_t end = want->second;
+  KvCheckpoint c;
+  c.first = c.end = end;
+  for (const KvWindowPart& w : pool_->window_parts()) {
+    const RowCache& rc = layers_[static_cast<size_t>(w.il)].parts_[static_cast<size_t>(w.part)].rows;
+    STRATA_ASSERT(rc.view().row_bytes == w.row_bytes);
+    const int64_t lo = std::max<int64_t>(0, end - w.keep);
+    if (rc.ring() && n_past - lo > rc.capacity()) return {};  // overwritten already: no snapshot here
+    c.first = std::min(c.first, lo);
+    const size_t at = c.bytes.size();
+    c.bytes.resize(at + static_cast<size_t>(end - lo) * w.row_bytes);
+    STRATA_TRY(rc.read_rows(lo, end - lo, c.bytes.data() + at));
+  }
+  pool_->put_checkpoint(want->first, std::move(c));
+  return {};
+}
+
+Status KvCache::restore_checkpoint(int64_t n) {
+  if (!pool_ || !table_ || !pool_->checkpoints_on() || n == 0) return {};
+  const std::optional<KvCheckpoint> c = pool_->checkpoint_of(*table_);
+  if (!c || c->end != n)
+    return err("KV checkpoint: none kept for the %lld positions of the adopted prefix",
+               static_cast<long long>(n));
+  size_t at = 0;
+  for (const KvWindowPart& w : pool_->window_parts()) {
+    RowCache& rc = layers_[static_cast<size_t>(w.il)].parts_[static_cast<size_t>(w.part)].rows;
+    const int64_t lo = std::max<int64_t>(0, n - w.keep), bytes = (n - lo) * static_cast<int64_t>(w.row_bytes);
+    if (at + static_cast<size_t>(bytes) > c->bytes.size())
+      return err("KV checkpoint: %zu bytes, short", c->bytes.size());
+    STRATA_TRY(rc.write_rows(lo, n - lo, c->bytes.data() + at));
+    at += static_cast<size_t>(bytes);
+  }
+  return {};
 }
 
 size_t KvCache::bytes() const {

@@ -67,6 +67,12 @@ class KvCache {
                                bool rotate = true);
   BlockTable* blocks() { return table_.get(); }  // null unless paged
   void release_blocks();                         // paged: every block back to the pool
+  // Paged on a pool that keeps checkpoints (kv/kv_checkpoints.h): save the window parts' rows
+  // before the last named block boundary at or before n_past (when the rings still hold them and
+  // none is kept for that boundary yet); write a prefix's saved rows back into the rings (n: the
+  // positions adopted, where the table's blocks end; an error when none is kept). Else nothing.
+  Status save_checkpoint(int64_t n_past);
+  Status restore_checkpoint(int64_t n);
   KvLayer& layer(int il) { return layers_[il]; }
   const KvLayer& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }

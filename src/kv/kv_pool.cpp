@@ -13,7 +13,7 @@ Result<KvPool::Layout> KvPool::layout(const KvSpec& spec, const KvPoolOptions& o
     return err("--block-size %d must be in [1, 4096] positions", o.block_size);
   Layout l;
   l.salt = 0x6b76;
-  bool all_paged = true;
+  bool all_paged = true, windows_only = true;
   l.region_of.resize(spec.layers.size());
   for (size_t il = 0; il < spec.layers.size(); ++il)
     for (size_t p = 0; p < spec.layers[il].parts.size(); ++p) {
@@ -21,7 +21,16 @@ Result<KvPool::Layout> KvPool::layout(const KvSpec& spec, const KvPoolOptions& o
       const bool paged = pages_part(ps);
       l.region_of[il].push_back(paged ? static_cast<int>(l.regions.size()) : -1);
       all_paged = all_paged && paged;
-      if (!paged) continue;
+      if (!paged) {
+        windows_only = windows_only && ps.kind == KvPartKind::window && ps.window > 0;
+        if (ps.kind == KvPartKind::window && ps.window > 0) {
+          const KvWindowPart w{static_cast<int>(il), static_cast<int>(p), ps.window - 1,
+                               ps.row_bytes(ps.type)};
+          l.windows.push_back(w);
+          l.checkpoint_bytes += static_cast<uint64_t>(w.keep) * w.row_bytes;
+        }
+        continue;
+      }
       const KvType t = ps.stored_as(ps.type);
       if (!kv_type_supported(t))
         return err("KV pool: layer %zu part %s is %s, a type strata cannot store", il, ps.name.c_str(),
@@ -43,8 +52,12 @@ Result<KvPool::Layout> KvPool::layout(const KvSpec& spec, const KvPoolOptions& o
   if (n > (uint64_t{1} << 30))
     return err("--kv-budget %s: too many KV blocks", format_bytes(o.budget_bytes).c_str());
   l.n_blocks = static_cast<int32_t>(n);
-  l.prefix_cache = o.prefix_cache && all_paged;
-  l.spill = l.prefix_cache && (o.ram_bytes > 0 || !o.disk_dir.empty());
+  l.prefix_cache = o.prefix_cache && (all_paged || (windows_only && o.checkpoints > 0));
+  l.spill = l.prefix_cache && all_paged && (o.ram_bytes > 0 || !o.disk_dir.empty());
+  if (all_paged || !l.prefix_cache) {
+    l.windows.clear();
+    l.checkpoint_bytes = 0;
+  }
   l.format = KvBlockFormat{o.model_fingerprint, l.salt, o.block_size, l.block_bytes, ""};
   for (const Region& r : l.regions)  // the first layer's parts name the types ("k f16 v f16")
     if (r.il == l.regions.front().il) l.format.types += (l.format.types.empty() ? "" : " ") + r.name;
@@ -59,6 +72,7 @@ Result<KvPoolBill> KvPool::bill(const KvSpec& spec, const KvPoolOptions& o) {
   b.block_bytes = l.block_bytes;
   b.pool_bytes = static_cast<uint64_t>(l.n_blocks) * l.block_bytes;
   b.prefix_cache = l.prefix_cache;
+  b.checkpoints = l.windows.empty() ? 0 : static_cast<uint64_t>(o.checkpoints) * l.checkpoint_bytes;
   if (l.spill) {
     b.ram_tier = o.ram_bytes;
     b.ssd = !o.disk_dir.empty();
@@ -88,6 +102,10 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const KvSpec& spec, Device& dev, 
   kp->bytes_per_token_ = static_cast<double>(bytes_per_position(spec));
   kp->salt_ = l.salt;
   kp->prefix_cache_ = l.prefix_cache;
+  if (!l.windows.empty()) {
+    kp->windows_ = l.windows;
+    kp->checkpoints_ = std::make_unique<KvCheckpoints>(o.checkpoints);
+  }
   if (l.spill) {
     const KvSpillOptions so{
         .ram_bytes = o.ram_bytes, .dir = o.disk_dir, .disk_budget = o.disk_bytes, .verbose = o.verbose};
@@ -222,6 +240,17 @@ int64_t KvPool::adopt_prefix(BlockTable& t, std::span<const int32_t> tokens) {
     parent = h;
     ++pool_hits_;
   }
+  if (checkpoints_) {  // the prefix ends where a snapshot of the window rows is kept
+    int32_t keep = t.n_;
+    while (keep > 0 && !checkpoints_->contains(t.hashes_[static_cast<size_t>(keep - 1)])) --keep;
+    for (int32_t k = t.n_ - 1; k >= keep; --k) {
+      pool_.release(t.ids_[k]);
+      t.ids_[k] = -1;
+      t.hashes_[static_cast<size_t>(k)] = 0;
+      --pool_hits_;
+    }
+    t.n_ = t.n_hashed_ = keep;
+  }
   if (spill_) load_prefix(t, tokens);
   unused_rows_ += t.rows();  // the blocks pushed onto the empty table (set_held takes them back)
   set_held(t, t.rows());
@@ -241,6 +270,31 @@ void KvPool::commit(BlockTable& t, std::span<const int32_t> tokens) {
     t.hashes_[static_cast<size_t>(k)] = h;
   }
   t.n_hashed_ = std::max(t.n_hashed_, full);
+}
+
+std::optional<std::pair<uint64_t, int64_t>> KvPool::checkpoint_wanted(const BlockTable& t,
+                                                                      int64_t n_past) const {
+  if (!checkpoints_) return std::nullopt;
+  std::lock_guard<std::mutex> lk(mu_);
+  const int32_t k = std::min<int32_t>(t.n_hashed_, static_cast<int32_t>(n_past / block_size_));
+  if (k < 1) return std::nullopt;
+  const uint64_t h = t.hashes_[static_cast<size_t>(k - 1)];
+  if (checkpoints_->contains(h)) return std::nullopt;
+  return std::make_pair(h, int64_t{k} * block_size_);
+}
+
+void KvPool::put_checkpoint(uint64_t hash, KvCheckpoint c) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (checkpoints_) checkpoints_->put(hash, std::move(c));
+}
+
+std::optional<KvCheckpoint> KvPool::checkpoint_of(const BlockTable& t) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!checkpoints_ || t.n_ < 1) return std::nullopt;
+  const KvCheckpoint* c = checkpoints_->find(t.hashes_[static_cast<size_t>(t.n_ - 1)]);
+  if (!c) return std::nullopt;
+  checkpoints_->count_restored();
+  return *c;
 }
 
 KvPoolStats KvPool::stats() const {
@@ -272,6 +326,7 @@ KvPoolStats KvPool::stats() const {
     it->bytes_per_token += r.row_bytes;
   }
   if (spill_) s.spill = spill_->stats();
+  if (checkpoints_) s.checkpoints = checkpoints_->stats();
   return s;
 }
 

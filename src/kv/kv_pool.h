@@ -10,7 +10,9 @@
 // sequence-level operations the engine calls: reserve (plan, then apply), release, and the prefix
 // cache — adopt_prefix hands a new sequence the cached blocks of its longest cached prefix,
 // commit names a sequence's full blocks so later sequences can adopt them. The prefix cache is on
-// only when every part is paged (a window ring cannot be rebuilt from blocks).
+// when every part is paged, or when the others are all window rings and checkpoints are kept
+// (kv/kv_checkpoints.h: a ring cannot be rebuilt from blocks, so a prefix ends at the last block
+// boundary whose window rows were saved).
 //
 // Spill (kv/kv_spill.h): with a RAM tier (--cache-ram) or an SSD tier (--prefix-cache-dir), a
 // cached block the pool evicts is copied out under its hash, and adopt_prefix continues a prefix
@@ -24,13 +26,16 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "kernels/device.h"
 #include "kv/block_pool.h"
+#include "kv/kv_checkpoints.h"
 #include "kv/kv_spec.h"
 #include "kv/kv_spill.h"
 #include "kv/row_cache.h"
@@ -47,6 +52,16 @@ struct KvPoolOptions {
   uint64_t disk_bytes = 0;         // --prefix-cache-dir-size: its files' bytes at most (0: no limit)
   uint64_t model_fingerprint = 0;  // names the model in the SSD tier's files
   bool verbose = false;            // log every load-or-recompute decision (kv/kv_spill.h)
+  // Window-ring snapshots kept at most (kv/kv_checkpoints.h; --ctx-checkpoints x sequences): a
+  // model with sliding-window parts has a prefix cache only with some.
+  int64_t checkpoints = 0;
+};
+
+// A window part a checkpoint saves: its last `keep` rows (window − 1) before the boundary.
+struct KvWindowPart {
+  int il = 0, part = 0;
+  int64_t keep = 0;
+  size_t row_bytes = 0;
 };
 
 // One part's bytes in the pool (summed over the layers that page it).
@@ -67,6 +82,7 @@ struct KvPoolBill {
   uint64_t spill_queue = 0;  // the SSD writer's queue at most (RAM)
   uint64_t ssd_file = 0;     // one block's file on SSD
   uint64_t ssd_budget = 0;   // --prefix-cache-dir-size (0: no limit)
+  uint64_t checkpoints = 0;  // the window-ring snapshots at most (RAM)
 };
 
 struct KvPoolStats {
@@ -86,6 +102,7 @@ struct KvPoolStats {
   double fragmentation_avg = 0;
   std::vector<KvPartBytes> parts;
   KvSpillStats spill;
+  KvCheckpointStats checkpoints;
 };
 
 class KvPool {
@@ -134,6 +151,15 @@ class KvPool {
   // tokens: the sequence's first positions, all evaluated (their rows written): names t's full
   // blocks among them that are not named yet.
   void commit(BlockTable& t, std::span<const int32_t> tokens);
+  // Checkpoints (a model with window parts): the parts a snapshot holds, in its byte order; where
+  // a sequence of n_past evaluated positions would save one (the hash of its last named block at
+  // or before n_past, and that block's end; none when that boundary has one already, or none is
+  // named); store one; the one for t's prefix (its last block's), counted as restored.
+  bool checkpoints_on() const { return checkpoints_ != nullptr; }
+  const std::vector<KvWindowPart>& window_parts() const { return windows_; }
+  std::optional<std::pair<uint64_t, int64_t>> checkpoint_wanted(const BlockTable& t, int64_t n_past) const;
+  void put_checkpoint(uint64_t hash, KvCheckpoint c);
+  std::optional<KvCheckpoint> checkpoint_of(const BlockTable& t);
   KvPoolStats stats() const;
   // The engine's measured prefill seconds for `tokens` prompt tokens (the cost model's recompute side).
   void observe_prefill(int64_t tokens, double seconds);
@@ -162,6 +188,8 @@ class KvPool {
     int32_t n_blocks = 0;
     bool prefix_cache = false, spill = false;
     KvBlockFormat format;
+    std::vector<KvWindowPart> windows;  // with checkpoints: the unpaged window parts
+    uint64_t checkpoint_bytes = 0;      // one snapshot's
   };
   static Result<Layout> layout(const KvSpec& spec, const KvPoolOptions& o);
   KvPool(Device& dev, int block_size, int32_t n_blocks)
@@ -187,6 +215,8 @@ class KvPool {
   int64_t unused_rows_ = 0;                           // Σ over tables of rows() - held
   double t_last_ = 0, unused_row_s_ = 0, row_s_ = 0;  // tick(): ∫ unused_rows_ dt, ∫ referenced rows dt
   std::unique_ptr<KvSpill> spill_;
+  std::unique_ptr<KvCheckpoints> checkpoints_;
+  std::vector<KvWindowPart> windows_;
   std::vector<Region> regions_;
   std::vector<std::vector<int>> region_of_;  // [layer][part] -> region, -1: not paged
   DeviceBuffer buf_;

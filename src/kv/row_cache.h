@@ -17,6 +17,7 @@
 // (owns nothing; bytes() is 0: the pool counts them).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -118,6 +119,12 @@ class RowCache {
   }
   // The rows as the attention kernels read them (valid while this cache lives, not moved).
   const KvRows& view() const { return view_; }
+  // Rows [i0, i0 + n) as stored (row_bytes each, absolute indices: a ring's slot i % capacity) out
+  // of / into the cache, host or device memory (the device's queue, waited for). PRECOND: not
+  // paged; n <= capacity; a ring's rows the last `capacity` written.
+  Status read_rows(int64_t i0, int64_t n, uint8_t* out) const { return copy_rows(i0, n, out, nullptr); }
+  Status write_rows(int64_t i0, int64_t n, const uint8_t* in) { return copy_rows(i0, n, nullptr, in); }
+
   // The rows as a device's ops name them (on_device caches only).
   DeviceRows device_rows() const {
     if (paged())
@@ -130,6 +137,33 @@ class RowCache {
   void release() {
     if (dev_) dev_->free(buf_);
     dev_ = nullptr;
+  }
+  // read_rows / write_rows: contiguous runs of slots (a ring wraps once at most).
+  Status copy_rows(int64_t i0, int64_t n, uint8_t* out, const uint8_t* in) const {
+    STRATA_ASSERT(!paged() && i0 >= 0 && n >= 0 && n <= capacity_);
+    const size_t rb = view_.row_bytes;
+    DeviceTicket last = 0;
+    bool queued = false;
+    for (int64_t done = 0; done < n;) {
+      const int64_t slot = ring_ ? (i0 + done) % capacity_ : i0 + done;
+      STRATA_ASSERT(slot < capacity_);
+      const int64_t run = std::min(n - done, capacity_ - slot);
+      const size_t at = static_cast<size_t>(slot) * rb, len = static_cast<size_t>(run) * rb;
+      uint8_t* o = out ? out + static_cast<size_t>(done) * rb : nullptr;
+      const uint8_t* w = in ? in + static_cast<size_t>(done) * rb : nullptr;
+      if (!dev_) {
+        if (o) std::memcpy(o, data_.get() + at, len);
+        if (w) std::memcpy(data_.get() + at, w, len);
+      } else if (o) {
+        STRATA_ASSIGN(last, dev_->download(o, buf_, at, len));
+        queued = true;
+      } else {
+        STRATA_ASSIGN(last, dev_->upload(buf_, at, w, len));
+        queued = true;
+      }
+      done += run;
+    }
+    return queued ? dev_->wait(last) : Status{};
   }
 
   int64_t width_ = 0;

@@ -69,6 +69,10 @@ class ArchState {
   virtual ArchMemory memory() const { return {}; }
   // A state over a KV pool: its block table (the engine reserves blocks before a step); else null.
   virtual BlockTable* kv_blocks() { return nullptr; }
+  // Over a pool that keeps window-ring checkpoints (kv/kv_checkpoints.h): save one for the first
+  // n_past positions; write the one of an adopted prefix of n positions back. Else nothing.
+  virtual Status save_checkpoint(int64_t /*n_past*/) { return {}; }
+  virtual Status restore_checkpoint(int64_t /*n*/) { return {}; }
 };
 
 // Per-sequence knobs of the forward (a request's profile, runtime/profile.h): they change only

@@ -51,9 +51,11 @@ class SessionImpl final : public Session {
     if (n_past_ != 0 || n < 0 || n >= n_ctx_ || n > t->rows())
       return err("assume_prefix: %d positions, but the session holds %d and its blocks cover %lld", n,
                  n_past_, static_cast<long long>(t->rows()));
+    if (Status st = st_->restore_checkpoint(n); !st.ok()) return st;
     n_past_ = n;
     return {};
   }
+  Status checkpoint() override { return st_->save_checkpoint(n_past_); }
 
   const Model& model() const { return m_; }
   ArchState& state() { return *st_; }

@@ -181,12 +181,16 @@ class Session {
   // step (kv/KvPool::reserve); null otherwise.
   virtual BlockTable* kv_blocks() { return nullptr; }
   // After reset(), the first n positions' rows are already in the blocks the table holds (a
-  // prefix the pool had cached, KvPool::adopt_prefix): the sequence continues at n. Errors: not a
-  // fresh paged session, or fewer blocks than n positions.
+  // prefix the pool had cached, KvPool::adopt_prefix): the sequence continues at n (a model with
+  // window parts: their rows written back from the prefix's checkpoint). Errors: not a fresh paged
+  // session, fewer blocks than n positions, or no checkpoint where one is needed.
   virtual Status assume_prefix(int n) {
     (void)n;
     return err("assume_prefix: not a paged session");
   }
+  // A paged session on a pool that keeps window-ring checkpoints (kv/kv_checkpoints.h): save one
+  // at its last named block boundary, so that a later sequence can continue its prefix. Else nothing.
+  virtual Status checkpoint() { return {}; }
   // KV cache and scratch bytes this session allocated (memory report next to the plan).
   struct Memory {
     uint64_t kv_cache = 0, scratch = 0;  // 0: not reported by the architecture

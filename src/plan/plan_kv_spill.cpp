@@ -9,6 +9,15 @@
 namespace strata {
 
 void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
+  if (m.kv.family != KvFamily::mla && p.ctx_checkpoints > 0) {  // window-ring checkpoints
+    KvPoolOptions po;
+    po.block_size = p.block_size;
+    const KvSpec spec = plan_kv_spec(m, p);
+    po.budget_bytes =
+        p.kv_budget > 0 ? p.kv_budget : KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);
+    po.checkpoints = int64_t{p.ctx_checkpoints} * p.n_seq;
+    if (auto kb = KvPool::bill(spec, po); kb.ok()) b->kv_checkpoints = kb->checkpoints;
+  }
   if (p.cache_ram == 0 && !p.prefix_cache_dir) return;
   if (m.kv.family == KvFamily::mla) {
     b->kv_spill_note = "strata does not run this architecture (no KV pool)";

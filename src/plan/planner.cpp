@@ -347,6 +347,10 @@ std::string plan_text(const PlanBill& b) {
   }
   if (b.kv_ram_tier > 0)
     row("kv_ram_tier", b.kv_ram_tier, pct(b.kv_ram_tier) + "  -cram: evicted prefix-cache KV blocks (serve)");
+  if (b.kv_checkpoints > 0)
+    row("kv_checkpoints", b.kv_checkpoints,
+        pct(b.kv_checkpoints) + "  sliding-window rows of prefix-cache checkpoints, " +
+            std::to_string(p.ctx_checkpoints) + " per sequence at most (--ctx-checkpoints)");
   if (b.kv_spill_queue > 0)
     row("kv_spill_queue", b.kv_spill_queue,
         pct(b.kv_spill_queue) + "  blocks queued for --prefix-cache-dir's writer, at most");
@@ -423,6 +427,7 @@ std::string plan_json(const PlanBill& b) {
   j["expert_min_bytes"] = b.expert_min;
   j["kv_cache"] = b.kv_cache;
   if (b.kv_pool_budget > 0) j["kv_pool_budget"] = b.kv_pool_budget;
+  if (b.kv_checkpoints > 0) j["kv_checkpoints"] = b.kv_checkpoints;
   j["kv_cache_lines"] = nlohmann::json::array();
   for (const PlanKvLine& l : b.kv_lines)
     j["kv_cache_lines"].push_back({{"name", l.name},

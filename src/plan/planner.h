@@ -130,6 +130,7 @@ struct PlanOptions {
   // serve's --kv-budget: the paged KV pool's bytes (0: -c x --batch sequences in whole blocks, the
   // engine's default); kv_cache then bills the pool KvPool sizes for it (kv_pool_budget below).
   uint64_t kv_budget = 0;
+  int ctx_checkpoints = 8;  // serve's --ctx-checkpoints (per sequence; models with window parts)
 };
 
 struct PlanKvLine {
@@ -167,7 +168,10 @@ struct PlanBill {
   uint64_t kv_ssd_file = 0, kv_ssd_budget = 0;
   bool kv_ssd = false;
   std::string kv_spill_note;
-  uint64_t kv_spill() const { return kv_ram_tier + kv_spill_queue; }
+  // Window-ring checkpoints at most (a model with sliding-window layers: the prefix cache's
+  // kv/kv_checkpoints.h, --ctx-checkpoints x --batch snapshots, as kv/KvPool::bill sizes them).
+  uint64_t kv_checkpoints = 0;
+  uint64_t kv_spill() const { return kv_ram_tier + kv_spill_queue + kv_checkpoints; }
   uint64_t total = 0;
   // With a RAM size:
   uint64_t margin = 0;

@@ -376,6 +376,7 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       }
     }
     s->n_eval += s->n_chunk;
+    if (!decoding) checkpoint(*s);  // a prompt chunk: its prefix is one others may share
     if (decoding || s->n_eval == s->target) {
       const float* src = batch_logits_.data() + row * V;
       std::copy(src, src + n_vocab_, s->logits.begin());
@@ -497,6 +498,7 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
   s.sampler.reset();
   s.stops.reset();
   s.parked = s.ready = false;
+  if (kv_pool_ && reason != FinishReason::error) checkpoint(s);  // a later turn may continue it
   if (kv_pool_) s.session->reset();  // the blocks go back (the full ones stay cached)
 }
 

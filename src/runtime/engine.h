@@ -78,6 +78,9 @@ struct EngineOptions {
   std::string prefix_cache_dir = {};
   uint64_t prefix_cache_dir_size = 0;
   bool kv_verbose = false;  // --verbose: a stderr line per prefix load-or-recompute decision
+  // A model with sliding-window layers (gpt-oss): window-ring snapshots kept per slot (llama.cpp's
+  // --ctx-checkpoints; kv/kv_checkpoints.h) for its prefix cache; 0: no prefix cache for it.
+  int ctx_checkpoints = 8;
 };
 
 enum class FinishReason { stop, length, cancelled, error };
@@ -239,6 +242,8 @@ class Engine {
   void preempt(Slot& s);
   void unstick();           // a turn with nothing to run: preempt or fail so that the oldest can go on
   void committed(Slot& s);  // after a step: name the full blocks
+  // A window-ring checkpoint of the slot's sequence (its prompt done, preempted or finished).
+  void checkpoint(Slot& s);
   void kv_metrics(const EngineCounters& c, std::string* out) const;
   bool sample(Slot& s);  // true: s has a sampled token to evaluate in this turn's batch
   int prefill_budget(int n_decode) const;

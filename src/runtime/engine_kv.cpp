@@ -54,6 +54,7 @@ Result<std::unique_ptr<KvPool>> make_kv_pool(const Model& m, int n_ctx, const Kv
   po.disk_dir = o.prefix_cache_dir;
   po.disk_bytes = o.prefix_cache_dir_size;
   po.verbose = o.kv_verbose;
+  po.checkpoints = int64_t{std::max(o.ctx_checkpoints, 0)} * std::max(o.n_slots, 1);
   if (!po.disk_dir.empty()) po.model_fingerprint = model_fingerprint(m);
   return KvPool::create(spec, m.device(), po);
 }
@@ -123,6 +124,7 @@ Engine::Slot* Engine::victim(const Slot& s) {
 // stop strings and text so far stay with the slot; it evaluates seq again before it goes on.
 void Engine::preempt(Slot& s) {
   committed(s);
+  checkpoint(s);
   s.session->reset();
   s.target = s.seq.size();
   s.n_eval = 0;
@@ -185,6 +187,12 @@ void Engine::unstick() {
 void Engine::committed(Slot& s) {
   const int n = s.session->n_past();
   kv_pool_->commit(*s.session->kv_blocks(), std::span<const int32_t>(s.seq.data(), static_cast<size_t>(n)));
+}
+
+void Engine::checkpoint(Slot& s) {
+  if (!kv_pool_ || !kv_pool_->checkpoints_on()) return;
+  if (Status st = s.session->checkpoint(); !st.ok())  // the prefix is recomputed later instead
+    std::fprintf(stderr, "strata: KV checkpoint not saved: %s\n", st.message().c_str());
 }
 
 void Engine::kv_metrics(const EngineCounters& c, std::string* o) const {
@@ -261,6 +269,14 @@ void Engine::kv_metrics(const EngineCounters& c, std::string* o) const {
          "prefix runs found in RAM / SSD, by the cost model's choice (load them or recompute them)", "choice",
          {{"load", static_cast<double>(sp.load_decisions)},
           {"recompute", static_cast<double>(sp.recompute_decisions)}});
+  gauge("strata_kv_checkpoints", "window-ring checkpoints kept (models with sliding-window layers)",
+        static_cast<double>(k.checkpoints.count));
+  gauge("strata_kv_checkpoint_bytes", "bytes of the window-ring checkpoints kept",
+        static_cast<double>(k.checkpoints.bytes));
+  counter("strata_kv_checkpoints_saved_total", "window-ring checkpoints saved",
+          static_cast<double>(k.checkpoints.saved));
+  counter("strata_kv_checkpoints_restored_total", "prefixes continued from a window-ring checkpoint",
+          static_cast<double>(k.checkpoints.restored));
   counter("strata_kv_loads_beat_recompute_total",
           "loads whose measured time was at most the recompute time predicted for the same run",
           static_cast<double>(sp.loads_beat_recompute));

@@ -4,7 +4,8 @@
 // default sessions, in one batch and in chunks, on the fixture architectures and the bundled
 // model (the attention core's key blocks sit at absolute multiples of 64 whatever the layout).
 // A session that adopts a cached prefix (KvPool::adopt_prefix) and evaluates only the rest gets
-// the same bits as the session that computed it.
+// the same bits as the session that computed it (gpt-oss: its window rings written back from the
+// prefix's checkpoint, kv/kv_checkpoints.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -74,11 +75,11 @@ void expect_paged_same_bits(const std::string& path) {
 void expect_prefix_reuse_same_bits(const std::string& path) {
   auto m = Model::load(path, {.n_threads = 2});
   ASSERT_TRUE(m.ok()) << m.message();
-  auto pool =
-      KvPool::create((*m)->arch().kv_spec(), (*m)->device(), {.budget_bytes = 64 << 20, .block_size = 16});
+  auto pool = KvPool::create((*m)->arch().kv_spec(), (*m)->device(),
+                             {.budget_bytes = 64 << 20, .block_size = 16, .checkpoints = 4});
   ASSERT_TRUE(pool.ok()) << pool.message();
   KvPool& kp = **pool;
-  if (!kp.prefix_cache()) GTEST_SKIP() << path << ": window parts, no prefix cache";
+  ASSERT_TRUE(kp.prefix_cache());
   const auto tokens = prompt_for(**m, 70);
   const int V = (*m)->n_vocab(), n = static_cast<int>(tokens.size());
   const auto want = eval_rows(**m, tokens, n, nullptr);
@@ -88,6 +89,12 @@ void expect_prefix_reuse_same_bits(const std::string& path) {
   ASSERT_TRUE(kp.reserve(*(*a)->kv_blocks(), n).ok());
   ASSERT_TRUE((*a)->eval(tokens, rows.data(), true).ok());
   kp.commit(*(*a)->kv_blocks(), tokens);
+  if (kp.checkpoints_on()) {  // window parts: no prefix before a checkpoint of their rows
+    auto z = (*m)->new_session({.n_ctx = 160, .n_batch = 64, .kv_pool = &kp});
+    ASSERT_TRUE(z.ok()) << z.message();
+    EXPECT_EQ(kp.adopt_prefix(*(*z)->kv_blocks(), tokens), 0);
+  }
+  ASSERT_TRUE((*a)->checkpoint().ok());  // nothing where every part is paged
   auto b = (*m)->new_session({.n_ctx = 160, .n_batch = 64, .kv_pool = &kp});
   ASSERT_TRUE(b.ok()) << b.message();
   const int64_t reused = kp.adopt_prefix(*(*b)->kv_blocks(), tokens);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,69 @@ TEST(EngineKv, OversubscribedSlidingWindowModel) {
   auto m = Model::load(dir + "/models/tiny-gpt-oss-f32.gguf", {.n_threads = 2});
   ASSERT_TRUE(m.ok()) << m.message();
   expect_oversubscribed_same_text(**m);
+}
+
+// gpt-oss (sliding-window layers): the prefix cache works from window-ring checkpoints
+// (kv/kv_checkpoints.h). A prompt's checkpoint lets the next prompt on the same prefix start at
+// its last block boundary, a finished request's lets a follow-up turn (its prompt, its reply,
+// more) start after the reply's last full block; texts equal contiguous slots'. Without
+// checkpoints nothing is reused. At -c 160 the window (128) holds the whole context (a second
+// prompt on the first 70 tokens: the checkpoint at 64 serves it); at -c 512 with steps of 16 tokens
+// the rings (143 rows) wrap, and the same 305-token prompt again starts from the checkpoint at 304
+// taken from them. (A prefix is reusable up to the last boundary some sequence saved a checkpoint
+// at: its prompt's end, a prefill step's, its preemption's or its end.)
+void expect_sliding_prefix(const Model& m, int n_ctx, int n_ubatch, int n_prefix, bool same_prompt) {
+  const auto prefix = tokens(m, n_prefix, 1);
+  std::vector<CompletionParams> ps;
+  for (int i = 0; i < 2; ++i) {
+    auto p = prefix;
+    const auto tail = tokens(m, 5 + (same_prompt ? 0 : i), 10 + (same_prompt ? 0 : i));
+    p.insert(p.end(), tail.begin(), tail.end());
+    ps.push_back(req(p, 12));
+  }
+  EngineOptions flat;
+  flat.paged_kv = false;
+  auto ref = engine(flat, n_ctx, &m);
+  const int boundary = (same_prompt ? n_prefix + 4 : n_prefix) / 16 * 16, follow = (n_prefix + 16) / 16 * 16;
+  for (int cps : {8, 0}) {
+    SCOPED_TRACE("-c " + std::to_string(n_ctx) + ", checkpoints " + std::to_string(cps));
+    EngineOptions eo;
+    eo.ctx_checkpoints = cps;
+    eo.n_ubatch = n_ubatch;
+    auto e = engine(eo, n_ctx, &m);
+    ASSERT_TRUE(e && e->kv_pool());
+    EXPECT_EQ(e->kv_pool()->prefix_cache(), cps > 0);
+    const Out a = run_all(*e, {ps[0]})[0];
+    EXPECT_EQ(a.text, run_all(*ref, {ps[0]})[0].text);
+    EXPECT_EQ(a.last.n_cached, 0);
+    const Out b = run_all(*e, {ps[1]})[0];
+    EXPECT_EQ(b.text, run_all(*ref, {ps[1]})[0].text);
+    EXPECT_EQ(b.last.n_cached, cps > 0 ? boundary : 0);
+    // The follow-up turn: the first prompt, its reply and three more tokens (the first request
+    // evaluated its prompt and 11 of its 12 tokens: its last checkpoint at `follow`).
+    CompletionParams c = ps[0];
+    std::istringstream reply(a.text);
+    for (int32_t t; reply >> t;) c.prompt.push_back(t);
+    for (int32_t t : tokens(m, 3, 40)) c.prompt.push_back(t);
+    ASSERT_EQ(c.prompt.size(), static_cast<size_t>(n_prefix + 5 + 12 + 3));
+    const Out got = run_all(*e, {c})[0];
+    EXPECT_EQ(got.text, run_all(*ref, {c})[0].text);
+    EXPECT_EQ(got.last.n_cached, cps > 0 ? follow : 0);
+    if (cps > 0) {
+      const KvCheckpointStats st = e->kv_pool()->stats().checkpoints;
+      EXPECT_GE(st.saved, 2u);
+      EXPECT_EQ(st.restored, 2u);
+      EXPECT_GT(st.bytes, 0u);
+    }
+  }
+}
+
+TEST(EngineKv, SlidingWindowPrefixFromACheckpoint) {
+  STRATA_REQUIRE_FIXTURES(dir);
+  auto m = Model::load(dir + "/models/tiny-gpt-oss-f32.gguf", {.n_threads = 2});
+  ASSERT_TRUE(m.ok()) << m.message();
+  expect_sliding_prefix(**m, 160, 512, 70, false);
+  expect_sliding_prefix(**m, 512, 16, 300, true);
 }
 
 TEST(EngineKv, ARequestThatCanNeverFitIsRefused) {

@@ -60,6 +60,8 @@ class DecoderState final : public ArchState {
   }
   void reset() override { kv.release_blocks(); }
   BlockTable* kv_blocks() override { return kv.blocks(); }
+  Status save_checkpoint(int64_t n_past) override { return kv.save_checkpoint(n_past); }
+  Status restore_checkpoint(int64_t n) override { return kv.restore_checkpoint(n); }
 
   KvCache kv;
   KvTypes kv_types;
