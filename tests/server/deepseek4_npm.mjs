@@ -6,10 +6,11 @@
 //      tokenizer.json of 256 tokens written here), whose chat format must be deepseek4.
 // Usage: node deepseek4_npm.mjs STRATA CACHE TEMPLATE WORK SMOKE_GGUF [SPARSE_DIR]
 // Without SPARSE_DIR the templates are compared on SMOKE_GGUF with --chat-template deepseek4.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+
+import { startServer as startStrata } from "./strata_serve.mjs";
 
 const [strata, cache, tmplPath, work, smoke, sparse] = process.argv.slice(2);
 if (!strata || !cache || !tmplPath || !work || !smoke) {
@@ -56,19 +57,7 @@ function writeCheckpoint(dir) {
   return Object.keys(vocab).length;
 }
 
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(strata, ["serve", ...args, "--port", "0", "-np", "1", "-t", "1"], { stdio: ["ignore", "ignore", "pipe"] });
-    let log = "";
-    const timer = setTimeout(() => { proc.kill("SIGKILL"); reject(new Error("strata serve did not start in 60 s:\n" + log)); }, 60000);
-    proc.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\D/);
-      if (m) { clearTimeout(timer); resolve({ proc, port: Number(m[1]), log: () => log }); }
-    });
-    proc.on("exit", (code) => { clearTimeout(timer); reject(new Error(`strata serve exited (${code}):\n${log}`)); });
-  });
-}
+const startServer = (args) => startStrata(strata, [...args, "-np", "1", "-t", "1"]);
 
 let model, nVocab = 0;
 if (sparse) {

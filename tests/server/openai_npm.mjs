@@ -12,10 +12,12 @@
 //      the same call both ways, arguments that parse as JSON with the tool's required keys, and the
 //      round trip (the call and a tool result sent back) answered.
 // Usage: node openai_npm.mjs STRATA CACHE MODEL WORK RUNS
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+
+import { startServer as startStrata, stopServer } from "./strata_serve.mjs";
 
 const [strata, cache, modelPath, work, runsArg] = process.argv.slice(2);
 if (!strata || !cache || !modelPath || !work) {
@@ -28,20 +30,8 @@ const t0 = Date.now();
 let failed = 0;
 const fail = (msg) => { console.error("FAIL: " + msg); failed = 1; };
 
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(strata, ["serve", "-m", modelPath, "--port", "0", "-t", "2", ...args], { stdio: ["ignore", "ignore", "pipe"] });
-    let log = "";
-    const timer = setTimeout(() => { proc.kill("SIGKILL"); reject(new Error("strata serve did not start in 60 s:\n" + log)); }, 60000);
-    proc.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\D/);
-      if (m) { clearTimeout(timer); resolve({ proc, port: Number(m[1]), log: () => log }); }
-    });
-    proc.on("exit", (code) => { clearTimeout(timer); reject(new Error(`strata serve exited (${code}):\n${log}`)); });
-  });
-}
-const stop = (s) => new Promise((r) => { s.proc.once("exit", r); s.proc.kill("SIGTERM"); });
+const startServer = (args) => startStrata(strata, ["-m", modelPath, "-t", "2", ...args]);
+const stop = stopServer;
 const clientOf = (s) => new OpenAI({ apiKey: "none", baseURL: `http://127.0.0.1:${s.port}/v1`, maxRetries: 0, timeout: 120000 });
 const postOf = (s) => async (route, body) => {
   const r = await fetch(`http://127.0.0.1:${s.port}${route}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
