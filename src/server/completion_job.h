@@ -22,6 +22,7 @@
 #include "server/http_exchange.h"
 #include "server/response_builder.h"
 #include "text/chat_template.h"
+#include "text/chat_template_jinja.h"
 #include "text/tokenizer.h"
 
 namespace strata::server {
@@ -37,6 +38,8 @@ struct ApiContext {
   // Bytes one token can stand for at most: a prompt longer than n_ctx times this cannot fit a slot.
   size_t max_token_bytes = 4;
   Profile profile = Profile::accurate;  // a request's without "profile" (--profile)
+  // --jinja: the model's template renders chat prompts (render_chat_request); null: `chat` does.
+  std::shared_ptr<const ChatJinja> jinja = {};
 };
 
 // The prompt of a chat request: `messages` in `format`, the "developer" role written as "system"
@@ -45,6 +48,12 @@ struct ApiContext {
 // template's own (an unknown role, ...).
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
                                 const ChatOptions& opts, const ChatInserts& inserts = {});
+
+// The prompt of a parsed chat request `r` whose body is `body`: the --jinja template's rendering of
+// the body (tools and the history's calls written by the template), else render_chat with the
+// built-in format (tools written by apply_chat_tools). Errors name the template's line and column.
+Result<std::string> render_chat_request(const ApiContext& ctx, ApiRequest& r, const std::string& body,
+                                        bool add_generation_prompt = true);
 
 class CompletionJob {
  public:

@@ -30,6 +30,7 @@
 #include "runtime/engine.h"
 #include "server/http_exchange.h"
 #include "text/chat_template.h"
+#include "text/chat_template_jinja.h"
 #include "text/tokenizer.h"
 
 namespace strata::server {
@@ -53,6 +54,9 @@ struct ServerOptions {
   // Both set: HTTPS only (PEM files; server/tls_context.h), with the same limits and timeouts.
   std::string ssl_key_file, ssl_cert_file;
   Profile profile = Profile::accurate;  // --profile: a request without "profile" gets this one
+  // --jinja: chat prompts (and /apply-template, /tokenize's messages) are the model's own template
+  // rendered by strata's Jinja engine; the chat format then only chooses the tool-call syntax.
+  std::shared_ptr<const ChatJinja> chat_jinja;
 };
 
 // One row of the route table. Handlers answer through the exchange (any thread, once).
