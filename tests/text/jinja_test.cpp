@@ -3,6 +3,8 @@
 // @huggingface/jinja renders (the reference tests/text/jinja_npm.mjs compares with on real templates).
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <string>
 
 #include "text/jinja/template.h"
@@ -215,6 +217,31 @@ TEST(Jinja, UntrustedTemplatesAreBounded) {
   std::string filters = "{{ 'x'";
   for (int k = 0; k < 5000; ++k) filters += " | trim";
   EXPECT_NE(render(filters + " }}").find("expression nested deeper than 300"), std::string::npos);
+  // Lists nested a million deep are freed without recursing; a list holding itself compares and
+  // prints as an error, not a stack overflow.
+  // (Rendered on a thread with a 512 KiB stack, which recursive freeing of 50,000 levels overflows.)
+  std::string deep;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 512 << 10);
+  pthread_t th;
+  ASSERT_EQ(pthread_create(
+                &th, &attr,
+                [](void* out) -> void* {
+                  *static_cast<std::string*>(out) = render(
+                      "{% set ns = namespace(l=[]) %}{% for i in range(50000) %}{% set ns.l = [ns.l] %}"
+                      "{% endfor %}done");
+                  return nullptr;
+                },
+                &deep),
+            0);
+  pthread_join(th, nullptr);
+  pthread_attr_destroy(&attr);
+  EXPECT_EQ(deep, "done");
+  EXPECT_EQ(render("{% set l = [] %}{% set _ = l.append(l) %}{{ l == l }}"), "false");
+  EXPECT_NE(
+      render("{% set l = [] %}{% set _ = l.append(l) %}{{ l | tojson }}").find("nesting deeper than 256"),
+      std::string::npos);
   EXPECT_NE(render("{{ 'x' * 100000000 }}").find("longer than 64 MiB"), std::string::npos);
 }
 

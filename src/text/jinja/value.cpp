@@ -15,6 +15,43 @@ const Value* CallArgs::get(size_t index, std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+// The release loop of List / Dict: the outermost destructor collects what its items hold and
+// drops it one by one; destructors that run meanwhile only add to the collection.
+thread_local std::vector<std::shared_ptr<const void>>* t_pending = nullptr;
+
+void release(Value& v, std::vector<std::shared_ptr<const void>>* pending) {
+  if (v.list) pending->push_back(std::move(v.list));
+  if (v.dict) pending->push_back(std::move(v.dict));
+  if (v.fn) pending->push_back(std::move(v.fn));  // a bound method holds its object
+}
+
+template <class Items, class Get>
+void release_items(Items& items, Get get) {
+  std::vector<std::shared_ptr<const void>> local;
+  const bool outermost = t_pending == nullptr;
+  if (outermost) t_pending = &local;
+  for (auto& item : items) release(get(item), t_pending);
+  if (!outermost) return;
+  while (!local.empty()) {
+    std::shared_ptr<const void> p = std::move(local.back());
+    local.pop_back();
+    p.reset();  // may add to `local`
+  }
+  t_pending = nullptr;
+}
+
+}  // namespace
+
+List::~List() {
+  release_items(*this, [](Value& v) -> Value& { return v; });
+}
+
+Dict::~Dict() {
+  release_items(items, [](std::pair<std::string, Value>& kv) -> Value& { return kv.second; });
+}
+
 Value Value::new_list(List items) {
   Value x = with(Kind::list);
   x.list = std::make_shared<List>(std::move(items));
@@ -195,7 +232,8 @@ std::string to_str(const Value& v) {
   return "";
 }
 
-bool equal(const Value& a, const Value& b) {
+bool equal(const Value& a, const Value& b, int depth) {
+  if (depth > 256) return false;
   if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
   if (a.kind != b.kind) return false;
   switch (a.kind) {
@@ -209,13 +247,13 @@ bool equal(const Value& a, const Value& b) {
     case Value::Kind::list:
       if (a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k)
-        if (!equal((*a.list)[k], (*b.list)[k])) return false;
+        if (!equal((*a.list)[k], (*b.list)[k], depth + 1)) return false;
       return true;
     case Value::Kind::dict:
       if (a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [k, x] : a.dict->items) {
         const Value* y = b.dict->find(k);
-        if (!y || !equal(x, *y)) return false;
+        if (!y || !equal(x, *y, depth + 1)) return false;
       }
       return true;
     case Value::Kind::function:
@@ -225,7 +263,8 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
-Result<int> compare(const Value& a, const Value& b) {
+Result<int> compare(const Value& a, const Value& b, int depth) {
+  if (depth > 256) return err("cannot compare values nested deeper than 256");
   const bool an = a.is_number() || a.kind == Value::Kind::boolean;
   const bool bn = b.is_number() || b.kind == Value::Kind::boolean;
   if (an && bn) {
@@ -235,7 +274,7 @@ Result<int> compare(const Value& a, const Value& b) {
   if (a.is_string() && b.is_string()) return a.s < b.s ? -1 : (a.s > b.s ? 1 : 0);
   if (a.is_list() && b.is_list()) {
     for (size_t k = 0; k < a.list->size() && k < b.list->size(); ++k) {
-      STRATA_ASSIGN(int c, compare((*a.list)[k], (*b.list)[k]));
+      STRATA_ASSIGN(int c, compare((*a.list)[k], (*b.list)[k], depth + 1));
       if (c != 0) return c;
     }
     return a.list->size() < b.list->size() ? -1 : (a.list->size() > b.list->size() ? 1 : 0);

@@ -24,7 +24,17 @@ namespace strata::jinja {
 
 struct Value;
 struct Dict;
-using List = std::vector<Value>;
+// A list's items. Lists and dicts free their items without recursing (a template can nest them a
+// million deep, or in a cycle through namespaces): what they hold is released by a loop.
+struct List : std::vector<Value> {
+  using std::vector<Value>::vector;
+  List() = default;
+  List(const List&) = default;
+  List(List&&) = default;
+  List& operator=(const List&) = default;
+  List& operator=(List&&) = default;
+  ~List();
+};
 
 // A call's arguments: positional, then keyword in the order written.
 struct CallArgs {
@@ -91,6 +101,12 @@ struct Value {
 };
 
 struct Dict {
+  Dict() = default;
+  Dict(const Dict&) = default;
+  Dict(Dict&&) = default;
+  Dict& operator=(const Dict&) = default;
+  Dict& operator=(Dict&&) = default;
+  ~Dict();
   std::vector<std::pair<std::string, Value>> items;
   bool is_namespace = false;
   // A dict literal with integer keys ({4096: 512}): keys are kept as their decimal text and read
@@ -107,9 +123,10 @@ const char* kind_name(const Value& v);  // "string", "list", ... for errors
 bool truthy(const Value& v);
 // `{{ v }}` and the `string` filter: as @huggingface/jinja prints it.
 std::string to_str(const Value& v);
-bool equal(const Value& a, const Value& b);
+// Values nested deeper than 256 (or in a cycle) compare unequal / are an error.
+bool equal(const Value& a, const Value& b, int depth = 0);
 // <0, 0, >0; an error for values that do not order (a string and a number, ...).
-Result<int> compare(const Value& a, const Value& b);
+Result<int> compare(const Value& a, const Value& b, int depth = 0);
 
 struct JsonStyle {
   int indent = -1;  // < 0: one line
