@@ -72,6 +72,30 @@ const conversations = {
     ],
     chat_template_kwargs: { enable_thinking: true },
   },
+  "parallel tool calls, thinking": {
+    messages: [
+      { role: "system", content: "Use tools when useful." },
+      { role: "user", content: "Weather in Paris and Rome?" },
+      {
+        role: "assistant", content: "", reasoning_content: "Two cities: two calls.",
+        tool_calls: [call, { id: "call00002", type: "function", function: { name: "get_weather", arguments: { city: "Rome" } } }],
+      },
+      { role: "tool", tool_call_id: "call00001", name: "get_weather", content: "{\"temp\": 21}" },
+      { role: "tool", tool_call_id: "call00002", name: "get_weather", content: "{\"temp\": 25}" },
+    ],
+    tools: [weather],
+    chat_template_kwargs: { enable_thinking: true },
+  },
+  "long history, no tools": {
+    messages: [
+      { role: "system", content: "  You answer in French.  " },
+      { role: "user", content: "Hello" },
+      { role: "assistant", content: "Bonjour !" },
+      { role: "user", content: "Quotes \"x\" and <tags> & 'single' — é ü 漢字 🙂" },
+      { role: "assistant", content: "D'accord.\n\nLigne deux." },
+      { role: "user", content: "Encore" },
+    ],
+  },
   "enable_thinking false": {
     messages: [{ role: "user", content: "Quick answer: capital of France?" }],
     chat_template_kwargs: { enable_thinking: false },
