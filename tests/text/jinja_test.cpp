@@ -177,11 +177,13 @@ TEST(Jinja, ErrorsNameTheLineAndColumn) {
   EXPECT_EQ(render("a\n{{ 1 + }}"), "PARSE ERROR: line 2, column 8: expected an expression, got }}");
   EXPECT_EQ(render("{% if x %}never closed"),
             "PARSE ERROR: line 1, column 23: unexpected end of template: "
-            "expected {% elif %}");
+            "expected {% endif %}");
   EXPECT_EQ(render("x\n  {{ 'a' | nosuch }}"), "ERROR: line 2, column 12: unknown filter 'nosuch'");
   EXPECT_EQ(render("{{ 1 is nosuch }}"), "ERROR: line 1, column 6: unknown test 'nosuch'");
   EXPECT_EQ(render("\n\n{{ raise_exception('bad role') }}"),
             "ERROR: line 3, column 19: raise_exception: bad role");
+  EXPECT_EQ(render("{% for x in y %}{% endif %}"),
+            "PARSE ERROR: line 1, column 20: unexpected {% endif %}: no open block takes it here");
   EXPECT_EQ(render("{% include 'x' %}"),
             "PARSE ERROR: line 1, column 4: unknown or unsupported statement 'include'");
   EXPECT_EQ(render("{{ 'unterminated }}"), "PARSE ERROR: line 1, column 4: unterminated string");

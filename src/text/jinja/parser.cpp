@@ -13,7 +13,7 @@ Result<Body> Parser::body(std::initializer_list<std::string_view> ends, std::str
     const Token& t = peek();
     if (t.kind == Tok::eof) {
       if (ends.size() == 0) break;
-      return fail(t, "unexpected end of template: expected {% " + std::string(*ends.begin()) + " %}");
+      return fail(t, "unexpected end of template: expected {% " + std::string(*(ends.end() - 1)) + " %}");
     }
     if (t.kind == Tok::text) {
       auto s = std::make_unique<Stmt>();
@@ -165,6 +165,8 @@ Result<std::unique_ptr<Stmt>> Parser::statement() {
     s->kind = name == "break" ? StmtKind::break_ : StmtKind::continue_;
     STRATA_TRY(close_stmt());
   } else {
+    if (name.starts_with("end") || name == "elif" || name == "else")
+      return fail(kw, "unexpected {% " + name + " %}: no open block takes it here");
     return fail(kw, "unknown or unsupported statement '" + name + "'");
   }
   return s;
