@@ -244,6 +244,15 @@ TEST(Jinja, UntrustedTemplatesAreBounded) {
   EXPECT_NE(
       render("{% set l = [] %}{% set _ = l.append(l) %}{{ l | tojson }}").find("nesting deeper than 256"),
       std::string::npos);
+  // Cycles a template makes (a namespace holding itself, a list in a dropped loop scope holding
+  // itself) are emptied when the render ends: nothing leaks.
+  const int64_t live = ContainerArena::live();
+  EXPECT_EQ(
+      render(
+          "{% set ns = namespace() %}{% set ns.me = ns %}{% for i in range(3) %}{% set l = [i] %}"
+          "{% set _ = l.append(l) %}{% set _ = l.append({'l': l}) %}{% endfor %}{{ ns.me.me is defined }}"),
+      "true");
+  EXPECT_EQ(ContainerArena::live(), live);
   EXPECT_NE(render("{{ 'x' * 100000000 }}").find("longer than 64 MiB"), std::string::npos);
 }
 

@@ -13,6 +13,7 @@ Result<Template> Template::parse(std::string_view source) {
 
 Result<std::string> Template::render(const nlohmann::ordered_json& context, const Limits& limits) const {
   if (!context.is_object() && !context.is_null()) return err("a template's context must be a JSON object");
+  ContainerArena arena;  // outlives the values: what cycles still hold when it ends is emptied
   Scope root;
   if (context.is_object())
     for (auto it = context.begin(); it != context.end(); ++it) {

@@ -2,6 +2,7 @@
 #include "text/jinja/value.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +43,24 @@ void release_items(Items& items, Get get) {
   t_pending = nullptr;
 }
 
+std::atomic<int64_t> g_live{0};
+
+// The containers made while a ContainerArena lives on this thread (weak: tracking keeps nothing).
+struct Tracked {
+  std::vector<std::weak_ptr<List>> lists;
+  std::vector<std::weak_ptr<Dict>> dicts;
+  size_t compact_at = 1024;
+  void compact() {  // drop the entries of freed containers (loops make many short-lived ones)
+    std::erase_if(lists, [](const auto& w) { return w.expired(); });
+    std::erase_if(dicts, [](const auto& w) { return w.expired(); });
+    compact_at = std::max<size_t>(1024, 2 * (lists.size() + dicts.size()));
+  }
+  void added() {
+    if (lists.size() + dicts.size() >= compact_at) compact();
+  }
+};
+thread_local Tracked* t_tracked = nullptr;
+
 }  // namespace
 
 List::~List() {
@@ -54,14 +73,55 @@ Dict::~Dict() {
 
 Value Value::new_list(List items) {
   Value x = with(Kind::list);
-  x.list = std::make_shared<List>(std::move(items));
+  x.list = std::shared_ptr<List>(new List(std::move(items)), [](List* l) {
+    --g_live;
+    delete l;
+  });
+  ++g_live;
+  if (t_tracked) {
+    t_tracked->lists.push_back(x.list);
+    t_tracked->added();
+  }
   return x;
 }
 
 Value Value::new_dict() {
   Value x = with(Kind::dict);
-  x.dict = std::make_shared<Dict>();
+  x.dict = std::shared_ptr<Dict>(new Dict(), [](Dict* d) {
+    --g_live;
+    delete d;
+  });
+  ++g_live;
+  if (t_tracked) {
+    t_tracked->dicts.push_back(x.dict);
+    t_tracked->added();
+  }
   return x;
+}
+
+ContainerArena::ContainerArena() {
+  if (t_tracked) return;  // an arena inside another: the outer one tracks
+  t_tracked = new Tracked();
+  owner_ = true;
+}
+
+ContainerArena::~ContainerArena() {
+  if (!owner_) return;
+  Tracked* t = t_tracked;
+  t_tracked = nullptr;
+  // Empty what is still alive: only cycles hold it now. Their items are released by the lists'
+  // and dicts' own loops once the last holder goes.
+  for (auto& w : t->lists) {
+    if (auto l = w.lock()) List().swap(*l);
+  }
+  for (auto& w : t->dicts) {
+    if (auto d = w.lock()) std::vector<std::pair<std::string, Value>>().swap(d->items);
+  }
+  delete t;
+}
+
+int64_t ContainerArena::live() {
+  return g_live.load();
 }
 
 Value Value::function(std::string name, NativeFn fn) {

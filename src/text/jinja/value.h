@@ -119,6 +119,22 @@ struct Dict {
   bool erase(std::string_view key);
 };
 
+// While one is alive on a thread, every list and dict made there is tracked; when it ends, those
+// still alive (held only by cycles a template made, `{% set ns.me = ns %}`) are emptied, so a
+// render leaks nothing. One per render (Template::render), made before its values.
+class ContainerArena {
+ public:
+  ContainerArena();
+  ~ContainerArena();
+  ContainerArena(const ContainerArena&) = delete;
+  ContainerArena& operator=(const ContainerArena&) = delete;
+  // Lists and dicts alive in this process (for tests).
+  static int64_t live();
+
+ private:
+  bool owner_ = false;
+};
+
 const char* kind_name(const Value& v);  // "string", "list", ... for errors
 bool truthy(const Value& v);
 // `{{ v }}` and the `string` filter: as @huggingface/jinja prints it.
