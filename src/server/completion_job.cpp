@@ -5,6 +5,8 @@
 #include <ctime>
 #include <random>
 
+#include "text/chat_template_jinja.h"
+
 namespace strata::server {
 
 using nlohmann::json;

@@ -22,8 +22,11 @@
 #include "server/http_exchange.h"
 #include "server/response_builder.h"
 #include "text/chat_template.h"
-#include "text/chat_template_jinja.h"
 #include "text/tokenizer.h"
+
+namespace strata {
+class ChatJinja;  // text/chat_template_jinja.h
+}  // namespace strata
 
 namespace strata::server {
 

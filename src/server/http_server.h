@@ -30,8 +30,11 @@
 #include "runtime/engine.h"
 #include "server/http_exchange.h"
 #include "text/chat_template.h"
-#include "text/chat_template_jinja.h"
 #include "text/tokenizer.h"
+
+namespace strata {
+class ChatJinja;  // text/chat_template_jinja.h
+}  // namespace strata
 
 namespace strata::server {
 struct ServerOptions {

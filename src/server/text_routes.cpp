@@ -4,6 +4,7 @@
 #include <ctime>
 #include <limits>
 
+#include "text/chat_template_jinja.h"
 #include "text/utf8.h"
 
 namespace strata::server {

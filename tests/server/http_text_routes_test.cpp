@@ -4,6 +4,7 @@
 
 #include "server/http_fixture.h"
 #include "server/text_routes.h"
+#include "text/chat_template_jinja.h"
 
 namespace strata::server {
 namespace {
