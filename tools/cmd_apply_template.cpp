@@ -35,6 +35,10 @@ int cmd_apply_template(int argc, char** argv) {
   app.add_option("--chat-template-file", file, "the Jinja chat template (a request may name its own)");
   app.add_option("--bos-token", bos, "bos_token as the template sees it")->capture_default_str();
   app.add_option("--eos-token", eos, "eos_token as the template sees it")->capture_default_str();
+  app.footer(
+      "stdin: a JSON list of chat requests {messages, tools?, chat_template_kwargs? (top-level template "
+      "variables), add_generation_prompt? (default true), chat_template_file? (this request's template)}; "
+      "stdout: a JSON list with, per request, the prompt (a string) or {\"error\": why}");
   CLI11_PARSE(app, argc, argv);
   if (!jinja)
     return fail("only --jinja rendering is available here (built-in formats: strata serve --chat-template)");
