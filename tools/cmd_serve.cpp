@@ -3,7 +3,7 @@
 //   strata serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np|--parallel 4] [-c 4096] [--expert-budget
 //   8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5] [--max-stop 16]
 //   [--max-unsent-bytes 2097152]
-//   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]
+//   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem] [--chat-template NAME] [--jinja [--chat-template-file F]]
 // The live dashboard is at / (server/stats_feed.h).
 //   [--kv-budget SIZE] [--block-size 16] [--no-prefix-cache] [-cram SIZE] [--prefix-cache-dir DIR]
 //   [--prefix-cache-dir-size SIZE]   (tools/kv_pool_flags.h)
@@ -30,7 +30,9 @@
 #include "model/model.h"
 #include "runtime/engine.h"
 #include "server/http_server.h"
+#include "format/safetensors_dir.h"
 #include "text/chat_template.h"
+#include "text/chat_template_jinja.h"
 
 namespace {
 
@@ -125,6 +127,15 @@ int cmd_serve(int argc, char** argv) {
                  "chat format for /v1/chat/completions: a built-in name (" +
                      strata::chat_format_names_joined() +
                      ") or a Jinja template to recognise (default: the model's, else chatml)");
+  bool jinja = false;
+  std::string chat_template_file;
+  app.add_flag("--jinja", jinja,
+               "render chat prompts with the model's own Jinja chat template (tokenizer.chat_template, or "
+               "--chat-template-file) in strata's Jinja engine; the built-in format stays for tool-call parsing "
+               "and is the fallback when the model has no template");
+  app.add_option("--chat-template-file", chat_template_file,
+                 "a Jinja chat template file: the template --jinja renders (without --jinja: recognised as "
+                 "--chat-template is)");
   strata::cli::EngramFlags ef;
   strata::cli::ExpertFlags xf;
   strata::cli::DeviceFlags df;  // outlives the model
@@ -180,6 +191,13 @@ int cmd_serve(int argc, char** argv) {
                 2);
   std::optional<strata::ChatFormat> chat;
   std::string chat_note;
+  std::string file_template;
+  if (!chat_template_file.empty()) {
+    auto text = strata::read_text_file(chat_template_file);
+    if (!text.ok()) return fail("--chat-template-file: " + text.message(), 2);
+    file_template = std::move(*text);
+    if (chat_template.empty() && !jinja) chat_template = file_template;
+  }
   auto ch = m.has_gguf() ? strata::chat_format_for_model(m.file(), chat_template)
                          : strata::chat_format_for_dir(model_path, m.arch_name(), chat_template);
   if (ch.ok()) {
@@ -190,6 +208,39 @@ int cmd_serve(int argc, char** argv) {
     return fail(ch.message(), 2);
   } else {
     chat_note = "warning: " + ch.message() + "; /v1/chat/completions is off (pass --chat-template NAME)";
+  }
+  if (jinja) {  // the model's own template (or the file's) rendered by strata's Jinja engine
+    std::optional<std::string> source;
+    if (!chat_template_file.empty()) {
+      source = file_template;
+      if (chat_template.empty()) {  // the tool-call syntax: the built-in format the file looks like
+        auto f = strata::chat_format_detect(file_template);
+        chat = f.ok() ? std::optional<strata::ChatFormat>(*f) : std::nullopt;
+      }
+    } else {
+      auto t = m.has_gguf() ? strata::chat_template_of_model(m.file()) : strata::chat_template_of_dir(model_path);
+      if (!t.ok()) return fail(t.message(), 2);
+      source = std::move(*t);
+    }
+    if (!source || source->empty()) {
+      chat_note += "; --jinja: the model has no chat template, the built-in format renders chats";
+    } else {
+      const strata::Tokenizer& tok = m.tokenizer();
+      const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
+      const std::string eos = tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id(), true) : "";
+      auto cj = strata::ChatJinja::parse(*source, bos, eos);
+      if (!cj.ok()) {
+        if (!chat_template_file.empty()) return fail(chat_template_file + ": " + cj.message(), 2);
+        chat_note += "; warning: --jinja: " + cj.message() + "; the built-in format renders chats";
+      } else {
+        so.chat_jinja = std::make_shared<const strata::ChatJinja>(std::move(*cj));
+        chat_note = "chat prompts from the " +
+                    std::string(chat_template_file.empty() ? "model's" : chat_template_file) +
+                    " Jinja template (--jinja)" +
+                    (chat ? std::string("; tool calls parsed as ") + strata::chat_format_name(*chat)
+                          : std::string("; tool calls are not parsed (no built-in format matches)"));
+      }
+    }
   }
   const strata::SessionOptions sopt{.n_ctx = *c, .kv = *kv};
   // The routed experts onto a GPU: what the budget leaves after the slots' KV (the paged pool's

@@ -41,6 +41,7 @@ std::string percent_decoded(std::string_view s) {
 Api::Api(Engine& engine, const Tokenizer& tok, std::optional<ChatFormat> chat, const ServerOptions& opts)
     : ctx_{engine, tok, chat, opts.model_name, opts.max_stop, opts.max_stop_bytes, 4, opts.profile},
       opts_(opts) {
+  ctx_.jinja = opts.chat_jinja;
   // The longest piece, at least one UTF-8 character.
   for (int32_t id = 0; id < tok.n_vocab(); ++id)
     ctx_.max_token_bytes = std::max(ctx_.max_token_bytes, tok.token_to_piece(id, /*special=*/true).size());

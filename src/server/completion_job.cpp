@@ -5,6 +5,8 @@
 #include <ctime>
 #include <random>
 
+#include "text/chat_template_jinja.h"
+
 namespace strata::server {
 
 using nlohmann::json;
@@ -110,12 +112,10 @@ std::optional<std::string> answer_without_engine(const ApiContext& ctx, const Ap
   return std::nullopt;
 }
 
-// Tools and the history's calls and results written into the messages (and between turns) in the
-// model's syntax; with tools, the grammar of its calls: lazy (from the call's opening on) for
-// tool_choice auto, the whole reply for required or a named function.
-Status use_tools(const ApiContext& ctx, ApiRequest* r, ChatInserts* inserts) {
-  if (!ctx.chat) return {};  // render_chat says so
-  if (!r->tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r->tools, &r->messages, inserts));
+// With tools, the grammar of the model's calls (in the chat format's syntax): lazy (from the call's
+// opening on) for tool_choice auto, the whole reply for required or a named function.
+Status use_tools(const ApiContext& ctx, ApiRequest* r) {
+  if (!ctx.chat) return {};  // render_chat says so (with --jinja: calls are not parsed)
   if (!r->tools_auto) return {};
   r->tool_syntax = tool_syntax_for(*ctx.chat);
   // Markers the vocabulary has as control tokens: shown to the parser (an end of generation never
@@ -220,6 +220,21 @@ Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::ve
   return chat_apply_inserts(*format, messages, inserts, opts);
 }
 
+Result<std::string> render_chat_request(const ApiContext& ctx, ApiRequest& r, const std::string& body,
+                                        bool add_generation_prompt) {
+  if (ctx.jinja) return ctx.jinja->render(body, add_generation_prompt);
+  // Tools and the history's calls and results written into the messages (and between turns) in
+  // the model's syntax.
+  ChatInserts inserts;
+  if (ctx.chat && !r.tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r.tools, &r.messages, &inserts));
+  return render_chat(ctx.chat, std::move(r.messages),
+                     ChatOptions{.add_assistant_prompt = add_generation_prompt,
+                                 .thinking = r.thinking,
+                                 .reasoning_max = r.reasoning_max,
+                                 .has_tools = !r.tools.tools.empty()},
+                     inserts);
+}
+
 void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_ptr<Exchange>& ex, bool chat,
                           bool infill) {
   const HttpRequest& req = ex->request();
@@ -227,15 +242,13 @@ void CompletionJob::start(const ApiContext& ctx, uint64_t id, const std::shared_
   if (!parsed.ok()) return ex->respond(error_response(400, parsed.message()));
   ApiRequest& r = *parsed;
   if (chat) {
-    ChatInserts inserts;
-    if (auto bad = use_tools(ctx, &r, &inserts); !bad.ok())
-      return ex->respond(error_response(400, bad.message()));
-    auto text = render_chat(
-        ctx.chat, std::move(r.messages),
-        ChatOptions{
-            .thinking = r.thinking, .reasoning_max = r.reasoning_max, .has_tools = !r.tools.tools.empty()},
-        inserts);
+    if (auto bad = use_tools(ctx, &r); !bad.ok()) return ex->respond(error_response(400, bad.message()));
+    auto text = render_chat_request(ctx, r, req.body);
     if (!text.ok()) return ex->respond(error_response(400, text.message()));
+    // A template that writes bos_token itself: the tokenizer adds the BOS (once).
+    if (ctx.jinja && ctx.tok.add_bos() && !ctx.jinja->bos_token().empty() &&
+        text->starts_with(ctx.jinja->bos_token()))
+      text->erase(0, ctx.jinja->bos_token().size());
     r.prompts = {ApiPrompt{std::move(*text), {}}};
   }
   if (auto bad = over_limits(ctx, r)) return ex->respond(error_response(400, *bad));

@@ -24,6 +24,10 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
+namespace strata {
+class ChatJinja;  // text/chat_template_jinja.h
+}  // namespace strata
+
 namespace strata::server {
 
 // What the API's handlers need from the server.
@@ -37,6 +41,8 @@ struct ApiContext {
   // Bytes one token can stand for at most: a prompt longer than n_ctx times this cannot fit a slot.
   size_t max_token_bytes = 4;
   Profile profile = Profile::accurate;  // a request's without "profile" (--profile)
+  // --jinja: the model's template renders chat prompts (render_chat_request); null: `chat` does.
+  std::shared_ptr<const ChatJinja> jinja = {};
 };
 
 // The prompt of a chat request: `messages` in `format`, the "developer" role written as "system"
@@ -45,6 +51,12 @@ struct ApiContext {
 // template's own (an unknown role, ...).
 Result<std::string> render_chat(const std::optional<ChatFormat>& format, std::vector<ChatMessage> messages,
                                 const ChatOptions& opts, const ChatInserts& inserts = {});
+
+// The prompt of a parsed chat request `r` whose body is `body`: the --jinja template's rendering of
+// the body (tools and the history's calls written by the template), else render_chat with the
+// built-in format (tools written by apply_chat_tools). Errors name the template's line and column.
+Result<std::string> render_chat_request(const ApiContext& ctx, ApiRequest& r, const std::string& body,
+                                        bool add_generation_prompt = true);
 
 class CompletionJob {
  public:

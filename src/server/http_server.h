@@ -32,6 +32,10 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
+namespace strata {
+class ChatJinja;  // text/chat_template_jinja.h
+}  // namespace strata
+
 namespace strata::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -53,6 +57,9 @@ struct ServerOptions {
   // Both set: HTTPS only (PEM files; server/tls_context.h), with the same limits and timeouts.
   std::string ssl_key_file, ssl_cert_file;
   Profile profile = Profile::accurate;  // --profile: a request without "profile" gets this one
+  // --jinja: chat prompts (and /apply-template, /tokenize's messages) are the model's own template
+  // rendered by strata's Jinja engine; the chat format then only chooses the tool-call syntax.
+  std::shared_ptr<const ChatJinja> chat_jinja;
 };
 
 // One row of the route table. Handlers answer through the exchange (any thread, once).

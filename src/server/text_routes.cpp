@@ -4,6 +4,7 @@
 #include <ctime>
 #include <limits>
 
+#include "text/chat_template_jinja.h"
 #include "text/utf8.h"
 
 namespace strata::server {
@@ -53,10 +54,14 @@ Result<ApiReply> tokenize(const ApiContext& ctx, const std::string& text) {
       STRATA_ASSIGN(bool gen, flag(body, "add_generation_prompt", true));
       STRATA_ASSIGN(bool thinking, parse_chat_thinking(body));
       STRATA_ASSIGN(bool reasoning_max, parse_chat_reasoning_max(body));
-      STRATA_ASSIGN(prompt, render_chat(ctx.chat, std::move(msgs),
-                                        ChatOptions{.add_assistant_prompt = gen,
-                                                    .thinking = thinking,
-                                                    .reasoning_max = reasoning_max}));
+      if (ctx.jinja) {
+        STRATA_ASSIGN(prompt, ctx.jinja->render(text, gen));
+      } else {
+        STRATA_ASSIGN(prompt, render_chat(ctx.chat, std::move(msgs),
+                                          ChatOptions{.add_assistant_prompt = gen,
+                                                      .thinking = thinking,
+                                                      .reasoning_max = reasoning_max}));
+      }
       STRATA_ASSIGN(add_special, flag(body, "add_special_tokens", false));
     } else {
       if (!body["prompt"].is_string())
@@ -108,13 +113,7 @@ Result<ApiReply> detokenize(const ApiContext& ctx, const std::string& text) {
 // the history's tool calls and results written as the chat route writes them.
 Result<ApiReply> apply_template(const ApiContext& ctx, const std::string& text) {
   STRATA_ASSIGN(ApiRequest r, parse_request(text, /*chat=*/true));
-  ChatInserts inserts;
-  if (ctx.chat && !r.tools.empty()) STRATA_TRY(apply_chat_tools(*ctx.chat, r.tools, &r.messages, &inserts));
-  STRATA_ASSIGN(std::string prompt, render_chat(ctx.chat, std::move(r.messages),
-                                                ChatOptions{.thinking = r.thinking,
-                                                            .reasoning_max = r.reasoning_max,
-                                                            .has_tools = !r.tools.tools.empty()},
-                                                inserts));
+  STRATA_ASSIGN(std::string prompt, render_chat_request(ctx, r, text));
   return ApiReply{200, json{{"prompt", prompt}}};
 }
 

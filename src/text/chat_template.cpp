@@ -181,13 +181,15 @@ Result<ChatFormatChoice> chat_format_choose(std::optional<std::string_view> mode
   return ChatFormatChoice{*f, ChatFormatSource::model_template};
 }
 
+Result<std::optional<std::string>> chat_template_of_model(const GgufFile& file) {
+  if (!file.find(kChatTemplateKey)) return std::optional<std::string>();
+  auto s = file.get_string(kChatTemplateKey);
+  if (!s.ok()) return err_context(file.path(), s.error());
+  return std::optional<std::string>(std::move(s).value());
+}
+
 Result<ChatFormatChoice> chat_format_for_model(const GgufFile& file, std::string_view override_arg) {
-  std::optional<std::string> tmpl;
-  if (file.find(kChatTemplateKey)) {
-    auto s = file.get_string(kChatTemplateKey);
-    if (!s.ok()) return err_context(file.path(), s.error());
-    tmpl = std::move(s).value();
-  }
+  STRATA_ASSIGN(std::optional<std::string> tmpl, chat_template_of_model(file));
   auto arch = file.get_string_or("general.architecture", "");
   if (!arch.ok()) return err_context(file.path(), arch.error());
   auto choice =
@@ -196,8 +198,7 @@ Result<ChatFormatChoice> chat_format_for_model(const GgufFile& file, std::string
   return choice;
 }
 
-Result<ChatFormatChoice> chat_format_for_dir(const std::string& dir, std::string_view arch,
-                                             std::string_view override_arg) {
+Result<std::optional<std::string>> chat_template_of_dir(const std::string& dir, std::string* source_out) {
   std::optional<std::string> tmpl;
   std::string source;
   const std::string cfg_path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
@@ -229,6 +230,14 @@ Result<ChatFormatChoice> chat_format_for_dir(const std::string& dir, std::string
     tmpl = std::move(*text);
     source = jinja_path;
   }
+  if (source_out) *source_out = source;
+  return tmpl;
+}
+
+Result<ChatFormatChoice> chat_format_for_dir(const std::string& dir, std::string_view arch,
+                                             std::string_view override_arg) {
+  std::string source;
+  STRATA_ASSIGN(std::optional<std::string> tmpl, chat_template_of_dir(dir, &source));
   auto choice =
       chat_format_choose(tmpl ? std::optional<std::string_view>(*tmpl) : std::nullopt, override_arg, arch);
   if (!choice.ok() && override_arg.empty()) return err_context(source, choice.error());

@@ -1,9 +1,10 @@
 // Chat templates: OpenAI-style messages -> the prompt text a model was trained on.
 //
 // A GGUF carries its chat template as a Jinja string (tokenizer.chat_template). Like llama.cpp's
-// llama_chat_apply_template (llama-server without --jinja), strata runs no Jinja: it recognises
-// which well-known format a template is by characteristic substrings and writes that format
-// with built-in code. Format names and outputs match llama.cpp's built-in templates (de3ff81);
+// llama_chat_apply_template (llama-server without --jinja), these built-in formats run no Jinja:
+// they recognise which well-known format a template is by characteristic substrings and write that
+// format with built-in code (`strata serve --jinja` renders the template itself instead:
+// chat_template_jinja.h). Format names and outputs match llama.cpp's built-in templates (de3ff81);
 // where strata differs it says so in chat_template_formats.cpp (it rejects roles a format cannot
 // write instead of guessing, and never drops a system message silently except where the
 // model's own template does).
@@ -161,12 +162,17 @@ std::optional<ChatFormat> chat_format_for_arch(std::string_view arch);
 // unsupported.
 Result<ChatFormatChoice> chat_format_choose(std::optional<std::string_view> model_template,
                                             std::string_view override_arg, std::string_view arch = {});
+// A model's Jinja chat template: tokenizer.chat_template (nullopt: it has none; a non-string
+// value is an error naming the file and key), or for a checkpoint directory tokenizer_config.json's
+// "chat_template" (a string, or a list of {name, template} whose "default" entry is taken), else
+// the file chat_template.jinja (*source: the file it came from; errors name it).
+Result<std::optional<std::string>> chat_template_of_model(const GgufFile& file);
+Result<std::optional<std::string>> chat_template_of_dir(const std::string& dir, std::string* source = nullptr);
+
 // The same, reading tokenizer.chat_template and general.architecture from the file (a
 // non-string value is an error naming the file and key).
 Result<ChatFormatChoice> chat_format_for_model(const GgufFile& file, std::string_view override_arg = {});
-// The same for a checkpoint directory: the template is tokenizer_config.json's "chat_template"
-// (a string, or a list of {name, template} whose "default" entry is taken), else the file
-// chat_template.jinja; errors name the file.
+// The same for a checkpoint directory (its template as chat_template_of_dir finds it).
 Result<ChatFormatChoice> chat_format_for_dir(const std::string& dir, std::string_view arch,
                                              std::string_view override_arg = {});
 

@@ -4,6 +4,7 @@
 
 #include "server/http_fixture.h"
 #include "server/text_routes.h"
+#include "text/chat_template_jinja.h"
 
 namespace strata::server {
 namespace {
@@ -17,6 +18,37 @@ json post_json(httplib::Client& c, const char* path, const json& body, int want 
   if (!r) return json();
   EXPECT_EQ(r->status, want) << path << " " << r->body;
   return json::parse(r->body);
+}
+
+// --jinja: the template renders /apply-template, /tokenize's messages and the chat route's prompt, with
+// chat_template_kwargs as variables; a template that fails is a 400 naming its line and column.
+TEST_F(HttpServerTest, JinjaTemplateRendersChatRoutes) {
+  auto cj = ChatJinja::parse(
+      "{{ bos_token }}{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}"
+      "{% endif %}<{{ m.role }}>{{ m.content | trim }}\n{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% if enable_thinking %}<think>{% endif %}{% endif %}",
+      "<s>", "</s>");
+  ASSERT_TRUE(cj.ok()) << cj.message();
+  ServerOptions so;
+  so.chat_jinja = std::make_shared<const ChatJinja>(std::move(*cj));
+  start(so);
+  auto c = client();
+  const json msgs = json::array({json{{"role", "user"}, {"content", " Hi "}}});
+  json a = post_json(c, "/apply-template",
+                     json{{"messages", msgs}, {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  EXPECT_EQ(a["prompt"], "<s><user>Hi\n<assistant><think>");
+  json t = post_json(c, "/tokenize", json{{"messages", msgs}, {"add_generation_prompt", false}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(),
+            model_->tokenizer().encode("<s><user>Hi\n", false, true));
+  const json bad =
+      json{{"messages", json::array({json{{"role", "tool"}, {"content", "x"}}})}, {"max_tokens", 1}};
+  for (const char* path : {"/apply-template", "/v1/chat/completions"}) {
+    json e = post_json(c, path, bad, 400);
+    EXPECT_EQ(e["error"]["message"], "chat template: line 1, column 82: raise_exception: no tools here")
+        << path;
+  }
+  json ok = post_json(c, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 2}});
+  EXPECT_EQ(ok["choices"][0]["message"]["role"], "assistant");
 }
 
 TEST_F(HttpServerTest, TokenizeDetokenizeAndApplyTemplate) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <cstdlib>
 #include <thread>
@@ -52,6 +53,12 @@ TEST_F(ServeCli, BadFlagsAreOneLineErrors) {
                                          true);
   strata::testing::expect_one_line_error(strata("serve -m " + model() + " --block-size 0"), "--block-size",
                                          true);
+  // --jinja with a template file that does not parse: the file, line and column.
+  const fs::path bad = dir_ / "bad.jinja";
+  std::ofstream(bad) << "{% for m in messages %}\n{{ m.content | }}{% endfor %}";
+  strata::testing::expect_one_line_error(
+      strata("serve -m " + model() + " --jinja --chat-template-file " + bad.string()),
+      bad.string() + ": chat template: line 2, column 16: expected a filter name", true);
   // A budget without room for one block of the model's KV (after loading it).
   strata::testing::expect_one_line_error(strata("serve -m " + model() + " --kv-budget 1K"),
                                          "holds no KV block", true);
