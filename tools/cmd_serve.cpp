@@ -1,12 +1,12 @@
 // strata serve: an OpenAI-compatible HTTP server (server/http_server.h) over N slots of the
 // engine (runtime/engine.h), with the same model, expert-store and Engram flags as `run`.
-//   strata serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np|--parallel 4] [-c 4096] [--expert-budget
-//   8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5] [--max-stop 16]
-//   [--max-unsent-bytes 2097152]
-//   [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem] [--chat-template NAME] [--jinja [--chat-template-file F]]
-// The live dashboard is at / (server/stats_feed.h).
+//   strata serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [-np|--parallel 4] [-c 4096]
+//   [--expert-budget 8G] [-to|--timeout 600] [--max-connections 4096] [--shutdown-timeout 5]
+//   [--max-stop 16] [--max-unsent-bytes 2097152] [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]
+//   [--chat-template NAME] [--jinja [--chat-template-file F]]
 //   [--kv-budget SIZE] [--block-size 16] [--no-prefix-cache] [-cram SIZE] [--prefix-cache-dir DIR]
-//   [--prefix-cache-dir-size SIZE]   (tools/kv_pool_flags.h)
+//   [--prefix-cache-dir-size SIZE] [-ctxcp N]   (tools/kv_pool_flags.h)
+// The live dashboard is at / (server/stats_feed.h).
 // SIGINT / SIGTERM stop it; the expert profile and statistics are written on the way out.
 #include <pthread.h>
 #include <signal.h>
@@ -129,10 +129,11 @@ int cmd_serve(int argc, char** argv) {
                      ") or a Jinja template to recognise (default: the model's, else chatml)");
   bool jinja = false;
   std::string chat_template_file;
-  app.add_flag("--jinja", jinja,
-               "render chat prompts with the model's own Jinja chat template (tokenizer.chat_template, or "
-               "--chat-template-file) in strata's Jinja engine; the built-in format stays for tool-call parsing "
-               "and is the fallback when the model has no template");
+  app.add_flag(
+      "--jinja", jinja,
+      "render chat prompts with the model's own Jinja chat template (tokenizer.chat_template, or "
+      "--chat-template-file) in strata's Jinja engine; the built-in format stays for tool-call parsing "
+      "and is the fallback when the model has no template");
   app.add_option("--chat-template-file", chat_template_file,
                  "a Jinja chat template file: the template --jinja renders (without --jinja: recognised as "
                  "--chat-template is)");
@@ -218,7 +219,8 @@ int cmd_serve(int argc, char** argv) {
         chat = f.ok() ? std::optional<strata::ChatFormat>(*f) : std::nullopt;
       }
     } else {
-      auto t = m.has_gguf() ? strata::chat_template_of_model(m.file()) : strata::chat_template_of_dir(model_path);
+      auto t =
+          m.has_gguf() ? strata::chat_template_of_model(m.file()) : strata::chat_template_of_dir(model_path);
       if (!t.ok()) return fail(t.message(), 2);
       source = std::move(*t);
     }

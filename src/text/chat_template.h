@@ -167,7 +167,8 @@ Result<ChatFormatChoice> chat_format_choose(std::optional<std::string_view> mode
 // "chat_template" (a string, or a list of {name, template} whose "default" entry is taken), else
 // the file chat_template.jinja (*source: the file it came from; errors name it).
 Result<std::optional<std::string>> chat_template_of_model(const GgufFile& file);
-Result<std::optional<std::string>> chat_template_of_dir(const std::string& dir, std::string* source = nullptr);
+Result<std::optional<std::string>> chat_template_of_dir(const std::string& dir,
+                                                        std::string* source = nullptr);
 
 // The same, reading tokenizer.chat_template and general.architecture from the file (a
 // non-string value is an error naming the file and key).
