@@ -96,6 +96,9 @@ class BatchRunner {
  public:
   virtual ~BatchRunner() = default;
   virtual Status forward(std::span<Session* const> sessions, const TokenBatch& b, float* logits) const = 0;
+  // Threads the caller of forward() may use between its forwards (the engine samples its slots on
+  // them); null: none.
+  virtual ThreadPool* idle_pool() const { return nullptr; }
 };
 
 class Model final : public BatchRunner {
@@ -118,6 +121,7 @@ class Model final : public BatchRunner {
   int n_vocab() const;
   int n_ctx_train() const;
   ThreadPool& pool() const { return *pool_; }
+  ThreadPool* idle_pool() const override { return pool_.get(); }
   Device& device() const { return *device_; }          // where the layer ops run (LoadOptions::device)
   const Architecture& arch() const { return *arch_; }  // model/arch.h
   // The tiered expert store, or null (no budget and no statistics asked for).

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/clock.h"
+#include "base/parallel.h"
 #include "obs/proc_mem.h"
 #include "runtime/grammar_constraint.h"
 #include "runtime/lazy_grammar.h"
@@ -282,6 +283,7 @@ bool Engine::step() {
       batch_want_.push_back(all || (want_last && i + 1 == toks.size()) ? 1 : 0);
     }
   };
+  presample(order);
   int n_decode = 0;
   for (Slot* s : order) {
     if (!s->req || s->parked || !s->ready) continue;
@@ -411,12 +413,34 @@ bool Engine::emit(Slot& s, const std::string& text) {
   return s.req->sink(ev);
 }
 
+// The draws of every slot about to sample this turn, in parallel on the runner's threads (each
+// slot's sampler, grammar and logits are its own; the draws are the ones sample() would make).
+void Engine::presample(const std::vector<Slot*>& order) {
+  ThreadPool* pool = runner_->idle_pool();
+  if (!pool || pool->size() < 2) return;
+  std::vector<Slot*> todo;
+  for (Slot* s : order)
+    if (s->req && !s->parked && s->ready && s->drawn == Slot::kNotDrawn && s->req->p.n_predict != 0)
+      todo.push_back(s);
+  if (todo.size() < 2) return;
+  parallel_items(*pool, static_cast<int64_t>(todo.size()), true, [&](int64_t i, int) {
+    Slot& s = *todo[static_cast<size_t>(i)];
+    const double t0 = now_seconds();
+    s.drawn = s.sampler->sample(s.logits.data());
+    s.sample_s += now_seconds() - t0;
+  });
+}
+
 // Samples from the slot's logits and releases the text; true when the token is to be evaluated.
 bool Engine::sample(Slot& s) {
   Request& r = *s.req;
   if (r.p.n_predict == 0) return finish(s, FinishReason::length), false;  // the prompt only
   const double t0 = now_seconds();
-  const int32_t tok = s.sampler->sample(s.logits.data());
+  int32_t tok = s.drawn;
+  if (tok == Slot::kNotDrawn)
+    tok = s.sampler->sample(s.logits.data());
+  else
+    s.drawn = Slot::kNotDrawn;
   if (tok < 0) {  // the grammar allows no token
     if (s.sampler->constraint()->can_end()) return finish(s, FinishReason::stop), false;
     return finish(s, FinishReason::error, "the grammar allows none of the model's tokens here"), false;
@@ -496,6 +520,7 @@ void Engine::finish(Slot& s, FinishReason reason, const std::string& error) {
     s.req.reset();  // under mu_: submit() counts free slots from other threads
   }
   s.sampler.reset();
+  s.drawn = Slot::kNotDrawn;
   s.stops.reset();
   s.parked = s.ready = false;
   if (kv_pool_ && reason != FinishReason::error) checkpoint(s);  // a later turn may continue it

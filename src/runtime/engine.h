@@ -244,6 +244,7 @@ class Engine {
   void committed(Slot& s);  // after a step: name the full blocks
   // A window-ring checkpoint of the slot's sequence (its prompt done, preempted or finished).
   void checkpoint(Slot& s);
+  void presample(const std::vector<Slot*>& order);  // the turn's draws, in parallel
   void kv_metrics(const EngineCounters& c, std::string* out) const;
   bool sample(Slot& s);  // true: s has a sampled token to evaluate in this turn's batch
   int prefill_budget(int n_decode) const;

@@ -42,6 +42,11 @@ struct Engine::Slot {
   bool in_batch = false;  // in this turn's batch
   int n_cached = 0, n_recomputed = 0;
   int32_t next = 0;  // the sampled token in this turn's batch
+  // Drawn from `logits` by Engine::presample (the turn's slots in parallel), not used yet: sample()
+  // takes it instead of drawing (the same draw: the logits do not change until it is used, a
+  // preemption recomputes them bit for bit). kNotDrawn: none.
+  static constexpr int32_t kNotDrawn = -2;
+  int32_t drawn = kNotDrawn;
   int n_gen = 0, n_decode = 0;
   std::vector<int32_t> pending;          // return_tokens: sampled ids not yet sent
   std::vector<TokenLogprob> pending_lp;  // logprobs: entries not yet sent
