@@ -268,7 +268,7 @@ TEST_P(VulkanLinear, MatchesTheCpuDevice) {
                                 ", which has no Vulkan kernel"),
             std::string::npos)
       << type.message();
-  if (t != GgmlType::mxfp4) {  // 17-byte blocks: any offset
+  if (t != GgmlType::mxfp4 && t != GgmlType::nvfp4) {  // 17- / 36-byte blocks: any offset
     bad.w = DeviceMat{&*vw, 1, row, in, out - 1, t};
     EXPECT_FALSE(dev.run_linear(bad).ok()) << "odd offset";
   }
@@ -427,7 +427,7 @@ TEST(VulkanDevice, PipelineCacheIsKeptOnDisk) {
 INSTANTIATE_TEST_SUITE_P(Types, VulkanLinear,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
                                            GgmlType::q4_0, GgmlType::q5_0, GgmlType::q5_1, GgmlType::mxfp4,
-                                           GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k),
+                                           GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k),
                          [](const auto& info) { return std::string(type_info(info.param).name); });
 
 #endif

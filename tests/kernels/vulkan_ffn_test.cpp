@@ -149,7 +149,7 @@ TEST_P(VulkanFfn, MatchesTheCpuDevice) {
 INSTANTIATE_TEST_SUITE_P(Types, VulkanFfn,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
                                            GgmlType::q4_0, GgmlType::q5_0, GgmlType::q5_1, GgmlType::mxfp4,
-                                           GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k),
+                                           GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k),
                          [](const auto& info) { return std::string(type_info(info.param).name); });
 
 class VulkanExperts : public ::testing::TestWithParam<GgmlType> {};
@@ -164,7 +164,8 @@ TEST_P(VulkanExperts, SubsetMatchesTheCpuDevice) {
   VulkanDevice& dev = **opened;
   const GgmlType t = GetParam();
   const bool kq = type_info(t).block_size == QK_K;  // K-quants: rows of whole 256-element blocks
-  const int64_t d = kq ? 256 : 64, F = kq ? 256 : 96, n = 5;
+  const bool b64 = type_info(t).block_size == 64;   // NVFP4: 64-element blocks
+  const int64_t d = kq ? 256 : 64, F = kq ? 256 : b64 ? 128 : 96, n = 5;
   constexpr int E = 4, K = 2;
   std::vector<Mat> gate, up, down;
   for (int e = 0; e < E; ++e) {
@@ -284,7 +285,7 @@ TEST_P(VulkanExperts, SubsetMatchesTheCpuDevice) {
 INSTANTIATE_TEST_SUITE_P(Types, VulkanExperts,
                          ::testing::Values(GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0,
                                            GgmlType::q4_0, GgmlType::q5_0, GgmlType::q5_1, GgmlType::mxfp4,
-                                           GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k),
+                                           GgmlType::nvfp4, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k),
                          [](const auto& info) { return std::string(type_info(info.param).name); });
 
 #endif  // STRATA_HAVE_VULKAN

@@ -180,6 +180,32 @@ TEST(VulkanModel, Q4KMMoeMatchesTheCpu) {
   std::filesystem::remove(path);
 }
 
+// NVFP4 routed experts (`strata synth --type nvfp4`: the rest Q8_0) on the device: linear.comp's
+// NVFP4 build (a 64-element block's four UE4M3-scaled sub-blocks against Q8_0 activations) in the
+// experts' job lists, within the quantized models' 1e-2 of the spread.
+TEST(VulkanModel, Nvfp4ExpertsMatchTheCpu) {
+  SynthSpec s;
+  s.arch = "qwen3moe";
+  s.n_layer = 2;
+  s.n_embd = 128;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.expert_ffn = 128;
+  s.n_vocab = 300;
+  s.type = "nvfp4";
+  s.n_threads = 1;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata_vk_nvfp4_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  auto r = synth_write(s, path);
+  ASSERT_TRUE(r.ok()) << r.message();
+  int agreed = 0;
+  compare(path, 8, 3, 1e-2, &agreed, {}, /*gpu_experts=*/true);
+  std::filesystem::remove(path);
+}
+
 // tiny-qwen3moe-f32 quantized to Q4_K_M as llama-quantize does it (`strata quantize`): its rows of
 // 64 / 32 fall back to Q5_0 / Q5_1 / Q8_0 (Q4_K / Q5_K / Q6_K rows that are not a multiple of
 // 256), so those linear.comp builds and the Q8_1 form run too; experts on the device as well.

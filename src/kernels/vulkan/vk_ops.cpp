@@ -85,7 +85,7 @@ Result<const vk::RawBuffer*> VulkanDevice::weight(const DeviceMat& m, const char
   if (vk::linear_shader(m.type, false, subgroup_).empty())
     return err(
         "%s: %s: %s has type %s, which has no Vulkan kernel yet (F32, F16, BF16, Q8_0, Q4_0, Q5_0, "
-        "Q5_1, MXFP4, Q4_K, Q5_K, Q6_K)",
+        "Q5_1, MXFP4, NVFP4, Q4_K, Q5_K, Q6_K)",
         nm, op, what, type_name(m.type));
   const int64_t bs = type_info(m.type).block_size;
   if (m.out < 1 || m.in < 1 || m.in % bs != 0 || m.row_stride < row_bytes(m.type, m.in) || m.out > kMaxRows)
@@ -93,7 +93,9 @@ Result<const vk::RawBuffer*> VulkanDevice::weight(const DeviceMat& m, const char
                static_cast<long long>(m.in), static_cast<long long>(m.out), m.row_stride);
   const size_t extent = m.row_stride * static_cast<size_t>(m.out - 1) + row_bytes(m.type, m.in);
   STRATA_ASSIGN(const vk::RawBuffer* raw, resolve(*m.buf, m.offset, extent, what));
-  const size_t align = m.type == GgmlType::f32 ? 4 : m.type == GgmlType::mxfp4 ? 1 : 2;
+  const size_t align = m.type == GgmlType::f32                                  ? 4
+                       : m.type == GgmlType::mxfp4 || m.type == GgmlType::nvfp4 ? 1
+                                                                                : 2;
   if (m.offset % align != 0 || m.row_stride % align != 0)
     return err("%s: %s: %s rows at offset %zu, %zu bytes apart: the kernel needs %zu-byte alignment", nm, op,
                what, m.offset, m.row_stride, align);

@@ -125,6 +125,18 @@ constexpr uint32_t kLinearSgQ5_0[] = {
 constexpr uint32_t kLinearJobsSgQ5_0[] = {
 #include "linear_jobs_sg_q5_0.spv.inc"
 };
+constexpr uint32_t kLinearNvfp4[] = {
+#include "linear_nvfp4.spv.inc"
+};
+constexpr uint32_t kLinearJobsNvfp4[] = {
+#include "linear_jobs_nvfp4.spv.inc"
+};
+constexpr uint32_t kLinearSgNvfp4[] = {
+#include "linear_sg_nvfp4.spv.inc"
+};
+constexpr uint32_t kLinearJobsSgNvfp4[] = {
+#include "linear_jobs_sg_nvfp4.spv.inc"
+};
 constexpr uint32_t kLinearQ5_1[] = {
 #include "linear_q5_1.spv.inc"
 };
@@ -182,6 +194,7 @@ std::span<const uint32_t> linear_shader(GgmlType t, bool jobs, bool subgroup) {
     STRATA_LINEAR_CASE(q5_0, Q5_0)
     STRATA_LINEAR_CASE(q5_1, Q5_1)
     STRATA_LINEAR_CASE(mxfp4, Mxfp4)
+    STRATA_LINEAR_CASE(nvfp4, Nvfp4)
     STRATA_LINEAR_CASE(q4_k, Q4_K)
     STRATA_LINEAR_CASE(q5_k, Q5_K)
     STRATA_LINEAR_CASE(q6_k, Q6_K)

@@ -2,7 +2,8 @@
 // over the row (elements for F32 / F16, 32-element blocks for the block types, 64-element
 // chunks of 256-element super-blocks for the K-quants) and a tree sum.
 // Built once per weight type with -DTYPE_F32 / -DTYPE_F16 / -DTYPE_BF16 / -DTYPE_Q8_0 /
-// -DTYPE_Q4_0 / -DTYPE_Q5_0 / -DTYPE_Q5_1 / -DTYPE_MXFP4 / -DTYPE_Q4_K / -DTYPE_Q5_K / -DTYPE_Q6_K.
+// -DTYPE_Q4_0 / -DTYPE_Q5_0 / -DTYPE_Q5_1 / -DTYPE_MXFP4 / -DTYPE_NVFP4 / -DTYPE_Q4_K / -DTYPE_Q5_K /
+// -DTYPE_Q6_K (NVFP4: a 32-element pass is half a 64-element block, two sub-blocks each scaled).
 // W is bound as bytes (ggml's row layout, at an offset aligned as the type's elements: 4 for F32,
 // any for MXFP4, 2 for the others); x comes in the device's form of the weight type's
 // vec_dot_type (vk_forms.h), converted as kernels/linear converts:
@@ -61,7 +62,7 @@ layout(push_constant) uniform Params {
 shared float partial[64];
 #endif
 
-#if defined(TYPE_MXFP4)
+#if defined(TYPE_MXFP4) || defined(TYPE_NVFP4)
 // E2M1 code c times 2: |value| nibbles 0, 1, 2, 3, 4, 6, 8, 12 packed in one word (no table in
 // memory), the sign from bit 3.
 int e2m1x2(uint c) {
@@ -80,6 +81,15 @@ uint q5_word(uint q, uint shift, uint h, int off) {
     r |= (uint(v) & 0xffu) << (8u * j);
   }
   return r;
+}
+#endif
+#if defined(TYPE_NVFP4)
+// Half of a UE4M3 scale byte as ggml reads it (quant/fp8_fp4.cpp kNvfp4ScaleHalf): m·2^-10 for
+// exponent 0, (8 + m)·2^(e−11) above; bit 7 ignored; 0x7F reads 0. Exact (ldexp).
+float nv_scale_half(uint b) {
+  if (b == 0x7fu) return 0.0;
+  const uint e = (b >> 3) & 0xfu, m = b & 7u;
+  return e == 0u ? ldexp(float(m), -10) : ldexp(float(8u + m), int(e) - 11);
 }
 #endif
 
@@ -107,6 +117,13 @@ int dot4(uint a, uint b) {
 uint pack4(int a, int b, int c, int d) {
   return (uint(a) & 0xffu) | ((uint(b) & 0xffu) << 8) | ((uint(c) & 0xffu) << 16) | (uint(d) << 24);
 }
+#if defined(TYPE_NVFP4)
+// Four E2M1 nibbles of q (the low or high nibble of each byte) as doubled int8 values.
+uint nv_word(uint q, int hi) {
+  return pack4(e2m1x2(bitfieldExtract(q, hi, 4)), e2m1x2(bitfieldExtract(q, 8 + hi, 4)),
+               e2m1x2(bitfieldExtract(q, 16 + hi, 4)), e2m1x2(bitfieldExtract(q, 24 + hi, 4)));
+}
+#endif
 
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
 #define KQUANT
@@ -203,13 +220,40 @@ void main() {
       q8[4u + k] = pack4(e2m1x2(bitfieldExtract(q, 4, 4)), e2m1x2(bitfieldExtract(q, 12, 4)),
                          e2m1x2(bitfieldExtract(q, 20, 4)), e2m1x2(bitfieldExtract(q, 28, 4)));
     }
+#elif defined(TYPE_NVFP4)
+    // 32 elements: half h of a 64-element block (36 bytes: 4 UE4M3 scales, 32 bytes of nibbles), its
+    // sub-blocks 2h and 2h + 1 (16 elements each: byte j's low nibble element j, high nibble j + 8)
+    const uint a = base + (b >> 1) * 36u, h = b & 1u;
+    const uint sc = load_u32(a);
+    const float sh0 = nv_scale_half(bitfieldExtract(sc, int(16u * h), 8));
+    const float sh1 = nv_scale_half(bitfieldExtract(sc, int(16u * h + 8u), 8));
+    const uint q0 = load_u32(a + 4u + 16u * h), q1 = load_u32(a + 8u + 16u * h);
+    const uint q2 = load_u32(a + 12u + 16u * h), q3 = load_u32(a + 16u + 16u * h);
+    q8[0] = nv_word(q0, 0);
+    q8[1] = nv_word(q1, 0);
+    q8[2] = nv_word(q0, 4);
+    q8[3] = nv_word(q1, 4);
+    q8[4] = nv_word(q2, 0);
+    q8[5] = nv_word(q3, 0);
+    q8[6] = nv_word(q2, 4);
+    q8[7] = nv_word(q3, 4);
 #endif
     [[unroll]] for (uint k = 0u; k < TT; ++k) {
       if (k < nt) {
         const uint xb = ((t0 + k) * nb + b) * XB_WORDS;
+#if defined(TYPE_NVFP4)  // a sum per sub-block, each scaled as quant/nvfp4.cpp's vec_dot does
+        int s0 = 0, s1 = 0;
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) s0 += dot4(q8[j], x[xb + 1u + j]);
+        [[unroll]] for (uint j = 4u; j < 8u; ++j) s1 += dot4(q8[j], x[xb + 1u + j]);
+        const float dx = uintBitsToFloat(x[xb]);
+        sum[k] += (dx * sh0) * float(s0);
+        sum[k] += (dx * sh1) * float(s1);
+#else
         int s = 0;
         [[unroll]] for (uint j = 0u; j < 8u; ++j) s += dot4(q8[j], x[xb + XB_WORDS - 8u + j]);
-#if defined(TYPE_MXFP4)
+#endif
+#if defined(TYPE_NVFP4)
+#elif defined(TYPE_MXFP4)
         sum[k] += (uintBitsToFloat(x[xb]) * half_scale) * float(s);
 #elif defined(TYPE_Q5_1)
         precise const float v = (dw * uintBitsToFloat(x[xb])) * float(s) + mw * uintBitsToFloat(x[xb + 1u]);
