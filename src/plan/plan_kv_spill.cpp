@@ -57,7 +57,7 @@ Status plan_kv_budget(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
   STRATA_ASSIGN(const KvPoolBill def, KvPool::bill(spec, po));
   po.budget_bytes = p.kv_budget;
   auto gb = KvPool::bill(spec, po);
-  if (!gb.ok()) return err_context("plan: --kv-budget", gb.error());
+  if (!gb.ok()) return err_context("plan", gb.error());
   const KvPoolBill& got = *gb;
   if (def.pool_bytes == 0) return err("plan: --kv-budget: this model keeps no KV in a paged pool");
   b->kv_pool_default = def.pool_bytes;
