@@ -86,10 +86,14 @@ bool Engine::place(Slot& s, bool resume) {
   t.set_salt(s.session->knobs().salt());
   const std::span<const int32_t> toks(s.seq.data(), s.target);
   // A request that wants every prompt row's logits evaluates every row.
-  const int64_t reused = wants_prompt_rows(s.req->p) ? 0 : kv_pool_->adopt_prefix(t, toks);
+  int64_t reused = wants_prompt_rows(s.req->p) ? 0 : kv_pool_->adopt_prefix(t, toks);
+  if (reused > 0 && !s.session->assume_prefix(static_cast<int>(reused)).ok()) {
+    s.session->reset();  // the prefix cannot be taken up (a window checkpoint gone): evaluate it all
+    t.set_salt(s.session->knobs().salt());
+    reused = 0;
+  }
   const int64_t first = std::min<int64_t>(static_cast<int64_t>(s.target), reused + opts_.n_batch);
-  if (kv_pool_->need(t, first) > kv_pool_->available() ||
-      !s.session->assume_prefix(static_cast<int>(reused)).ok()) {
+  if (kv_pool_->need(t, first) > kv_pool_->available()) {
     s.session->reset();
     return false;
   }
