@@ -129,13 +129,12 @@ Status KvCache::save_checkpoint(int64_t n_past) {
   if (!want) return {};
   const int64_t end = want->second;
   KvCheckpoint c;
-  c.first = c.end = end;
+  c.end = end;
   for (const KvWindowPart& w : pool_->window_parts()) {
     const RowCache& rc = layers_[static_cast<size_t>(w.il)].parts_[static_cast<size_t>(w.part)].rows;
     STRATA_ASSERT(rc.view().row_bytes == w.row_bytes);
     const int64_t lo = std::max<int64_t>(0, end - w.keep);
     if (rc.ring() && n_past - lo > rc.capacity()) return {};  // overwritten already: no snapshot here
-    c.first = std::min(c.first, lo);
     const size_t at = c.bytes.size();
     c.bytes.resize(at + static_cast<size_t>(end - lo) * w.row_bytes);
     STRATA_TRY(rc.read_rows(lo, end - lo, c.bytes.data() + at));

@@ -7,10 +7,10 @@
 // named by the hash of the chain's block ending at B.
 //
 // The engine saves one when a prompt's prefill completes, when a sequence is preempted and when it
-// finishes (KvCache::save_checkpoint); a prefix lookup then stops at the last block boundary that
-// has one, and the new sequence's rings are written from it (KvCache::restore_checkpoint), so its
-// rows are the bits a recompute would write. At most `capacity` snapshots (least recently used
-// dropped). Not thread-safe (KvPool serializes its calls).
+// finishes (KvCache::save_checkpoint; at most one per boundary); a prefix lookup then stops at the last block
+// boundary that has one, and the new sequence's rings are written from it (KvCache::restore_checkpoint), so
+// its rows are the bits a recompute would write. At most `capacity` snapshots (least recently used dropped).
+// Not thread-safe (KvPool serializes its calls).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@
 namespace strata {
 
 struct KvCheckpoint {
-  int64_t first = 0, end = 0;  // the rows of positions [first, end) of every window part
+  int64_t end = 0;             // the boundary: each window part's last `keep` rows before it (KvWindowPart)
   std::vector<uint8_t> bytes;  // part after part (KvPool's window parts in layer order), row after row
 };
 

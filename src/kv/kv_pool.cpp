@@ -73,6 +73,7 @@ Result<KvPoolBill> KvPool::bill(const KvSpec& spec, const KvPoolOptions& o) {
   b.pool_bytes = static_cast<uint64_t>(l.n_blocks) * l.block_bytes;
   b.prefix_cache = l.prefix_cache;
   b.checkpoints = l.windows.empty() ? 0 : static_cast<uint64_t>(o.checkpoints) * l.checkpoint_bytes;
+  b.spill = l.spill;
   if (l.spill) {
     b.ram_tier = o.ram_bytes;
     b.ssd = !o.disk_dir.empty();

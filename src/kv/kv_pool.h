@@ -78,6 +78,7 @@ struct KvPoolBill {
   int32_t n_blocks = 0;
   uint64_t block_bytes = 0, pool_bytes = 0;
   bool prefix_cache = false, ssd = false;
+  bool spill = false;        // the prefix cache's blocks spill to RAM / SSD (every part paged, a tier asked)
   uint64_t ram_tier = 0;     // --cache-ram bytes (RAM)
   uint64_t spill_queue = 0;  // the SSD writer's queue at most (RAM)
   uint64_t ssd_file = 0;     // one block's file on SSD

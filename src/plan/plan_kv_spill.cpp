@@ -8,36 +8,39 @@
 
 namespace strata {
 
-void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
-  if (m.kv.family != KvFamily::mla && p.ctx_checkpoints > 0) {  // window-ring checkpoints
-    KvPoolOptions po;
-    po.block_size = p.block_size;
-    const KvSpec spec = plan_kv_spec(m, p);
-    po.budget_bytes =
-        p.kv_budget > 0 ? p.kv_budget : KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);
-    po.checkpoints = int64_t{p.ctx_checkpoints} * p.n_seq;
-    if (auto kb = KvPool::bill(spec, po); kb.ok()) b->kv_checkpoints = kb->checkpoints;
-  }
-  if (p.cache_ram == 0 && !p.prefix_cache_dir) return;
-  if (m.kv.family == KvFamily::mla) {
-    b->kv_spill_note = "strata does not run this architecture (no KV pool)";
-    return;
-  }
-  const KvSpec spec = plan_kv_spec(m, p);  // at the plan's types, as the bill's lines
+namespace {
+
+// The pool serve makes for these options (KvPool's inputs as the engine sets them).
+KvPoolOptions serve_pool(const KvSpec& spec, const PlanOptions& p) {
   KvPoolOptions po;
   po.block_size = p.block_size;
   po.budget_bytes =
       p.kv_budget > 0 ? p.kv_budget : KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);
+  po.checkpoints = int64_t{p.ctx_checkpoints} * p.n_seq;
   po.ram_bytes = p.cache_ram < 0 ? po.budget_bytes : static_cast<uint64_t>(p.cache_ram);
   if (p.prefix_cache_dir) po.disk_dir = "(planned)";
   po.disk_bytes = p.prefix_cache_dir_size;
-  auto kb = KvPool::bill(spec, po);
-  if (!kb.ok()) {
-    b->kv_spill_note = kb.message();
+  return po;
+}
+
+}  // namespace
+
+void plan_kv_spill(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
+  const bool asked = p.cache_ram != 0 || p.prefix_cache_dir;  // the spill tiers are priced when asked
+  if (m.kv.family == KvFamily::mla) {
+    if (asked) b->kv_spill_note = "strata does not run this architecture (no KV pool)";
     return;
   }
-  if (!kb->prefix_cache) {
-    b->kv_spill_note = "not every KV part is paged (windows, compressed rows): no prefix cache to spill";
+  const KvSpec spec = plan_kv_spec(m, p);  // at the plan's types, as the bill's lines
+  auto kb = KvPool::bill(spec, serve_pool(spec, p));
+  if (!kb.ok()) {
+    if (asked) b->kv_spill_note = kb.message();
+    return;
+  }
+  b->kv_checkpoints = kb->checkpoints;  // window-ring checkpoints: serve's default
+  if (!asked) return;
+  if (!kb->spill) {
+    b->kv_spill_note = "not every KV part is paged (windows, compressed rows): no prefix blocks to spill";
     return;
   }
   b->kv_ram_tier = kb->ram_tier;
@@ -55,11 +58,9 @@ Status plan_kv_budget(const PlanModel& m, const PlanOptions& p, PlanBill* b) {
   po.block_size = p.block_size;
   po.budget_bytes = KvPool::default_budget(spec, p.n_ctx, p.n_seq, p.block_size);
   STRATA_ASSIGN(const KvPoolBill def, KvPool::bill(spec, po));
-  po.budget_bytes = p.kv_budget;
-  auto gb = KvPool::bill(spec, po);
+  auto gb = KvPool::bill(spec, serve_pool(spec, p));
   if (!gb.ok()) return err_context("plan", gb.error());
   const KvPoolBill& got = *gb;
-  if (def.pool_bytes == 0) return err("plan: --kv-budget: this model keeps no KV in a paged pool");
   b->kv_pool_default = def.pool_bytes;
   b->kv_pool_budget = got.pool_bytes;
   // The paged lines share the pool as they share a position's bytes; the last takes the rounding.

@@ -378,7 +378,7 @@ void Engine::run_batch(int n_decode, int n_prefill) {
       }
     }
     s->n_eval += s->n_chunk;
-    if (!decoding) checkpoint(*s);  // a prompt chunk: its prefix is one others may share
+    if (!decoding && s->n_eval == s->target) checkpoint(*s);  // its prompt done: a prefix others may share
     if (decoding || s->n_eval == s->target) {
       const float* src = batch_logits_.data() + row * V;
       std::copy(src, src + n_vocab_, s->logits.begin());

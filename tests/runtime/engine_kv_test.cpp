@@ -191,7 +191,7 @@ TEST(EngineKv, OversubscribedSlidingWindowModel) {
 // prompt on the first 70 tokens: the checkpoint at 64 serves it); at -c 512 with steps of 16 tokens
 // the rings (143 rows) wrap, and the same 305-token prompt again starts from the checkpoint at 304
 // taken from them. (A prefix is reusable up to the last boundary some sequence saved a checkpoint
-// at: its prompt's end, a prefill step's, its preemption's or its end.)
+// at: its prompt's end, its preemption or its end.)
 void expect_sliding_prefix(const Model& m, int n_ctx, int n_ubatch, int n_prefix, bool same_prompt) {
   const auto prefix = tokens(m, n_prefix, 1);
   std::vector<CompletionParams> ps;
