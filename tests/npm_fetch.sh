@@ -71,3 +71,36 @@ npm_fetch() {
   done
   rm -rf "$tmp"
 }
+
+# npm_llama_templates CACHE: llama.cpp v0.5.0's models/templates/*.jinja in
+# CACHE/llama.cpp-v0.5.0/templates, taken from the llama.cpp source node-llama-cpp@3.22.1 carries
+# as a git bundle (llama/gitRelease.bundle, the release it builds). Fetched once (the 35 MB package
+# is dropped once the templates are kept); needs git. Safe when two tests fetch at once.
+npm_llama_templates() {
+  local cache=$1
+  local tdir="$cache/llama.cpp-v0.5.0/templates"
+  [ -f "$tdir/.complete" ] && return 0
+  command -v git >/dev/null 2>&1 || npm_skip "git not found (it reads the templates from node-llama-cpp's git bundle)"
+  mkdir -p "$cache"
+  local tmp
+  tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
+  npm_pack_into "$tmp" node-llama-cpp@3.22.1
+  tar xzf "$tmp/$(head -n 1 "$tmp/names")" -C "$tmp" package/llama/gitRelease.bundle package/llama/binariesGithubRelease.json ||
+    npm_skip "node-llama-cpp@3.22.1 has no llama/gitRelease.bundle"
+  grep -q '"v0.5.0"' "$tmp/package/llama/binariesGithubRelease.json" ||
+    npm_skip "node-llama-cpp@3.22.1 does not carry llama.cpp v0.5.0: $(cat "$tmp/package/llama/binariesGithubRelease.json")"
+  git init -q --bare "$tmp/src.git"
+  git -C "$tmp/src.git" fetch -q "$tmp/package/llama/gitRelease.bundle" HEAD:refs/heads/release
+  mkdir -p "$tmp/templates"
+  git -C "$tmp/src.git" ls-tree --name-only release models/templates/ | grep '\.jinja$' | while read -r f; do
+    git -C "$tmp/src.git" show "release:$f" >"$tmp/templates/$(basename "$f")"
+  done
+  touch "$tmp/templates/.complete"
+  mkdir -p "$(dirname "$tdir")"
+  # Another test may have put them there meanwhile: theirs is kept (a broken one is replaced).
+  if ! mv -T "$tmp/templates" "$tdir" 2>/dev/null && [ ! -f "$tdir/.complete" ]; then
+    rm -rf "$tdir"
+    mv -T "$tmp/templates" "$tdir"
+  fi
+  rm -rf "$tmp"
+}

@@ -82,14 +82,16 @@ Status Engine::check_fits(const CompletionParams& p) const {
 // after them, if the pool can hold its first prefill chunk; else nothing changes.
 bool Engine::place(Slot& s, bool resume) {
   BlockTable& t = *s.session->kv_blocks();
-  s.session->reset();
-  t.set_salt(s.session->knobs().salt());
+  auto fresh = [&] {
+    s.session->reset();
+    t.set_salt(s.session->knobs().salt());
+  };
+  fresh();
   const std::span<const int32_t> toks(s.seq.data(), s.target);
   // A request that wants every prompt row's logits evaluates every row.
   int64_t reused = wants_prompt_rows(s.req->p) ? 0 : kv_pool_->adopt_prefix(t, toks);
   if (reused > 0 && !s.session->assume_prefix(static_cast<int>(reused)).ok()) {
-    s.session->reset();  // the prefix cannot be taken up (a window checkpoint gone): evaluate it all
-    t.set_salt(s.session->knobs().salt());
+    fresh();  // the prefix cannot be taken up (a window checkpoint gone): evaluate it all
     reused = 0;
   }
   const int64_t first = std::min<int64_t>(static_cast<int64_t>(s.target), reused + opts_.n_batch);

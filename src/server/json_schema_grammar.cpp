@@ -10,6 +10,7 @@
 
 #include "server/json_schema_numbers.h"
 #include "server/json_schema_pattern.h"
+#include "text/utf8.h"
 
 namespace strata::server {
 
@@ -74,21 +75,6 @@ const char* string_format(const std::string& f) {
   }();
   auto it = formats.find(f);
   return it == formats.end() ? nullptr : it->second.c_str();
-}
-
-// The code points of UTF-8 text (JSON keys: valid UTF-8).
-std::vector<uint32_t> code_points(const std::string& s) {
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    uint32_t cp = n == 1 ? c : c & (0x7Fu >> n);
-    for (int k = 1; k < n && i + static_cast<size_t>(k) < s.size(); ++k)
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3Fu);
-    out.push_back(cp);
-    i += static_cast<size_t>(n);
-  }
-  return out;
 }
 
 // One code point as a GBNF escape (inside a class or a literal).
@@ -404,7 +390,7 @@ class Converter {
     std::vector<Node> trie(1);
     for (const std::string& n : names) {
       int at = 0;
-      for (uint32_t cp : code_points(n)) {
+      for (uint32_t cp : text::utf8_decode(n)) {
         auto it = trie[static_cast<size_t>(at)].next.find(cp);
         if (it == trie[static_cast<size_t>(at)].next.end()) {
           trie.emplace_back();

@@ -2,7 +2,7 @@
 # ctest entry: the DeepSeek-V4 chat path against external oracles fetched with npm at test time
 # (into CACHE, build/npm-cache, kept between runs; never committed):
 #   - llama.cpp v0.5.0's models/templates/deepseek-ai-DeepSeek-V4.jinja, taken from the llama.cpp
-#     source that node-llama-cpp@3.22.1 ships as a git bundle (only the template is kept), rendered
+#     source that node-llama-cpp@3.22.1 ships as a git bundle (tests/npm_fetch.sh), rendered
 #     by @huggingface/jinja for a set of conversations (system, tools, thinking on / off, multi-turn,
 #     tool calls and results) and compared with what `strata serve`'s /apply-template renders;
 #   - the official `openai` client's chat.completions.create (non-streamed and streamed) against
@@ -21,28 +21,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 source "$here/../npm_fetch.sh"
 npm_require_node
-command -v git >/dev/null 2>&1 || npm_skip "git not found (it reads the template from node-llama-cpp's git bundle)"
-
 npm_fetch "$cache" @huggingface/jinja@0.5.13 hf-jinja openai@6.30.1 openai
-
-# The template: node-llama-cpp's llama/gitRelease.bundle is llama.cpp's source at the release it
-# builds (v0.5.0). Fetched once; the 35 MB package is dropped once the template is kept.
-tmpl="$cache/llama.cpp-v0.5.0/deepseek-ai-DeepSeek-V4.jinja"
-if [ ! -f "$tmpl" ]; then
-  mkdir -p "$cache"
-  tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
-  npm_pack_into "$tmp" node-llama-cpp@3.22.1
-  tar xzf "$tmp/$(head -n 1 "$tmp/names")" -C "$tmp" package/llama/gitRelease.bundle package/llama/binariesGithubRelease.json ||
-    npm_skip "node-llama-cpp@3.22.1 has no llama/gitRelease.bundle"
-  grep -q '"v0.5.0"' "$tmp/package/llama/binariesGithubRelease.json" ||
-    npm_skip "node-llama-cpp@3.22.1 does not carry llama.cpp v0.5.0: $(cat "$tmp/package/llama/binariesGithubRelease.json")"
-  git init -q --bare "$tmp/src.git"
-  git -C "$tmp/src.git" fetch -q "$tmp/package/llama/gitRelease.bundle" HEAD:refs/heads/release
-  mkdir -p "$(dirname "$tmpl")"
-  git -C "$tmp/src.git" show release:models/templates/deepseek-ai-DeepSeek-V4.jinja >"$tmp/t.jinja"
-  mv -f "$tmp/t.jinja" "$tmpl"
-  rm -rf "$tmp"
-fi
+npm_llama_templates "$cache"
+tmpl="$cache/llama.cpp-v0.5.0/templates/deepseek-ai-DeepSeek-V4.jinja"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-ds4npm.XXXXXX")
 trap 'rm -rf "$work"' EXIT

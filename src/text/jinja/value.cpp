@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "text/utf8.h"
+
 namespace strata::jinja {
 
 const Value* CallArgs::get(size_t index, std::string_view name) const {
@@ -374,12 +376,10 @@ std::string json_quote(std::string_view s, bool ensure_ascii) {
           std::snprintf(buf, sizeof(buf), "\\u%04x", c);
           out += buf;
         } else if (c >= 0x80 && ensure_ascii) {
-          // Decode one UTF-8 sequence; write UTF-16 units as \uXXXX.
-          uint32_t cp = c;
-          int extra = c >= 0xf0 ? 3 : (c >= 0xe0 ? 2 : (c >= 0xc0 ? 1 : 0));
-          cp = c & (0x3f >> extra);
-          for (int e = 0; e < extra && k + 1 < s.size(); ++e)
-            cp = (cp << 6) | (static_cast<unsigned char>(s[++k]) & 0x3f);
+          // One UTF-8 sequence (text/utf8.h: a bad byte reads U+FFFD), written as UTF-16 \uXXXX units.
+          size_t pos = k;
+          uint32_t cp = text::utf8_decode_one(s, &pos);
+          k = pos - 1;
           if (cp >= 0x10000) {
             cp -= 0x10000;
             std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
