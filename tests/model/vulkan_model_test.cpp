@@ -153,26 +153,25 @@ TEST(VulkanModel, DenseLlamaMatchesTheCpu) {
   std::filesystem::remove(path);
 }
 
-// A Q4_K_M qwen3moe (llama.cpp's mix as `strata synth --type q4_k_m` writes it: Q4_K matrices,
-// Q6_K output and layer 1's attn_v / ffn_down; rows of 256) with its dense weights and every
-// routed expert on the device: linear.comp's K-quant builds against Q8_K activations (plain and
-// job lists), swiglu.comp's Q8_K h and o, within the quantized models' 1e-2 of the spread.
-TEST(VulkanModel, Q4KMMoeMatchesTheCpu) {
+// A 2-layer synth qwen3moe of `type` (`strata synth --type`), 4 experts of `width` top-2, with its
+// dense weights and every routed expert on the device, against the CPU within the quantized
+// models' 1e-2 of the spread.
+void expect_synth_moe_matches(const char* type, int width) {
   SynthSpec s;
   s.arch = "qwen3moe";
   s.n_layer = 2;
-  s.n_embd = 256;
+  s.n_embd = width;
   s.n_head = 4;
   s.n_head_kv = 2;
   s.n_expert = 4;
   s.n_expert_used = 2;
-  s.expert_ffn = 256;
+  s.expert_ffn = width;
   s.n_vocab = 300;
-  s.type = "q4_k_m";
+  s.type = type;
   s.n_threads = 1;
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("strata_vk_q4km_" + std::to_string(::getpid()) + ".gguf"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("strata_vk_" + std::string(type) + "_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
   auto r = synth_write(s, path);
   ASSERT_TRUE(r.ok()) << r.message();
   int agreed = 0;
@@ -180,30 +179,17 @@ TEST(VulkanModel, Q4KMMoeMatchesTheCpu) {
   std::filesystem::remove(path);
 }
 
-// NVFP4 routed experts (`strata synth --type nvfp4`: the rest Q8_0) on the device: linear.comp's
-// NVFP4 build (a 64-element block's four UE4M3-scaled sub-blocks against Q8_0 activations) in the
-// experts' job lists, within the quantized models' 1e-2 of the spread.
+// Q4_K_M (llama.cpp's mix as synth writes it: Q4_K matrices, Q6_K output and layer 1's attn_v /
+// ffn_down; rows of 256): linear.comp's K-quant builds against Q8_K activations (plain and job
+// lists), swiglu.comp's Q8_K h and o.
+TEST(VulkanModel, Q4KMMoeMatchesTheCpu) {
+  expect_synth_moe_matches("q4_k_m", 256);
+}
+
+// NVFP4 routed experts (the rest Q8_0): linear.comp's NVFP4 build (a 64-element block's four
+// UE4M3-scaled sub-blocks against Q8_0 activations) in the experts' job lists.
 TEST(VulkanModel, Nvfp4ExpertsMatchTheCpu) {
-  SynthSpec s;
-  s.arch = "qwen3moe";
-  s.n_layer = 2;
-  s.n_embd = 128;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_expert = 4;
-  s.n_expert_used = 2;
-  s.expert_ffn = 128;
-  s.n_vocab = 300;
-  s.type = "nvfp4";
-  s.n_threads = 1;
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("strata_vk_nvfp4_" + std::to_string(::getpid()) + ".gguf"))
-          .string();
-  auto r = synth_write(s, path);
-  ASSERT_TRUE(r.ok()) << r.message();
-  int agreed = 0;
-  compare(path, 8, 3, 1e-2, &agreed, {}, /*gpu_experts=*/true);
-  std::filesystem::remove(path);
+  expect_synth_moe_matches("nvfp4", 128);
 }
 
 // tiny-qwen3moe-f32 quantized to Q4_K_M as llama-quantize does it (`strata quantize`): its rows of
