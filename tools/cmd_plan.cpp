@@ -45,16 +45,9 @@ static int cmd_plan(int argc, char** argv) {
   app.add_option("-b,--batch-size", ubatch, "tokens per forward step (as run -b)")->capture_default_str();
   strata::cli::KvTypeFlags kf;  // as run / serve (default f16); planned types are priced too
   strata::cli::add_kv_type_flags(app, kf, "f16");
-  strata::cli::KvSpillPlanFlags sf;  // serve's prefix-cache spill tiers, priced when given
+  strata::cli::KvSpillPlanFlags sf;  // serve's pool flags: spill tiers, --kv-budget, --ctx-checkpoints
   sf.add(app);
   app.add_option("--block-size", o_block_size, "positions per KV block (as serve)")->capture_default_str();
-  int ctx_checkpoints = 8;
-  app.add_option("--ctx-checkpoints", ctx_checkpoints,
-                 "sliding-window models: price serve's prefix-cache checkpoints per sequence")
-      ->capture_default_str();
-  std::string kv_budget;
-  app.add_option("--kv-budget", kv_budget,
-                 "price serve's paged KV pool of this many bytes (K/M/G; default -c x --batch positions)");
   app.add_option("--expert-type", expert_type,
                  "--config: routed expert type (default mxfp4 for deepseek-v4, else q8_0)");
   app.add_option("--weight-type", weight_type, "--config: type of the other matrices")->capture_default_str();
@@ -123,12 +116,13 @@ static int cmd_plan(int argc, char** argv) {
   if (o_block_size < 1 || o_block_size > 4096) return fail("--block-size must be in [1, 4096]", 2);
   o.block_size = o_block_size;
   {
-    auto kb = strata::cli::parse_flag_size(kv_budget, "--kv-budget", 0);
+    auto kb = strata::cli::parse_flag_size(sf.kv_budget, "--kv-budget", 0);
     if (!kb.ok()) return fail(kb.message(), 2);
     o.kv_budget = *kb;
   }
-  if (ctx_checkpoints < 0 || ctx_checkpoints > 4096) return fail("--ctx-checkpoints must be in [0, 4096]", 2);
-  o.ctx_checkpoints = ctx_checkpoints;
+  if (auto st = strata::cli::check_ctx_checkpoints(sf.ctx_checkpoints); !st.ok())
+    return fail(st.message(), 2);
+  o.ctx_checkpoints = sf.ctx_checkpoints;
   if (!sf.cache_ram.empty()) {
     auto cr = strata::cli::parse_flag_size(sf.cache_ram, "--cache-ram", 0);
     if (!cr.ok()) return fail(cr.message(), 2);

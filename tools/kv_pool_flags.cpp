@@ -20,6 +20,11 @@ const char* kDirSizeHelp =
 
 }  // namespace
 
+Status check_ctx_checkpoints(int n) {
+  if (n < 0 || n > 4096) return err("--ctx-checkpoints must be in [0, 4096]");
+  return {};
+}
+
 Result<uint64_t> parse_flag_size(const std::string& text, const char* flag, uint64_t absent) {
   if (text.empty()) return absent;
   auto b = parse_size(text);
@@ -37,8 +42,7 @@ void KvPoolFlags::add(CLI::App& app) {
   app.add_option("--prefix-cache-dir-size", prefix_cache_dir_size, kDirSizeHelp);
   app.add_option("--ctx-checkpoints,--swa-checkpoints", ctx_checkpoints,
                  "-ctxcp: models with sliding-window layers: window-ring snapshots kept per slot for the "
-                 "prefix cache "
-                 "(0: no prefix cache for them)")
+                 "prefix cache (0: no prefix cache for them)")
       ->capture_default_str();
   app.add_flag(
       "--verbose", verbose,
@@ -52,7 +56,7 @@ Status KvPoolFlags::apply(EngineOptions* eo) const {
   if (!kv_budget.empty() && eo->kv_budget == 0) return err("--kv-budget must be > 0");
   eo->block_size = block_size;
   eo->prefix_cache = !no_prefix_cache;
-  if (ctx_checkpoints < 0 || ctx_checkpoints > 4096) return err("--ctx-checkpoints must be in [0, 4096]");
+  STRATA_TRY(check_ctx_checkpoints(ctx_checkpoints));
   eo->ctx_checkpoints = ctx_checkpoints;
   STRATA_ASSIGN(const uint64_t ram, parse_flag_size(cache_ram, "--cache-ram", 0));
   eo->cache_ram = cache_ram.empty() ? -1 : static_cast<int64_t>(ram);
@@ -125,6 +129,11 @@ void KvSpillPlanFlags::add(CLI::App& app) {
       "--prefix-cache-dir", prefix_cache_dir,
       "price serve's SSD tier (its write queue in RAM, its files on SSD; the directory is not read)");
   app.add_option("--prefix-cache-dir-size", prefix_cache_dir_size, kDirSizeHelp);
+  app.add_option("--kv-budget", kv_budget,
+                 "price serve's paged KV pool of this many bytes (K/M/G; default -c x --batch positions)");
+  app.add_option("--ctx-checkpoints", ctx_checkpoints,
+                 "-ctxcp: sliding-window models: price serve's prefix-cache checkpoints per sequence")
+      ->capture_default_str();
 }
 
 }  // namespace strata::cli

@@ -38,11 +38,17 @@ struct KvPoolFlags {
 std::string kv_summary_text(const Engine& e, const std::string& arch, int64_t positions, int n_cached,
                             int n_prompt);
 
-// The spill flags `strata plan` prices (-cram, --prefix-cache-dir, --prefix-cache-dir-size).
+// The pool flags `strata plan` prices (-cram, --prefix-cache-dir, --prefix-cache-dir-size,
+// --kv-budget, --ctx-checkpoints).
 struct KvSpillPlanFlags {
   std::string cache_ram, prefix_cache_dir, prefix_cache_dir_size;
+  std::string kv_budget;    // --kv-budget: serve's pool of this many bytes
+  int ctx_checkpoints = 8;  // --ctx-checkpoints: serve's window-ring checkpoints per sequence
   void add(CLI::App& app);
 };
+
+// --ctx-checkpoints N in [0, 4096] (serve / run and plan).
+Status check_ctx_checkpoints(int n);
 
 // SIZE of a flag (K/M/G suffixes); "" gives `absent`.
 Result<uint64_t> parse_flag_size(const std::string& text, const char* flag, uint64_t absent);
